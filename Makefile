@@ -1,0 +1,51 @@
+# Two commands on a fresh machine with only python3:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-dev
+# The MongoDB-wire test server (SecantusDB) lives outside the checkout so that several
+# checkouts share one; tools/with-mongo.sh starts it when nothing answers and stops only
+# what it started. Set FLOWSCHED_MONGO_URI to use a real MongoDB instead.
+export MONGO_HOME ?= /tmp/flowsched-mongo
+export MONGO_PORT ?= 27017
+
+.PHONY: demo test lint bench venv mongo-start mongo-stop clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+venv: $(STAMP)
+
+demo: $(VENV)/.installed
+	$(PY) examples/quickstart.py
+
+test: $(STAMP)
+	bash tools/with-mongo.sh $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check flowsched tests examples bench
+	$(VENV)/bin/ruff format --check flowsched
+	$(VENV)/bin/mypy --strict flowsched
+
+bench: $(STAMP)
+	$(PY) bench/config_bench.py
+	$(PY) bench/memory_bench.py
+	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
+
+mongo-start:
+	bash tools/start-mongo.sh
+
+mongo-stop:
+	bash tools/start-mongo.sh stop
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,193 @@
+"""The delivery core shared by every adapter: run a handler, decide what happens next.
+
+Adapters own storage and fencing (which form of an item is current); this module owns the
+rules: who handles a kind, redelivery backoff (3 s doubling to 30 s by default), the optional
+maximum of attempts and the dead letter, logging and observation. An adapter calls
+:meth:`DeliveryCore.deliver` for one claimed item and applies the :data:`Outcome` it returns
+under its own fence (id + generation).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock
+from flowsched.port import DeadLetter, Handler, ScheduleItem, ScheduleKind
+
+__all__ = [
+    "Completed",
+    "DeadLettered",
+    "DeliveryCore",
+    "Observer",
+    "Outcome",
+    "Redeliver",
+    "RedeliveryPolicy",
+]
+
+log = logging.getLogger("flowsched.delivery")
+
+
+@dataclass(frozen=True, slots=True)
+class RedeliveryPolicy:
+    """Backoff for failed deliveries: ``initial``, times ``factor`` per failure, capped.
+
+    ``max_attempts`` (``None``: retry for as long as it fails) is the number of failed
+    deliveries after which the item goes to the dead letters.
+
+    >>> [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)]
+    [3, 6, 12, 24, 30, 30]
+    """
+
+    initial: timedelta = timedelta(seconds=3)
+    maximum: timedelta = timedelta(seconds=30)
+    factor: float = 2.0
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.initial <= timedelta(0):
+            raise ValueError(f"redelivery initial must be positive (got {self.initial})")
+        if self.maximum < self.initial:
+            raise ValueError(
+                f"redelivery maximum ({self.maximum}) must be at least initial ({self.initial})"
+            )
+        if self.factor < 1:
+            raise ValueError(f"redelivery factor must be >= 1 (got {self.factor})")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1 or None (got {self.max_attempts})")
+
+    def delay(self, failures: int) -> timedelta:
+        """The wait after the ``failures``-th consecutive failure (1-based)."""
+        if failures < 1:
+            raise ValueError(f"failures is 1-based (got {failures})")
+        # Compare in seconds before multiplying, so huge failure counts cannot overflow.
+        seconds = self.initial.total_seconds()
+        cap = self.maximum.total_seconds()
+        for _ in range(failures - 1):
+            seconds *= self.factor
+            if seconds >= cap:
+                return self.maximum
+        return min(timedelta(seconds=seconds), self.maximum)
+
+
+class Observer:
+    """Hook for metrics: override what you need; every method is called synchronously.
+
+    Calls come from scheduler threads; keep them cheap and thread-safe."""
+
+    def scheduled(self, item: ScheduleItem) -> None:
+        """An item was scheduled (or replaced)."""
+
+    def cancelled(self, item_id: str) -> None:
+        """An item was cancelled."""
+
+    def fired(self, item: ScheduleItem, attempt: int, lateness: timedelta) -> None:
+        """A delivery is starting; ``lateness`` is fire time minus due time."""
+
+    def completed(self, item: ScheduleItem, attempt: int) -> None:
+        """A handler returned: the item is done."""
+
+    def failed(self, item: ScheduleItem, attempt: int, error: str) -> None:
+        """A handler raised; the item will be redelivered or dead-lettered."""
+
+    def dead_lettered(self, dead: DeadLetter) -> None:
+        """An item exhausted ``max_attempts``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """The handler returned: remove the item (if it is still the delivered generation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Redeliver:
+    """The handler raised: deliver again at ``due`` with ``attempt`` earlier failures."""
+
+    due: datetime
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """The handler raised for the last allowed time: set the item aside."""
+
+    dead: DeadLetter
+
+
+Outcome = Completed | Redeliver | DeadLettered
+
+_COMPLETED = Completed()
+
+
+class DeliveryCore:
+    """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.
+
+    Thread-safe: ``deliver`` may run on many worker threads at once.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.clock = clock
+        self.redelivery = redelivery or RedeliveryPolicy()
+        self.observer = observer or Observer()
+        self._handlers: dict[ScheduleKind, Handler] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        with self._lock:
+            self._handlers = {**self._handlers, ScheduleKind(kind): handler}
+
+    def handles(self, kind: ScheduleKind) -> bool:
+        return kind in self._handlers
+
+    def kinds(self) -> frozenset[ScheduleKind]:
+        """Kinds that have a handler (an adapter claims only these)."""
+        return frozenset(self._handlers)
+
+    def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
+        """Call the handler for ``item``; never raises (except ``BaseException``s)."""
+        handler = self._handlers[item.kind]
+        now = self.clock.now()
+        self.observer.fired(item, attempt, now - item.due)
+        try:
+            handler(item, attempt)
+        except Exception as exc:
+            return self.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+        self.observer.completed(item, attempt)
+        return _COMPLETED
+
+    def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:
+        """The outcome of a failed delivery (a raising handler, or one the adapter lost)."""
+        failures = attempt + 1
+        self.observer.failed(item, attempt, error)
+        limit = self.redelivery.max_attempts
+        if limit is not None and failures >= limit:
+            dead = DeadLetter(item, failures, error, self.clock.now())
+            log.error(
+                "dead-lettered %s %s after %d failed attempts: %s",
+                item.kind.value,
+                item.id,
+                failures,
+                error,
+                extra={"item_id": item.id, "kind": item.kind.value},
+            )
+            self.observer.dead_lettered(dead)
+            return DeadLettered(dead)
+        due = self.clock.now() + self.redelivery.delay(failures)
+        log.warning(
+            "delivery of %s %s failed (attempt %d), redelivering at %s: %s",
+            item.kind.value,
+            item.id,
+            attempt,
+            due.isoformat(),
+            error,
+            extra={"item_id": item.id, "kind": item.kind.value},
+        )
+        return Redeliver(due, failures, error)

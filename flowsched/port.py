@@ -1,0 +1,217 @@
+"""The scheduler port: what the flow domain needs of any scheduler, and nothing more.
+
+Adapters (``InMemoryScheduler``, ``MongoScheduler``) implement :class:`SchedulerPort`; the flow
+domain and user code talk only to this interface.
+
+Guarantees every adapter keeps:
+
+* ``schedule`` stores an item; an item with the same ``id`` is replaced.
+* Once ``schedule`` or ``cancel`` has returned, the old form of a replaced or cancelled item is
+  never delivered again (a delivery already running may finish), and a stale delivery never
+  removes the item that replaced it.
+* Delivery is at least once: a handler that returns completes the item; one that raises is
+  redelivered with backoff. "Nothing to do" is success — return normally, or the item is
+  redelivered for as long as it keeps failing.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Self
+
+from flowsched.clock import ensure_utc
+
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "DeadLetter",
+    "Handler",
+    "ScheduleItem",
+    "ScheduleKind",
+    "SchedulerPort",
+    "SchedulerUnavailable",
+    "encode_payload",
+]
+
+MAX_PAYLOAD_BYTES = 1024
+"""Largest payload, in bytes of compact UTF-8 JSON. Pass an id, not the data."""
+
+
+class ScheduleKind(StrEnum):
+    """What a scheduled item is for; handlers subscribe per kind."""
+
+    ACTION_TIMEOUT = "ACTION_TIMEOUT"
+    ACTION_RETRY = "ACTION_RETRY"
+    PROCESSING_TIMEOUT = "PROCESSING_TIMEOUT"
+    TIMER = "TIMER"
+
+
+class SchedulerUnavailable(RuntimeError):
+    """The scheduler's store could not be reached in time; the call did not take effect."""
+
+
+def encode_payload(payload: Mapping[str, Any]) -> bytes:
+    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON or over the limit."""
+    try:
+        encoded = json.dumps(
+            payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
+    if len(encoded) > MAX_PAYLOAD_BYTES:
+        raise ValueError(
+            f"payload is {len(encoded)} bytes encoded as JSON; the limit is "
+            f"{MAX_PAYLOAD_BYTES} bytes (pass an id and let the handler read the data)"
+        )
+    return encoded
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleItem:
+    """One timer: deliver ``kind`` for ``id`` at ``due``.
+
+    ``id`` is the timer's identity: scheduling again under one id replaces the earlier
+    schedule. ``due`` must be timezone-aware (it is kept in UTC). ``payload`` is a JSON object
+    of at most 1024 encoded bytes. ``generation`` is set by the scheduler each time the item
+    is scheduled; :attr:`key` (``"<id>#<generation>"``) is stable across redeliveries of one
+    schedule and is a good idempotency key for a handler's side effects.
+
+    >>> from datetime import UTC, datetime
+    >>> ScheduleItem("expire-o-1", ScheduleKind.TIMER, datetime(2026, 1, 1, tzinfo=UTC)).id
+    'expire-o-1'
+    """
+
+    id: str
+    kind: ScheduleKind
+    due: datetime
+    flow_id: str | None = None
+    payload: Mapping[str, Any] | None = None
+    generation: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError(f"ScheduleItem id must be a non-empty string (got {self.id!r})")
+        if not isinstance(self.kind, ScheduleKind):
+            try:
+                object.__setattr__(self, "kind", ScheduleKind(self.kind))
+            except ValueError:
+                valid = ", ".join(k.value for k in ScheduleKind)
+                raise ValueError(
+                    f"ScheduleItem {self.id!r}: unknown kind {self.kind!r} (valid: {valid})"
+                ) from None
+        if not isinstance(self.due, datetime):
+            raise TypeError(f"ScheduleItem {self.id!r}: due must be a datetime")
+        object.__setattr__(self, "due", ensure_utc(self.due, f"ScheduleItem {self.id!r} due"))
+        if self.payload is not None:
+            if not isinstance(self.payload, Mapping):
+                raise ValueError(
+                    f"ScheduleItem {self.id!r}: payload must be a JSON object (dict), "
+                    f"got {type(self.payload).__name__}"
+                )
+            try:
+                encoded = encode_payload(self.payload)
+            except ValueError as exc:
+                raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
+            # Keep a private copy, so later changes to the caller's dict change nothing here.
+            object.__setattr__(self, "payload", json.loads(encoded))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.generation))
+
+    @property
+    def key(self) -> str:
+        """``"<id>#<generation>"``: the same on every redelivery of one schedule."""
+        return f"{self.id}#{self.generation}"
+
+    def with_generation(self, generation: int) -> ScheduleItem:
+        """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
+        copy = object.__new__(ScheduleItem)
+        for name in ("id", "kind", "due", "flow_id", "payload"):
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "generation", generation)
+        return copy
+
+
+Handler = Callable[[ScheduleItem, int], object]
+"""``handler(item, attempt)``: ``attempt`` counts earlier failed deliveries (0 the first time).
+Return normally to complete the item; raise to have it redelivered with backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An item that failed ``attempts`` times and was set aside (``max_attempts`` reached)."""
+
+    item: ScheduleItem
+    attempts: int
+    error: str
+    dead_at: datetime
+
+
+class SchedulerPort(ABC):
+    """The interface both scheduler adapters implement.
+
+    Use it as a context manager to start background firing and close it on exit::
+
+        with InMemoryScheduler() as scheduler:
+            scheduler.subscribe(ScheduleKind.TIMER, handler)
+            scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, due))
+    """
+
+    @abstractmethod
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item``, replacing any item with the same id; return it with its generation."""
+
+    @abstractmethod
+    def cancel(self, item_id: str) -> bool:
+        """Remove the item; ``False`` (not an error) if there was none."""
+
+    @abstractmethod
+    def cancel_flow(self, flow_id: str) -> int:
+        """Remove every item of that flow instance; return how many were removed."""
+
+    @abstractmethod
+    def exists(self, item_id: str) -> bool:
+        """Whether the item is still scheduled (not fired successfully, not cancelled)."""
+
+    @abstractmethod
+    def get(self, item_id: str) -> ScheduleItem | None:
+        """The item as currently scheduled (its due time moves on redelivery), or ``None``."""
+
+    @abstractmethod
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        """Deliver due items of ``kind`` to ``handler`` (one handler per kind; the last wins).
+
+        Items of a kind nobody subscribed to stay scheduled until someone does."""
+
+    @abstractmethod
+    def dead_letters(self) -> list[DeadLetter]:
+        """Items that exhausted ``max_attempts``, oldest first."""
+
+    @abstractmethod
+    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        """Move a dead letter back into the schedule (due now, or at ``due``), attempts reset."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin firing in the background (idempotent)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop firing and wait for handlers in flight (idempotent)."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
