@@ -1,0 +1,402 @@
+"""InMemoryScheduler: timers kept in process, fired on time, testable with a manual clock."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.delivery import (
+    Completed,
+    DeliveryCore,
+    Observer,
+    Outcome,
+    Redeliver,
+    RedeliveryPolicy,
+)
+from flowsched.memory.store import Record, TimerStore
+from flowsched.port import (
+    DeadLetter,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerPort,
+    SchedulerUnavailable,
+)
+
+__all__ = ["InMemoryScheduler"]
+
+log = logging.getLogger("flowsched.memory")
+
+_CLAIM_BATCH = 256
+"""Due records the timer thread takes per hold of the lock (bounds how long schedule() waits)."""
+
+
+class _ThreadState(threading.local):
+    """Per thread: deliveries running on it (``close`` must not wait for its own caller) and
+    whether it is draining inline (a handler that advances the clock must not recurse)."""
+
+    depth = 0
+    draining = False
+
+
+class InMemoryScheduler(SchedulerPort):
+    """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
+
+    Two ways to run it:
+
+    * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
+      starts one timer thread, which sleeps until the earliest due time (woken early when an
+      earlier item arrives, and at least every ``max_wait`` so wall-clock jumps are noticed),
+      and ``workers`` handler threads. Items are claimed in batches.
+    * **Manual time** (a clock with ``add_listener``, such as
+      :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
+      ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
+      due by the new time, in due order (same due: schedule order), including items that
+      handlers schedule or that fall due while it runs. Nothing fires until the clock is
+      advanced; an item already due fires on the next advance, even ``advance(timedelta(0))``.
+
+    :meth:`run_due` delivers what is due now on the calling thread, on either clock.
+
+    Guarantees (see :class:`~flowsched.port.SchedulerPort`): replace, cancel and
+    ``cancel_flow`` are fenced by id + generation, checked under the lock right before a handler
+    starts and again before its outcome is applied. A handler may call ``schedule``/``cancel``
+    on this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to
+    stay scheduled and are delivered once a handler subscribes. After :meth:`close` nothing
+    fires and ``schedule`` raises :class:`~flowsched.port.SchedulerUnavailable`.
+
+    >>> from datetime import UTC, datetime, timedelta
+    >>> from flowsched.clock import ManualClock
+    >>> clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    >>> scheduler = InMemoryScheduler(clock=clock)
+    >>> scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: print("fired", item.key))
+    >>> stored = scheduler.schedule(
+    ...     ScheduleItem("t-1", ScheduleKind.TIMER, clock.now() + timedelta(seconds=5)))
+    >>> _ = clock.advance(timedelta(seconds=5))
+    fired t-1#1
+    >>> scheduler.exists("t-1")
+    False
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        workers: int = 8,
+        *,
+        max_wait: timedelta = timedelta(milliseconds=250),
+        backlog: int = 10_000,
+    ) -> None:
+        """``workers``: handler threads (real time only). ``max_wait``: the longest the timer
+        thread sleeps before looking at the wall clock again. ``backlog``: the most claimed
+        items waiting for a free worker; beyond it, due items stay in the heap."""
+        if workers < 1:
+            raise ValueError(f"InMemoryScheduler workers must be >= 1 (got {workers})")
+        if max_wait <= timedelta(0):
+            raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
+        if backlog < 1:
+            raise ValueError(f"InMemoryScheduler backlog must be >= 1 (got {backlog})")
+        self._clock: Clock = clock or SystemClock()
+        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._observer = self._core.observer
+        # Skip the observer call on the schedule() hot path when nobody listens to it.
+        self._observe_scheduled = type(self._observer).scheduled is not Observer.scheduled
+        self._store = TimerStore()
+        self._generations = self._store.generations
+        self._lock = threading.Lock()
+        # The timer thread sleeps on it; close() waits on it for deliveries in flight.
+        self._wake = threading.Condition(self._lock)
+        self._sleep_until: datetime | None = None
+        self._state = _ThreadState()
+        self._inflight = 0
+        self._closed = False
+        self._started = False
+        self._workers = workers
+        self._max_wait = max_wait
+        self._backlog = backlog
+        self._ready: deque[Record] = deque()
+        self._work = threading.Condition(threading.Lock())
+        self._throttled = False
+        self._threads: list[threading.Thread] = []
+        add_listener = getattr(self._clock, "add_listener", None)
+        self._manual = callable(add_listener)
+        if add_listener is not None and self._manual:
+            add_listener(self._on_advance)
+
+    # -- the port -----------------------------------------------------------------------
+
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item`` under a fresh generation, replacing any item with its id.
+
+        Once this returns, the replaced form is never delivered again (a delivery of it that
+        already started may finish, and its outcome is then ignored)."""
+        # The hot path (see bench/memory_bench.py): explicit acquire/release is about twice
+        # as fast as a with-block here.
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._closed:
+                raise SchedulerUnavailable(
+                    f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
+                )
+            stored = item.with_generation(next(self._generations))
+            due = self._store.put(stored)[0]
+            if self._sleep_until is not None and due < self._sleep_until:
+                self._wake_timer()
+        finally:
+            lock.release()
+        if self._observe_scheduled:
+            self._observer.scheduled(stored)
+        return stored
+
+    def cancel(self, item_id: str) -> bool:
+        """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
+        with self._lock:
+            record = self._store.remove(item_id)
+        if record is None:
+            return False
+        log.debug(
+            "cancelled %s %s",
+            record[2].kind.value,
+            item_id,
+            extra={"item_id": item_id, "kind": record[2].kind.value},
+        )
+        self._observer.cancelled(item_id)
+        return True
+
+    def cancel_flow(self, flow_id: str) -> int:
+        """Remove every item whose ``flow_id`` is ``flow_id``; return how many."""
+        with self._lock:
+            ids = self._store.remove_flow(flow_id)
+        for item_id in ids:
+            self._observer.cancelled(item_id)
+        return len(ids)
+
+    def exists(self, item_id: str) -> bool:
+        with self._lock:
+            return item_id in self._store.items
+
+    def get(self, item_id: str) -> ScheduleItem | None:
+        with self._lock:
+            record = self._store.items.get(item_id)
+        return None if record is None else record[2]
+
+    def pending(self) -> int:
+        """How many items are scheduled (due or not, running or parked): the pending gauge."""
+        return len(self._store)
+
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued."""
+        kind = ScheduleKind(kind)
+        self._core.subscribe(kind, handler)
+        with self._lock:
+            if self._store.unpark((kind,)):
+                self._wake_timer()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        with self._lock:
+            return list(self._store.dead.values())
+
+    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        """Schedule a dead letter again (due now, or at ``due``) under a fresh generation."""
+        when = self._clock.now() if due is None else ensure_utc(due, "requeue due")
+        with self._lock:
+            item = self._store.requeue(item_id, when)
+            if item is not None:
+                self._wake_timer()
+        if item is None:
+            return False
+        extra = {"item_id": item.id, "kind": item.kind.value}
+        log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=extra)
+        self._observer.scheduled(item)
+        return True
+
+    def start(self) -> None:
+        """Start the timer thread and the workers (no threads under a manual clock)."""
+        with self._lock:
+            if self._closed:
+                raise SchedulerUnavailable("InMemoryScheduler is closed: it cannot start again")
+            if self._started:
+                return
+            self._started = True
+            if self._manual:
+                return
+            self._threads = [
+                threading.Thread(target=self._timer_loop, name="flowsched-timer", daemon=True)
+            ] + [
+                threading.Thread(
+                    target=self._worker_loop, name=f"flowsched-worker-{n}", daemon=True
+                )
+                for n in range(self._workers)
+            ]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        """Stop firing and wait for the handlers in flight (not for one calling ``close``)."""
+        with self._lock:
+            self._closed = True
+            self._sleep_until = None
+            self._wake.notify_all()
+        if self._manual:
+            remove_listener = getattr(self._clock, "remove_listener", None)
+            if remove_listener is not None:
+                remove_listener(self._on_advance)
+        with self._work:
+            self._work.notify_all()
+        me = threading.current_thread()
+        for thread in self._threads:
+            if thread is not me:
+                thread.join()
+        own = self._state.depth
+        with self._lock:
+            while self._inflight > own:
+                self._wake.wait()
+
+    def run_due(self) -> int:
+        """Deliver every item due by the clock's now on the calling thread; return how many.
+
+        Called from inside a handler that is itself being delivered inline (for instance one
+        that advances a manual clock) it returns 0 at once: the delivery loop already running
+        on this thread picks up whatever became due."""
+        state = self._state
+        if state.draining:
+            return 0
+        state.draining = True
+        delivered = 0
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        break
+                    record = self._store.pop_due(self._clock.now(), self._core.kinds())
+                if record is None:
+                    break
+                delivered += self._deliver(record)
+        finally:
+            state.draining = False
+        return delivered
+
+    def __repr__(self) -> str:
+        mode = "manual" if self._manual else "threads"
+        return f"InMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"
+
+    # -- delivery -----------------------------------------------------------------------
+
+    def _on_advance(self, now: datetime) -> None:
+        self.run_due()
+
+    def _deliver(self, record: Record) -> bool:
+        """Run one claimed record's handler, fenced; apply the outcome. False if fenced off."""
+        item = record[2]
+        with self._lock:
+            if self._closed or self._store.items.get(item.id) is not record:
+                return False
+            self._inflight += 1
+        state = self._state
+        state.depth += 1
+        try:
+            outcome: Outcome = self._core.deliver(item, record[3])
+        except Exception as exc:
+            # deliver() catches handler errors; this is an observer failing. Redeliver rather
+            # than lose the item.
+            outcome = self._core.failure(item, record[3], f"{type(exc).__name__}: {exc}")
+        except BaseException:
+            with self._lock:
+                self._inflight -= 1
+                self._store.restore(record)
+                self._wake.notify_all()
+            raise
+        finally:
+            state.depth -= 1
+        with self._lock:
+            self._inflight -= 1
+            self._apply(record, outcome)
+            if self._closed:
+                self._wake.notify_all()
+        return True
+
+    def _apply(self, record: Record, outcome: Outcome) -> None:
+        """Apply a delivery's outcome if ``record`` is still current (under the lock)."""
+        if isinstance(outcome, Completed):
+            applied = self._store.complete(record)
+        elif isinstance(outcome, Redeliver):
+            again = self._store.reschedule(record, outcome.due, outcome.attempt)
+            applied = again is not None
+            until = self._sleep_until
+            if again is not None and until is not None and again[0] < until:
+                self._wake_timer()
+        else:
+            applied = self._store.bury(record, outcome.dead)
+        if not applied:
+            item = record[2]
+            log.debug(
+                "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)",
+                item.key,
+                extra={"item_id": item.id, "kind": item.kind.value},
+            )
+
+    def _wake_timer(self) -> None:
+        """Make the timer thread look at the heap again (called under the lock)."""
+        self._sleep_until = None
+        self._wake.notify()
+
+    # -- threads (real time) ------------------------------------------------------------
+
+    def _timer_loop(self) -> None:
+        batch: list[Record] = []
+        while True:
+            with self._lock:
+                if not self._claim(batch):
+                    return
+            self._ready.extend(batch)
+            count = len(batch)
+            batch.clear()
+            with self._work:
+                self._work.notify(count)
+
+    def _claim(self, batch: list[Record]) -> bool:
+        """Wait (lock held) until some records are due and claim them; False once closed."""
+        while not self._closed:
+            now = self._clock.now()
+            room = self._backlog - len(self._ready)
+            if room <= 0:
+                # Workers are behind: leave due items in the heap, where replace and cancel
+                # stay cheap, until they catch up (they wake us at half the backlog).
+                self._throttled = True
+                self._wake.wait(self._max_wait.total_seconds())
+                continue
+            self._store.pop_due_batch(now, self._core.kinds(), min(room, _CLAIM_BATCH), batch)
+            if batch:
+                return True
+            # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a
+            # jump of the wall clock is noticed within one slice (forward: what became due
+            # fires once; backward: items wait for their due time, none is lost).
+            until = now + self._max_wait
+            head = self._store.next_due()
+            if head is not None and head < until:
+                until = head
+            self._sleep_until = until
+            self._wake.wait((until - now).total_seconds())
+            self._sleep_until = None
+        return False
+
+    def _worker_loop(self) -> None:
+        ready, work = self._ready, self._work
+        low_water = self._backlog // 2
+        while not self._closed:
+            try:
+                record = ready.popleft()
+            except IndexError:
+                with work:
+                    while not ready and not self._closed:
+                        work.wait()
+                continue
+            if self._throttled and len(ready) <= low_water:
+                with self._lock:
+                    self._throttled = False
+                    self._wake.notify()
+            self._deliver(record)
