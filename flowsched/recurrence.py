@@ -81,9 +81,7 @@ class Recurrence:
         retry_failed: bool = False,
     ) -> Recurrence:
         """Slots at the times a 5-field crontab expression names, in ``timezone``."""
-        return cls(
-            cron_expr=expr, timezone=timezone, start=start, retry_failed=retry_failed
-        )
+        return cls(cron_expr=expr, timezone=timezone, start=start, retry_failed=retry_failed)
 
     def anchored(self, start: datetime) -> Recurrence:
         """This recurrence with ``start`` set, unless it already has one."""

@@ -118,6 +118,8 @@ class InMemoryScheduler(SchedulerPort):
         self._max_wait = max_wait
         self._backlog = backlog
         self._ready: deque[Record] = deque()
+        # Outcomes a worker could not apply at once because the lock was busy (see _settle).
+        self._settling: deque[tuple[Record, Outcome]] = deque()
         self._work = threading.Condition(threading.Lock())
         self._throttled = False
         self._threads: list[threading.Thread] = []
@@ -138,6 +140,8 @@ class InMemoryScheduler(SchedulerPort):
         lock = self._lock
         lock.acquire()
         try:
+            if self._settling:
+                self._settle()
             if self._closed:
                 raise SchedulerUnavailable(
                     f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
@@ -155,6 +159,7 @@ class InMemoryScheduler(SchedulerPort):
     def cancel(self, item_id: str) -> bool:
         """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
         with self._lock:
+            self._settle()
             record = self._store.remove(item_id)
         if record is None:
             return False
@@ -170,6 +175,7 @@ class InMemoryScheduler(SchedulerPort):
     def cancel_flow(self, flow_id: str) -> int:
         """Remove every item whose ``flow_id`` is ``flow_id``; return how many."""
         with self._lock:
+            self._settle()
             ids = self._store.remove_flow(flow_id)
         for item_id in ids:
             self._observer.cancelled(item_id)
@@ -177,33 +183,40 @@ class InMemoryScheduler(SchedulerPort):
 
     def exists(self, item_id: str) -> bool:
         with self._lock:
+            self._settle()
             return item_id in self._store.items
 
     def get(self, item_id: str) -> ScheduleItem | None:
         with self._lock:
+            self._settle()
             record = self._store.items.get(item_id)
         return None if record is None else record[2]
 
     def pending(self) -> int:
         """How many items are scheduled (due or not, running or parked): the pending gauge."""
-        return len(self._store)
+        with self._lock:
+            self._settle()
+            return len(self._store)
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued."""
         kind = ScheduleKind(kind)
         self._core.subscribe(kind, handler)
         with self._lock:
+            self._settle()
             if self._store.unpark((kind,)):
                 self._wake_timer()
 
     def dead_letters(self) -> list[DeadLetter]:
         with self._lock:
+            self._settle()
             return list(self._store.dead.values())
 
     def requeue(self, item_id: str, due: datetime | None = None) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) under a fresh generation."""
         when = self._clock.now() if due is None else ensure_utc(due, "requeue due")
         with self._lock:
+            self._settle()
             item = self._store.requeue(item_id, when)
             if item is not None:
                 self._wake_timer()
@@ -255,6 +268,7 @@ class InMemoryScheduler(SchedulerPort):
         with self._lock:
             while self._inflight > own:
                 self._wake.wait()
+            self._settle()
 
     def run_due(self) -> int:
         """Deliver every item due by the clock's now on the calling thread; return how many.
@@ -270,12 +284,16 @@ class InMemoryScheduler(SchedulerPort):
         try:
             while True:
                 with self._lock:
+                    self._settle()
                     if self._closed:
                         break
                     record = self._store.pop_due(self._clock.now(), self._core.kinds())
-                if record is None:
-                    break
-                delivered += self._deliver(record)
+                    if record is None:
+                        break
+                    # Claimed (fence checked) under the lock; close() waits for it.
+                    self._inflight += 1
+                self._deliver_inline(record)
+                delivered += 1
         finally:
             state.draining = False
         return delivered
@@ -289,21 +307,12 @@ class InMemoryScheduler(SchedulerPort):
     def _on_advance(self, now: datetime) -> None:
         self.run_due()
 
-    def _deliver(self, record: Record) -> bool:
-        """Run one claimed record's handler, fenced; apply the outcome. False if fenced off."""
-        item = record[2]
-        with self._lock:
-            if self._closed or self._store.items.get(item.id) is not record:
-                return False
-            self._inflight += 1
+    def _deliver_inline(self, record: Record) -> None:
+        """Deliver a record claimed (and counted in flight) by :meth:`run_due`."""
         state = self._state
         state.depth += 1
         try:
-            outcome: Outcome = self._core.deliver(item, record[3])
-        except Exception as exc:
-            # deliver() catches handler errors; this is an observer failing. Redeliver rather
-            # than lose the item.
-            outcome = self._core.failure(item, record[3], f"{type(exc).__name__}: {exc}")
+            outcome = self._run(record)
         except BaseException:
             with self._lock:
                 self._inflight -= 1
@@ -313,11 +322,28 @@ class InMemoryScheduler(SchedulerPort):
         finally:
             state.depth -= 1
         with self._lock:
+            self._settle()
             self._inflight -= 1
             self._apply(record, outcome)
             if self._closed:
                 self._wake.notify_all()
-        return True
+
+    def _run(self, record: Record) -> Outcome:
+        """Call the handler through the delivery core; never raises an ``Exception``."""
+        item, attempt = record[2], record[3]
+        try:
+            return self._core.deliver(item, attempt)
+        except Exception as exc:
+            # deliver() catches handler errors; this is an observer failing. The handler's
+            # outcome is unknown: redeliver rather than lose the item.
+            return self._core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+
+    def _settle(self) -> None:
+        """Apply the outcomes workers left while the lock was busy (called under the lock)."""
+        settling = self._settling
+        while settling:
+            record, outcome = settling.popleft()
+            self._apply(record, outcome)
 
     def _apply(self, record: Record, outcome: Outcome) -> None:
         """Apply a delivery's outcome if ``record`` is still current (under the lock)."""
@@ -361,6 +387,7 @@ class InMemoryScheduler(SchedulerPort):
     def _claim(self, batch: list[Record]) -> bool:
         """Wait (lock held) until some records are due and claim them; False once closed."""
         while not self._closed:
+            self._settle()
             now = self._clock.now()
             room = self._backlog - len(self._ready)
             if room <= 0:
@@ -385,7 +412,8 @@ class InMemoryScheduler(SchedulerPort):
         return False
 
     def _worker_loop(self) -> None:
-        ready, work = self._ready, self._work
+        ready, work, items = self._ready, self._work, self._store.items
+        lock, settling = self._lock, self._settling
         low_water = self._backlog // 2
         while not self._closed:
             try:
@@ -399,4 +427,26 @@ class InMemoryScheduler(SchedulerPort):
                 with self._lock:
                     self._throttled = False
                     self._wake.notify()
-            self._deliver(record)
+            # The fence, right before the handler: one dict lookup, atomic without the lock
+            # (it reads the id's current record at one instant, as a locked read would).
+            # close() joins the workers, so a handler started here is waited for.
+            if items.get(record[2].id) is not record:
+                continue
+            try:
+                outcome = self._run(record)
+            except BaseException:
+                with self._lock:
+                    self._store.restore(record)
+                raise
+            # Never queue up behind the lock: with several workers and the GIL, blocking here
+            # forms a convoy that hands the lock (and the GIL) over on every single delivery.
+            # If the lock is busy, leave the outcome for whoever holds it next (every locked
+            # section settles first), so nobody can observe it unapplied.
+            if lock.acquire(False):
+                try:
+                    self._settle()
+                    self._apply(record, outcome)
+                finally:
+                    lock.release()
+            else:
+                settling.append((record, outcome))
