@@ -192,7 +192,6 @@ def test_pending_counts_scheduled_items(clock):
     [
         ("workers", 0, "workers must be >= 1"),
         ("max_wait", timedelta(0), "max_wait must be positive"),
-        ("backlog", 0, "backlog must be >= 1"),
     ],
 )
 def test_bad_options_are_refused_by_name(option, value, message):

@@ -149,7 +149,7 @@ def test_a_replacement_made_while_the_old_form_runs_survives_it(scheduler):
 
 
 def test_a_burst_is_delivered_exactly_once_each(scheduler):
-    s = scheduler(workers=4, backlog=50)  # a small backlog: the timer thread must throttle
+    s = scheduler(workers=4)
     n = 2_000
     seen = Collect(n)
     s.subscribe(TIMER, seen)

@@ -16,6 +16,7 @@ from flowsched.delivery import (
     Redeliver,
     RedeliveryPolicy,
 )
+from flowsched.memory.pool import WorkerPool
 from flowsched.memory.store import Record, TimerStore
 from flowsched.port import (
     DeadLetter,
@@ -31,7 +32,9 @@ __all__ = ["InMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 _CLAIM_BATCH = 256
-"""Due records the timer thread takes per hold of the lock (bounds how long schedule() waits)."""
+"""Due records claimed per hold of the lock: bounds how long ``schedule()`` can wait for it,
+and how many claimed records wait for a free worker (the rest stay in the heap, where
+replace and cancel are cheapest)."""
 
 
 class _ThreadState(threading.local):
@@ -48,9 +51,10 @@ class InMemoryScheduler(SchedulerPort):
     Two ways to run it:
 
     * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
-      starts one timer thread, which sleeps until the earliest due time (woken early when an
-      earlier item arrives, and at least every ``max_wait`` so wall-clock jumps are noticed),
-      and ``workers`` handler threads. Items are claimed in batches.
+      starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest
+      due time (woken early when an earlier item arrives, and at least every ``max_wait`` so
+      that wall-clock jumps are noticed), claims what is due in a batch and runs the first
+      handler itself while the others take the rest (see :mod:`flowsched.memory.pool`).
     * **Manual time** (a clock with ``add_listener``, such as
       :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
       ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
@@ -61,11 +65,12 @@ class InMemoryScheduler(SchedulerPort):
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
     Guarantees (see :class:`~flowsched.port.SchedulerPort`): replace, cancel and
-    ``cancel_flow`` are fenced by id + generation, checked under the lock right before a handler
-    starts and again before its outcome is applied. A handler may call ``schedule``/``cancel``
-    on this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to
-    stay scheduled and are delivered once a handler subscribes. After :meth:`close` nothing
-    fires and ``schedule`` raises :class:`~flowsched.port.SchedulerUnavailable`.
+    ``cancel_flow`` are fenced by id + generation: a record is claimed under the lock, checked
+    again right before its handler starts, and its outcome is applied under the lock only if
+    it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
+    this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to stay
+    scheduled and are delivered once a handler subscribes. After :meth:`close` nothing fires
+    and ``schedule`` raises :class:`~flowsched.port.SchedulerUnavailable`.
 
     >>> from datetime import UTC, datetime, timedelta
     >>> from flowsched.clock import ManualClock
@@ -88,17 +93,14 @@ class InMemoryScheduler(SchedulerPort):
         workers: int = 8,
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
-        backlog: int = 10_000,
     ) -> None:
-        """``workers``: handler threads (real time only). ``max_wait``: the longest the timer
-        thread sleeps before looking at the wall clock again. ``backlog``: the most claimed
-        items waiting for a free worker; beyond it, due items stay in the heap."""
+        """``workers``: handler threads (real time only), the most handlers running at once.
+        ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
+        again (how late a jump of the wall clock can be noticed)."""
         if workers < 1:
             raise ValueError(f"InMemoryScheduler workers must be >= 1 (got {workers})")
         if max_wait <= timedelta(0):
             raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
-        if backlog < 1:
-            raise ValueError(f"InMemoryScheduler backlog must be >= 1 (got {backlog})")
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
         self._observer = self._core.observer
@@ -107,7 +109,7 @@ class InMemoryScheduler(SchedulerPort):
         self._store = TimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()
-        # The timer thread sleeps on it; close() waits on it for deliveries in flight.
+        # The leading worker sleeps on it; close() waits on it for inline deliveries.
         self._wake = threading.Condition(self._lock)
         self._sleep_until: datetime | None = None
         self._state = _ThreadState()
@@ -116,13 +118,9 @@ class InMemoryScheduler(SchedulerPort):
         self._started = False
         self._workers = workers
         self._max_wait = max_wait
-        self._backlog = backlog
-        self._ready: deque[Record] = deque()
         # Outcomes a worker could not apply at once because the lock was busy (see _settle).
         self._settling: deque[tuple[Record, Outcome]] = deque()
-        self._work = threading.Condition(threading.Lock())
-        self._throttled = False
-        self._threads: list[threading.Thread] = []
+        self._pool: WorkerPool | None = None
         add_listener = getattr(self._clock, "add_listener", None)
         self._manual = callable(add_listener)
         if add_listener is not None and self._manual:
@@ -228,7 +226,7 @@ class InMemoryScheduler(SchedulerPort):
         return True
 
     def start(self) -> None:
-        """Start the timer thread and the workers (no threads under a manual clock)."""
+        """Start the worker threads (none under a manual clock); idempotent."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable("InMemoryScheduler is closed: it cannot start again")
@@ -237,33 +235,21 @@ class InMemoryScheduler(SchedulerPort):
             self._started = True
             if self._manual:
                 return
-            self._threads = [
-                threading.Thread(target=self._timer_loop, name="flowsched-timer", daemon=True)
-            ] + [
-                threading.Thread(
-                    target=self._worker_loop, name=f"flowsched-worker-{n}", daemon=True
-                )
-                for n in range(self._workers)
-            ]
-        for thread in self._threads:
-            thread.start()
+            self._pool = WorkerPool(self._workers, self._lock, self._claim, self._deliver_claimed)
+        self._pool.start()
 
     def close(self) -> None:
         """Stop firing and wait for the handlers in flight (not for one calling ``close``)."""
         with self._lock:
             self._closed = True
             self._sleep_until = None
-            self._wake.notify_all()
+            self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
             remove_listener = getattr(self._clock, "remove_listener", None)
             if remove_listener is not None:
                 remove_listener(self._on_advance)
-        with self._work:
-            self._work.notify_all()
-        me = threading.current_thread()
-        for thread in self._threads:
-            if thread is not me:
-                thread.join()
+        if self._pool is not None:
+            self._pool.close()
         own = self._state.depth
         with self._lock:
             while self._inflight > own:
@@ -366,37 +352,19 @@ class InMemoryScheduler(SchedulerPort):
             )
 
     def _wake_timer(self) -> None:
-        """Make the timer thread look at the heap again (called under the lock)."""
+        """Make the leading worker look at the heap again (called under the lock)."""
         self._sleep_until = None
         self._wake.notify()
 
-    # -- threads (real time) ------------------------------------------------------------
-
-    def _timer_loop(self) -> None:
-        batch: list[Record] = []
-        while True:
-            with self._lock:
-                if not self._claim(batch):
-                    return
-            self._ready.extend(batch)
-            count = len(batch)
-            batch.clear()
-            with self._work:
-                self._work.notify(count)
+    # -- real time ----------------------------------------------------------------------
 
     def _claim(self, batch: list[Record]) -> bool:
-        """Wait (lock held) until some records are due and claim them; False once closed."""
+        """The leading worker, lock held: wait until records are due and claim up to a batch
+        of them; False once closed."""
         while not self._closed:
             self._settle()
             now = self._clock.now()
-            room = self._backlog - len(self._ready)
-            if room <= 0:
-                # Workers are behind: leave due items in the heap, where replace and cancel
-                # stay cheap, until they catch up (they wake us at half the backlog).
-                self._throttled = True
-                self._wake.wait(self._max_wait.total_seconds())
-                continue
-            self._store.pop_due_batch(now, self._core.kinds(), min(room, _CLAIM_BATCH), batch)
+            self._store.pop_due_batch(now, self._core.kinds(), _CLAIM_BATCH, batch)
             if batch:
                 return True
             # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a
@@ -411,42 +379,29 @@ class InMemoryScheduler(SchedulerPort):
             self._sleep_until = None
         return False
 
-    def _worker_loop(self) -> None:
-        ready, work, items = self._ready, self._work, self._store.items
-        lock, settling = self._lock, self._settling
-        low_water = self._backlog // 2
-        while not self._closed:
+    def _deliver_claimed(self, record: Record) -> None:
+        """A worker delivers a record the leader claimed."""
+        # The fence, right before the handler: one dict lookup, atomic without the lock (it
+        # reads the id's current record at one instant, as a locked read would). close()
+        # joins the workers, so a handler started here is waited for.
+        if self._closed or self._store.items.get(record[2].id) is not record:
+            return
+        try:
+            outcome = self._run(record)
+        except BaseException:
+            with self._lock:
+                self._store.restore(record)
+            raise
+        # Never queue up behind the lock: with several workers and the GIL, blocking here
+        # forms a convoy that hands the lock (and the GIL) over on every single delivery.
+        # If the lock is busy, leave the outcome to whoever holds it next (every locked
+        # section settles first), so that nobody can observe it unapplied.
+        lock = self._lock
+        if lock.acquire(False):
             try:
-                record = ready.popleft()
-            except IndexError:
-                with work:
-                    while not ready and not self._closed:
-                        work.wait()
-                continue
-            if self._throttled and len(ready) <= low_water:
-                with self._lock:
-                    self._throttled = False
-                    self._wake.notify()
-            # The fence, right before the handler: one dict lookup, atomic without the lock
-            # (it reads the id's current record at one instant, as a locked read would).
-            # close() joins the workers, so a handler started here is waited for.
-            if items.get(record[2].id) is not record:
-                continue
-            try:
-                outcome = self._run(record)
-            except BaseException:
-                with self._lock:
-                    self._store.restore(record)
-                raise
-            # Never queue up behind the lock: with several workers and the GIL, blocking here
-            # forms a convoy that hands the lock (and the GIL) over on every single delivery.
-            # If the lock is busy, leave the outcome for whoever holds it next (every locked
-            # section settles first), so nobody can observe it unapplied.
-            if lock.acquire(False):
-                try:
-                    self._settle()
-                    self._apply(record, outcome)
-                finally:
-                    lock.release()
-            else:
-                settling.append((record, outcome))
+                self._settle()
+                self._apply(record, outcome)
+            finally:
+                lock.release()
+        else:
+            self._settling.append((record, outcome))
