@@ -153,4 +153,6 @@ def hocon_text(value: object) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list | tuple):
         return "[" + ", ".join(hocon_text(item) for item in value) + "]"
+    if isinstance(value, dict):  # a HOCON object (pyhocon's ConfigTree is a dict)
+        return "{...}"
     return str(value)
