@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Annotated
 
@@ -13,13 +14,11 @@ from flowsched.durations import format_duration, parse_duration
 
 __all__ = ["ActionPolicy", "ProcessingTimePolicy"]
 
+_ZERO = timedelta(0)
+
 
 def _duration(value: object) -> timedelta:
     return parse_duration(value)
-
-
-def _optional_duration(value: object) -> timedelta | None:
-    return None if value is None else parse_duration(value)
 
 
 def _offset_id(value: object) -> str | None:
@@ -30,21 +29,32 @@ def _offset_id(value: object) -> str | None:
     raise ValueError("must be a non-empty string naming an offset (a state name or a custom id)")
 
 
-class ActionPolicy(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ActionPolicy:
     """Timeout and retries for one action of one state of one flow.
 
     ``timeout`` (``None``: the action never times out) counts from the first invocation.
     Retries are due at the previous attempt plus :meth:`RetryPolicy.delay`; one that would
     fall at or after the timeout is not scheduled (:meth:`retry_due_times`).
-    """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A frozen dataclass rather than a pydantic model because one is built on every first
+    look-up of an action; its parts are validated (``timeout`` accepts what
+    :func:`~flowsched.durations.parse_duration` accepts, ``retry`` is a validated model).
+    """
 
     flow: str
     state: str
     action: str
-    timeout: Annotated[timedelta | None, BeforeValidator(_optional_duration)] = None
-    retry: RetryPolicy = RetryPolicy()
+    timeout: timedelta | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not (
+            type(self.timeout) is timedelta and self.timeout >= _ZERO
+        ):
+            object.__setattr__(self, "timeout", parse_duration(self.timeout, "timeout"))
+        if not isinstance(self.retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, not {type(self.retry).__name__}")
 
     def deadline(self, first_invocation: datetime) -> datetime | None:
         """When the action times out if first invoked at ``first_invocation``; ``None``: never."""

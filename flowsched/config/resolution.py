@@ -104,15 +104,36 @@ class ActionIndex:
         """Every configured ``(flow, state, action)``, wildcards included."""
         return list(self._keys)
 
+    def matches(self, flow: str, state: str, action: str) -> tuple[Triple, ...]:
+        """The configured triples that apply to this action, most specific first.
+
+        They alone decide the resolution, so actions with the same matches share it.
+        """
+        keys = self._keys
+        # The eight levels written out (not precedence()): this runs on every first look-up.
+        levels = (
+            (flow, state, action),
+            (ANY, state, action),
+            (flow, ANY, action),
+            (ANY, ANY, action),
+            (flow, state, ANY),
+            (ANY, state, ANY),
+            (flow, ANY, ANY),
+            (ANY, ANY, ANY),
+        )
+        return tuple([triple for triple in levels if triple in keys])
+
+    def winners_of(self, matches: tuple[Triple, ...]) -> dict[ActionType, ActionKey]:
+        """For each type set by one of ``matches``, the key that wins it."""
+        won: dict[ActionType, ActionKey] = {}
+        for triple in matches:
+            for kind, key in self._winners[triple].items():
+                won.setdefault(kind, key)
+        return won
+
     def winners(self, flow: str, state: str, action: str) -> dict[ActionType, ActionKey]:
         """For each type some key sets for this action, the key that wins it."""
-        won: dict[ActionType, ActionKey] = {}
-        for triple in precedence(flow, state, action):
-            level = self._winners.get(triple)
-            if level:
-                for kind, key in level.items():
-                    won.setdefault(kind, key)
-        return won
+        return self.winners_of(self.matches(flow, state, action))
 
     def candidates(self, flow: str, state: str, action: str, kind: ActionType) -> list[ActionKey]:
         """Every key that sets ``kind`` for this action, the winner first."""

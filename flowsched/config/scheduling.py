@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from pyhocon import ConfigTree
 
-from flowsched.backoff import BackoffType, RetryPolicy
+from flowsched.backoff import RetryPolicy
 from flowsched.config.compiler import Compiled, ProcessingTimeKey, compile_tree
 from flowsched.config.explain import Explanation, explain
 from flowsched.config.hocon import load_hocon, parse_hocon
@@ -22,6 +22,15 @@ from flowsched.errors import ConfigError, ConfigProblem
 __all__ = ["SchedulingConfig"]
 
 _CACHE_LIMIT = 100_000  # distinct (flow, state, action) look-ups kept; past it, resolve anew
+_FIELDS = {
+    ActionType.MAX_RETRIES: "max_retries",
+    ActionType.INITIAL_RETRY_INTERVAL: "initial_interval",
+    ActionType.BACKOFF_TYPE: "backoff_type",
+    ActionType.CUSTOM_BACKOFFS: "custom_backoffs",
+    ActionType.JITTER_ENABLED: "jitter_enabled",
+    ActionType.JITTER_FACTOR: "jitter_factor",
+}
+"""The RetryPolicy field each retry type sets."""
 
 
 class SchedulingConfig:
@@ -49,6 +58,7 @@ class SchedulingConfig:
             raise ConfigError(compiled.errors + compiled.key_problems)
         self._compiled = compiled
         self._cache: dict[Triple, ActionPolicy] = {}
+        self._by_matches: dict[tuple[Triple, ...], tuple[timedelta | None, RetryPolicy]] = {}
         self.warnings: tuple[ConfigProblem, ...] = () if strict else compiled.key_problems
         """Near-miss keys found when loaded with ``strict=False`` (empty otherwise)."""
         by_source: dict[tuple[str, str], dict[str, ProcessingTimePolicy]] = {}
@@ -119,15 +129,21 @@ class SchedulingConfig:
         return self._compiled.processing_keys
 
     def _resolve(self, flow: str, state: str, action: str) -> ActionPolicy:
-        won = self._compiled.actions.winners(flow, state, action)
-        value = {kind: won[kind].value if kind in won else DEFAULTS[kind] for kind in ActionType}
-        retry = RetryPolicy(
-            max_retries=cast(int, value[ActionType.MAX_RETRIES]),
-            initial_interval=cast(timedelta, value[ActionType.INITIAL_RETRY_INTERVAL]),
-            backoff_type=cast(BackoffType, value[ActionType.BACKOFF_TYPE]),
-            custom_backoffs=cast(Any, value[ActionType.CUSTOM_BACKOFFS]),
-            jitter_enabled=cast(bool, value[ActionType.JITTER_ENABLED]),
-            jitter_factor=cast(float, value[ActionType.JITTER_FACTOR]),
-        )
-        timeout = cast(timedelta | None, value[ActionType.TIMEOUT_DURATION])
-        return ActionPolicy(flow=flow, state=state, action=action, timeout=timeout, retry=retry)
+        index = self._compiled.actions
+        matches = index.matches(flow, state, action)
+        # Actions matched by the same configured triples resolve alike: build that once.
+        resolved = self._by_matches.get(matches)
+        if resolved is None:
+            resolved = self._settings(index.winners_of(matches))
+            if len(self._by_matches) < _CACHE_LIMIT:
+                self._by_matches[matches] = resolved
+        return ActionPolicy(flow, state, action, *resolved)
+
+    @staticmethod
+    def _settings(won: dict[ActionType, ActionKey]) -> tuple[timedelta | None, RetryPolicy]:
+        found = won.get(ActionType.TIMEOUT_DURATION)
+        timeout = cast(timedelta, found.value) if found else None
+        fields: dict[str, Any] = {
+            _FIELDS[kind]: won[kind].value if kind in won else DEFAULTS[kind] for kind in _FIELDS
+        }
+        return timeout, RetryPolicy(**fields)
