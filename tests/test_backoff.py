@@ -179,3 +179,11 @@ def test_durations_in_a_policy_follow_hocon_rules() -> None:
     assert RetryPolicy(initial_interval="1.5s").initial_interval == 1500 * timedelta(
         milliseconds=1
     )
+
+
+def test_an_action_policy_validates_its_timeout() -> None:
+    assert ActionPolicy("F", "S", "A", timeout="2s").timeout == 2 * S  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="negative"):
+        ActionPolicy("F", "S", "A", timeout=-S)
+    with pytest.raises(TypeError, match="RetryPolicy"):
+        ActionPolicy("F", "S", "A", retry={"max_retries": 1})  # type: ignore[arg-type]
