@@ -166,3 +166,11 @@ def test_the_console_script_entry_point_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "OK" in result.stdout
+
+
+def test_explain_on_an_invalid_file_lists_the_problems_and_exits_1(tmp_path: Path) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text("F.S.A.jitter-factor = 3\n", encoding="utf-8")
+    code, out, err = run("explain", str(conf), "F", "S", "A")
+    assert (code, out) == (1, "")
+    assert "F.S.A.jitter-factor = 3: must be a number from 0 to 1" in err
