@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from pyhocon import ConfigTree
 
-from flowsched.backoff import RetryPolicy
+from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.config.compiler import Compiled, ProcessingTimeKey, compile_tree
 from flowsched.config.explain import Explanation, explain
 from flowsched.config.hocon import load_hocon, parse_hocon
@@ -146,4 +146,9 @@ class SchedulingConfig:
         fields: dict[str, Any] = {
             _FIELDS[kind]: won[kind].value if kind in won else DEFAULTS[kind] for kind in _FIELDS
         }
-        return timeout, RetryPolicy(**fields)
+        # Every value was parsed and validated when the file was loaded; only the combination
+        # is new here, so check that alone and skip pydantic's per-field validation (the
+        # first look-up of an action is on the flow's hot path).
+        if fields["backoff_type"] is BackoffType.USER_DEFINED and not fields["custom_backoffs"]:
+            return timeout, RetryPolicy(**fields)  # raises, naming what is missing
+        return timeout, RetryPolicy.model_construct(**fields)
