@@ -31,7 +31,8 @@ __all__ = ["Recurrence"]
 
 @dataclass(frozen=True, slots=True)
 class Recurrence:
-    """``Recurrence.every(timedelta(hours=1))`` or ``Recurrence.cron("0 2 * * *", "Europe/London")``.
+    """A recurring schedule: ``Recurrence.every(timedelta(hours=1))`` or
+    ``Recurrence.cron("0 2 * * *", "Europe/London")``.
 
     ``retry_failed``: a failing tick is normally counted as that slot's outcome (the next tick
     is the next slot); with ``retry_failed=True`` the same slot is redelivered with the

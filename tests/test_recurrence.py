@@ -52,9 +52,7 @@ def test_cron_in_london_ticks_at_local_two_across_both_dst_changes() -> None:
     for start in (datetime(2026, 3, 26, tzinfo=UTC), datetime(2026, 10, 22, tzinfo=UTC)):
         slots = _local_ticks("0 2 * * *", "Europe/London", start, days=6)
         assert len(slots) == 6
-        assert {(s.astimezone(london).hour, s.astimezone(london).minute) for s in slots} == {
-            (2, 0)
-        }
+        assert {(s.astimezone(london).hour, s.astimezone(london).minute) for s in slots} == {(2, 0)}
         assert len({s.astimezone(london).date() for s in slots}) == 6
 
 
