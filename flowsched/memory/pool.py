@@ -1,7 +1,7 @@
 """A bounded pool of handler threads organised as leader/followers.
 
 There is no separate timer thread: one idle worker at a time is the *leader*, which sleeps
-until the earliest due time, claims what is due, hands all but the first record to the
+until the earliest due time, claims what is due, hands all but the first claim to the
 *followers* and runs the first one itself, after waking a follower to take over the lead.
 The first delivery of every wake-up therefore costs one thread wake-up, not two (on a busy
 two-core machine each extra hand-over between threads adds scheduling delay).
@@ -16,24 +16,24 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from flowsched.memory.store import Record
+from flowsched.memory.store import Claim
 
 __all__ = ["WorkerPool"]
 
 
 class WorkerPool:
-    """``size`` daemon threads delivering records claimed by whichever of them leads.
+    """``size`` daemon threads delivering claims claimed by whichever of them leads.
 
     ``claim(batch)`` is called with ``lock`` held by the leader: it waits (releasing the lock)
-    until records are due, appends them to ``batch`` and returns True, or returns False once
-    the owner is closing. ``deliver(record)`` runs one record's handler (no lock held)."""
+    until claims are due, appends them to ``batch`` and returns True, or returns False once
+    the owner is closing. ``deliver(claim)`` runs one claim's handler (no lock held)."""
 
     def __init__(
         self,
         size: int,
         lock: threading.Lock,
-        claim: Callable[[list[Record]], bool],
-        deliver: Callable[[Record], None],
+        claim: Callable[[list[Claim]], bool],
+        deliver: Callable[[Claim], None],
         name: str = "flowsched-worker",
     ) -> None:
         self._lock = lock
@@ -43,8 +43,8 @@ class WorkerPool:
         self._idle: list[threading.Condition] = []
         self._claim = claim
         self._deliver = deliver
-        self._ready: deque[Record] = deque()
-        self._batch: list[Record] = []  # only the leader touches it
+        self._ready: deque[Claim] = deque()
+        self._batch: list[Claim] = []  # only the leader touches it
         self._leading = False
         self._closed = False
         self._threads = [
@@ -57,7 +57,7 @@ class WorkerPool:
             thread.start()
 
     def close(self) -> None:
-        """Stop taking records and wait for the threads (the owner has already woken the
+        """Stop taking claims and wait for the threads (the owner has already woken the
         leader). Records not yet started are dropped: they stay in the owner's store."""
         with self._lock:
             self._closed = True
@@ -72,15 +72,15 @@ class WorkerPool:
         me = threading.Condition(self._lock)
         while not self._closed:
             try:
-                record = ready.popleft()
+                claim = ready.popleft()
             except IndexError:
                 taken = self._follow_or_lead(me)
                 if taken is None:
                     return
-                record = taken
-            deliver(record)
+                claim = taken
+            deliver(claim)
 
-    def _follow_or_lead(self, me: threading.Condition) -> Record | None:
+    def _follow_or_lead(self, me: threading.Condition) -> Claim | None:
         """Nothing ready: wait as a follower while someone leads, else lead. None: closed."""
         with self._lock:
             while not self._closed:
@@ -104,7 +104,7 @@ class WorkerPool:
                 batch = self._batch
                 first = batch[0]
                 self._ready.extend(batch[1:])
-                # len(batch) - 1 records for the followers, and one of them to lead next.
+                # len(batch) - 1 claims for the followers, and one of them to lead next.
                 self._wake_followers(len(batch))
                 batch.clear()
                 return first

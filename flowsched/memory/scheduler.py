@@ -17,7 +17,7 @@ from flowsched.delivery import (
     RedeliveryPolicy,
 )
 from flowsched.memory.pool import WorkerPool
-from flowsched.memory.store import Record, TimerStore
+from flowsched.memory.store import Claim, TimerStore
 from flowsched.port import (
     DeadLetter,
     Handler,
@@ -32,8 +32,8 @@ __all__ = ["InMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 _CLAIM_BATCH = 256
-"""Due records claimed per hold of the lock: bounds how long ``schedule()`` can wait for it,
-and how many claimed records wait for a free worker (the rest stay in the heap, where
+"""Due items claimed per hold of the lock: bounds how long ``schedule()`` can wait for it,
+and how many claimed items wait for a free worker (the rest stay in the heap, where
 replace and cancel are cheapest)."""
 
 
@@ -65,7 +65,7 @@ class InMemoryScheduler(SchedulerPort):
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
     Guarantees (see :class:`~flowsched.port.SchedulerPort`): replace, cancel and
-    ``cancel_flow`` are fenced by id + generation: a record is claimed under the lock, checked
+    ``cancel_flow`` are fenced by id + generation: an item is claimed under the lock, checked
     again right before its handler starts, and its outcome is applied under the lock only if
     it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
     this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to stay
@@ -119,7 +119,7 @@ class InMemoryScheduler(SchedulerPort):
         self._workers = workers
         self._max_wait = max_wait
         # Outcomes a worker could not apply at once because the lock was busy (see _settle).
-        self._settling: deque[tuple[Record, Outcome]] = deque()
+        self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
         self._pool: WorkerPool | None = None
         add_listener = getattr(self._clock, "add_listener", None)
         self._manual = callable(add_listener)
@@ -145,8 +145,8 @@ class InMemoryScheduler(SchedulerPort):
                     f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
                 )
             stored = item.with_generation(next(self._generations))
-            due = self._store.put(stored)[0]
-            if self._sleep_until is not None and due < self._sleep_until:
+            self._store.put(stored)
+            if self._sleep_until is not None and stored.due < self._sleep_until:
                 self._wake_timer()
         finally:
             lock.release()
@@ -158,14 +158,14 @@ class InMemoryScheduler(SchedulerPort):
         """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
         with self._lock:
             self._settle()
-            record = self._store.remove(item_id)
-        if record is None:
+            item = self._store.remove(item_id)
+        if item is None:
             return False
         log.debug(
             "cancelled %s %s",
-            record[2].kind.value,
+            item.kind.value,
             item_id,
-            extra={"item_id": item_id, "kind": record[2].kind.value},
+            extra={"item_id": item_id, "kind": item.kind.value},
         )
         self._observer.cancelled(item_id)
         return True
@@ -187,8 +187,7 @@ class InMemoryScheduler(SchedulerPort):
     def get(self, item_id: str) -> ScheduleItem | None:
         with self._lock:
             self._settle()
-            record = self._store.items.get(item_id)
-        return None if record is None else record[2]
+            return self._store.items.get(item_id)
 
     def pending(self) -> int:
         """How many items are scheduled (due or not, running or parked): the pending gauge."""
@@ -273,12 +272,12 @@ class InMemoryScheduler(SchedulerPort):
                     self._settle()
                     if self._closed:
                         break
-                    record = self._store.pop_due(self._clock.now(), self._core.kinds())
-                    if record is None:
+                    claim = self._store.pop_due(self._clock.now(), self._core.kinds())
+                    if claim is None:
                         break
                     # Claimed (fence checked) under the lock; close() waits for it.
                     self._inflight += 1
-                self._deliver_inline(record)
+                self._deliver_inline(claim)
                 delivered += 1
         finally:
             state.draining = False
@@ -293,16 +292,16 @@ class InMemoryScheduler(SchedulerPort):
     def _on_advance(self, now: datetime) -> None:
         self.run_due()
 
-    def _deliver_inline(self, record: Record) -> None:
-        """Deliver a record claimed (and counted in flight) by :meth:`run_due`."""
+    def _deliver_inline(self, claim: Claim) -> None:
+        """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""
         state = self._state
         state.depth += 1
         try:
-            outcome = self._run(record)
+            outcome = self._run(claim)
         except BaseException:
             with self._lock:
                 self._inflight -= 1
-                self._store.restore(record)
+                self._store.restore(claim[0])
                 self._wake.notify_all()
             raise
         finally:
@@ -310,13 +309,13 @@ class InMemoryScheduler(SchedulerPort):
         with self._lock:
             self._settle()
             self._inflight -= 1
-            self._apply(record, outcome)
+            self._apply(claim[0], outcome)
             if self._closed:
                 self._wake.notify_all()
 
-    def _run(self, record: Record) -> Outcome:
+    def _run(self, claim: Claim) -> Outcome:
         """Call the handler through the delivery core; never raises an ``Exception``."""
-        item, attempt = record[2], record[3]
+        item, attempt = claim
         try:
             return self._core.deliver(item, attempt)
         except Exception as exc:
@@ -328,23 +327,22 @@ class InMemoryScheduler(SchedulerPort):
         """Apply the outcomes workers left while the lock was busy (called under the lock)."""
         settling = self._settling
         while settling:
-            record, outcome = settling.popleft()
-            self._apply(record, outcome)
+            item, outcome = settling.popleft()
+            self._apply(item, outcome)
 
-    def _apply(self, record: Record, outcome: Outcome) -> None:
-        """Apply a delivery's outcome if ``record`` is still current (under the lock)."""
+    def _apply(self, item: ScheduleItem, outcome: Outcome) -> None:
+        """Apply a delivery's outcome if ``item`` is still current (under the lock)."""
+        store = self._store
         if isinstance(outcome, Completed):
-            applied = self._store.complete(record)
+            applied = store.complete(item)
         elif isinstance(outcome, Redeliver):
-            again = self._store.reschedule(record, outcome.due, outcome.attempt)
-            applied = again is not None
+            applied = store.reschedule(item, outcome.due, outcome.attempt)
             until = self._sleep_until
-            if again is not None and until is not None and again[0] < until:
+            if applied and until is not None and outcome.due < until:
                 self._wake_timer()
         else:
-            applied = self._store.bury(record, outcome.dead)
+            applied = store.bury(item, outcome.dead)
         if not applied:
-            item = record[2]
             log.debug(
                 "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)",
                 item.key,
@@ -358,8 +356,8 @@ class InMemoryScheduler(SchedulerPort):
 
     # -- real time ----------------------------------------------------------------------
 
-    def _claim(self, batch: list[Record]) -> bool:
-        """The leading worker, lock held: wait until records are due and claim up to a batch
+    def _claim(self, batch: list[Claim]) -> bool:
+        """The leading worker, lock held: wait until items are due and claim up to a batch
         of them; False once closed."""
         while not self._closed:
             self._settle()
@@ -379,18 +377,19 @@ class InMemoryScheduler(SchedulerPort):
             self._sleep_until = None
         return False
 
-    def _deliver_claimed(self, record: Record) -> None:
-        """A worker delivers a record the leader claimed."""
+    def _deliver_claimed(self, claim: Claim) -> None:
+        """A worker delivers an item the leader claimed."""
+        item = claim[0]
         # The fence, right before the handler: one dict lookup, atomic without the lock (it
-        # reads the id's current record at one instant, as a locked read would). close()
+        # reads the id's current form at one instant, as a locked read would). close()
         # joins the workers, so a handler started here is waited for.
-        if self._closed or self._store.items.get(record[2].id) is not record:
+        if self._closed or self._store.items.get(item.id) is not item:
             return
         try:
-            outcome = self._run(record)
+            outcome = self._run(claim)
         except BaseException:
             with self._lock:
-                self._store.restore(record)
+                self._store.restore(item)
             raise
         # Never queue up behind the lock: with several workers and the GIL, blocking here
         # forms a convoy that hands the lock (and the GIL) over on every single delivery.
@@ -400,8 +399,8 @@ class InMemoryScheduler(SchedulerPort):
         if lock.acquire(False):
             try:
                 self._settle()
-                self._apply(record, outcome)
+                self._apply(item, outcome)
             finally:
                 lock.release()
         else:
-            self._settling.append((record, outcome))
+            self._settling.append((item, outcome))

@@ -1,16 +1,23 @@
-"""The in-memory timer store: a lazy-deletion heap plus an id map, fenced by record identity.
+"""The in-memory timer store: a lazy-deletion heap plus an id map, fenced by generation.
 
-A *record* is the tuple ``(due, generation, item, attempt)``. The id map holds the one
-*current* record of every scheduled id; the heap may also hold stale records (replaced,
-cancelled, already redelivered), which are dropped when they reach the top. A record is
-current exactly when ``items.get(record[2].id) is record``: that identity check is the fence
-(id + generation) every delivery passes before its handler runs and again before its outcome
-is applied, so a stale delivery can never touch the record that replaced it.
+The id map holds the one *current* form of every scheduled id: a :class:`ScheduleItem`
+carrying its generation (and, after a failure, its moved due time). The heap holds entries
+``(due, generation, id)``; replacing or cancelling an item leaves its entry in the heap, and
+an entry whose id no longer maps to an item of that generation and due time is dropped when
+it reaches the top (lazy deletion).
 
-Generations are unique within a store, so heap order is ``(due, generation)`` (same due:
-schedule order) and two items are never compared.
+A delivery is handed a *claim*, ``(item, attempt)``. It is current while ``items[item.id] is
+item``: every new form (a replacement, a redelivery) is a new object, so that identity check
+is the fence (id + generation) a delivery passes right before its handler runs and again
+before its outcome is applied. A stale delivery can never touch the form that replaced it.
 
-Not thread-safe: :class:`~flowsched.memory.InMemoryScheduler` calls every method under its lock.
+Heap entries hold no object the garbage collector tracks (CPython untracks such tuples), so
+a million pending timers cost the collector one object each (the item), not two.
+Generations are unique within a store, so heap order is ``(due, generation)``: same due,
+schedule order.
+
+Not thread-safe: :class:`~flowsched.memory.InMemoryScheduler` calls every method under its
+lock (except the lock-free reads it documents).
 """
 
 from __future__ import annotations
@@ -24,24 +31,26 @@ from heapq import heappop, heappush
 
 from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
 
-__all__ = ["Record", "TimerStore"]
+__all__ = ["Claim", "TimerStore"]
 
 log = logging.getLogger("flowsched.memory")
 
-Record = tuple[datetime, int, ScheduleItem, int]
-"""``(due, generation, item, attempt)``; ``attempt`` counts earlier failed deliveries."""
+Claim = tuple[ScheduleItem, int]
+"""``(item, attempt)``: one delivery to make; ``attempt`` counts earlier failed deliveries."""
 
 
 class TimerStore:
     """Scheduled items, the heap that orders them, parked items and dead letters."""
 
-    __slots__ = ("dead", "flows", "generations", "heap", "items", "parked")
+    __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")
 
     def __init__(self) -> None:
-        self.items: dict[str, Record] = {}
-        self.heap: list[Record] = []
+        self.items: dict[str, ScheduleItem] = {}
+        self.heap: list[tuple[datetime, int, str]] = []
+        # Failed deliveries of the current form, for the ids that have any.
+        self.attempts: dict[str, int] = {}
         # Due items of a kind nobody handles yet, out of the heap until someone subscribes.
-        self.parked: dict[str, Record] = {}
+        self.parked: dict[str, ScheduleItem] = {}
         self.dead: dict[str, DeadLetter] = {}
         # flow id -> ids of its scheduled items, so cancel_flow does not scan every item.
         self.flows: dict[str, set[str]] = {}
@@ -53,14 +62,13 @@ class TimerStore:
     def next_generation(self) -> int:
         return next(self.generations)
 
-    def put(self, item: ScheduleItem) -> Record:
+    def put(self, item: ScheduleItem) -> None:
         """Make ``item`` (already carrying a fresh generation) the current form of its id."""
         key = item.id
-        record: Record = (item.due, item.generation, item, 0)
         items = self.items
         old = items.get(key)
-        items[key] = record
-        heappush(self.heap, record)
+        items[key] = item
+        heappush(self.heap, (item.due, item.generation, key))
         if old is not None:
             self._forget(old)
         if item.flow_id is not None:
@@ -68,98 +76,86 @@ class TimerStore:
         if self.dead:
             # A new schedule under the id supersedes its dead letter.
             self.dead.pop(key, None)
-        return record
 
-    def remove(self, item_id: str) -> Record | None:
+    def remove(self, item_id: str) -> ScheduleItem | None:
         """Drop the current form of ``item_id``; its heap entry goes stale."""
-        record = self.items.pop(item_id, None)
-        if record is not None:
-            self._forget(record)
-        return record
+        item = self.items.pop(item_id, None)
+        if item is not None:
+            self._forget(item)
+        return item
 
     def remove_flow(self, flow_id: str) -> list[str]:
         """Drop every item of ``flow_id``; return their ids."""
         ids = self.flows.pop(flow_id, set())
         for item_id in ids:
             del self.items[item_id]
-            if self.parked:
-                self.parked.pop(item_id, None)
+            self.attempts.pop(item_id, None)
+            self.parked.pop(item_id, None)
         return sorted(ids)
 
-    def is_current(self, record: Record) -> bool:
-        return self.items.get(record[2].id) is record
+    def pop_due(self, now: datetime, kinds: Collection[ScheduleKind]) -> Claim | None:
+        """Claim the earliest current item due by ``now`` whose kind is handled, if any.
 
-    def pop_due(self, now: datetime, kinds: Collection[ScheduleKind]) -> Record | None:
-        """Take the earliest current record due by ``now`` whose kind is handled, if any.
-
-        Due records of kinds not in ``kinds`` are parked on the way (see :meth:`unpark`)."""
-        heap = self.heap
-        while heap and heap[0][0] <= now:
-            record = heappop(heap)
-            if self.items.get(record[2].id) is not record:
-                continue
-            if record[2].kind not in kinds:
-                self._park(record)
-                continue
-            return record
-        return None
+        Due items of kinds not in ``kinds`` are parked on the way (see :meth:`unpark`)."""
+        claims: list[Claim] = []
+        self.pop_due_batch(now, kinds, 1, claims)
+        return claims[0] if claims else None
 
     def pop_due_batch(
-        self, now: datetime, kinds: Collection[ScheduleKind], limit: int, out: list[Record]
-    ) -> list[Record]:
-        """Like :meth:`pop_due`, up to ``limit`` records at once, appended to ``out``."""
-        heap, items = self.heap, self.items
+        self, now: datetime, kinds: Collection[ScheduleKind], limit: int, out: list[Claim]
+    ) -> None:
+        """Claim up to ``limit`` current items due by ``now``, appending them to ``out``."""
+        heap, items, attempts = self.heap, self.items, self.attempts
         while heap and heap[0][0] <= now and len(out) < limit:
-            record = heappop(heap)
-            item = record[2]
-            if items.get(item.id) is not record:
-                continue
+            due, generation, key = heappop(heap)
+            item = items.get(key)
+            if item is None or item.generation != generation or item.due != due:
+                continue  # replaced, cancelled or moved since this entry was pushed
             if item.kind not in kinds:
-                self._park(record)
+                self._park(item)
                 continue
-            out.append(record)
-        return out
+            out.append((item, attempts.get(key, 0)))
 
     def next_due(self) -> datetime | None:
-        """Due time of the earliest current record in the heap (stale tops are dropped)."""
+        """Due time of the earliest current item in the heap (stale tops are dropped)."""
         heap, items = self.heap, self.items
         while heap:
-            record = heap[0]
-            if items.get(record[2].id) is record:
-                return record[0]
+            due, generation, key = heap[0]
+            item = items.get(key)
+            if item is not None and item.generation == generation and item.due == due:
+                return due
             heappop(heap)
         return None
 
-    def complete(self, record: Record) -> bool:
-        """The delivery of ``record`` succeeded: remove it if it is still current."""
-        if self.items.get(record[2].id) is not record:
+    def complete(self, item: ScheduleItem) -> bool:
+        """The delivery of ``item`` succeeded: remove it if it is still current."""
+        if self.items.get(item.id) is not item:
             return False
-        self.remove(record[2].id)
+        self.remove(item.id)
         return True
 
-    def reschedule(self, record: Record, due: datetime, attempt: int) -> Record | None:
-        """Deliver ``record`` again at ``due`` (same generation), if it is still current."""
-        item = record[2]
-        if self.items.get(item.id) is not record:
-            return None
+    def reschedule(self, item: ScheduleItem, due: datetime, attempt: int) -> bool:
+        """Deliver ``item`` again at ``due`` (same generation), if it is still current."""
+        if self.items.get(item.id) is not item:
+            return False
         # Rare path (a handler failed), so the validating dataclass copy is fine here.
         moved = replace(item, due=due)
-        again: Record = (due, item.generation, moved, attempt)
-        self.items[item.id] = again
-        heappush(self.heap, again)
-        return again
+        self.items[item.id] = moved
+        self.attempts[item.id] = attempt
+        heappush(self.heap, (due, item.generation, item.id))
+        return True
 
-    def restore(self, record: Record) -> None:
-        """Put a claimed record back in the heap unchanged (its delivery was interrupted)."""
-        if self.items.get(record[2].id) is record:
-            heappush(self.heap, record)
+    def restore(self, item: ScheduleItem) -> None:
+        """Put a claimed item back in the heap unchanged (its delivery was interrupted)."""
+        if self.items.get(item.id) is item:
+            heappush(self.heap, (item.due, item.generation, item.id))
 
-    def bury(self, record: Record, dead: DeadLetter) -> bool:
-        """Move ``record`` to the dead letters, if it is still current."""
-        if self.items.get(record[2].id) is not record:
+    def bury(self, item: ScheduleItem, dead: DeadLetter) -> bool:
+        """Move ``item`` to the dead letters, if it is still current."""
+        if self.items.get(item.id) is not item:
             return False
-        self.remove(record[2].id)
-        self.dead[record[2].id] = dead
+        self.remove(item.id)
+        self.dead[item.id] = dead
         return True
 
     def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
@@ -172,17 +168,15 @@ class TimerStore:
         return item
 
     def unpark(self, kinds: Collection[ScheduleKind]) -> int:
-        """Put parked records of ``kinds`` back in the heap; return how many."""
-        moved = [r for r in self.parked.values() if r[2].kind in kinds]
-        for record in moved:
-            del self.parked[record[2].id]
-            if self.items.get(record[2].id) is record:
-                heappush(self.heap, record)
+        """Put parked items of ``kinds`` back in the heap; return how many."""
+        moved = [item for item in self.parked.values() if item.kind in kinds]
+        for item in moved:
+            del self.parked[item.id]
+            self.restore(item)
         return len(moved)
 
-    def _park(self, record: Record) -> None:
-        item = record[2]
-        self.parked[item.id] = record
+    def _park(self, item: ScheduleItem) -> None:
+        self.parked[item.id] = item
         log.info(
             "no handler subscribed for %s: %s waits until one is",
             item.kind.value,
@@ -190,14 +184,16 @@ class TimerStore:
             extra={"item_id": item.id, "kind": item.kind.value},
         )
 
-    def _forget(self, record: Record) -> None:
-        """Drop the indexes of a record that is no longer current."""
-        item = record[2]
+    def _forget(self, item: ScheduleItem) -> None:
+        """Drop the indexes of a form that is no longer current."""
+        key = item.id
+        if self.attempts:
+            self.attempts.pop(key, None)
         if self.parked:
-            self.parked.pop(item.id, None)
+            self.parked.pop(key, None)
         if item.flow_id is not None:
             ids = self.flows.get(item.flow_id)
             if ids is not None:
-                ids.discard(item.id)
+                ids.discard(key)
                 if not ids:
                     del self.flows[item.flow_id]
