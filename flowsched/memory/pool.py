@@ -1,10 +1,16 @@
 """A bounded pool of handler threads organised as leader/followers.
 
 There is no separate timer thread: one idle worker at a time is the *leader*, which sleeps
-until the earliest due time, claims what is due, hands all but the first claim to the
-*followers* and runs the first one itself, after waking a follower to take over the lead.
-The first delivery of every wake-up therefore costs one thread wake-up, not two (on a busy
-two-core machine each extra hand-over between threads adds scheduling delay).
+until the earliest due time, claims what is due (a bounded batch), wakes one follower to lead
+next, and starts delivering the batch itself. The first delivery of every wake-up therefore
+costs one thread wake-up, not two (on a busy two-core machine every hand-over between threads
+adds scheduling delay).
+
+More followers are woken only while claims wait: when a worker finds the oldest claimed batch
+waiting longer than ``help_after``, it wakes one more. Handlers that return quickly are thus
+run by one or two threads (under the GIL more threads cannot run Python faster, and every
+extra runnable thread delays the leader's wake-up by up to a GIL switch interval), while
+handlers that block (I/O) soon have all ``size`` threads on them.
 
 When every worker is busy in a handler nobody watches the clock; the first one to finish
 leads again. That is the bound: at most ``size`` handlers run at once.
@@ -13,6 +19,7 @@ leads again. That is the bound: at most ``size`` handlers run at once.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -22,11 +29,11 @@ __all__ = ["WorkerPool"]
 
 
 class WorkerPool:
-    """``size`` daemon threads delivering claims claimed by whichever of them leads.
+    """``size`` daemon threads delivering the items whichever of them leads has claimed.
 
     ``claim(batch)`` is called with ``lock`` held by the leader: it waits (releasing the lock)
-    until claims are due, appends them to ``batch`` and returns True, or returns False once
-    the owner is closing. ``deliver(claim)`` runs one claim's handler (no lock held)."""
+    until items are due, appends their claims to ``batch`` and returns True, or returns False
+    once the owner is closing. ``deliver(claim)`` runs one handler (no lock held)."""
 
     def __init__(
         self,
@@ -35,6 +42,7 @@ class WorkerPool:
         claim: Callable[[list[Claim]], bool],
         deliver: Callable[[Claim], None],
         name: str = "flowsched-worker",
+        help_after: float = 0.002,
     ) -> None:
         self._lock = lock
         # Idle followers, each waiting on its own condition. Woken last-in first-out: under
@@ -43,7 +51,9 @@ class WorkerPool:
         self._idle: list[threading.Condition] = []
         self._claim = claim
         self._deliver = deliver
+        self._help_after = help_after
         self._ready: deque[Claim] = deque()
+        self._waiting_since = 0.0  # monotonic time claims in _ready last got a new helper
         self._batch: list[Claim] = []  # only the leader touches it
         self._leading = False
         self._closed = False
@@ -58,7 +68,7 @@ class WorkerPool:
 
     def close(self) -> None:
         """Stop taking claims and wait for the threads (the owner has already woken the
-        leader). Records not yet started are dropped: they stay in the owner's store."""
+        leader). Claims not yet started are dropped: the items stay in the owner's store."""
         with self._lock:
             self._closed = True
             self._wake_followers(len(self._idle))
@@ -68,7 +78,7 @@ class WorkerPool:
                 thread.join()
 
     def _work(self) -> None:
-        ready, deliver = self._ready, self._deliver
+        ready, deliver, monotonic = self._ready, self._deliver, time.monotonic
         me = threading.Condition(self._lock)
         while not self._closed:
             try:
@@ -78,6 +88,8 @@ class WorkerPool:
                 if taken is None:
                     return
                 claim = taken
+            if ready and self._idle and monotonic() - self._waiting_since > self._help_after:
+                self._call_for_help()
             deliver(claim)
 
     def _follow_or_lead(self, me: threading.Condition) -> Claim | None:
@@ -104,11 +116,17 @@ class WorkerPool:
                 batch = self._batch
                 first = batch[0]
                 self._ready.extend(batch[1:])
-                # len(batch) - 1 claims for the followers, and one of them to lead next.
-                self._wake_followers(len(batch))
                 batch.clear()
+                self._waiting_since = time.monotonic()
+                self._wake_followers(1)  # the next leader
                 return first
         return None
+
+    def _call_for_help(self) -> None:
+        """Claims have waited longer than ``help_after``: wake one more follower."""
+        with self._lock:
+            self._waiting_since = time.monotonic()
+            self._wake_followers(1)
 
     def _wake_followers(self, count: int) -> None:
         """Wake up to ``count`` idle followers, most recently idle first (lock held)."""

@@ -118,7 +118,7 @@ class InMemoryScheduler(SchedulerPort):
         self._started = False
         self._workers = workers
         self._max_wait = max_wait
-        # Outcomes a worker could not apply at once because the lock was busy (see _settle).
+        # Outcomes of worker deliveries, not yet applied (see _deliver_claimed and _settle).
         self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
         self._pool: WorkerPool | None = None
         add_listener = getattr(self._clock, "add_listener", None)
@@ -324,7 +324,7 @@ class InMemoryScheduler(SchedulerPort):
             return self._core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
 
     def _settle(self) -> None:
-        """Apply the outcomes workers left while the lock was busy (called under the lock)."""
+        """Apply the outcomes workers have queued (called under the lock, before anything else)."""
         settling = self._settling
         while settling:
             item, outcome = settling.popleft()
@@ -391,16 +391,15 @@ class InMemoryScheduler(SchedulerPort):
             with self._lock:
                 self._store.restore(item)
             raise
-        # Never queue up behind the lock: with several workers and the GIL, blocking here
-        # forms a convoy that hands the lock (and the GIL) over on every single delivery.
-        # If the lock is busy, leave the outcome to whoever holds it next (every locked
-        # section settles first), so that nobody can observe it unapplied.
-        lock = self._lock
-        if lock.acquire(False):
-            try:
+        if isinstance(outcome, Redeliver):
+            # Rare (a handler failed): apply now, so that the leader can be woken for it.
+            with self._lock:
                 self._settle()
                 self._apply(item, outcome)
-            finally:
-                lock.release()
         else:
+            # Workers never take the lock for a success: the outcome waits in a lock-free
+            # queue that whoever next holds the lock applies first (every locked section
+            # settles before it reads or changes anything), so nobody can observe it
+            # unapplied. Blocking on the lock here would, under the GIL, form a convoy that
+            # hands the lock and the GIL over on every delivery.
             self._settling.append((item, outcome))
