@@ -1,4 +1,4 @@
-"""The background sweeper: fires on its own, wakes early for near items, renews leases, closes cleanly.
+"""The background sweeper: fires on its own, wakes early, renews leases, closes cleanly.
 
 Real clock, short intervals; every wait is on an event with a generous timeout.
 """

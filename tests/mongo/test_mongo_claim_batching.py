@@ -33,7 +33,8 @@ def test_items_are_claimed_oldest_due_first(make, clock):
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
     start = clock.now()
     for name, offset in [("third", 3), ("first", 1), ("second", 2)]:
-        scheduler.schedule(ScheduleItem(name, ScheduleKind.TIMER, start + timedelta(seconds=offset)))
+        due = start + timedelta(seconds=offset)
+        scheduler.schedule(ScheduleItem(name, ScheduleKind.TIMER, due))
     clock.advance(timedelta(seconds=3))
     scheduler.run_due()
     assert fired == ["first", "second", "third"]

@@ -27,7 +27,8 @@ def test_document_holds_the_documented_fields(make, collection):
     assert doc["flow_id"] == "flow-7"
     assert doc["payload"] == {"order": "o-1", "n": 3}  # a plain sub-document, not bytes
     assert isinstance(doc["generation"], int) and 0 < doc["generation"] < 2**63
-    assert (doc["attempts"], doc["deliveries"], doc["last_error"], doc["claim"]) == (0, 0, None, None)
+    counters = (doc["attempts"], doc["deliveries"], doc["last_error"], doc["claim"])
+    assert counters == (0, 0, None, None)
     assert doc["ready_at"] == doc["due"]
 
 
@@ -66,7 +67,7 @@ def test_rescheduling_clears_claim_attempts_and_error(make, collection):
 
 def test_payload_beyond_bson_integers_is_refused_before_writing(make, collection):
     scheduler = make()
-    with pytest.raises(ValueError, match="'big'.*cannot be stored in MongoDB"):
+    with pytest.raises(ValueError, match=r"'big'.*cannot be stored in MongoDB"):
         scheduler.schedule(item("big", payload={"n": 2**70}))
     assert collection.count_documents({}) == 0
 

@@ -84,7 +84,8 @@ def test_an_unreachable_server_gives_scheduler_unavailable():
 )
 def test_the_sweeper_survives_errors_and_delivers_after_recovery(make, collection, error):
     flaky = Flaky(collection, error)
-    scheduler = make(collection=flaky, clock=SystemClock(), poll_interval=timedelta(milliseconds=50))
+    poll = timedelta(milliseconds=50)
+    scheduler = make(collection=flaky, clock=SystemClock(), poll_interval=poll)
     fired = threading.Event()
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.set())
     scheduler.schedule(item())
