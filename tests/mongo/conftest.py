@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("pymongo")
 mongomock = pytest.importorskip("mongomock")
 
+from mongo_nodes import Nodes  # noqa: E402
+
 from flowsched.clock import ManualClock  # noqa: E402
 from flowsched.mongo import MongoScheduler  # noqa: E402
 
@@ -43,3 +45,14 @@ def make(collection: Any, clock: ManualClock) -> Iterator[Callable[..., MongoSch
     yield build
     for scheduler in built:
         scheduler.close()
+
+
+# -- several scheduler processes on the wire server -------------------------------------------
+
+
+@pytest.fixture
+def nodes(mongo_uri: str, mongo_db: Any) -> Iterator[Nodes]:
+    """Start scheduler processes on the test's database; all are killed at teardown."""
+    group = Nodes(mongo_uri, mongo_db.name)
+    yield group
+    group.kill_all()
