@@ -7,9 +7,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from flowsched.mongo import MongoScheduler
+from flowsched.port import ScheduleItem, ScheduleKind
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,3 +68,24 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.1)
+
+
+def schedule_spread(db: Any, count: int, start: timedelta, spread: timedelta) -> set[str]:
+    """Schedule ``count`` timers due evenly over ``spread``, from ``start`` from now."""
+    scheduler = MongoScheduler(db["timers"], node_id="test")
+    first = datetime.now(UTC) + start
+    ids = set()
+    for n in range(count):
+        due = first + spread * n / count
+        ids.add(scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due)).id)
+    return ids
+
+
+def all_done(db: Any, ids: set[str]) -> bool:
+    if db["timers"].count_documents({}):
+        return False
+    return set(db["deliveries"].distinct("item")) >= ids
+
+
+def deliveries(db: Any) -> list[dict[str, Any]]:
+    return list(db["deliveries"].find({}, {"_id": 0}))

@@ -8,37 +8,13 @@ Each node is ``python -m tests.mongo.node``; its handler records every delivery 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from mongo_nodes import Nodes, wait_until
-
-from flowsched.mongo import MongoScheduler
-from flowsched.port import ScheduleItem, ScheduleKind
+from mongo_nodes import Nodes, all_done, deliveries, schedule_spread, wait_until
 
 pytestmark = [pytest.mark.wire, pytest.mark.slow]
-
-
-def schedule_spread(db: Any, count: int, start: timedelta, spread: timedelta) -> set[str]:
-    """Schedule ``count`` timers due evenly over ``spread``, from ``start`` from now."""
-    scheduler = MongoScheduler(db["timers"], node_id="test")
-    first = datetime.now(UTC) + start
-    ids = set()
-    for n in range(count):
-        due = first + spread * n / count
-        ids.add(scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due)).id)
-    return ids
-
-
-def all_done(db: Any, ids: set[str]) -> bool:
-    if db["timers"].count_documents({}):
-        return False
-    return set(db["deliveries"].distinct("item")) >= ids
-
-
-def deliveries(db: Any) -> list[dict[str, Any]]:
-    return list(db["deliveries"].find({}, {"_id": 0}))
 
 
 def test_four_nodes_deliver_each_item_exactly_once(nodes: Nodes, mongo_db: Any) -> None:
