@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
@@ -37,7 +37,7 @@ from flowsched.mongo.documents import dead_letter_document, quarantine_document,
 from flowsched.mongo.store import Doc, TimerStore, Write
 from flowsched.port import ScheduleItem, ScheduleKind
 
-__all__ = ["Claim", "Claims", "Quarantine", "Release", "Settlement"]
+__all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,21 @@ class Settlement:
         return fence
 
 
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One claim's result: the ``documents`` won under ``token`` out of ``due`` candidates,
+    and when the next item not yet due becomes ready (``None``: none within the lookahead)."""
+
+    token: str
+    documents: list[Doc] = field(default_factory=list)
+    due: int = 0
+    next_ready: datetime | None = None
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
 class Claims:
     """Claim, renew and settle for one node (``owner``) with leases of ``lease``."""
 
@@ -96,28 +111,39 @@ class Claims:
         self.lease = lease
 
     def claim(
-        self, kinds: Iterable[ScheduleKind], now: datetime, limit: int
-    ) -> tuple[str, list[Doc]]:
-        """Claim up to ``limit`` items due by ``now``; return the token and the won documents."""
+        self,
+        kinds: Iterable[ScheduleKind],
+        now: datetime,
+        limit: int,
+        lookahead: timedelta = timedelta(0),
+    ) -> Claimed:
+        """Claim up to ``limit`` items due by ``now`` (see :class:`Claimed`).
+
+        The first query also looks ``lookahead`` past ``now`` (same index range, same round
+        trip), so the caller learns when the next item falls due and can wake for it."""
         token = uuid.uuid4().hex
         wanted = sorted(k.value for k in kinds)
         if not wanted:
-            return token, []
-        claimable = {"kind": {"$in": wanted}, "ready_at": {"$lte": now}}
-        cursor = self.store.items.find(claimable, {"_id": 1}).sort("ready_at", ASCENDING)
-        ids = [doc["_id"] for doc in cursor.limit(limit).batch_size(limit)]
+            return Claimed(token)
+        horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
+        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1})
+        found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
+        ids = [doc["_id"] for doc in found if _utc(doc["ready_at"]) <= now]
+        upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
+        next_ready = min(upcoming, default=None)
         if not ids:
-            return token, []
+            return Claimed(token, next_ready=next_ready)
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         won = self.store.items.update_many(
-            {"_id": {"$in": ids}, **claimable},
+            {"_id": {"$in": ids}, "kind": {"$in": wanted}, "ready_at": {"$lte": now}},
             {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
         )
         if not won.modified_count:
-            return token, []
+            return Claimed(token, next_ready=next_ready)
         query = {"_id": {"$in": ids}, "claim.token": token}
-        return token, list(self.store.items.find(query).batch_size(len(ids)))
+        documents = list(self.store.items.find(query).batch_size(len(ids)))
+        return Claimed(token, documents, len(ids), next_ready)
 
     def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
         """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many renewed."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore
@@ -28,8 +29,10 @@ class Harvest:
     """The result of one claim: how many documents were won, and what to do with them."""
 
     won: int = 0
+    due: int = 0
     deliver: list[Claim] = field(default_factory=list)
     settle: list[Settlement] = field(default_factory=list)
+    next_ready: datetime | None = None
 
 
 class Harvester:
@@ -40,14 +43,22 @@ class Harvester:
         self.core = core
         self.clock = clock
 
-    def take(self, limit: int) -> Harvest:
-        """Claim up to ``limit`` due items (three round trips, none if nothing is subscribed)."""
+    def take(self, limit: int, lookahead: timedelta = timedelta(0)) -> Harvest:
+        """Claim up to ``limit`` due items (three round trips, none if nothing is subscribed).
+
+        ``harvest.due`` counts the due items found (won or lost to another node): when it
+        reaches ``limit``, more may be due."""
         harvest = Harvest()
         kinds = self.core.kinds()
         if not kinds or limit < 1:
             return harvest
-        token, documents = self.claims.claim(kinds, self.clock.now(), limit)
-        harvest.won = len(documents)
+        claimed = self.claims.claim(kinds, self.clock.now(), limit, lookahead)
+        token, documents = claimed.token, claimed.documents
+        harvest.won, harvest.due, harvest.next_ready = (
+            len(documents),
+            claimed.due,
+            claimed.next_ready,
+        )
         for document in documents:
             try:
                 stored = stored_item(document)

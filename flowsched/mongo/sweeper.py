@@ -5,9 +5,12 @@ Every node runs one; there is no leader. Each turn of the loop:
 1. writes the outcomes of finished deliveries in one fenced ``bulk_write``;
 2. renews the leases of items still held (every third of the lease), so a long handler keeps
    its claim;
-3. when the poll is due (every ``poll_interval``, sooner when this node scheduled something
-   due earlier, at once after a full batch) and at least half the batch is free, claims a
-   batch and hands it to the worker pool.
+3. when the poll is due and at least half the batch is free, claims a batch and hands it to
+   the worker pool. The poll is due every ``poll_interval``; at once after a full batch;
+   sooner when this node schedules an item due before the next poll; and at the due time of
+   the next item the claim query saw coming within the poll interval (it looks one poll
+   ahead, same round trip; not sooner than a tenth of a poll, so that items due close
+   together share a claim), so items fire within about a tenth of a poll, not a whole one.
 
 Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
 unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
@@ -24,7 +27,7 @@ from typing import Any
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
-from flowsched.mongo.harvest import Harvester
+from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.outage import Backoff, is_transient, within
 
 __all__ = ["Sweeper"]
@@ -52,6 +55,7 @@ class Sweeper:
         self._core: DeliveryCore = harvester.core
         self._clock: Clock = harvester.clock
         self._poll = poll_interval.total_seconds()
+        self._lookahead = poll_interval
         self._renew_every = harvester.claims.lease.total_seconds() / 3
         self._batch = batch_size
         self._op_timeout = op_timeout
@@ -140,22 +144,29 @@ class Sweeper:
             free = self._batch - len(self._held)
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
             return
-        harvest = self._harvester.take(free)
+        harvest = self._harvester.take(free, lookahead=self._lookahead)
         with self._lock:
             self._unwritten.extend(harvest.settle)
             for claim in harvest.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
-            full = harvest.won >= free
-            # A full batch means more may be due: go again at once. Otherwise wait a poll,
-            # unless poke() asked for an earlier sweep meanwhile.
+            # A full batch means more may be due: go again at once. Otherwise wait a poll, or
+            # less if the claim query saw an item falling due sooner (or poke() asked).
             if self._next_poll <= now:
-                self._next_poll = now if full else now + self._poll
+                self._next_poll = now if harvest.due >= free else self._after(now, harvest)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
         for claim in harvest.deliver:
             self._pool.submit(self._deliver, claim)
         if harvest.settle:
             self._flush()
+
+    def _after(self, now: float, harvest: Harvest) -> float:
+        if harvest.next_ready is None:
+            return now + self._poll
+        # Not sooner than a tenth of a poll: items falling due close together are claimed
+        # in one batch (a few round trips) rather than one claim each.
+        ahead = (harvest.next_ready - self._clock.now()).total_seconds()
+        return now + min(max(ahead, self._poll / 10), self._poll)
 
     def _wait(self) -> float:
         now = self._clock.monotonic()

@@ -62,3 +62,14 @@ def test_nothing_is_due_before_the_manual_clock_moves(make, clock):
     assert scheduler.run_due() == 0
     clock.advance(timedelta(seconds=1))
     assert scheduler.run_due() == 1 and fired == ["t"]
+
+
+def test_the_claim_query_tells_when_the_next_item_falls_due(make, clock):
+    scheduler = make()
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    soon = clock.now() + timedelta(milliseconds=400)
+    scheduler.schedule(ScheduleItem("soon", ScheduleKind.TIMER, soon))
+    scheduler.schedule(ScheduleItem("later", ScheduleKind.TIMER, clock.now() + timedelta(5)))
+    harvest = scheduler._harvester.take(10, lookahead=timedelta(seconds=1))
+    assert (harvest.won, harvest.next_ready) == (0, soon)  # nothing claimed before it is due
+    assert scheduler._harvester.take(10).next_ready is None  # no lookahead, no peek
