@@ -30,7 +30,14 @@ from flowsched.mongo.harvest import Harvester
 from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
-from flowsched.port import DeadLetter, Handler, ScheduleItem, ScheduleKind, SchedulerPort
+from flowsched.port import (
+    DeadLetter,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerPort,
+    SchedulerUnavailable,
+)
 
 __all__ = ["MongoScheduler"]
 
@@ -127,8 +134,19 @@ class MongoScheduler(SchedulerPort):
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
-        """Remove every item of the flow instance (one ``delete_many``); how many went."""
-        return self._call(f"cancel_flow({flow_id!r})", lambda: self._store.delete_flow(flow_id))
+        """Remove every item of the flow instance (one ``delete_many``); how many went.
+
+        With an observer that overrides ``cancelled``, the ids are read first (one more round
+        trip) to report each; an item another caller removed meanwhile may be reported too."""
+        what = f"cancel_flow({flow_id!r})"
+        observer = self._core.observer
+        ids: list[str] = []
+        if type(observer).cancelled is not Observer.cancelled:
+            ids = self._call(what, lambda: self._store.flow_ids(flow_id))
+        removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+        for item_id in ids[:removed]:
+            observer.cancelled(item_id)
+        return removed
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
@@ -211,7 +229,7 @@ class MongoScheduler(SchedulerPort):
         """Start the background sweeper (not with a ManualClock: use ``run_due``)."""
         with self._lock:
             if self._closed:
-                raise RuntimeError(f"{self!r} is closed; build a new scheduler")
+                raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
             if self._sweeper is not None or isinstance(self._clock, ManualClock):
                 return
             self._sweeper = Sweeper(

@@ -110,6 +110,9 @@ class TimerStore:
     def delete_flow(self, flow_id: str) -> int:
         return int(self.items.delete_many({"flow_id": flow_id}).deleted_count)
 
+    def flow_ids(self, flow_id: str) -> list[str]:
+        return [doc["_id"] for doc in self.items.find({"flow_id": flow_id}, {"_id": 1})]
+
     def exists(self, item_id: str) -> bool:
         return self.items.find_one({"_id": item_id}, {"_id": 1}) is not None
 
