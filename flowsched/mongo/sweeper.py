@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore
+from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
 from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.outage import Backoff, is_transient, within
@@ -184,16 +184,21 @@ class Sweeper:
 
     def _deliver(self, claim: Claim) -> None:
         if self._closing:
-            settlement = Settlement.of(claim, Release(claim.item.due))
-        else:
-            try:
-                settlement = Settlement.of(claim, self._core.deliver(claim.item, claim.attempt))
-            except BaseException as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                failure = self._core.failure(claim.item, claim.attempt, error)
-                self._finish(Settlement.of(claim, failure))
-                raise
-        self._finish(settlement)
+            self._finish(Settlement.of(claim, Release(claim.item.due)))
+            return
+        try:
+            outcome = self._core.deliver(claim.item, claim.attempt)
+        except BaseException as exc:
+            # deliver() catches the handler's errors: this is an observer failing, or a
+            # BaseException. Settle the item as failed (no observer call: it may fail again)
+            # so that it is neither lost nor held and renewed for ever.
+            log.exception("delivery of %s failed outside its handler", claim.item.id)
+            failures = claim.attempt + 1
+            due = self._clock.now() + self._core.redelivery.delay(failures)
+            error = f"{type(exc).__name__}: {exc}"
+            self._finish(Settlement.of(claim, Redeliver(due, failures, error)))
+            raise
+        self._finish(Settlement.of(claim, outcome))
 
     def _finish(self, settlement: Settlement) -> None:
         with self._lock:

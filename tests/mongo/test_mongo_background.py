@@ -115,3 +115,31 @@ def test_close_waits_for_running_handlers_and_gives_back_queued_claims(make, col
     left = list(collection.find())
     assert len(left) == 4
     assert all(d["claim"] is None and d["deliveries"] == d["attempts"] == 0 for d in left)
+
+
+def test_an_observer_that_raises_does_not_strand_the_item(make):
+    from flowsched.delivery import Observer, RedeliveryPolicy
+
+    class Flaky(Observer):
+        calls = 0
+
+        def fired(self, item: ScheduleItem, attempt: int, lateness: timedelta) -> None:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("metrics backend down")
+
+    fast = RedeliveryPolicy(initial=timedelta(milliseconds=50), maximum=timedelta(seconds=1))
+    scheduler = background(make, observer=Flaky(), redelivery=fast)
+    delivered = threading.Event()
+    attempts: list[int] = []
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(attempt)
+        delivered.set()
+
+    scheduler.subscribe(ScheduleKind.TIMER, handler)
+    with scheduler:
+        scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, SystemClock().now()))
+        assert delivered.wait(WAIT)
+        assert eventually(lambda: not scheduler.exists("t"))
+    assert attempts == [1]  # the first try failed before reaching the handler
