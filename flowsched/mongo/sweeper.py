@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+import pymongo
+
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
@@ -106,8 +108,11 @@ class Sweeper:
         failing_since: float | None = None
         while not self._stop.is_set():
             try:
-                self._claims.store.ensure_indexes()
-                self._turn()
+                # Bound every turn, so that an outage cannot hold the loop (and close()) in
+                # one call for the driver's 30 s server selection.
+                with pymongo.timeout(self._op_timeout.total_seconds()):
+                    self._claims.store.ensure_indexes()
+                    self._turn()
             except Exception as exc:
                 now = self._clock.monotonic()
                 if failing_since is None:
