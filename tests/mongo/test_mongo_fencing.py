@@ -140,3 +140,18 @@ def test_requeued_dead_letter_gets_a_fresh_generation_and_zero_attempts(make, cl
     scheduler.run_due()
     assert attempts == [0, 0]
     assert not scheduler.requeue("t")
+
+
+def test_a_replaced_item_leaves_no_dead_letter_for_its_old_form(make, clock):
+    scheduler = make(redelivery=RedeliveryPolicy(max_attempts=1))
+
+    def replace_then_fail(item: ScheduleItem, attempt: int) -> None:
+        if item.payload == {"v": 1}:
+            scheduler.schedule(timer(item.id, clock.now() + timedelta(hours=1), payload={"v": 2}))
+            raise RuntimeError("old form fails for good")
+
+    scheduler.subscribe(ScheduleKind.TIMER, replace_then_fail)
+    scheduler.schedule(timer("t", clock.now(), payload={"v": 1}))
+    scheduler.run_due()
+    assert scheduler.dead_letters() == []
+    assert scheduler.get("t").payload == {"v": 2}
