@@ -24,6 +24,7 @@ end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from flowsched.mongo.store import Doc, TimerStore, Write
 from flowsched.port import ScheduleItem, ScheduleKind
 
 __all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
+
+log = logging.getLogger("flowsched.mongo")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,14 @@ class Claimed:
     next_ready: datetime | None = None
 
 
+def _countable(doc: Doc) -> bool:
+    """Whether ``$inc`` can add to the document's ``deliveries`` (a number, or missing)."""
+    if "deliveries" not in doc:
+        return True
+    value = doc["deliveries"]
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _utc(when: datetime) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
@@ -126,13 +137,19 @@ class Claims:
         if not wanted:
             return Claimed(token)
         horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
-        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1})
+        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1, "deliveries": 1})
         found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
-        ids = [doc["_id"] for doc in found if _utc(doc["ready_at"]) <= now]
+        due = [doc for doc in found if _utc(doc["ready_at"]) <= now]
         upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
         next_ready = min(upcoming, default=None)
+        # The claim's $inc would fail on a non-numeric counter and stop the whole batch:
+        # such documents are quarantined here, unclaimed, instead.
+        unclaimable = [doc for doc in due if not _countable(doc)]
+        if unclaimable:
+            self._quarantine_unclaimed(unclaimable, now)
+        ids = [doc["_id"] for doc in due if _countable(doc)]
         if not ids:
-            return Claimed(token, next_ready=next_ready)
+            return Claimed(token, due=len(due), next_ready=next_ready)
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         won = self.store.items.update_many(
@@ -140,10 +157,23 @@ class Claims:
             {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
         )
         if not won.modified_count:
-            return Claimed(token, next_ready=next_ready)
+            return Claimed(token, due=len(due), next_ready=next_ready)
         query = {"_id": {"$in": ids}, "claim.token": token}
         documents = list(self.store.items.find(query).batch_size(len(ids)))
-        return Claimed(token, documents, len(ids), next_ready)
+        return Claimed(token, documents, len(due), next_ready)
+
+    def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
+        for doc in found:
+            full = self.store.items.find_one({"_id": doc["_id"]})
+            if full is None:
+                continue
+            reason = f"deliveries must be an integer >= 0, got {doc['deliveries']!r}"
+            log.error("quarantining %s %r: %s", self.store.name, doc["_id"], reason)
+            record = quarantine_document(full, reason, self.owner, now)
+            record["_id"] = f"unclaimed:{doc['_id']!r}:{full.get('generation')!r}"
+            self.store.put_quarantined([record])
+            # Fenced on the bad value: a replacement written meanwhile is left alone.
+            self.store.items.delete_one({"_id": doc["_id"], "deliveries": doc["deliveries"]})
 
     def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
         """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many renewed."""

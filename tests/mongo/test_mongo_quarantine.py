@@ -24,6 +24,14 @@ def insert_raw(collection, clock, **fields: object) -> None:
     collection.insert_one({k: v for k, v in doc.items() if v is not ...})
 
 
+@pytest.fixture(params=["mongomock", "wire"])
+def store(request, collection):
+    """The collection under test: mongomock, and the wire server when there is one."""
+    if request.param == "mongomock":
+        return collection
+    return request.getfixturevalue("mongo_db")["timers"]
+
+
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
@@ -33,12 +41,15 @@ def insert_raw(collection, clock, **fields: object) -> None:
         ({"_id": "fat", "payload": {"blob": "x" * 5000}}, "payload is 5011 bytes"),
         ({"_id": "listy", "payload": [1, 2]}, "payload must be a JSON object"),
         ({"_id": 12345}, "_id must be a non-empty string"),
+        ({"_id": "odd-count", "deliveries": "two"}, "deliveries must be an integer >= 0"),
+        ({"_id": "null-count", "deliveries": None}, "deliveries must be an integer >= 0"),
     ],
 )
 def test_malformed_document_is_quarantined_and_valid_ones_still_fire(
-    make, clock, collection, fields, reason
+    make, clock, store, fields, reason
 ):
-    scheduler = make()
+    collection = store
+    scheduler = make(collection=collection)
     fired: list[str] = []
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
     scheduler.schedule(ScheduleItem("good-1", ScheduleKind.TIMER, clock.now()))
