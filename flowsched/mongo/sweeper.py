@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pymongo
+from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
@@ -220,13 +221,24 @@ class Sweeper:
             return
         try:
             self._claims.settle(batch, self._clock.now())
+        except (BulkWriteError, WriteError) as exc:
+            if is_transient(exc):
+                self._keep(batch)
+                raise
+            # The server refused a write for good (a validation rule?): retrying would stall
+            # the sweep. Stop holding these claims: their leases run out and any node
+            # delivers them again.
+            log.error("dropping %d outcomes the server refused: %s", len(batch), exc)
         except BaseException:
-            with self._lock:
-                self._unwritten = batch + self._unwritten
+            self._keep(batch)
             raise
         with self._lock:
             for settlement in batch:
                 self._held.pop((settlement.item_id, settlement.token), None)
+
+    def _keep(self, batch: list[Settlement]) -> None:
+        with self._lock:
+            self._unwritten = batch + self._unwritten
 
     def _renew(self) -> None:
         now = self._clock.monotonic()

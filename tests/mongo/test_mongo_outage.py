@@ -98,3 +98,49 @@ def test_the_sweeper_survives_errors_and_delivers_after_recovery(make, collectio
     flaky.down = False
     assert fired.wait(WAIT)
     assert scheduler._sweeper is not None and scheduler._sweeper._thread.is_alive()
+
+
+class RefusingDeletes(Flaky):
+    """Deletes fail with a permanent write error (as a validation rule would) while ``down``."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "delete_one":
+            return getattr(self._inner, name)
+        return super().__getattr__(name)
+
+
+def test_a_write_refused_for_good_does_not_stall_the_sweep(make, collection):
+    from pymongo.errors import WriteError
+
+    from flowsched.delivery import RedeliveryPolicy
+
+    refusing = RefusingDeletes(collection, WriteError("Document failed validation", code=121))
+    refusing.down = True
+    fast = RedeliveryPolicy(initial=timedelta(milliseconds=50), maximum=timedelta(seconds=1))
+    scheduler = make(
+        collection=refusing,
+        clock=SystemClock(),
+        poll_interval=timedelta(milliseconds=50),
+        lease=timedelta(milliseconds=600),
+        redelivery=fast,
+    )
+    attempts: list[int] = []
+    second = threading.Event()
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(attempt)
+        if len(attempts) == 2:
+            refusing.down = False
+            second.set()
+
+    scheduler.subscribe(ScheduleKind.TIMER, handler)
+    scheduler.schedule(item())
+    with scheduler:
+        # The completion is refused; the claim is let go, its lease runs out, and the item
+        # comes round again (the lost delivery counted as a failure).
+        assert second.wait(WAIT)
+        deadline = time.monotonic() + WAIT
+        while collection.count_documents({}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert attempts == [0, 1]
+    assert collection.count_documents({}) == 0
