@@ -159,7 +159,8 @@ class Claims:
         if not won.modified_count:
             return Claimed(token, due=len(due), next_ready=next_ready)
         query = {"_id": {"$in": ids}, "claim.token": token}
-        documents = list(self.store.items.find(query).batch_size(len(ids)))
+        # limit = batch size: the reply closes the cursor, no getMore round trip.
+        documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
         return Claimed(token, documents, len(due), next_ready)
 
     def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
