@@ -72,6 +72,7 @@ class Sweeper:
         self._unwritten: list[Settlement] = []
         self._next_poll = 0.0
         self._next_renew = 0.0
+        self._behind = False
         self._thread = threading.Thread(target=self._run, name="flowsched-sweeper", daemon=True)
 
     def start(self) -> None:
@@ -150,7 +151,11 @@ class Sweeper:
             free = self._batch - len(self._held)
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
             return
-        harvest = self._harvester.take(free, lookahead=self._lookahead)
+        # Behind (the last claim was full): no need to look ahead, the next turn comes at once;
+        # a narrower range is also cheaper on servers that read every match before the limit.
+        looked = not self._behind
+        harvest = self._harvester.take(free, lookahead=self._lookahead if looked else timedelta(0))
+        self._behind = harvest.due >= free
         with self._lock:
             self._unwritten.extend(harvest.settle)
             for claim in harvest.deliver:
@@ -158,7 +163,12 @@ class Sweeper:
             # A full batch means more may be due: go again at once. Otherwise wait a poll, or
             # less if the claim query saw an item falling due sooner (or poke() asked).
             if self._next_poll <= now:
-                self._next_poll = now if harvest.due >= free else self._after(now, harvest)
+                if self._behind:
+                    self._next_poll = now
+                elif looked:
+                    self._next_poll = self._after(now, harvest)
+                else:  # caught up: look ahead soon rather than a whole poll later
+                    self._next_poll = now + self._poll / 10
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
         for claim in harvest.deliver:
