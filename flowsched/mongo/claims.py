@@ -161,6 +161,9 @@ class Claims:
         query = {"_id": {"$in": ids}, "claim.token": token}
         # limit = batch size: the reply closes the cursor, no getMore round trip.
         documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
+        # Deliver in the order the claim query found them (oldest first), not storage order.
+        position = {repr(item_id): n for n, item_id in enumerate(ids)}
+        documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         return Claimed(token, documents, len(due), next_ready)
 
     def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:

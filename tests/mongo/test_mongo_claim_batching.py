@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from flowsched.port import ScheduleItem, ScheduleKind
 
 
@@ -27,8 +29,9 @@ def test_a_claim_takes_at_most_batch_size_items(make, clock):
     assert scheduler._harvester.take(4).won == 4
 
 
-def test_items_are_claimed_oldest_due_first(make, clock):
-    scheduler = make(batch_size=1)
+@pytest.mark.parametrize("batch_size", [1, 100])
+def test_items_are_delivered_oldest_due_first(make, clock, batch_size):
+    scheduler = make(batch_size=batch_size)
     fired: list[str] = []
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
     start = clock.now()
