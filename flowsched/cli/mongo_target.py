@@ -170,6 +170,8 @@ def reporting(target: MongoTarget) -> Iterator[None]:
     """Turn driver errors raised inside into one ``flowsched: error:`` line and exit 2."""
     try:
         yield
+    except typer.Exit:
+        raise
     except SchedulerUnavailable as exc:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         fail(f"cannot reach MongoDB at {target.shown}: {_reason(target, cause)}")
@@ -182,8 +184,10 @@ def reporting(target: MongoTarget) -> Iterator[None]:
 
 
 def _is_driver_error(exc: BaseException) -> bool:
-    from pymongo.errors import PyMongoError
-
+    try:
+        from pymongo.errors import PyMongoError
+    except ImportError:  # no driver, so no driver error either
+        return False
     return isinstance(exc, PyMongoError)
 
 

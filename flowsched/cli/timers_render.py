@@ -242,7 +242,8 @@ def footer(page: Page, noun: str, number: int | None) -> str:
     if page.total == 0:
         return f"no {noun}"
     if not page.documents:
-        return f"nothing past {page.first - 1} of {page.total} {noun}"
+        where = f"page {number} is" if number is not None else "that id is"
+        return f"{where} past the end: {page.total} {noun} in all"
     text = f"showing {page.first}-{page.last} of {page.total}"
     if not page.more:
         return text
