@@ -34,10 +34,11 @@ from flowsched.cli.mongo_target import (
     connect_pymongo,
     reporting,
 )
+from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MalformedDocument
-from flowsched.mongo.inspection import Page, Pager, TimerFilter, claim_of, collect_stats
+from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
 from flowsched.port import ScheduleKind
 
 if TYPE_CHECKING:
@@ -55,14 +56,6 @@ KindOption = Annotated[
 ]
 FlowOption = Annotated[
     str | None, typer.Option("--flow", metavar="FLOW_ID", help="Only this flow instance id.")
-]
-LimitOption = Annotated[int, typer.Option("--limit", metavar="N", help="Rows per page (1-1000).")]
-PageOption = Annotated[
-    int | None, typer.Option("--page", metavar="N", help="Page number, from 1 [1].")
-]
-AfterOption = Annotated[
-    str | None,
-    typer.Option("--after", metavar="ID", help="Continue after this id (stable paging)."),
 ]
 
 
@@ -110,17 +103,17 @@ class TimersCli:
         timeout: TimeoutOption = "5s",
     ) -> None:
         """List timers, soonest due first; overdue ones are marked."""
-        number = _page_number(page, after, limit)
+        paging = Paging.of(limit, page, after)
         now = self._clock.now()
         wanted = TimerFilter(_kind(kind), flow, now if overdue else None)
         with self._session(uri, db, collection, timeout) as (target, store):
-            result = _fetch(Pager(store.items, "due"), wanted.query(), number, after, limit)
+            result = paging.fetch(Pager(store.items, "due"), wanted.query())
         if as_json:
             rows = [render.timer_json(doc, now) for doc in result.documents]
-            _echo_json({**_page_json(result, number), "now": render.iso(now), "timers": rows})
+            _echo_json({**paging.as_json(result), "now": render.iso(now), "timers": rows})
             return
         title = f"timers in {target.namespace} at {target.shown}"
-        _print_page(title, render.timers_table(result.documents, now), result, "timers", number)
+        paging.print(title, render.timers_table(result.documents, now), result, "timers")
 
     def show(
         self,
@@ -177,17 +170,16 @@ class TimersCli:
         timeout: TimeoutOption = "5s",
     ) -> None:
         """List dead letters (items that failed max_attempts times), oldest first."""
-        number = _page_number(page, after, limit)
+        paging = Paging.of(limit, page, after)
         wanted = TimerFilter(_kind(kind), flow).query()
         with self._session(uri, db, collection, timeout) as (target, store):
-            result = _fetch(Pager(store.dead, "dead_at"), wanted, number, after, limit)
+            result = paging.fetch(Pager(store.dead, "dead_at"), wanted)
         if as_json:
             rows = [render.dead_letter_json(doc) for doc in result.documents]
-            _echo_json({**_page_json(result, number), "dead_letters": rows})
+            _echo_json({**paging.as_json(result), "dead_letters": rows})
             return
         title = f"dead letters in {target.namespace}_dead at {target.shown}"
-        table = render.dead_letters_table(result.documents)
-        _print_page(title, table, result, "dead letters", number)
+        paging.print(title, render.dead_letters_table(result.documents), result, "dead letters")
 
     def requeue(
         self,
@@ -276,48 +268,6 @@ def _kind(value: str | None) -> ScheduleKind | None:
     except ValueError:
         valid = ", ".join(kind.value for kind in ScheduleKind)
         fail(f"--kind {value!r}: not one of {valid}")
-
-
-def _page_number(page: int | None, after: str | None, limit: int) -> int | None:
-    """The page asked for (``None``: paging by ``--after``); bad values exit 2."""
-    if not 1 <= limit <= 1000:
-        fail(f"--limit {limit}: must be between 1 and 1000")
-    if page is not None and after is not None:
-        fail("--page and --after: give one or the other")
-    if page is not None and page < 1:
-        fail(f"--page {page}: pages are numbered from 1")
-    return None if after is not None else (page or 1)
-
-
-def _fetch(
-    pager: Pager, query: dict[str, Any], number: int | None, after: str | None, limit: int
-) -> Page:
-    if number is not None:
-        return pager.page(query, number, limit)
-    assert after is not None
-    result = pager.after(query, after, limit)
-    if result is None:
-        fail(f"--after {after}: no such id any more (fired or removed?); use --page", 1)
-    return result
-
-
-def _page_json(page: Page, number: int | None) -> dict[str, Any]:
-    last_id = page.documents[-1].get("_id") if page.documents else None
-    return {
-        "total": page.total,
-        "first": page.first if page.documents else None,
-        "last": page.last if page.documents else None,
-        "next_page": number + 1 if page.more and number is not None else None,
-        "next_after": render.plain(last_id) if page.more else None,
-    }
-
-
-def _print_page(title: str, table: Table, page: Page, noun: str, number: int | None) -> None:
-    out = console()
-    out.print(Text(title))
-    if page.documents:
-        out.print(table)
-    out.print(Text(render.footer(page, noun, number)))
 
 
 def _echo_json(data: dict[str, Any]) -> None:

@@ -17,13 +17,12 @@ from rich.text import Text
 
 from flowsched.cli._output import human
 from flowsched.mongo.documents import MalformedDocument, dead_letter_from_document
-from flowsched.mongo.inspection import Page, Stats, TimerView, timer_view
+from flowsched.mongo.inspection import Stats, TimerView, timer_view
 from flowsched.recurrence import Recurrence
 
 __all__ = [
     "dead_letter_json",
     "dead_letters_table",
-    "footer",
     "iso",
     "plain",
     "stats_json",
@@ -234,22 +233,7 @@ def dead_letters_table(documents: Sequence[Doc]) -> Table:
     return table
 
 
-# -- paging and stats --------------------------------------------------------------------------
-
-
-def footer(page: Page, noun: str, number: int | None) -> str:
-    """``showing 51-100 of 120, next: --page 3`` (``--after ID`` when paging by cursor)."""
-    if page.total == 0:
-        return f"no {noun}"
-    if not page.documents:
-        where = f"page {number} is" if number is not None else "that id is"
-        return f"{where} past the end: {page.total} {noun} in all"
-    text = f"showing {page.first}-{page.last} of {page.total}"
-    if not page.more:
-        return text
-    if number is not None:
-        return f"{text}, next: --page {number + 1}"
-    return f"{text}, next: --after {page.documents[-1].get('_id')}"
+# -- stats --------------------------------------------------------------------------------
 
 
 def stats_json(stats: Stats) -> dict[str, Any]:
