@@ -129,6 +129,10 @@ def _timer_row(doc: Doc, view: TimerView | str, now: datetime) -> list[str]:
     ]
 
 
+def _deliveries(count: int) -> str:
+    return f"{count} delivery" if count == 1 else f"{count} deliveries"
+
+
 def _overdue(view: TimerView, now: datetime) -> bool:
     ready = view.ready_at if view.ready_at is not None else view.stored.item.due
     return view.stored.item.due < now and ready <= now
@@ -178,7 +182,7 @@ def timer_fields(doc: Doc, now: datetime) -> list[tuple[str, str]]:
         ("flow", data["flow_id"] or "-"),
         ("generation", str(data["generation"])),
         ("key", data["key"]),
-        ("attempts", f"{data['attempts']} failed, {data['deliveries']} deliveries started"),
+        ("attempts", f"{data['attempts']} failed, {_deliveries(data['deliveries'])} started"),
         ("last error", data["last_error"] or "-"),
         ("claimed by / lease", _claim_text(view, now)),
         ("ready at", data["ready_at"]),

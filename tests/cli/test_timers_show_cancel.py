@@ -49,7 +49,7 @@ def test_show_gives_every_field_of_a_timer(namespace, clock, timers):
     assert shown["flow"] == "order-7"
     assert shown["generation"] == str(item.generation)
     assert shown["key"] == item.key
-    assert shown["attempts"] == "1 failed, 1 deliveries started"
+    assert shown["attempts"] == "1 failed, 1 delivery started"
     assert shown["last error"] == "ConnectionError: gateway down"
     assert shown["claimed by / lease"] == "-"
     assert json.loads(shown["payload"]) == {"order": "o-7", "n": 2}
