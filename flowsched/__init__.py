@@ -5,6 +5,7 @@ from flowsched.clock import ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.durations import parse_duration
 from flowsched.errors import ConfigError
+from flowsched.memory import InMemoryScheduler
 from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
@@ -12,6 +13,7 @@ __all__ = [
     "ActionPolicy",
     "BackoffType",
     "ConfigError",
+    "InMemoryScheduler",
     "ManualClock",
     "MongoScheduler",
     "ProcessingTimePolicy",
