@@ -6,6 +6,7 @@ from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfi
 from flowsched.durations import parse_duration
 from flowsched.errors import ConfigError
 from flowsched.memory import InMemoryScheduler
+from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "ConfigError",
     "InMemoryScheduler",
     "ManualClock",
+    "MongoScheduler",
     "ProcessingTimePolicy",
     "RetryPolicy",
     "ScheduleItem",
