@@ -53,8 +53,9 @@ class InMemoryScheduler(SchedulerPort):
     * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
       starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest
       due time (woken early when an earlier item arrives, and at least every ``max_wait`` so
-      that wall-clock jumps are noticed), claims what is due in a batch and runs the first
-      handler itself while the others take the rest (see :mod:`flowsched.memory.pool`).
+      that wall-clock jumps are noticed), claims what is due in a batch and delivers it,
+      while another worker takes over the clock; more workers join while claimed items wait
+      (see :mod:`flowsched.memory.pool`).
     * **Manual time** (a clock with ``add_listener``, such as
       :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
       ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
