@@ -197,7 +197,8 @@ class InMemoryScheduler(SchedulerPort):
             return len(self._store)
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued."""
+        """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued
+        (under a manual clock they fire on the next ``advance``)."""
         kind = ScheduleKind(kind)
         self._core.subscribe(kind, handler)
         with self._lock:
