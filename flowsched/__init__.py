@@ -8,6 +8,7 @@ from flowsched.errors import ConfigError
 from flowsched.memory import InMemoryScheduler
 from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
+from flowsched.recurrence import Recurrence
 
 __all__ = [
     "ActionPolicy",
@@ -17,6 +18,7 @@ __all__ = [
     "ManualClock",
     "MongoScheduler",
     "ProcessingTimePolicy",
+    "Recurrence",
     "RetryPolicy",
     "ScheduleItem",
     "ScheduleKind",
