@@ -258,3 +258,31 @@ def test_cron_at_two_in_london_ticks_once_a_day_at_local_two_across_dst(
     assert local_days == [begin.date() + timedelta(days=n) for n in range(1, 7)]
     assert [t.hour for t in slots] == utc_hours
     assert [d.item.previous for d in recorder.deliveries] == [None, *slots[:-1]]
+
+
+@pytest.mark.parametrize(
+    ("begin", "local_times"),
+    [
+        # 01:30 does not exist on 29 March 2026 (01:00 GMT jumps to 02:00 BST): that day's
+        # tick runs at APScheduler's shifted time, 02:30 BST.
+        (datetime(2026, 3, 27, 12, tzinfo=UTC), ["01:30", "02:30", "01:30"]),
+        # 01:30 happens twice on 25 October 2026 (02:00 BST goes back to 01:00 GMT): once only.
+        (datetime(2026, 10, 23, 12, tzinfo=UTC), ["01:30", "01:30", "01:30"]),
+    ],
+    ids=["missing-hour", "repeated-hour"],
+)
+def test_a_local_time_that_is_missing_or_repeated_ticks_once_that_day(
+    make_scheduler, recorder, fire, begin, local_times
+):
+    clock = ManualClock(begin)
+    recorder.clock = clock
+    s = make_scheduler(clock)
+    s.subscribe(TIMER, recorder)
+    s.schedule_recurring("nightly", Recurrence.cron("30 1 * * *", "Europe/London"))
+
+    for _ in range(3 * 24 * 4):  # three days in quarter hours: both 01:30s of 25 October
+        step(s, clock, fire, timedelta(minutes=15))
+
+    slots = [d.item.due.astimezone(LONDON) for d in recorder.deliveries]
+    assert [t.strftime("%H:%M") for t in slots] == local_times
+    assert [t.date() for t in slots] == [begin.date() + timedelta(days=n) for n in (1, 2, 3)]
