@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Self
+from typing import Any, Self, TypeVar
 
 __all__ = [
     "ANY_STATE",
@@ -38,6 +38,8 @@ __all__ = [
     "StateSpec",
     "Transition",
 ]
+
+_Event = TypeVar("_Event")
 
 ANY_STATE = "*"
 """Use as ``in_state`` for a transition that applies in every non-terminal state."""
@@ -80,7 +82,7 @@ class Transition:
     target: str
     action: str | None = None
     destination: str | None = None
-    when: Callable[[object], bool] | None = None
+    when: Callable[[Any], bool] | None = None
 
     def matches(self, state: str, event: object) -> bool:
         """Whether this transition applies to ``event`` while the flow is in ``state``."""
@@ -175,13 +177,13 @@ class Flow:
 
     def on(
         self,
-        event_type: type,
+        event_type: type[_Event],
         *,
         in_state: str | Iterable[str],
         go_to: str,
         action: str | None = None,
         destination: str | None = None,
-        when: Callable[[object], bool] | None = None,
+        when: Callable[[_Event], bool] | None = None,
     ) -> Self:
         """In ``in_state`` (a name, several, or :data:`ANY_STATE`), ``event_type`` leads to
         ``go_to``. The first matching declaration wins. Going to the current state re-enters
