@@ -63,7 +63,6 @@ class FlowInstance:
     entry: int
     entered_at: datetime
     offsets: Mapping[str, datetime]
-    custom_offsets: frozenset[str] = frozenset()
     data: Mapping[str, Any] = field(default_factory=dict)
     actions: tuple[ActionRun, ...] = ()
     deadlines: tuple[PendingDeadline, ...] = ()
@@ -92,7 +91,6 @@ class FlowInstance:
             "entry": self.entry,
             "entered_at": self.entered_at.isoformat(),
             "offsets": {k: v.isoformat() for k, v in self.offsets.items()},
-            "custom_offsets": sorted(self.custom_offsets),
             "data": json.loads(json.dumps(dict(self.data))),
             "actions": [_run_doc(r) for r in self.actions],
             "deadlines": [_deadline_doc(d) for d in self.deadlines],
@@ -110,7 +108,6 @@ class FlowInstance:
             entry=int(doc["entry"]),
             entered_at=_time(doc["entered_at"]),
             offsets={k: _time(v) for k, v in doc["offsets"].items()},
-            custom_offsets=frozenset(doc.get("custom_offsets", ())),
             data=doc.get("data") or {},
             actions=tuple(_run(r) for r in doc.get("actions", ())),
             deadlines=tuple(_deadline(d) for d in doc.get("deadlines", ())),

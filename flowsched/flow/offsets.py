@@ -3,7 +3,8 @@
 System offsets are recorded by the domain: entering a state records its entry time under the
 state's name. Custom offsets come with a flow's input (``domain.start(..., offsets=...)``),
 for example a client's accepted timestamp, or a parent flow's whole offset map handed to a
-child. A custom offset is never overwritten by a system offset of the same name.
+child. Offsets are one map: entering a state (re-)records the offset under its name, so name
+custom offsets apart from states (``accepted``, not ``Accepted`` when a state is so named).
 """
 
 from __future__ import annotations

@@ -73,7 +73,6 @@ class Planner:
             entry=0,
             entered_at=now,
             offsets=custom,
-            custom_offsets=frozenset(custom),
             data=dict(data or {}),
         )
         step = Step(now, base, changed=True)
@@ -218,8 +217,7 @@ class Planner:
         now = step.now
         before = step.instance
         offsets = dict(before.offsets)
-        if target not in before.custom_offsets:
-            offsets[target] = now
+        offsets[target] = now  # the latest entry: re-entering a state moves its offset
         reached = [d for d in before.deadlines if d.destination == target]
         for pending in reached:
             step.cancel(pending.item_id)

@@ -58,7 +58,6 @@ def _instance(**changes: Any) -> FlowInstance:
         entry=2,
         entered_at=T0,
         offsets={"ValidatingSchemeRules": T0, "accepted": T0},
-        custom_offsets=frozenset({"accepted"}),
         data={"amount": "10.00", "tags": ["a"]},
         actions=(ActionRun("CheckFraud", 3, T0, deadline=T0, completed=False),),
         deadlines=(PendingDeadline("pt:tx-1", "ValidatingSchemeRules", "Complete", T0, 1),),
