@@ -145,6 +145,10 @@ class Planner:
         if current and (run is None or not run.waiting):
             step.ignore(f"retry of {timer.action}: already answered or timed out")
             return step
+        if run is not None and run.attempts >= timer.attempt:
+            # Delivery is at least once: this retry was already made (a redelivery).
+            step.ignore(f"retry of {timer.action}: attempt {timer.attempt} already made")
+            return step
         if not current and self._cancel_retries_on_exit:
             step.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
             return step
