@@ -54,7 +54,13 @@ class Step:
         scheduled = {s.id for s in self.schedules}
         return [c for c in self.cancels if c not in scheduled]
 
-    def note(self, what: Happened, detail: str, config_key: str | None = None) -> None:
+    def note(
+        self,
+        what: Happened,
+        detail: str,
+        config_key: str | None = None,
+        due: datetime | None = None,
+    ) -> None:
         self.timeline.append(
             TimelineEntry(
                 self.now,
@@ -63,6 +69,7 @@ class Step:
                 what,
                 detail,
                 config_key,
+                due,
             )
         )
 

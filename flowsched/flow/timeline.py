@@ -32,8 +32,9 @@ class Happened(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TimelineEntry:
-    """``what`` happened to ``flow_id`` at ``at``; ``detail`` says it in words and
-    ``config_key`` names the configuration key that decided it, when one did."""
+    """``what`` happened to ``flow_id`` at ``at``; ``detail`` says it in words,
+    ``config_key`` names the configuration key that decided it (when one did) and ``due``
+    is the due time of a timer that was ``SCHEDULED``."""
 
     at: datetime
     flow_id: str
@@ -41,6 +42,7 @@ class TimelineEntry:
     what: Happened
     detail: str
     config_key: str | None = None
+    due: datetime | None = None
 
     def __str__(self) -> str:
         key = f"  [{self.config_key}]" if self.config_key else ""
