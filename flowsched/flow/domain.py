@@ -25,7 +25,7 @@ from flowsched.flow.planner import Planner
 from flowsched.flow.step import Step
 from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
 from flowsched.flow.timeline import Listener, TimelineEntry
-from flowsched.flow.timers import ActionTimer, DeadlineTimer
+from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
 if TYPE_CHECKING:
@@ -127,6 +127,23 @@ class FlowDomain:
     def instance(self, flow_id: str) -> FlowInstance | None:
         """The stored instance, or ``None``."""
         return self.store.load(flow_id)
+
+    def timers(self, flow_id: str) -> list[ScheduleItem]:
+        """What the instance is waiting on, as the scheduler holds it now, earliest first:
+        the timeouts and retries of its current state's actions and its processing-time
+        deadlines (empty for a finished or unknown instance)."""
+        instance = self.store.load(flow_id)
+        if instance is None or instance.finished:
+            return []
+        ids = [
+            action_timer_id(flow_id, instance.state, run.action, kind)
+            for run in instance.actions
+            if run.waiting
+            for kind in (ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY)
+        ]
+        ids += [d.item_id for d in instance.deadlines]
+        items = [item for item in map(self.scheduler.get, ids) if item is not None]
+        return sorted(items, key=lambda item: item.due)
 
     # -- timer handlers (called by the scheduler, possibly on its worker threads) ---------
 
