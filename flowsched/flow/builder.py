@@ -177,7 +177,7 @@ class FlowDomainBuilder:
             )
 
     def _check_config(self, config: SchedulingRules) -> None:
-        problems = unknown_names(self._flows, [], [])
+        problems = unknown_names(self._flows, config.action_keys(), config.processing_time_keys())
         if not problems:
             return
         if self._config_check == "error":

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.rules import ConfiguredActionKey, ConfiguredProcessingKey
 
 __all__ = ["ANY", "ConfiguredAction", "ConfiguredProcessingTime", "unknown_names"]
 
@@ -20,7 +21,8 @@ ANY = "Any"
 
 @dataclass(frozen=True, slots=True)
 class ConfiguredAction:
-    """An action key as configured: ``key`` is the full key, e.g. ``Any.S.A.max-retries``."""
+    """An action key as configured: ``key`` is the full key, e.g. ``Any.S.A.max-retries``.
+    (``SchedulingConfig.action_keys()`` gives its own records of the same shape.)"""
 
     key: str
     flow: str
@@ -40,8 +42,8 @@ class ConfiguredProcessingTime:
 
 def unknown_names(
     flows: Mapping[str, FlowDefinition],
-    actions: Iterable[ConfiguredAction],
-    processing_times: Iterable[ConfiguredProcessingTime],
+    actions: Iterable[ConfiguredActionKey],
+    processing_times: Iterable[ConfiguredProcessingKey],
 ) -> list[str]:
     """One message per configured key naming something no registered flow has."""
     problems = [p for a in actions if (p := _action_problem(flows, a))]
@@ -49,7 +51,7 @@ def unknown_names(
     return problems
 
 
-def _action_problem(flows: Mapping[str, FlowDefinition], key: ConfiguredAction) -> str | None:
+def _action_problem(flows: Mapping[str, FlowDefinition], key: ConfiguredActionKey) -> str | None:
     if key.flow != ANY and key.flow not in flows:
         return _missing(key.key, "flow", key.flow, flows)
     scope = list(flows.values()) if key.flow == ANY else [flows[key.flow]]
@@ -69,7 +71,7 @@ def _action_problem(flows: Mapping[str, FlowDefinition], key: ConfiguredAction) 
 
 
 def _processing_problem(
-    flows: Mapping[str, FlowDefinition], key: ConfiguredProcessingTime
+    flows: Mapping[str, FlowDefinition], key: ConfiguredProcessingKey
 ) -> str | None:
     definition = flows.get(key.flow)
     if definition is None:

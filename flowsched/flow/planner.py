@@ -28,7 +28,7 @@ from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionRequest, ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow.instance import ActionRun, FlowInstance, PendingDeadline
 from flowsched.flow.offsets import custom_offsets, deadline_base
-from flowsched.flow.rules import RetryRules, SchedulingRules
+from flowsched.flow.rules import Explained, RetryRules, SchedulingRules
 from flowsched.flow.step import Step
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
@@ -38,6 +38,7 @@ __all__ = ["Planner"]
 
 _TIMEOUT = ScheduleKind.ACTION_TIMEOUT
 _RETRY = ScheduleKind.ACTION_RETRY
+_EXPLAIN_CACHE = 10_000
 
 
 class Planner:
@@ -53,6 +54,7 @@ class Planner:
         self._rules = rules
         self._rng = rng
         self._cancel_retries_on_exit = cancel_retries_on_exit
+        self._explained: dict[tuple[str, str, str], Explained] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -375,7 +377,14 @@ class Planner:
         return None
 
     def _key(self, flow: str, state: str, action: str, kind: str) -> str | None:
-        return None
+        """The configuration key that set ``kind`` for this action (``None``: the default)."""
+        triple = (flow, state, action)
+        explained = self._explained.get(triple)
+        if explained is None:
+            explained = self._rules.explain(flow, state, action)
+            if len(self._explained) < _EXPLAIN_CACHE:  # configurations are immutable
+                self._explained[triple] = explained
+        return explained[kind].key
 
 
 def _processing_key(flow: str, source: str, destination: str) -> str:
