@@ -150,13 +150,13 @@ class FlowDomainBuilder:
         self._check_config(self._config)
         planner = Planner(
             self._config,
-            self._rng or random.Random(),
+            self._rng if self._rng is not None else random.Random(),
             cancel_retries_on_exit=self._cancel_retries_on_exit,
         )
         return FlowDomain(
             flows=self._flows,
             scheduler=self._scheduler,
-            store=self._store or InMemoryFlowStore(),
+            store=self._store if self._store is not None else InMemoryFlowStore(),
             planner=planner,
             clock=self._clock,
             adapters=self._adapters,
