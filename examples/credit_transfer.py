@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from flowsched import ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow import ANY_STATE, ActionRequest, Flow, TimelineEntry
@@ -64,26 +64,36 @@ def fraud_service(request: ActionRequest) -> object:
 
 
 class TimelinePrinter:
-    """Prints each timeline entry as ``+h:mm:ss  flow-id  what  detail  [config key]``."""
+    """Prints the timeline grouped by time: ``+h:mm:ss`` then one line per entry, with the
+    configuration key that decided it underneath."""
 
     def __init__(self, start: datetime, out: Callable[[str], None] = print) -> None:
         self.start = start
         self.out = out
         self.dues: set[datetime] = set()
+        self._last: datetime | None = None
 
     def __call__(self, entry: TimelineEntry) -> None:
+        if entry.at != self._last:
+            self._last = entry.at
+            self.out(f"\n{self.since_start(entry.at)}")
+        due = ""
         if entry.due is not None:
             self.dues.add(entry.due)
-        key = f"\n{'':28}decided by {entry.config_key}" if entry.config_key else ""
-        elapsed = _clock_text(entry.at - self.start)
-        self.out(f"{elapsed}  {entry.flow_id:<5} {entry.what.value:<9} {entry.detail}{key}")
+            due = f" at {self.since_start(entry.due)}"
+        self.out(f"  {entry.flow_id:<5} {entry.what.value:<9} {entry.detail}{due}")
+        if entry.config_key:
+            self.out(f"  {'':<15} decided by {entry.config_key}")
+
+    def since_start(self, when: datetime) -> str:
+        """``+h:mm:ss`` (with milliseconds when there are any) since ``start``."""
+        delta = when - self.start
+        seconds = int(delta.total_seconds())
+        millis = delta.microseconds // 1000
+        text = f"+{seconds // 3600}:{seconds % 3600 // 60:02}:{seconds % 60:02}"
+        return f"{text}.{millis:03}" if millis else text
 
     def next_due(self, now: datetime) -> datetime | None:
         """The earliest due time of a timer scheduled so far that is still ahead of ``now``."""
         ahead = [due for due in self.dues if due > now]
         return min(ahead) if ahead else None
-
-
-def _clock_text(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    return f"+{seconds // 3600}:{seconds % 3600 // 60:02}:{seconds % 60:02}"

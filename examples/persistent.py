@@ -73,7 +73,7 @@ def advance_through(
 def first_process(db: Any) -> None:
     clock = ManualClock(START)
     domain, scheduler = build(db, clock, "process-1")
-    domain.start(FLOW, "tx-1", offsets={"accepted": START})
+    domain.start(FLOW, "tx-1", offsets={"AcceptedAt": START})
     advance_through(domain, scheduler, clock, RESTART_AT)
     scheduler.close()
     print(f"-- process {os.getpid()} exits; pending in MongoDB:")

@@ -1,14 +1,21 @@
-"""Quickstart: a credit-transfer flow whose timeouts, retries and deadline come from config.
+"""Quickstart: a credit-transfer flow whose timeouts, retries and deadlines come from config.
 
 Run it with ``make demo`` (or ``python examples/quickstart.py`` after ``pip install -e .``).
 Three transfers run on the in-memory scheduler under a compressed clock: a ManualClock that
-jumps from one due timer to the next, so two hours pass in well under a second.
+jumps from one due timer to the next, so two hours pass in well under a second. What each
+timer does comes from ``config/application.conf``:
+
+* CheckFraud: 4 retries, USER_DEFINED backoffs [10s, 30m], no jitter; a 2 h action timeout;
+* processing time ValidatingSchemeRules → Complete: 3 h from the ``AcceptedAt`` offset (the
+  time the customer's payment was accepted, given when the flow starts).
+
+The transfers:
 
 * tx-1: the fraud service answers the third attempt → Complete (its timers are cancelled);
 * tx-2: the fraud service is down → 5 attempts (0, 10 s, 30 m 10 s, 60 m 10 s, 90 m 10 s),
-  then the 2 h action timeout → FraudTimedOut;
-* tx-3: the client accepted the payment almost 3 hours ago; the processing-time deadline
-  (accepted + 3 h, offset-id ``accepted``) passes → TooLate.
+  then the action timeout → FraudTimedOut;
+* tx-3: accepted 2 h 59 m 30 s before it reached us, and the fraud service is down → the
+  processing-time deadline passes 30 s in → TooLate.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ def main() -> None:
             .with_listener(timeline)
             .build()
         )
-        print("Timeline (h:mm:ss since the first transfer started)")
+        print("Timeline (h:mm:ss since the transfers started)", end="")
         domain.start(
             FLOW, "tx-1", offsets={"accepted": START}, data={"fraud_answers_on_attempt": 3}
         )

@@ -343,7 +343,7 @@ class Planner:
 
     def _add(self, step: Step, item: ScheduleItem, what: str, key: str | None) -> None:
         step.schedule(item)
-        step.note(Happened.SCHEDULED, f"{what}, due {item.due.isoformat()}", key, item.due)
+        step.note(Happened.SCHEDULED, what, key, item.due)
 
     def _request(self, step: Step, state: str, action: str, attempt: int) -> None:
         instance = step.instance

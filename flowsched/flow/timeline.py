@@ -45,8 +45,9 @@ class TimelineEntry:
     due: datetime | None = None
 
     def __str__(self) -> str:
+        due = f", due {self.due.isoformat()}" if self.due is not None else ""
         key = f"  [{self.config_key}]" if self.config_key else ""
-        return f"{self.at.isoformat()} {self.flow_id} {self.what.value:<9} {self.detail}{key}"
+        return f"{self.at.isoformat()} {self.flow_id} {self.what.value:<9} {self.detail}{due}{key}"
 
 
 Listener = Callable[[TimelineEntry], None]
