@@ -1,14 +1,14 @@
 """A parent flow hands its offsets to a child, so the child's deadline spans both flows.
 
-A Payment flow is started with the client's ``accepted`` timestamp as a custom offset. When
+A Payment flow is started with the client's ``AcceptedAt`` timestamp as a custom offset. When
 it reaches Screening it starts a SanctionsCheck child flow, passing ``request.offsets`` (the
-parent's whole offset map: ``accepted`` plus the entry time of each state it went through).
-The child's processing-time deadline counts from ``accepted`` — the client's clock, not the
+parent's whole offset map: ``AcceptedAt`` plus the entry time of each state it went through).
+The child's processing-time deadline counts from ``AcceptedAt`` — the client's clock, not the
 child's start:
 
-    accepted            = 08:59:20   (given to the parent)
+    AcceptedAt          = 08:59:20   (given to the parent)
     child started       = 09:00:05
-    deadline (1 minute) = accepted + 1 m = 09:00:20, not 09:01:05
+    deadline (1 minute) = AcceptedAt + 1 m = 09:00:20, not 09:01:05
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ ACCEPTED = START - timedelta(seconds=40)
 CONFIG = """
 ipf.flow.SanctionsCheck.processing-time.Checking.Cleared {
   timeout-duration = 1m
-  offset-id = accepted      # an offset the child got from its parent
+  offset-id = AcceptedAt    # an offset the child got from its parent
 }
 """
 
@@ -90,7 +90,7 @@ def main() -> None:
         )
         domains.append(domain)
         print(f"accepted at {ACCEPTED.time()} (40 s before the parent started)\n")
-        domain.start("Payment", "pay-1", offsets={"accepted": ACCEPTED})
+        domain.start("Payment", "pay-1", offsets={"AcceptedAt": ACCEPTED})
         clock.advance(timedelta(seconds=5))
         domain.handle("pay-1", Received())
         while (due := timeline.next_due(clock.now())) is not None:

@@ -58,12 +58,11 @@ def main() -> None:
             .build()
         )
         print("Timeline (h:mm:ss since the transfers started)", end="")
-        domain.start(
-            FLOW, "tx-1", offsets={"accepted": START}, data={"fraud_answers_on_attempt": 3}
-        )
-        domain.start(FLOW, "tx-2", offsets={"accepted": START})
+        answers_third = {"fraud_answers_on_attempt": 3}
+        domain.start(FLOW, "tx-1", offsets={"AcceptedAt": START}, data=answers_third)
+        domain.start(FLOW, "tx-2", offsets={"AcceptedAt": START})
         long_ago = START - timedelta(hours=2, minutes=59, seconds=30)
-        domain.start(FLOW, "tx-3", offsets={"accepted": long_ago})
+        domain.start(FLOW, "tx-3", offsets={"AcceptedAt": long_ago})
 
         # The compressed clock: jump straight to the next due timer until none is left.
         while (due := timeline.next_due(clock.now())) is not None:
