@@ -65,13 +65,14 @@ def fraud_service(request: ActionRequest) -> object:
 
 class TimelinePrinter:
     """Prints the timeline grouped by time: ``+h:mm:ss`` then one line per entry, with the
-    configuration key that decided it underneath."""
+    configuration key that decided it underneath (the first time that key decides)."""
 
     def __init__(self, start: datetime, out: Callable[[str], None] = print) -> None:
         self.start = start
         self.out = out
         self.dues: set[datetime] = set()
         self._last: datetime | None = None
+        self._keys_shown: set[str] = set()
 
     def __call__(self, entry: TimelineEntry) -> None:
         if entry.at != self._last:
@@ -82,7 +83,8 @@ class TimelinePrinter:
             self.dues.add(entry.due)
             due = f" at {self.since_start(entry.due)}"
         self.out(f"  {entry.flow_id:<5} {entry.what.value:<9} {entry.detail}{due}")
-        if entry.config_key:
+        if entry.config_key and entry.config_key not in self._keys_shown:
+            self._keys_shown.add(entry.config_key)
             self.out(f"  {'':<15} decided by {entry.config_key}")
 
     def since_start(self, when: datetime) -> str:
