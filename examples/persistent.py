@@ -78,7 +78,7 @@ def first_process(db: Any) -> None:
     scheduler.close()
     print(f"-- process {os.getpid()} exits; pending in MongoDB:")
     for item in domain.timers("tx-1"):
-        print(f"     {item.kind.value:<15} due +{item.due - START}")
+        print(f"     {item.kind.value:<18} due +{item.due - START}")
 
 
 def second_process(db: Any) -> None:

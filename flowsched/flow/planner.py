@@ -258,13 +258,16 @@ class Planner:
         instance = step.instance
         for run in instance.actions:
             if not run.waiting:
-                continue
-            ids = [action_timer_id(instance.flow_id, instance.state, run.action, _TIMEOUT)]
-            if self._cancel_retries_on_exit:
-                ids.append(action_timer_id(instance.flow_id, instance.state, run.action, _RETRY))
-            for item_id in ids:
-                step.cancel(item_id)
-            step.note(Happened.CANCELLED, f"timers of {run.action}: left {instance.state}")
+                continue  # answered or timed out: its timers are already gone
+            kinds = [_TIMEOUT] if run.deadline is not None else []
+            retry = self._rules.action(instance.flow, instance.state, run.action).retry
+            if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
+                kinds.append(_RETRY)
+            for kind in kinds:
+                step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+            if kinds:
+                what = " and ".join("timeout" if k is _TIMEOUT else "retries" for k in kinds)
+                step.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
 
     def _respond(self, definition: FlowDefinition, step: Step, event: object) -> None:
         response = definition.response_for(event)
