@@ -1,9 +1,10 @@
 """The decisions: what starting a flow, an event or a fired timer does to an instance.
 
 Pure apart from the random source used for jitter: no I/O, no clock (``now`` is passed in),
-no locking. Each method returns a :class:`~flowsched.flow.step.Step` the domain applies.
+no locking. Each method returns a :class:`~flowsched.flow.step.Step` the domain applies; the
+:class:`~flowsched.flow.timekeeper.Timekeeper` works out the timers' due times.
 
-Rules kept here (CONTRACT §3 and §5):
+Rules kept here and there (CONTRACT §3 and §5):
 
 * Invoking an action schedules its timeout (first invocation + ``timeout-duration``) and its
   first retry; each retry re-invokes the action and schedules the next, due at the previous
@@ -25,20 +26,20 @@ from datetime import datetime
 from typing import Any
 
 from flowsched.flow.definition import FlowDefinition
-from flowsched.flow.events import ActionRequest, ActionTimeoutEvent, ProcessingTimeElapsedEvent
-from flowsched.flow.instance import ActionRun, FlowInstance, PendingDeadline
-from flowsched.flow.offsets import custom_offsets, deadline_base
-from flowsched.flow.rules import Explained, RetryRules, SchedulingRules
+from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
+from flowsched.flow.instance import FlowInstance
+from flowsched.flow.offsets import custom_offsets
+from flowsched.flow.rules import SchedulingRules
 from flowsched.flow.step import Step
+from flowsched.flow.timekeeper import Timekeeper, processing_key
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.port import ScheduleKind
 
 __all__ = ["Planner"]
 
 _TIMEOUT = ScheduleKind.ACTION_TIMEOUT
 _RETRY = ScheduleKind.ACTION_RETRY
-_EXPLAIN_CACHE = 10_000
 
 
 class Planner:
@@ -51,10 +52,8 @@ class Planner:
         *,
         cancel_retries_on_exit: bool = True,
     ) -> None:
-        self._rules = rules
-        self._rng = rng
+        self._time = Timekeeper(rules, rng)
         self._cancel_retries_on_exit = cancel_retries_on_exit
-        self._explained: dict[tuple[str, str, str], Explained] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -119,7 +118,7 @@ class Planner:
             deadline=timer.deadline or run.deadline,
             fired_at=now,
             attempts=run.attempts,
-            config_key=self._key(instance.flow, timer.state, timer.action, "timeout-duration"),
+            config_key=self._time.key(instance.flow, timer.state, timer.action, "timeout-duration"),
         )
         step.event = event
         step.note(
@@ -156,15 +155,15 @@ class Planner:
             return step
         if run is not None:
             step.update(instance.with_run(replace(run, attempts=timer.attempt)))
-        policy = self._rules.action(instance.flow, timer.state, timer.action)
+        policy = self._time.rules.action(instance.flow, timer.state, timer.action)
         step.note(
             Happened.FIRED,
             f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
-            self._key(instance.flow, timer.state, timer.action, "max-retries"),
+            self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
         )
         following = replace(timer, attempt=timer.attempt + 1)
-        self._schedule_retry(step, following, policy.retry, previous=now)
-        self._request(step, timer.state, timer.action, timer.attempt)
+        self._time.schedule_retry(step, following, policy.retry, previous=now)
+        self._time.request(step, timer.state, timer.action, timer.attempt)
         return step
 
     def deadline(
@@ -195,7 +194,7 @@ class Planner:
             deadline=pending.due,
             fired_at=now,
             offset_id=timer.offset_id,
-            config_key=_processing_key(instance.flow, timer.source, timer.destination),
+            config_key=processing_key(instance.flow, timer.source, timer.destination),
         )
         step.event = event
         step.note(
@@ -250,9 +249,9 @@ class Planner:
             step.cancel_flow = True
             step.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
             return
-        self._schedule_deadlines(definition, step)
+        self._time.arm_deadlines(definition, step)
         for action in spec.actions:
-            self._invoke_first(step, action)
+            self._time.invoke_first(step, action)
 
     def _leave(self, step: Step) -> None:
         instance = step.instance
@@ -260,7 +259,7 @@ class Planner:
             if not run.waiting:
                 continue  # answered or timed out: its timers are already gone
             kinds = [_TIMEOUT] if run.deadline is not None else []
-            retry = self._rules.action(instance.flow, instance.state, run.action).retry
+            retry = self._time.rules.action(instance.flow, instance.state, run.action).retry
             if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
                 kinds.append(_RETRY)
             for kind in kinds:
@@ -284,85 +283,6 @@ class Planner:
             step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
         step.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
 
-    # -- timers --------------------------------------------------------------------------
-
-    def _invoke_first(self, step: Step, action: str) -> None:
-        instance = step.instance
-        policy = self._rules.action(instance.flow, instance.state, action)
-        deadline = None if policy.timeout is None else step.now + policy.timeout
-        step.update(
-            replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
-        )
-        timer = ActionTimer(instance.flow, instance.state, action, instance.entry, 2, deadline)
-        if deadline is not None:
-            self._add(
-                step,
-                replace(timer, attempt=1).item(instance.flow_id, _TIMEOUT, deadline),
-                f"action timeout of {action}",
-                self._key(instance.flow, instance.state, action, "timeout-duration"),
-            )
-        self._schedule_retry(step, timer, policy.retry, previous=step.now)
-        self._request(step, instance.state, action, 1)
-
-    def _schedule_retry(
-        self, step: Step, timer: ActionTimer, retry: RetryRules, previous: datetime
-    ) -> None:
-        """Schedule the retry making invocation ``timer.attempt`` (retry number attempt-1)."""
-        n = timer.attempt - 1
-        if n > retry.max_retries:
-            return
-        due = previous + retry.delay(n, self._rng)
-        key = self._key(step.instance.flow, timer.state, timer.action, "max-retries")
-        if timer.deadline is not None and due >= timer.deadline:
-            step.note(
-                Happened.IGNORED,
-                f"retry {n} of {timer.action} not scheduled: due {due.isoformat()} is at or"
-                f" after its timeout {timer.deadline.isoformat()}",
-                key,
-            )
-            return
-        item = timer.item(step.instance.flow_id, _RETRY, due)
-        self._add(step, item, f"retry {n} of {timer.action} (attempt {timer.attempt})", key)
-
-    def _schedule_deadlines(self, definition: FlowDefinition, step: Step) -> None:
-        instance = step.instance
-        source = instance.state
-        configured = self._rules.processing_times_from(instance.flow, source)
-        for destination, policy in configured.items():
-            if destination == source or destination not in definition.states:
-                continue  # reported by the build-time check; nothing could ever reach it
-            key = _processing_key(instance.flow, source, destination)
-            base = deadline_base(instance.offsets, policy.offset_id, step.now, where=key)
-            due = base + policy.timeout
-            timer = DeadlineTimer(
-                instance.flow, source, destination, instance.entry, policy.offset_id
-            )
-            item = timer.item(instance.flow_id, due)
-            pending = PendingDeadline(item.id, source, destination, due, instance.entry)
-            kept = tuple(d for d in step.instance.deadlines if d.item_id != item.id)
-            step.update(replace(step.instance, deadlines=(*kept, pending)))
-            offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
-            self._add(step, item, f"processing time {source}->{destination} from {offset}", key)
-
-    def _add(self, step: Step, item: ScheduleItem, what: str, key: str | None) -> None:
-        step.schedule(item)
-        step.note(Happened.SCHEDULED, what, key, item.due)
-
-    def _request(self, step: Step, state: str, action: str, attempt: int) -> None:
-        instance = step.instance
-        step.invocations.append(
-            ActionRequest(
-                flow_id=instance.flow_id,
-                flow=instance.flow,
-                state=state,
-                action=action,
-                attempt=attempt,
-                offsets=instance.offsets,
-                data=instance.data,
-            )
-        )
-        step.note(Happened.INVOKED, f"{action} in {state}, attempt {attempt}")
-
     # -- helpers -------------------------------------------------------------------------
 
     @staticmethod
@@ -378,17 +298,3 @@ class Planner:
         if run is None or not run.waiting:
             return f"{timer.action} already answered or timed out"
         return None
-
-    def _key(self, flow: str, state: str, action: str, kind: str) -> str | None:
-        """The configuration key that set ``kind`` for this action (``None``: the default)."""
-        triple = (flow, state, action)
-        explained = self._explained.get(triple)
-        if explained is None:
-            explained = self._rules.explain(flow, state, action)
-            if len(self._explained) < _EXPLAIN_CACHE:  # configurations are immutable
-                self._explained[triple] = explained
-        return explained[kind].key
-
-
-def _processing_key(flow: str, source: str, destination: str) -> str:
-    return f"ipf.flow.{flow}.processing-time.{source}.{destination}.timeout-duration"
