@@ -16,7 +16,7 @@ from typing import Any
 
 from flowsched.clock import ensure_utc
 
-__all__ = ["ActionRun", "FlowInstance", "PendingDeadline"]
+__all__ = ["ActionRun", "FlowInstance", "PendingDeadline", "json_object"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +114,19 @@ class FlowInstance:
             finished=bool(doc.get("finished", False)),
             version=int(doc.get("version", 0)),
         )
+
+
+def json_object(data: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """A private copy of ``data`` if it is a JSON object; ``ValueError`` naming ``what``."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} must be a JSON object (dict), got {type(data).__name__}")
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(dict(data), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be JSON-serialisable (ids, not objects): {exc}") from None
+    return copied
 
 
 def _time(value: str | datetime) -> datetime:

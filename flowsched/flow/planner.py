@@ -27,7 +27,7 @@ from typing import Any
 
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
-from flowsched.flow.instance import FlowInstance
+from flowsched.flow.instance import FlowInstance, json_object
 from flowsched.flow.offsets import custom_offsets
 from flowsched.flow.rules import SchedulingRules
 from flowsched.flow.step import Step
@@ -74,7 +74,7 @@ class Planner:
             entry=0,
             entered_at=now,
             offsets=custom,
-            data=dict(data or {}),
+            data=json_object(data, f"data of flow instance {flow_id!r}"),
         )
         step = Step(now, base, changed=True)
         names = ", ".join(f"{k}={v.isoformat()}" for k, v in custom.items())
