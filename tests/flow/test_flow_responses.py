@@ -92,3 +92,19 @@ def test_an_adapter_that_raises_is_retried_on_schedule(harness: HarnessFactory) 
         h.advance(1 * S)
 
     assert h.attempts("CheckFraud") == [0 * S, 2 * S, 6 * S]
+
+
+def test_timers_lists_what_the_instance_waits_on_until_it_is_answered(
+    harness: HarnessFactory,
+) -> None:
+    h = harness(CONF, respond=VALIDATED)
+    h.domain.start(FLOW, "tx-1")
+
+    waiting = h.domain.timers("tx-1")
+
+    assert [(item.id, item.due - h.clock.now()) for item in waiting] == [
+        (RETRY_ID, 2 * S),
+        (TIMEOUT_ID, 30 * S),
+    ]
+    h.domain.handle("tx-1", FraudCheckPassed())
+    assert h.domain.timers("tx-1") == []
