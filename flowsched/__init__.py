@@ -1,6 +1,10 @@
 """flowsched: action timeouts, retries and processing-time deadlines for flow engines."""
 
+from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.clock import ManualClock, SystemClock
+from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
+from flowsched.durations import parse_duration
+from flowsched.errors import ConfigError
 from flowsched.flow import (
     ANY_STATE,
     ActionRequest,
@@ -13,14 +17,21 @@ from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
 __all__ = [
     "ANY_STATE",
+    "ActionPolicy",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "BackoffType",
+    "ConfigError",
     "Flow",
     "FlowDomain",
     "ManualClock",
     "ProcessingTimeElapsedEvent",
+    "ProcessingTimePolicy",
+    "RetryPolicy",
     "ScheduleItem",
     "ScheduleKind",
     "SchedulerPort",
+    "SchedulingConfig",
     "SystemClock",
+    "parse_duration",
 ]

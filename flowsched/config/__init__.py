@@ -1,0 +1,33 @@
+"""Scheduling configuration: HOCON keys, precedence resolution, processing times, explain.
+
+Pure policy: imports nothing of flowsched but durations, backoff and errors.
+"""
+
+from flowsched.config.compiler import ProcessingTimeKey
+from flowsched.config.explain import Explanation, TypeExplanation
+from flowsched.config.hocon import load_hocon, parse_hocon
+from flowsched.config.keys import ANY, ActionType, KeyForm, ProcessingType
+from flowsched.config.policies import ActionPolicy, ProcessingTimePolicy
+from flowsched.config.resolution import DEFAULTS, ActionKey, precedence
+from flowsched.config.scheduling import SchedulingConfig
+from flowsched.errors import ConfigError, ConfigProblem
+
+__all__ = [
+    "ANY",
+    "DEFAULTS",
+    "ActionKey",
+    "ActionPolicy",
+    "ActionType",
+    "ConfigError",
+    "ConfigProblem",
+    "Explanation",
+    "KeyForm",
+    "ProcessingTimeKey",
+    "ProcessingTimePolicy",
+    "ProcessingType",
+    "SchedulingConfig",
+    "TypeExplanation",
+    "load_hocon",
+    "parse_hocon",
+    "precedence",
+]

@@ -1,0 +1,68 @@
+"""Configuration errors: one exception that carries every problem found.
+
+Kept outside :mod:`flowsched.config` so that :mod:`flowsched.durations` and
+:mod:`flowsched.backoff` (which the config package imports) can raise it without an import
+cycle. Import it as ``flowsched.ConfigError`` or ``flowsched.config.ConfigError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["ConfigError", "ConfigProblem"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One thing wrong with a configuration.
+
+    ``key`` is the full key as written in the file (``None`` when the problem is not about one
+    key, e.g. a syntax error); ``value`` is the offending value rendered as HOCON text (``None``
+    when there is none); ``message`` says what is wrong and what would be valid.
+    ``suggestion`` is the key the author probably meant, for near-miss keys.
+    """
+
+    key: str | None
+    value: str | None
+    message: str
+    suggestion: str | None = None
+
+    def __str__(self) -> str:
+        where = self.key or ""
+        if self.value is not None:
+            where = f"{where} = {self.value}" if where else self.value
+        return f"{where}: {self.message}" if where else self.message
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid. ``problems`` lists everything found, not just the first.
+
+    The message names each key and value::
+
+        2 problems in the scheduling configuration:
+          - OBCreditTransfer.Any.Any.max-retries = -1: must be a whole number >= 0
+          - Any.Any.Any.timeout-duraton = 2s: unknown type; did you mean timeout-duration?
+    """
+
+    problems: tuple[ConfigProblem, ...]
+
+    def __init__(self, problems: Iterable[ConfigProblem]) -> None:
+        self.problems = tuple(problems)
+        if not self.problems:
+            raise ValueError("ConfigError needs at least one problem")
+        super().__init__(self._render())
+
+    @classmethod
+    def single(
+        cls, message: str, *, key: str | None = None, value: str | None = None
+    ) -> ConfigError:
+        """A ConfigError with one problem."""
+        return cls([ConfigProblem(key, value, message)])
+
+    def _render(self) -> str:
+        if len(self.problems) == 1:
+            return str(self.problems[0])
+        lines = [f"{len(self.problems)} problems in the scheduling configuration:"]
+        lines.extend(f"  - {problem}" for problem in self.problems)
+        return "\n".join(lines)
