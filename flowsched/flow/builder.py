@@ -23,11 +23,12 @@ import random
 from typing import Literal, Self
 
 from flowsched.clock import Clock, SystemClock
+from flowsched.config import SchedulingConfig
+from flowsched.errors import ConfigError
 from flowsched.flow.check import unknown_names
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
 from flowsched.flow.planner import Planner
-from flowsched.flow.rules import SchedulingRules
 from flowsched.flow.store import FlowStore, InMemoryFlowStore
 from flowsched.flow.timeline import Listener
 from flowsched.port import SchedulerPort
@@ -39,24 +40,24 @@ log = logging.getLogger("flowsched.flow")
 ConfigCheck = Literal["error", "warn"]
 
 
-class FlowConfigError(ValueError):
+class FlowConfigError(ConfigError):
     """Configuration keys name flows, states or actions that no registered flow has.
 
-    ``problems`` lists one message per key."""
+    A :class:`~flowsched.ConfigError`: ``problems`` has one entry per key, with the key,
+    what matches nothing, the nearest names and (``suggestion``) the key probably meant."""
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        super().__init__(
-            f"{len(problems)} configuration key(s) match no registered flow:\n  "
-            + "\n  ".join(problems)
+    def _render(self) -> str:
+        head = (
+            f"{len(self.problems)} configuration key(s) name no registered flow, state or action:"
         )
+        return "\n  - ".join([head, *(str(p) for p in self.problems)])
 
 
 class FlowDomainBuilder:
     """Collects the parts of a :class:`FlowDomain`; every ``with_*`` returns the builder."""
 
     def __init__(self) -> None:
-        self._config: SchedulingRules | None = None
+        self._config: SchedulingConfig | None = None
         self._scheduler: SchedulerPort | None = None
         self._flows: dict[str, FlowDefinition] = {}
         self._adapters: dict[tuple[str | None, str], ActionAdapter] = {}
@@ -67,8 +68,8 @@ class FlowDomainBuilder:
         self._config_check: ConfigCheck = "error"
         self._cancel_retries_on_exit = True
 
-    def with_config(self, config: SchedulingRules) -> Self:
-        """The scheduling configuration (a ``SchedulingConfig``). Required."""
+    def with_config(self, config: SchedulingConfig) -> Self:
+        """The scheduling configuration. Required (``SchedulingConfig.empty()`` for none)."""
         self._config = config
         return self
 
@@ -176,7 +177,7 @@ class FlowDomainBuilder:
                 ".with_action_adapter(action, callable)"
             )
 
-    def _check_config(self, config: SchedulingRules) -> None:
+    def _check_config(self, config: SchedulingConfig) -> None:
         problems = unknown_names(self._flows, config.action_keys(), config.processing_time_keys())
         if not problems:
             return

@@ -25,11 +25,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from flowsched.config import SchedulingConfig
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow.instance import FlowInstance, json_object
 from flowsched.flow.offsets import custom_offsets
-from flowsched.flow.rules import SchedulingRules
 from flowsched.flow.step import Step
 from flowsched.flow.timekeeper import Timekeeper, processing_key
 from flowsched.flow.timeline import Happened
@@ -43,16 +43,16 @@ _RETRY = ScheduleKind.ACTION_RETRY
 
 
 class Planner:
-    """Turns starts, events and fired timers into :class:`Step` s, using ``rules``."""
+    """Turns starts, events and fired timers into :class:`Step` s, using ``config``."""
 
     def __init__(
         self,
-        rules: SchedulingRules,
+        config: SchedulingConfig,
         rng: random.Random,
         *,
         cancel_retries_on_exit: bool = True,
     ) -> None:
-        self._time = Timekeeper(rules, rng)
+        self._time = Timekeeper(config, rng)
         self._cancel_retries_on_exit = cancel_retries_on_exit
 
     # -- entry points ------------------------------------------------------------------
@@ -155,7 +155,7 @@ class Planner:
             return step
         if run is not None:
             step.update(instance.with_run(replace(run, attempts=timer.attempt)))
-        policy = self._time.rules.action(instance.flow, timer.state, timer.action)
+        policy = self._time.config.action(instance.flow, timer.state, timer.action)
         step.note(
             Happened.FIRED,
             f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
@@ -259,7 +259,7 @@ class Planner:
             if not run.waiting:
                 continue  # answered or timed out: its timers are already gone
             kinds = [_TIMEOUT] if run.deadline is not None else []
-            retry = self._time.rules.action(instance.flow, instance.state, run.action).retry
+            retry = self._time.config.action(instance.flow, instance.state, run.action).retry
             if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
                 kinds.append(_RETRY)
             for kind in kinds:

@@ -12,11 +12,12 @@ import random
 from dataclasses import replace
 from datetime import datetime
 
+from flowsched.backoff import RetryPolicy
+from flowsched.config import Explanation, SchedulingConfig
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import ActionRun, PendingDeadline
 from flowsched.flow.offsets import deadline_base
-from flowsched.flow.rules import Explained, RetryRules, SchedulingRules
 from flowsched.flow.step import Step
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer
@@ -32,16 +33,16 @@ _EXPLAIN_CACHE = 10_000
 class Timekeeper:
     """Adds to a :class:`Step` the timers and invocations the configuration calls for."""
 
-    def __init__(self, rules: SchedulingRules, rng: random.Random) -> None:
-        self.rules = rules
+    def __init__(self, config: SchedulingConfig, rng: random.Random) -> None:
+        self.config = config
         self._rng = rng
-        self._explained: dict[tuple[str, str, str], Explained] = {}
+        self._explained: dict[tuple[str, str, str], Explanation] = {}
 
     def invoke_first(self, step: Step, action: str) -> None:
         """First invocation of ``action`` on entering the step's state: its timeout, its
         first retry and the request to the adapter."""
         instance = step.instance
-        policy = self.rules.action(instance.flow, instance.state, action)
+        policy = self.config.action(instance.flow, instance.state, action)
         deadline = None if policy.timeout is None else step.now + policy.timeout
         step.update(
             replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
@@ -58,7 +59,7 @@ class Timekeeper:
         self.request(step, instance.state, action, 1)
 
     def schedule_retry(
-        self, step: Step, timer: ActionTimer, retry: RetryRules, previous: datetime
+        self, step: Step, timer: ActionTimer, retry: RetryPolicy, previous: datetime
     ) -> None:
         """Schedule the retry making invocation ``timer.attempt`` (retry number attempt-1)."""
         n = timer.attempt - 1
@@ -81,7 +82,7 @@ class Timekeeper:
         """Entering a processing-time source: one deadline per configured destination."""
         instance = step.instance
         source = instance.state
-        configured = self.rules.processing_times_from(instance.flow, source)
+        configured = self.config.processing_times_from(instance.flow, source)
         for destination, policy in configured.items():
             if destination == source or destination not in definition.states:
                 continue  # reported by the build-time check; nothing could ever reach it
@@ -123,7 +124,7 @@ class Timekeeper:
         triple = (flow, state, action)
         explained = self._explained.get(triple)
         if explained is None:
-            explained = self.rules.explain(flow, state, action)
+            explained = self.config.explain(flow, state, action)
             if len(self._explained) < _EXPLAIN_CACHE:  # configurations are immutable
                 self._explained[triple] = explained
         return explained[kind].key

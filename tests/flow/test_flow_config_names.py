@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowsched import SchedulingConfig
+from flowsched.errors import ConfigProblem
 from flowsched.flow import Flow, FlowDefinition
-from flowsched.flow.check import ConfiguredAction, ConfiguredProcessingTime, unknown_names
+from flowsched.flow.check import unknown_names
 
 
 @dataclass(frozen=True)
@@ -25,74 +27,74 @@ def _flows() -> dict[str, FlowDefinition]:
     return {flow.name: flow}
 
 
-def _action(flow: str, state: str, action: str) -> ConfiguredAction:
-    return ConfiguredAction(f"{flow}.{state}.{action}.timeout-duration", flow, state, action)
+def _problems(conf: str) -> list[ConfigProblem]:
+    config = SchedulingConfig.from_string(conf)
+    return unknown_names(_flows(), config.action_keys(), config.processing_time_keys())
 
 
-def _processing(flow: str, source: str, destination: str) -> ConfiguredProcessingTime:
-    key = f"ipf.flow.{flow}.processing-time.{source}.{destination}.timeout-duration"
-    return ConfiguredProcessingTime(key, flow, source, destination)
+PT = "ipf.flow.OBCreditTransfer.processing-time"
 
 
 def test_keys_naming_what_exists_or_any_pass() -> None:
-    keys = [
-        _action("OBCreditTransfer", "CheckingFraud", "CheckFraud"),
-        _action("Any", "CheckingFraud", "CheckFraud"),
-        _action("Any", "Any", "ValidateAgainstSchemeRules"),
-        _action("OBCreditTransfer", "Any", "Any"),
-        _action("Any", "Any", "Any"),
-    ]
-    timing = [_processing("OBCreditTransfer", "ValidatingSchemeRules", "Complete")]
+    conf = f"""
+    OBCreditTransfer.CheckingFraud.CheckFraud.timeout-duration = 1s
+    Any.CheckingFraud.CheckFraud.max-retries = 1
+    Any.Any.ValidateAgainstSchemeRules.timeout-duration = 2s
+    ipf.flow.OBCreditTransfer.Any.Any.jitter-enabled = false
+    Any.Any.Any.timeout-duration = 3s
+    {PT}.ValidatingSchemeRules.Complete.timeout-duration = 2s
+    """
 
-    assert unknown_names(_flows(), keys, timing) == []
+    assert _problems(conf) == []
 
 
-def test_a_misspelt_state_is_reported_with_the_key_and_the_near_miss() -> None:
-    problems = unknown_names(_flows(), [_action("Any", "CheckingFruad", "CheckFraud")], [])
+def test_a_misspelt_state_is_reported_with_the_key_the_near_miss_and_a_suggestion() -> None:
+    problems = _problems("Any.CheckingFruad.CheckFraud.timeout-duration = 20s")
 
     assert len(problems) == 1
-    assert problems[0].startswith("Any.CheckingFruad.CheckFraud.timeout-duration: no state")
-    assert "did you mean 'CheckingFraud'?" in problems[0]
+    problem = problems[0]
+    assert problem.key == "Any.CheckingFruad.CheckFraud.timeout-duration"
+    assert "no state 'CheckingFruad' in any registered flow" in problem.message
+    assert "did you mean 'CheckingFraud'?" in problem.message
+    assert problem.suggestion == "Any.CheckingFraud.CheckFraud.timeout-duration"
 
 
-def test_an_unknown_flow_is_reported() -> None:
-    problems = unknown_names(_flows(), [_action("OBCreditTranfer", "Any", "Any")], [])
+def test_an_unknown_flow_is_reported_in_either_key_form() -> None:
+    problems = _problems("ipf.flow.OBCreditTranfer.Any.Any.max-retries = 1")
 
-    assert len(problems) == 1 and "no flow 'OBCreditTranfer'" in problems[0]
-    assert "did you mean 'OBCreditTransfer'?" in problems[0]
+    assert len(problems) == 1
+    assert "no flow 'OBCreditTranfer'" in problems[0].message
+    assert problems[0].suggestion == "ipf.flow.OBCreditTransfer.Any.Any.max-retries"
 
 
 def test_an_action_the_named_state_does_not_invoke_is_reported() -> None:
-    key = _action("OBCreditTransfer", "ValidatingSchemeRules", "CheckFraud")
-
-    problems = unknown_names(_flows(), [key], [])
+    problems = _problems("OBCreditTransfer.ValidatingSchemeRules.CheckFraud.max-retries = 1")
 
     assert len(problems) == 1
     assert (
         "no action 'CheckFraud' in flow 'OBCreditTransfer' in state 'ValidatingSchemeRules'"
-        in (problems[0])
+        in problems[0].message
     )
 
 
 def test_processing_time_keys_need_a_registered_flow_and_its_states() -> None:
-    timing = [
-        _processing("OBCreditTransfer", "ValidatingAgainstSchemeRules", "Complete"),
-        _processing("OBCreditTransfer", "CheckingFraud", "Completed"),
-        _processing("Payments", "A", "B"),
+    conf = f"""
+    {PT}.ValidatingAgainstSchemeRules.Complete.timeout-duration = 2s
+    {PT}.CheckingFraud.Completed.timeout-duration = 2s
+    ipf.flow.Payments.processing-time.A.B.timeout-duration = 2s
+    """
+
+    problems = _problems(conf)
+
+    assert [p.message.split(" (")[0] for p in problems] == [
+        "no source state 'ValidatingAgainstSchemeRules' in flow 'OBCreditTransfer'",
+        "no destination state 'Completed' in flow 'OBCreditTransfer'",
+        "no flow 'Payments'",
     ]
-
-    problems = unknown_names(_flows(), [], timing)
-
-    assert len(problems) == 3
-    assert "no source state 'ValidatingAgainstSchemeRules'" in problems[0]
-    assert "did you mean 'ValidatingSchemeRules'?" in problems[0]
-    assert "no destination state 'Completed'" in problems[1]
-    assert "no flow 'Payments'" in problems[2]
+    assert problems[0].suggestion == f"{PT}.ValidatingSchemeRules.Complete.timeout-duration"
 
 
 def test_a_terminal_source_can_never_be_left_and_is_reported() -> None:
-    problems = unknown_names(
-        _flows(), [], [_processing("OBCreditTransfer", "Complete", "CheckingFraud")]
-    )
+    problems = _problems(f"{PT}.Complete.CheckingFraud.timeout-duration = 2s")
 
-    assert len(problems) == 1 and "terminal" in problems[0]
+    assert len(problems) == 1 and "terminal" in problems[0].message
