@@ -13,6 +13,7 @@ from flowsched.flow import (
     FlowDomain,
     ProcessingTimeElapsedEvent,
 )
+from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Flow",
     "FlowDomain",
     "ManualClock",
+    "MongoScheduler",
     "ProcessingTimeElapsedEvent",
     "ProcessingTimePolicy",
     "RetryPolicy",

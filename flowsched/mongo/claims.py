@@ -1,0 +1,252 @@
+"""Claims, leases and fenced settlement: how several nodes share one collection safely.
+
+A node takes a batch of due items in three round trips:
+
+1. ``find`` the ids of up to ``limit`` claimable documents of the kinds it handles, oldest
+   ``ready_at`` first (index ``kind, ready_at``);
+2. ``update_many`` those ids *where they are still claimable* (``ready_at <= now``), setting a
+   fresh claim token, the lease's end and ``ready_at`` = lease end. The condition is checked
+   per document atomically by the server, so two nodes never both win one document;
+3. ``find`` by ids and token: exactly the documents this node won.
+
+While a handler runs, the node renews the lease (``renew``). When it stops renewing (it
+died), ``ready_at`` passes and step 1 finds the document again on any node.
+
+Every outcome is written back in one ``bulk_write`` whose filters are fenced on
+``_id`` + ``generation`` + claim token: a delivery whose document was replaced
+(``schedule``), cancelled, or re-claimed after its lease ran out matches nothing, so a stale
+claim never deletes or reschedules what replaced it.
+
+Clock skew: ``due`` and ``lease_until`` are compared against the *claiming* node's clock. A
+node whose clock runs ``s`` ahead fires items up to ``s`` early and sees other nodes' leases
+end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING
+
+from flowsched.delivery import Completed, DeadLettered, Redeliver
+from flowsched.mongo.documents import dead_letter_document, quarantine_document, truncate_ms
+from flowsched.mongo.store import Doc, TimerStore, Write
+from flowsched.port import ScheduleItem, ScheduleKind
+
+__all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
+
+log = logging.getLogger("flowsched.mongo")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An item this node holds: deliver it with ``attempt`` earlier failures."""
+
+    item: ScheduleItem
+    attempt: int
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Give a claimed item back undelivered (closing): claimable again at ``due``."""
+
+    due: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """Move a malformed document aside, with the reason."""
+
+    document: Doc
+    reason: str
+
+
+Action = Completed | Redeliver | DeadLettered | Release | Quarantine
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What to write for one claimed document (``generation`` None: fence on token only)."""
+
+    item_id: Any
+    generation: int | None
+    token: str
+    action: Action
+
+    @classmethod
+    def of(cls, claim: Claim, action: Action) -> Settlement:
+        return cls(claim.item.id, claim.item.generation, claim.token, action)
+
+    def fence(self) -> dict[str, Any]:
+        fence: dict[str, Any] = {"_id": self.item_id, "claim.token": self.token}
+        if self.generation is not None:
+            fence["generation"] = self.generation
+        return fence
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One claim's result: the ``documents`` won under ``token`` out of ``due`` candidates,
+    and when the next item not yet due becomes ready (``None``: none within the lookahead)."""
+
+    token: str
+    documents: list[Doc] = field(default_factory=list)
+    due: int = 0
+    next_ready: datetime | None = None
+
+
+def _countable(doc: Doc) -> bool:
+    """Whether ``$inc`` can add to the document's ``deliveries`` (a number, or missing)."""
+    if "deliveries" not in doc:
+        return True
+    value = doc["deliveries"]
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+class Claims:
+    """Claim, renew and settle for one node (``owner``) with leases of ``lease``."""
+
+    def __init__(self, store: TimerStore, owner: str, lease: timedelta) -> None:
+        self.store = store
+        self.owner = owner
+        self.lease = lease
+
+    def claim(
+        self,
+        kinds: Iterable[ScheduleKind],
+        now: datetime,
+        limit: int,
+        lookahead: timedelta = timedelta(0),
+    ) -> Claimed:
+        """Claim up to ``limit`` items due by ``now`` (see :class:`Claimed`).
+
+        The first query also looks ``lookahead`` past ``now`` (same index range, same round
+        trip), so the caller learns when the next item falls due and can wake for it."""
+        token = uuid.uuid4().hex
+        wanted = sorted(k.value for k in kinds)
+        if not wanted:
+            return Claimed(token)
+        horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
+        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1, "deliveries": 1})
+        found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
+        due = [doc for doc in found if _utc(doc["ready_at"]) <= now]
+        upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
+        next_ready = min(upcoming, default=None)
+        # The claim's $inc would fail on a non-numeric counter and stop the whole batch:
+        # such documents are quarantined here, unclaimed, instead.
+        unclaimable = [doc for doc in due if not _countable(doc)]
+        if unclaimable:
+            self._quarantine_unclaimed(unclaimable, now)
+        ids = [doc["_id"] for doc in due if _countable(doc)]
+        if not ids:
+            return Claimed(token, due=len(due), next_ready=next_ready)
+        lease_until = truncate_ms(now + self.lease)
+        claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
+        won = self.store.items.update_many(
+            {"_id": {"$in": ids}, "kind": {"$in": wanted}, "ready_at": {"$lte": now}},
+            {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
+        )
+        if not won.modified_count:
+            return Claimed(token, due=len(due), next_ready=next_ready)
+        query = {"_id": {"$in": ids}, "claim.token": token}
+        # limit = batch size: the reply closes the cursor, no getMore round trip.
+        documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
+        # Deliver in the order the claim query found them (oldest first), not storage order.
+        position = {repr(item_id): n for n, item_id in enumerate(ids)}
+        documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
+        return Claimed(token, documents, len(due), next_ready)
+
+    def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
+        for doc in found:
+            full = self.store.items.find_one({"_id": doc["_id"]})
+            if full is None:
+                continue
+            reason = f"deliveries must be an integer >= 0, got {doc['deliveries']!r}"
+            log.error("quarantining %s %r: %s", self.store.name, doc["_id"], reason)
+            record = quarantine_document(full, reason, self.owner, now)
+            record["_id"] = f"unclaimed:{doc['_id']!r}:{full.get('generation')!r}"
+            self.store.put_quarantined([record])
+            # Fenced on the bad value: a replacement written meanwhile is left alone.
+            self.store.items.delete_one({"_id": doc["_id"], "deliveries": doc["deliveries"]})
+
+    def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
+        """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many renewed."""
+        if not held:
+            return 0
+        lease_until = truncate_ms(now + self.lease)
+        result = self.store.items.update_many(
+            {
+                "_id": {"$in": sorted({item_id for item_id, _ in held}, key=repr)},
+                "claim.token": {"$in": sorted({token for _, token in held})},
+                "claim.owner": self.owner,
+            },
+            {"$set": {"claim.lease_until": lease_until, "ready_at": lease_until}},
+        )
+        return int(result.modified_count)
+
+    def settle(self, settlements: Sequence[Settlement], now: datetime) -> None:
+        """Write every outcome, fenced; safe to repeat after an error (all writes idempotent)."""
+        dead = [s for s in settlements if isinstance(s.action, DeadLettered)]
+        quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
+        if quarantined:
+            self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
+        writes = [w for s in settlements if (w := _write(s)) is not None]
+        self.store.write(self.store.items, writes)
+        if dead:
+            self._dead_letter(dead)
+
+    def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:
+        assert isinstance(settlement.action, Quarantine)
+        record = quarantine_document(
+            settlement.action.document, settlement.action.reason, self.owner, now
+        )
+        # One record per (document, claim): a retried settle does not duplicate it.
+        record["_id"] = f"{settlement.token}:{settlement.item_id!r}"
+        return record
+
+    def _dead_letter(self, dead: Sequence[Settlement]) -> None:
+        # Two collections, no transaction: write the dead letter first, then remove the item
+        # under its fence (a crash in between leaves both: the item is redelivered after its
+        # lease and dead-lettered again, nothing is lost). If the fence no longer matches
+        # because another form of the item is stored (replaced, re-claimed), this dead letter
+        # is for a form that no longer exists: take it back. If no form is stored, an earlier
+        # try of this very write removed it (or it was cancelled): keep the dead letter.
+        letters = [s.action.dead for s in dead if isinstance(s.action, DeadLettered)]
+        self.store.put_dead_letters([dead_letter_document(d) for d in letters])
+        for settlement in dead:
+            if self.store.items.delete_one(settlement.fence()).deleted_count:
+                continue
+            if self.store.exists(settlement.item_id):
+                self.store.remove_dead_letter(settlement.item_id, settlement.generation)
+
+
+def _write(settlement: Settlement) -> Write | None:
+    action = settlement.action
+    fence = settlement.fence()
+    if isinstance(action, Completed | Quarantine):
+        return Write(fence)
+    if isinstance(action, Redeliver):
+        due = truncate_ms(action.due)
+        changes: Mapping[str, Any] = {
+            "due": due,
+            "ready_at": due,
+            "attempts": action.attempt,
+            "deliveries": action.attempt,
+            "last_error": action.error,
+            "claim": None,
+        }
+        return Write(fence, {"$set": changes})
+    if isinstance(action, Release):
+        release = {"$set": {"claim": None, "ready_at": truncate_ms(action.due)}}
+        return Write(fence, {**release, "$inc": {"deliveries": -1}})
+    return None  # DeadLettered: written separately (two collections)

@@ -1,0 +1,182 @@
+"""The MongoDB documents: one per scheduled item, one per dead letter, one per quarantined doc.
+
+Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver calls here).
+
+A scheduled item's document::
+
+    {_id: <item id>, kind: "TIMER", due: <BSON date>, flow_id: <str|null>,
+     payload: <object|null>, generation: <int64>, attempts: <int>, deliveries: <int>,
+     last_error: <str|null>, ready_at: <BSON date>,
+     claim: null | {owner: <node id>, token: <str>, lease_until: <BSON date>}}
+
+* ``due`` is a BSON date: **milliseconds**. :func:`truncate_ms` drops the microseconds the
+  same way the driver does, and ``schedule`` returns the item with that due.
+* ``generation`` is a fresh random 63-bit integer on every schedule: together with ``_id``
+  it names one schedule, and every write made on behalf of a delivery is fenced on it.
+* ``attempts`` counts failed deliveries (what a handler sees as ``attempt``);
+  ``deliveries`` counts claims. Between claims they are equal; a claim adds one to
+  ``deliveries``, so a claimer that finds ``deliveries - 1 > attempts`` knows an earlier
+  delivery was lost (its node died while holding the claim) and counts it as a failure.
+* ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
+  lease's end while claimed. One range on it (index ``kind, ready_at``) finds both due items
+  and items whose claimer stopped renewing its lease.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+
+__all__ = [
+    "MalformedDocument",
+    "StoredItem",
+    "dead_letter_document",
+    "dead_letter_from_document",
+    "item_document",
+    "new_generation",
+    "quarantine_document",
+    "stored_item",
+    "truncate_ms",
+]
+
+
+class MalformedDocument(ValueError):
+    """A stored document that is not a valid item; ``reason`` says which field and why."""
+
+    def __init__(self, item_id: object, reason: str) -> None:
+        super().__init__(f"malformed schedule document {item_id!r}: {reason}")
+        self.item_id = item_id
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class StoredItem:
+    """An item read back from its document, with its delivery counters."""
+
+    item: ScheduleItem
+    attempts: int
+    deliveries: int
+
+    @property
+    def lost(self) -> int:
+        """Deliveries started by earlier claims that neither completed nor failed."""
+        return max(0, self.deliveries - 1 - self.attempts)
+
+
+def truncate_ms(when: datetime) -> datetime:
+    """``when`` in UTC with microseconds cut to whole milliseconds (BSON date precision)."""
+    when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    return when.replace(microsecond=when.microsecond - when.microsecond % 1000)
+
+
+def new_generation(rng: random.Random | None = None) -> int:
+    """A random positive 63-bit integer (fits BSON int64); never 0, the "unset" value."""
+    return (rng or random).getrandbits(63) or 1
+
+
+def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dict[str, Any]:
+    """The full document for a fresh schedule of ``item`` (unclaimed, no failures yet)."""
+    due = truncate_ms(item.due)
+    return {
+        "_id": item.id,
+        "kind": item.kind.value,
+        "due": due,
+        "flow_id": item.flow_id,
+        "payload": dict(item.payload) if item.payload is not None else None,
+        "generation": generation,
+        "attempts": attempts,
+        "deliveries": attempts,
+        "last_error": None,
+        "ready_at": due,
+        "claim": None,
+    }
+
+
+def stored_item(doc: Mapping[str, Any]) -> StoredItem:
+    """Validate ``doc`` and rebuild its item; :class:`MalformedDocument` names what is wrong."""
+    item_id = doc.get("_id")
+    item = _item(doc, item_id)
+    attempts = _count(doc, "attempts", item_id)
+    deliveries = _count(doc, "deliveries", item_id, default=attempts)
+    return StoredItem(item, attempts, deliveries)
+
+
+def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
+    if not isinstance(item_id, str) or not item_id:
+        raise MalformedDocument(item_id, f"_id must be a non-empty string, got {item_id!r}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or kind not in ScheduleKind.__members__.values():
+        valid = ", ".join(k.value for k in ScheduleKind)
+        raise MalformedDocument(item_id, f"kind {kind!r} is not one of {valid}")
+    due = _date(doc, "due", item_id)
+    flow_id = doc.get("flow_id")
+    if flow_id is not None and not isinstance(flow_id, str):
+        raise MalformedDocument(item_id, f"flow_id must be a string or null, got {flow_id!r}")
+    generation = doc.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        raise MalformedDocument(item_id, f"generation must be an integer, got {generation!r}")
+    try:
+        item = ScheduleItem(item_id, ScheduleKind(kind), due, flow_id, doc.get("payload"))
+    except (TypeError, ValueError) as exc:
+        raise MalformedDocument(item_id, str(exc)) from None
+    return item.with_generation(generation)
+
+
+def _date(doc: Mapping[str, Any], name: str, item_id: object) -> datetime:
+    value = doc.get(name)
+    if not isinstance(value, datetime):
+        raise MalformedDocument(item_id, f"{name} must be a date, got {value!r}")
+    # BSON dates are UTC; a client without tz_aware=True hands them back naive.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _count(doc: Mapping[str, Any], name: str, item_id: object, default: int = 0) -> int:
+    value = doc.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MalformedDocument(item_id, f"{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
+    """The document kept in ``<collection>_dead`` for a dead letter (``_id`` = item id)."""
+    item = dead.item
+    return {
+        "_id": item.id,
+        "kind": item.kind.value,
+        "due": truncate_ms(item.due),
+        "flow_id": item.flow_id,
+        "payload": dict(item.payload) if item.payload is not None else None,
+        "generation": item.generation,
+        "attempts": dead.attempts,
+        "error": dead.error,
+        "dead_at": truncate_ms(dead.dead_at),
+    }
+
+
+def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:
+    """Rebuild a :class:`DeadLetter`; :class:`MalformedDocument` if the document is not one."""
+    item_id = doc.get("_id")
+    item = _item(doc, item_id)
+    attempts = _count(doc, "attempts", item_id)
+    error = doc.get("error")
+    if not isinstance(error, str):
+        raise MalformedDocument(item_id, f"error must be a string, got {error!r}")
+    return DeadLetter(item, attempts, error, _date(doc, "dead_at", item_id))
+
+
+def quarantine_document(
+    doc: Mapping[str, Any], reason: str, node_id: str, when: datetime
+) -> dict[str, Any]:
+    """The record kept in ``<collection>_quarantine``: the original document and why."""
+    return {
+        "item_id": doc.get("_id"),
+        "document": dict(doc),
+        "reason": reason,
+        "node": node_id,
+        "quarantined_at": truncate_ms(when),
+    }

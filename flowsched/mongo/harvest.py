@@ -1,0 +1,77 @@
+"""One claim turned into work: items to deliver, and settlements to write straight away.
+
+Shared by the background sweeper and the synchronous ``run_due``. A claimed document is
+either delivered, moved to quarantine (malformed), or - when an earlier claim of it was lost
+because its node died mid-delivery - settled as a failed delivery through the shared
+delivery core (backoff, or dead letter at ``max_attempts``) without calling the handler now.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock
+from flowsched.delivery import DeliveryCore
+from flowsched.mongo.claims import Claim, Claims, Quarantine, Settlement
+from flowsched.mongo.documents import MalformedDocument, stored_item
+
+__all__ = ["Harvest", "Harvester"]
+
+log = logging.getLogger("flowsched.mongo")
+
+LOST = "delivery lost: its node stopped renewing the lease (crashed or cut off) before it finished"
+
+
+@dataclass(slots=True)
+class Harvest:
+    """The result of one claim: how many documents were won, and what to do with them."""
+
+    won: int = 0
+    due: int = 0
+    deliver: list[Claim] = field(default_factory=list)
+    settle: list[Settlement] = field(default_factory=list)
+    next_ready: datetime | None = None
+
+
+class Harvester:
+    """Claims due items of the subscribed kinds and sorts them into a :class:`Harvest`."""
+
+    def __init__(self, claims: Claims, core: DeliveryCore, clock: Clock) -> None:
+        self.claims = claims
+        self.core = core
+        self.clock = clock
+
+    def take(self, limit: int, lookahead: timedelta = timedelta(0)) -> Harvest:
+        """Claim up to ``limit`` due items (three round trips, none if nothing is subscribed).
+
+        ``harvest.due`` counts the due items found (won or lost to another node): when it
+        reaches ``limit``, more may be due."""
+        harvest = Harvest()
+        kinds = self.core.kinds()
+        if not kinds or limit < 1:
+            return harvest
+        claimed = self.claims.claim(kinds, self.clock.now(), limit, lookahead)
+        token, documents = claimed.token, claimed.documents
+        harvest.won, harvest.due, harvest.next_ready = (
+            len(documents),
+            claimed.due,
+            claimed.next_ready,
+        )
+        for document in documents:
+            try:
+                stored = stored_item(document)
+            except MalformedDocument as exc:
+                log.error("quarantining %s: %s", self.claims.store.name, exc)
+                action = Quarantine(document, exc.reason)
+                harvest.settle.append(Settlement(document.get("_id"), None, token, action))
+                continue
+            claim = Claim(stored.item, stored.attempts, token)
+            if stored.lost:
+                failures = stored.attempts + stored.lost
+                outcome = self.core.failure(stored.item, failures - 1, LOST)
+                harvest.settle.append(Settlement.of(claim, outcome))
+            else:
+                harvest.deliver.append(claim)
+        return harvest

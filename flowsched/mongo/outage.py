@@ -1,0 +1,88 @@
+"""Outages: which driver errors are transient, and a bounded wait for the caller's operations.
+
+``schedule``/``cancel``/... retry transient errors (lost connection, no primary, server
+restarting) until ``op_timeout`` has passed, then raise :class:`SchedulerUnavailable`: the
+caller always learns that the call did not take effect, nothing is dropped silently.
+
+The wait is real elapsed time (``time.monotonic`` through the driver's own timeout), not the
+scheduler's clock: a network does not answer faster because a test's ManualClock moved.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+import pymongo
+from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure, PyMongoError
+
+from flowsched.port import SchedulerUnavailable
+
+__all__ = ["Backoff", "is_transient", "within"]
+
+log = logging.getLogger("flowsched.mongo")
+
+T = TypeVar("T")
+
+# Server error codes that mean "try again later": interrupted by shutdown/step-down,
+# not primary, host unreachable, exceeded time limit...
+_TRANSIENT_CODES = frozenset({6, 7, 50, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is an outage (worth retrying) rather than a bad request."""
+    if isinstance(exc, ConnectionFailure | ExecutionTimeout):
+        return True
+    if isinstance(exc, PyMongoError) and exc.timeout:
+        return True
+    if isinstance(exc, OperationFailure):
+        return exc.code in _TRANSIENT_CODES or exc.has_error_label("RetryableWriteError")
+    return False
+
+
+class Backoff:
+    """Exponential waits between retries: ``first``, doubling, at most ``cap`` (seconds)."""
+
+    def __init__(self, first: float = 0.05, cap: float = 2.0) -> None:
+        self.first = first
+        self.cap = cap
+        self._next = first
+
+    def next(self) -> float:
+        """The next wait; each call doubles the following one up to ``cap``."""
+        wait = self._next
+        self._next = min(self._next * 2, self.cap)
+        return wait
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+def within(op_timeout: timedelta, what: str, operation: Callable[[], T]) -> T:
+    """Run ``operation``, retrying transient errors for at most ``op_timeout`` in all.
+
+    Raises :class:`SchedulerUnavailable` (naming ``what`` and the last error) when the time
+    is up; non-transient driver errors propagate at once.
+    """
+    budget = op_timeout.total_seconds()
+    deadline = time.monotonic() + budget
+    backoff = Backoff()
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            with pymongo.timeout(max(remaining, 0.001)):
+                return operation()
+        except PyMongoError as exc:
+            if not is_transient(exc):
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SchedulerUnavailable(
+                    f"MongoDB unreachable: {what} did not take effect within "
+                    f"op_timeout={budget:g}s ({type(exc).__name__}: {exc})"
+                ) from exc
+            log.debug("%s failed (%s), retrying", what, exc)
+            time.sleep(min(backoff.next(), remaining))

@@ -1,0 +1,285 @@
+"""``MongoScheduler``: durable timers in a MongoDB collection, shared by any number of nodes."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import bson
+from pymongo.collection import Collection
+
+from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
+from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
+from flowsched.mongo.claims import Claims, Settlement
+from flowsched.mongo.documents import (
+    MalformedDocument,
+    dead_letter_from_document,
+    item_document,
+    new_generation,
+    stored_item,
+)
+from flowsched.mongo.harvest import Harvester
+from flowsched.mongo.outage import within
+from flowsched.mongo.store import TimerStore
+from flowsched.mongo.sweeper import Sweeper
+from flowsched.port import (
+    DeadLetter,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerPort,
+    SchedulerUnavailable,
+)
+
+__all__ = ["MongoScheduler"]
+
+log = logging.getLogger("flowsched.mongo")
+
+T = TypeVar("T")
+
+
+class MongoScheduler(SchedulerPort):
+    """Timers kept in a MongoDB collection: they survive the process, restarts and redeploys.
+
+    Any number of schedulers (threads, processes, hosts) may share one collection: each due
+    item is delivered to exactly one of them per attempt (a conditional claim with a lease),
+    and an item whose claimer died is delivered again once its lease has run out. Delivery is
+    at least once; handlers should be idempotent (``item.key`` is a good idempotency key).
+
+    ``collection`` is a pymongo ``Collection`` (or a mongomock one in tests); dead letters go
+    to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it.
+
+    * ``poll_interval``: how often each node looks for due items (it bounds lateness); a node
+      also sweeps sooner for an item it schedules itself that is due before the next poll.
+    * ``batch_size``: items claimed per round trip; ``workers``: handler threads.
+    * ``lease``: how long a claim lasts without renewal (renewed every third of it while the
+      handler runs). Node clocks must agree to well within it.
+    * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
+      before raising :class:`~flowsched.port.SchedulerUnavailable`.
+
+    With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
+    :meth:`run_due` after advancing the clock.
+    """
+
+    def __init__(
+        self,
+        collection: Collection[Any],
+        node_id: str | None = None,
+        poll_interval: timedelta = timedelta(seconds=1),
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        batch_size: int = 100,
+        lease: timedelta = timedelta(seconds=30),
+        workers: int = 8,
+        op_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        _check_positive("poll_interval", poll_interval)
+        _check_positive("lease", lease)
+        _check_positive("op_timeout", op_timeout)
+        _check_count("batch_size", batch_size)
+        _check_count("workers", workers)
+        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._clock: Clock = clock or SystemClock()
+        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._store = TimerStore(collection)
+        self._claims = Claims(self._store, self.node_id, lease)
+        self._harvester = Harvester(self._claims, self._core, self._clock)
+        self._poll_interval = poll_interval
+        self._batch_size = batch_size
+        self._workers = workers
+        self._op_timeout = op_timeout
+        self._rng = random.Random()
+        self._lock = threading.Lock()
+        self._sweeper: Sweeper | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item`` (one upsert), replacing any item with its id, under a new generation.
+
+        Returns the stored item: its ``due`` cut to whole milliseconds (BSON dates) and its
+        new ``generation``. Raises ``SchedulerUnavailable`` if MongoDB cannot be reached
+        within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON.
+        """
+        document = item_document(item, new_generation(self._rng))
+        _check_bson(item, document)
+        self._call(f"schedule({item.id!r})", lambda: self._store.put(document))
+        stored = ScheduleItem(
+            item.id, item.kind, document["due"], item.flow_id, item.payload
+        ).with_generation(document["generation"])
+        self._core.observer.scheduled(stored)
+        sweeper = self._sweeper
+        if sweeper is not None:
+            sweeper.poke(stored.due)
+        return stored
+
+    def cancel(self, item_id: str) -> bool:
+        """Remove the item (one delete); ``False`` if there was none."""
+        removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
+        if removed:
+            self._core.observer.cancelled(item_id)
+        return removed
+
+    def cancel_flow(self, flow_id: str) -> int:
+        """Remove every item of the flow instance (one ``delete_many``); how many went.
+
+        With an observer that overrides ``cancelled``, the ids are read first (one more round
+        trip) to report each; an item another caller removed meanwhile may be reported too."""
+        what = f"cancel_flow({flow_id!r})"
+        observer = self._core.observer
+        ids: list[str] = []
+        if type(observer).cancelled is not Observer.cancelled:
+            ids = self._call(what, lambda: self._store.flow_ids(flow_id))
+        removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+        for item_id in ids[:removed]:
+            observer.cancelled(item_id)
+        return removed
+
+    def exists(self, item_id: str) -> bool:
+        """Whether the item is still scheduled (one lookup by ``_id``)."""
+        return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
+
+    def get(self, item_id: str) -> ScheduleItem | None:
+        """The item as stored now (``due`` moves on redelivery), or ``None``.
+
+        A malformed document reads as ``None`` (and is logged); the sweep quarantines it."""
+        document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
+        if document is None:
+            return None
+        try:
+            return stored_item(document).item
+        except MalformedDocument as exc:
+            log.error("%s: %s", self._store.name, exc)
+            return None
+
+    # -- delivery --------------------------------------------------------------------------
+
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        """Deliver due items of ``kind`` to ``handler``; this node claims only such kinds."""
+        self._core.subscribe(kind, handler)
+        sweeper = self._sweeper
+        if sweeper is not None:
+            sweeper.poke()
+
+    def run_due(self) -> int:
+        """Deliver, in this thread, every item due by the clock's now; return how many ran.
+
+        Sweeps until a claim finds nothing more, so items made due by the deliveries
+        themselves (a redelivery or a new schedule due by now) run too. This is how a test
+        with a ManualClock fires: ``clock.advance(...)`` then ``scheduler.run_due()``.
+        """
+        delivered = 0
+        while True:
+            harvest = self._call("run_due claim", lambda: self._harvester.take(self._batch_size))
+            if not harvest.won:
+                return delivered
+            settle = harvest.settle
+            for claim in harvest.deliver:
+                outcome = self._core.deliver(claim.item, claim.attempt)
+                settle.append(Settlement.of(claim, outcome))
+                delivered += 1
+            self._call("run_due settle", functools.partial(self._settle, settle))
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Items that exhausted ``max_attempts``, oldest first (malformed records skipped)."""
+        letters = []
+        for document in self._call("dead_letters", self._store.dead_letters):
+            try:
+                letters.append(dead_letter_from_document(document))
+            except MalformedDocument as exc:
+                log.error("%s_dead: %s", self._store.name, exc)
+        return letters
+
+    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
+
+        Replaces an item of that id if one was scheduled since. ``False`` if there is no
+        dead letter with that id."""
+        document = self._call(f"requeue({item_id!r})", lambda: self._store.dead_letter(item_id))
+        if document is None:
+            return False
+        dead = dead_letter_from_document(document)
+        when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
+        old = dead.item
+        self.schedule(ScheduleItem(old.id, old.kind, when, old.flow_id, old.payload))
+        generation = old.generation
+        self._call(
+            f"requeue({item_id!r})", lambda: self._store.remove_dead_letter(item_id, generation)
+        )
+        return True
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background sweeper (not with a ManualClock: use ``run_due``)."""
+        with self._lock:
+            if self._closed:
+                raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
+            if self._sweeper is not None or isinstance(self._clock, ManualClock):
+                return
+            self._sweeper = Sweeper(
+                self._harvester,
+                poll_interval=self._poll_interval,
+                batch_size=self._batch_size,
+                workers=self._workers,
+                op_timeout=self._op_timeout,
+            )
+            self._sweeper.start()
+
+    def close(self) -> None:
+        """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
+
+        Claimed items whose handler had not started are given back at once. The collection's
+        client is not closed: it belongs to the caller."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.stop()
+
+    def _settle(self, settlements: list[Settlement]) -> None:
+        self._claims.settle(settlements, self._clock.now())
+
+    def _call(self, what: str, operation: Callable[[], T]) -> T:
+        def run() -> T:
+            self._store.ensure_indexes()
+            return operation()
+
+        return within(self._op_timeout, what, run)
+
+
+def _check_positive(name: str, value: timedelta) -> None:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise ValueError(f"MongoScheduler {name} must be a positive timedelta (got {value!r})")
+
+
+def _check_count(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"MongoScheduler {name} must be an integer >= 1 (got {value!r})")
+
+
+def _check_bson(item: ScheduleItem, document: dict[str, Any]) -> None:
+    # JSON allows what BSON does not (integers beyond 64 bits): say so before writing.
+    try:
+        bson.encode({"payload": document["payload"]})
+    except (OverflowError, bson.errors.BSONError) as exc:
+        raise ValueError(
+            f"ScheduleItem {item.id!r}: payload cannot be stored in MongoDB: {exc}"
+        ) from None

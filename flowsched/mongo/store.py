@@ -1,0 +1,149 @@
+"""The three collections and the single-round-trip operations the scheduler makes on them.
+
+* ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
+  indexes ``claim`` = ``(kind, ready_at)`` for the sweep and ``flow_id`` for ``cancel_flow``.
+* ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
+* ``<name>_quarantine``: malformed documents moved aside with the reason.
+
+Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
+unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on
+for the sweeper).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import ASCENDING, DeleteOne, ReplaceOne, UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+__all__ = ["Doc", "TimerStore", "Write"]
+
+Doc = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write of a batch: delete (no ``update``/``replacement``), update, or replace."""
+
+    filter: Mapping[str, Any]
+    update: Mapping[str, Any] | None = None
+    replacement: Mapping[str, Any] | None = None
+    upsert: bool = False
+
+    def operation(self) -> DeleteOne | UpdateOne | ReplaceOne[Any]:
+        if self.replacement is not None:
+            return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
+        if self.update is not None:
+            return UpdateOne(self.filter, self.update, upsert=self.upsert)
+        return DeleteOne(self.filter)
+
+
+_DUPLICATE_KEY = 11000
+
+
+class TimerStore:
+    """The collections of one scheduler namespace (``collection`` and its two siblings)."""
+
+    def __init__(self, collection: Collection[Any]) -> None:
+        self.items = collection
+        database = collection.database
+        self.dead = database[f"{collection.name}_dead"]
+        self.quarantine = database[f"{collection.name}_quarantine"]
+        self._indexed = False
+        self._index_lock = threading.Lock()
+
+    @staticmethod
+    def write(collection: Collection[Any], writes: Sequence[Write]) -> None:
+        """Apply ``writes`` unordered in one ``bulk_write`` (one round trip).
+
+        Stand-ins that are not pymongo collections (mongomock 4.3 cannot take pymongo 4.9+
+        bulk operations) get one call per write instead: same effect, more calls."""
+        if not writes:
+            return
+        if isinstance(collection, Collection):
+            collection.bulk_write([w.operation() for w in writes], ordered=False)
+            return
+        for w in writes:
+            if w.replacement is not None:
+                collection.replace_one(w.filter, w.replacement, upsert=w.upsert)
+            elif w.update is not None:
+                collection.update_one(w.filter, w.update, upsert=w.upsert)
+            else:
+                collection.delete_one(w.filter)
+
+    @property
+    def name(self) -> str:
+        return str(self.items.full_name)
+
+    def ensure_indexes(self) -> None:
+        """Create the indexes once per process (idempotent on the server too)."""
+        if self._indexed:
+            return
+        with self._index_lock:
+            if self._indexed:
+                return
+            # (kind, ready_at): the sweep asks for kind in <handled kinds>, ready_at <= now,
+            # sorted by ready_at - a merge of one index range per kind, no in-memory sort.
+            self.items.create_index([("kind", ASCENDING), ("ready_at", ASCENDING)], name="claim")
+            self.items.create_index([("flow_id", ASCENDING)], name="flow_id")
+            self.dead.create_index([("dead_at", ASCENDING)], name="dead_at")
+            self._indexed = True
+
+    # -- the port's operations -------------------------------------------------------------
+
+    def put(self, document: Doc) -> None:
+        """Insert or replace the item's document (one upsert)."""
+        try:
+            self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
+        except DuplicateKeyError:
+            # Two upserts of one new _id raced; the loser's retry now finds the document.
+            self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
+
+    def delete(self, item_id: str) -> bool:
+        return self.items.delete_one({"_id": item_id}).deleted_count > 0
+
+    def delete_flow(self, flow_id: str) -> int:
+        return int(self.items.delete_many({"flow_id": flow_id}).deleted_count)
+
+    def flow_ids(self, flow_id: str) -> list[str]:
+        return [doc["_id"] for doc in self.items.find({"flow_id": flow_id}, {"_id": 1})]
+
+    def exists(self, item_id: str) -> bool:
+        return self.items.find_one({"_id": item_id}, {"_id": 1}) is not None
+
+    def find(self, item_id: str) -> Doc | None:
+        found: Doc | None = self.items.find_one({"_id": item_id})
+        return found
+
+    # -- dead letters and quarantine -------------------------------------------------------
+
+    def dead_letters(self) -> list[Doc]:
+        return list(self.dead.find().sort([("dead_at", ASCENDING), ("_id", ASCENDING)]))
+
+    def dead_letter(self, item_id: str) -> Doc | None:
+        found: Doc | None = self.dead.find_one({"_id": item_id})
+        return found
+
+    def put_dead_letters(self, documents: Sequence[Doc]) -> None:
+        writes = [Write({"_id": d["_id"]}, replacement=d, upsert=True) for d in documents]
+        self.write(self.dead, writes)
+
+    def remove_dead_letter(self, item_id: str, generation: int | None = None) -> bool:
+        query: dict[str, Any] = {"_id": item_id}
+        if generation is not None:
+            query["generation"] = generation
+        return self.dead.delete_one(query).deleted_count > 0
+
+    def put_quarantined(self, records: Sequence[Doc]) -> None:
+        """Insert quarantine records; ones already there (a retried write) are kept as they are."""
+        try:
+            self.quarantine.insert_many(list(records), ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if any(error.get("code") != _DUPLICATE_KEY for error in errors) or not errors:
+                raise

@@ -1,0 +1,261 @@
+"""The background sweeper: one thread per node that claims, dispatches, renews and settles.
+
+Every node runs one; there is no leader. Each turn of the loop:
+
+1. writes the outcomes of finished deliveries in one fenced ``bulk_write``;
+2. renews the leases of items still held (every third of the lease), so a long handler keeps
+   its claim;
+3. when the poll is due and at least half the batch is free, claims a batch and hands it to
+   the worker pool. The poll is due every ``poll_interval``; at once after a full batch;
+   sooner when this node schedules an item due before the next poll; and at the due time of
+   the next item the claim query saw coming within the poll interval (it looks one poll
+   ahead, same round trip; not sooner than a tenth of a poll, so that items due close
+   together share a claim), so items fire within about a tenth of a poll, not a whole one.
+
+Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
+unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+import pymongo
+from pymongo.errors import BulkWriteError, WriteError
+
+from flowsched.clock import Clock
+from flowsched.delivery import DeliveryCore, Redeliver
+from flowsched.mongo.claims import Claim, Claims, Release, Settlement
+from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.outage import Backoff, is_transient, within
+
+__all__ = ["Sweeper"]
+
+log = logging.getLogger("flowsched.mongo")
+
+FLUSH_INTERVAL = 0.05
+"""While deliveries are running, finished ones are written at least this often (seconds)."""
+
+
+class Sweeper:
+    """Claims due items in the background and delivers them on a pool of ``workers`` threads."""
+
+    def __init__(
+        self,
+        harvester: Harvester,
+        *,
+        poll_interval: timedelta,
+        batch_size: int,
+        workers: int,
+        op_timeout: timedelta,
+    ) -> None:
+        self._harvester = harvester
+        self._claims: Claims = harvester.claims
+        self._core: DeliveryCore = harvester.core
+        self._clock: Clock = harvester.clock
+        self._poll = poll_interval.total_seconds()
+        self._lookahead = poll_interval
+        self._renew_every = harvester.claims.lease.total_seconds() / 3
+        self._batch = batch_size
+        self._op_timeout = op_timeout
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._closing = False
+        self._held: dict[tuple[Any, str], Claim] = {}
+        self._finished: list[Settlement] = []
+        self._unwritten: list[Settlement] = []
+        self._next_poll = 0.0
+        self._next_renew = 0.0
+        self._behind = False
+        self._thread = threading.Thread(target=self._run, name="flowsched-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self, due: datetime | None = None) -> None:
+        """Sweep at ``due`` (or now) if that is before the next planned poll."""
+        delay = 0.0 if due is None else (due - self._clock.now()).total_seconds()
+        at = self._clock.monotonic() + max(delay, 0.0)
+        with self._lock:
+            if at >= self._next_poll:
+                return
+            self._next_poll = at
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop claiming, wait for running handlers, give back queued claims, write outcomes."""
+        self._closing = True  # queued deliveries now release their claim instead of running
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._pool.shutdown(wait=True)
+        try:
+            within(self._op_timeout, "writing outcomes on close", self._flush)
+        except Exception as exc:
+            # Nothing is lost: the items stay claimed until their lease ends, then any node
+            # delivers them again.
+            log.warning("could not write outcomes on close (redelivered after the lease): %s", exc)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = Backoff(first=0.1, cap=5.0)
+        failing_since: float | None = None
+        while not self._stop.is_set():
+            try:
+                # Bound every turn, so that an outage cannot hold the loop (and close()) in
+                # one call for the driver's 30 s server selection.
+                with pymongo.timeout(self._op_timeout.total_seconds()):
+                    self._claims.store.ensure_indexes()
+                    self._turn()
+            except Exception as exc:
+                now = self._clock.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    self._log_failure(exc)
+                else:
+                    log.debug("sweep still failing: %s", exc)
+                self._wake.wait(backoff.next())
+                self._wake.clear()
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "sweeper of %s recovered after %.1fs",
+                    self._claims.owner,
+                    self._clock.monotonic() - failing_since,
+                )
+                failing_since = None
+                backoff.reset()
+            self._wake.wait(self._wait())
+            self._wake.clear()
+
+    def _log_failure(self, exc: Exception) -> None:
+        if is_transient(exc):
+            log.warning("sweeper of %s: MongoDB unreachable, retrying: %s", self._claims.owner, exc)
+        else:
+            log.exception("sweeper of %s failed, retrying", self._claims.owner)
+
+    def _turn(self) -> None:
+        self._flush()
+        self._renew()
+        now = self._clock.monotonic()
+        with self._lock:
+            poll_due = now >= self._next_poll
+            free = self._batch - len(self._held)
+        if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
+            return
+        # Behind (the last claim was full): no need to look ahead, the next turn comes at once;
+        # a narrower range is also cheaper on servers that read every match before the limit.
+        looked = not self._behind
+        harvest = self._harvester.take(free, lookahead=self._lookahead if looked else timedelta(0))
+        self._behind = harvest.due >= free
+        with self._lock:
+            self._unwritten.extend(harvest.settle)
+            for claim in harvest.deliver:
+                self._held[(claim.item.id, claim.token)] = claim
+            # A full batch means more may be due: go again at once. Otherwise wait a poll, or
+            # less if the claim query saw an item falling due sooner (or poke() asked).
+            if self._next_poll <= now:
+                if self._behind:
+                    self._next_poll = now
+                elif looked:
+                    self._next_poll = self._after(now, harvest)
+                else:  # caught up: look ahead soon rather than a whole poll later
+                    self._next_poll = now + self._poll / 10
+            if harvest.deliver and self._next_renew <= now:
+                self._next_renew = now + self._renew_every
+        for claim in harvest.deliver:
+            self._pool.submit(self._deliver, claim)
+        if harvest.settle:
+            self._flush()
+
+    def _after(self, now: float, harvest: Harvest) -> float:
+        if harvest.next_ready is None:
+            return now + self._poll
+        # Not sooner than a tenth of a poll: items falling due close together are claimed
+        # in one batch (a few round trips) rather than one claim each.
+        ahead = (harvest.next_ready - self._clock.now()).total_seconds()
+        return now + min(max(ahead, self._poll / 10), self._poll)
+
+    def _wait(self) -> float:
+        now = self._clock.monotonic()
+        with self._lock:
+            held = bool(self._held)
+            free = self._batch - len(self._held)
+            deadline = self._next_poll if free >= max(1, self._batch // 2) else float("inf")
+            if held:
+                deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
+            if self._finished or self._unwritten:
+                deadline = min(deadline, now + FLUSH_INTERVAL)
+        return max(0.0, min(deadline - now, self._poll))
+
+    # -- delivery, settlement, leases --------------------------------------------------------
+
+    def _deliver(self, claim: Claim) -> None:
+        if self._closing:
+            self._finish(Settlement.of(claim, Release(claim.item.due)))
+            return
+        try:
+            outcome = self._core.deliver(claim.item, claim.attempt)
+        except BaseException as exc:
+            # deliver() catches the handler's errors: this is an observer failing, or a
+            # BaseException. Settle the item as failed (no observer call: it may fail again)
+            # so that it is neither lost nor held and renewed for ever.
+            log.exception("delivery of %s failed outside its handler", claim.item.id)
+            failures = claim.attempt + 1
+            due = self._clock.now() + self._core.redelivery.delay(failures)
+            error = f"{type(exc).__name__}: {exc}"
+            self._finish(Settlement.of(claim, Redeliver(due, failures, error)))
+            raise
+        self._finish(Settlement.of(claim, outcome))
+
+    def _finish(self, settlement: Settlement) -> None:
+        with self._lock:
+            self._finished.append(settlement)
+            batch_done = len(self._finished) >= len(self._held)
+        if batch_done:
+            self._wake.set()
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch = self._unwritten + self._finished
+            self._unwritten, self._finished = [], []
+        if not batch:
+            return
+        try:
+            self._claims.settle(batch, self._clock.now())
+        except (BulkWriteError, WriteError) as exc:
+            if is_transient(exc):
+                self._keep(batch)
+                raise
+            # The server refused a write for good (a validation rule?): retrying would stall
+            # the sweep. Stop holding these claims: their leases run out and any node
+            # delivers them again.
+            log.error("dropping %d outcomes the server refused: %s", len(batch), exc)
+        except BaseException:
+            self._keep(batch)
+            raise
+        with self._lock:
+            for settlement in batch:
+                self._held.pop((settlement.item_id, settlement.token), None)
+
+    def _keep(self, batch: list[Settlement]) -> None:
+        with self._lock:
+            self._unwritten = batch + self._unwritten
+
+    def _renew(self) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            if not self._held or now < self._next_renew:
+                return
+            held = list(self._held)
+        self._claims.renew(held, self._clock.now())
+        with self._lock:
+            self._next_renew = now + self._renew_every

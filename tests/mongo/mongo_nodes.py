@@ -1,0 +1,91 @@
+"""Helpers for the multi-process tests: start, stop and kill scheduler nodes; wait for a state."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowsched.mongo import MongoScheduler
+from flowsched.port import ScheduleItem, ScheduleKind
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Nodes:
+    """Scheduler processes (``tests/mongo/node.py``) on one database; all killed at teardown."""
+
+    def __init__(self, uri: str, database: str) -> None:
+        self.uri = uri
+        self.database = database
+        self.running: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, *names: str, **options: float) -> None:
+        """Start one process per name and wait until each reports ``ready``."""
+        flags = [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
+        for name in names:
+            command = [sys.executable, "-m", "tests.mongo.node", self.uri, self.database, name]
+            self.running[name] = subprocess.Popen(
+                [*command, *flags], cwd=REPO, stdout=subprocess.PIPE, text=True
+            )
+        for name in names:
+            stdout = self.running[name].stdout
+            assert stdout is not None
+            assert stdout.readline().strip() == "ready", f"node {name} did not start"
+
+    def kill(self, name: str) -> None:
+        """``kill -9``: no close, no outcome written, claims left to expire."""
+        process = self.running.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+
+    def stop(self, *names: str) -> None:
+        """SIGTERM: the node closes gracefully (waits for handlers, writes outcomes)."""
+        for name in names or tuple(self.running):
+            self.running[name].send_signal(signal.SIGTERM)
+        for name in names or tuple(self.running):
+            assert self.running.pop(name).wait(60) == 0, f"node {name} did not close cleanly"
+
+    def alive(self) -> list[str]:
+        return [name for name, process in self.running.items() if process.poll() is None]
+
+    def kill_all(self) -> None:
+        for name in list(self.running):
+            self.kill(name)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def schedule_spread(db: Any, count: int, start: timedelta, spread: timedelta) -> set[str]:
+    """Schedule ``count`` timers due evenly over ``spread``, from ``start`` from now."""
+    scheduler = MongoScheduler(db["timers"], node_id="test")
+    first = datetime.now(UTC) + start
+    ids = set()
+    for n in range(count):
+        due = first + spread * n / count
+        ids.add(scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due)).id)
+    return ids
+
+
+def all_done(db: Any, ids: set[str]) -> bool:
+    if db["timers"].count_documents({}):
+        return False
+    return set(db["deliveries"].distinct("item")) >= ids
+
+
+def deliveries(db: Any) -> list[dict[str, Any]]:
+    return list(db["deliveries"].find({}, {"_id": 0}))

@@ -1,0 +1,70 @@
+"""One scheduler node for the multi-process tests: ``python -m tests.mongo.node URI DB NODE``.
+
+Subscribes a TIMER handler that records ``{item, node, attempt, generation}`` in the
+``deliveries`` collection (then optionally sleeps, to have deliveries in flight), starts the
+sweeper on ``timers``, prints ``ready`` and runs until SIGTERM (graceful close) or SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from pymongo import MongoClient
+
+from flowsched import MongoScheduler, ScheduleItem, ScheduleKind
+from flowsched.delivery import RedeliveryPolicy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("uri")
+    parser.add_argument("db")
+    parser.add_argument("node")
+    parser.add_argument("--lease", type=float, default=30.0)
+    parser.add_argument("--poll", type=float, default=0.2)
+    parser.add_argument("--handler-seconds", type=float, default=0.0)
+    parser.add_argument("--redelivery", type=float, default=0.5)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
+
+    client: Any = MongoClient(args.uri, tz_aware=True, serverSelectionTimeoutMS=2000)
+    database = client[args.db]
+    deliveries = database["deliveries"]
+
+    def record(item: ScheduleItem, attempt: int) -> None:
+        deliveries.insert_one(
+            {"item": item.id, "node": args.node, "attempt": attempt, "generation": item.generation}
+        )
+        if args.handler_seconds:
+            time.sleep(args.handler_seconds)
+
+    redelivery = RedeliveryPolicy(
+        initial=timedelta(seconds=args.redelivery), maximum=timedelta(seconds=args.redelivery * 4)
+    )
+    scheduler = MongoScheduler(
+        database["timers"],
+        node_id=args.node,
+        poll_interval=timedelta(seconds=args.poll),
+        lease=timedelta(seconds=args.lease),
+        redelivery=redelivery,
+        op_timeout=timedelta(seconds=5),
+    )
+    scheduler.subscribe(ScheduleKind.TIMER, record)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    scheduler.start()
+    print("ready", flush=True)
+    while not stop.wait(0.5):
+        pass
+    scheduler.close()
+    client.close()
+
+
+if __name__ == "__main__":
+    main()

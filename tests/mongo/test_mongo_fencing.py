@@ -1,0 +1,157 @@
+"""Claims fence every write: a stale delivery never removes or reschedules what replaced it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
+from flowsched.mongo.claims import Settlement
+from flowsched.port import ScheduleItem, ScheduleKind
+
+LEASE = timedelta(seconds=30)
+
+
+def timer(item_id: str, due, **fields: object) -> ScheduleItem:
+    return ScheduleItem(item_id, ScheduleKind.TIMER, due, **fields)  # type: ignore[arg-type]
+
+
+def test_a_replacement_made_during_delivery_survives_the_old_completion(make, clock):
+    scheduler = make()
+    seen: list[tuple[int, int]] = []
+
+    def replace_self(item: ScheduleItem, attempt: int) -> None:
+        seen.append((item.generation, attempt))
+        if len(seen) == 1:
+            scheduler.schedule(timer(item.id, clock.now() + timedelta(seconds=5)))
+
+    scheduler.subscribe(ScheduleKind.TIMER, replace_self)
+    first = scheduler.schedule(timer("t", clock.now()))
+    scheduler.run_due()
+    replacement = scheduler.get("t")
+    assert replacement is not None and replacement.generation != first.generation
+    clock.advance(timedelta(seconds=5))
+    scheduler.run_due()
+    assert seen == [(first.generation, 0), (replacement.generation, 0)]
+    assert not scheduler.exists("t")
+
+
+def test_a_cancel_during_delivery_is_not_undone_by_a_failure(make, clock):
+    scheduler = make()
+
+    def cancel_then_fail(item: ScheduleItem, attempt: int) -> None:
+        scheduler.cancel(item.id)
+        raise RuntimeError("late failure")
+
+    scheduler.subscribe(ScheduleKind.TIMER, cancel_then_fail)
+    scheduler.schedule(timer("t", clock.now()))
+    assert scheduler.run_due() == 1
+    assert not scheduler.exists("t")  # the failure's redelivery matched nothing
+
+
+def test_a_claim_taken_over_after_its_lease_cannot_write(make, clock, collection):
+    a, b = make(lease=LEASE), make(lease=LEASE)
+    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    a.schedule(timer("t", clock.now()))
+    stale = a._harvester.take(10).deliver[0]  # a claims, then goes silent
+    clock.advance(LEASE + timedelta(seconds=1))
+    b_harvest = b._harvester.take(10)  # b takes over (a's delivery counts as lost)
+    assert b_harvest.won == 1
+    token_b = collection.find_one({"_id": "t"})["claim"]["token"]
+
+    a._claims.settle([Settlement.of(stale, Completed())], clock.now())
+    redeliver = Redeliver(clock.now(), 1, "stale")
+    a._claims.settle([Settlement.of(stale, redeliver)], clock.now())
+
+    doc = collection.find_one({"_id": "t"})
+    assert doc is not None and doc["claim"]["token"] == token_b
+    assert doc["last_error"] is None
+
+
+def test_a_lost_delivery_counts_as_a_failure_and_is_redelivered_with_backoff(make, clock):
+    a = make(lease=LEASE)
+    b = make(lease=LEASE, redelivery=RedeliveryPolicy(initial=timedelta(seconds=2)))
+    attempts: list[int] = []
+    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
+    a.schedule(timer("t", clock.now()))
+    a._harvester.take(10)  # claimed by a, which dies before delivering
+
+    clock.advance(LEASE - timedelta(seconds=1))
+    assert b.run_due() == 0 and attempts == []  # the lease still holds
+    clock.advance(timedelta(seconds=1))
+    assert b.run_due() == 0  # lease over: the lost delivery is recorded as failure 1
+    assert b.get("t").due == clock.now() + timedelta(seconds=2)
+    clock.advance(timedelta(seconds=2))
+    assert b.run_due() == 1
+    assert attempts == [1]
+    assert not b.exists("t")
+
+
+def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
+    a = make(lease=LEASE)
+    b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=1))
+    calls: list[int] = []
+    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
+    a.schedule(timer("poison", clock.now()))
+    a._harvester.take(10)
+    clock.advance(LEASE)
+    b.run_due()
+    assert calls == []
+    (dead,) = b.dead_letters()
+    assert (dead.item.id, dead.attempts) == ("poison", 1)
+    assert "delivery lost" in dead.error
+    assert not b.exists("poison")
+
+
+def test_two_nodes_never_claim_the_same_document(make, clock):
+    a, b = make(), make()
+    for node in (a, b):
+        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    for n in range(10):
+        a.schedule(timer(f"t-{n}", clock.now()))
+    first = a._harvester.take(6)
+    second = b._harvester.take(10)
+    ids_a = {c.item.id for c in first.deliver}
+    ids_b = {c.item.id for c in second.deliver}
+    assert (len(ids_a), len(ids_b)) == (6, 4)
+    assert not ids_a & ids_b
+    assert b._harvester.take(10).won == 0
+
+
+def test_requeued_dead_letter_gets_a_fresh_generation_and_zero_attempts(make, clock):
+    scheduler = make(redelivery=RedeliveryPolicy(max_attempts=1))
+    attempts: list[int] = []
+
+    def fail_once(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(attempt)
+        if len(attempts) == 1:
+            raise RuntimeError("down")
+
+    scheduler.subscribe(ScheduleKind.TIMER, fail_once)
+    old = scheduler.schedule(timer("t", clock.now(), payload={"k": "v"}))
+    scheduler.run_due()
+    assert [d.item.id for d in scheduler.dead_letters()] == ["t"]
+    assert scheduler.requeue("t")
+    assert scheduler.dead_letters() == []
+    requeued = scheduler.get("t")
+    assert requeued.generation != old.generation and requeued.payload == {"k": "v"}
+    scheduler.run_due()
+    assert attempts == [0, 0]
+    assert not scheduler.requeue("t")
+
+
+def test_a_replaced_item_leaves_no_dead_letter_for_its_old_form(make, clock):
+    scheduler = make(redelivery=RedeliveryPolicy(max_attempts=1))
+
+    def replace_then_fail(item: ScheduleItem, attempt: int) -> None:
+        if item.payload == {"v": 1}:
+            scheduler.schedule(timer(item.id, clock.now() + timedelta(hours=1), payload={"v": 2}))
+            raise RuntimeError("old form fails for good")
+
+    scheduler.subscribe(ScheduleKind.TIMER, replace_then_fail)
+    scheduler.schedule(timer("t", clock.now(), payload={"v": 1}))
+    scheduler.run_due()
+    assert scheduler.dead_letters() == []
+    assert scheduler.get("t").payload == {"v": 2}

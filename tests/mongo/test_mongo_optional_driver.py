@@ -1,0 +1,26 @@
+"""``import flowsched`` works without pymongo; building a MongoScheduler then names the extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+WITHOUT_PYMONGO = """
+import sys
+sys.modules["pymongo"] = None  # as if the driver were not installed
+sys.modules["bson"] = None
+import flowsched
+from flowsched import MongoScheduler
+try:
+    MongoScheduler(object())
+except ImportError as exc:
+    print(exc)
+"""
+
+
+def test_flowsched_imports_without_the_driver_and_says_which_extra_is_missing():
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PYMONGO], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'flowsched[mongo]'" in result.stdout

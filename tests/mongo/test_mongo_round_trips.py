@@ -1,0 +1,88 @@
+"""Server round trips, counted with pymongo's command monitoring on the wire server.
+
+Target from the issue: at most 0.1 round trips per fired item with batches of 100.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, monitoring
+
+from flowsched.clock import ManualClock
+from flowsched.mongo import MongoScheduler
+from flowsched.port import ScheduleItem, ScheduleKind
+
+pytestmark = pytest.mark.wire
+
+
+class Commands(monitoring.CommandListener):
+    """Counts commands sent to the server (one command = one round trip)."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.seen[event.command_name] += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> Counter[str]:
+        seen, self.seen = self.seen, Counter()
+        return seen
+
+
+@pytest.fixture
+def counted(mongo_uri: str) -> Iterator[tuple[Any, Commands]]:
+    commands = Commands()
+    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
+    name = f"fs_rt_{uuid.uuid4().hex[:10]}"
+    yield client[name]["timers"], commands
+    client.drop_database(name)
+    client.close()
+
+
+def test_each_port_operation_is_one_round_trip(counted):
+    collection, commands = counted
+    clock = ManualClock(datetime.now(UTC))
+    scheduler = MongoScheduler(collection, clock=clock)
+    scheduler.exists("warm-up")  # creates the indexes once
+    commands.take()
+
+    scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now(), flow_id="f"))
+    assert commands.take() == {"update": 1}  # replace_one(upsert=True)
+    assert scheduler.exists("t")
+    assert commands.take() == {"find": 1}
+    assert scheduler.cancel("t")
+    assert commands.take() == {"delete": 1}
+    assert scheduler.cancel_flow("f") == 0
+    assert commands.take() == {"delete": 1}
+
+
+def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
+    collection, commands = counted
+    clock = ManualClock(datetime.now(UTC))
+    scheduler = MongoScheduler(collection, clock=clock, batch_size=100)
+    fired: list[str] = []
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
+    for n in range(200):
+        scheduler.schedule(ScheduleItem(f"t-{n:03}", ScheduleKind.TIMER, clock.now()))
+    commands.take()
+
+    assert scheduler.run_due() == 200
+    seen = commands.take()
+    assert len(set(fired)) == 200
+    # Per batch of 100: find the ids, claim them (update), read them back (find), settle
+    # (one bulk write: all deletes here). Then one find that comes back empty.
+    assert seen == {"find": 2 * 2 + 1, "update": 2, "delete": 2}
+    assert sum(seen.values()) / 200 <= 0.1
+    assert collection.count_documents({}) == 0
