@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from flowsched.cli import backoff_command, config_commands
+from flowsched.cli import backoff_command, config_commands, timers_commands
 
 __all__ = ["build_app", "main"]
 
@@ -18,7 +18,7 @@ def build_app() -> typer.Typer:
     """The ``flowsched`` application with every verb registered."""
     app = typer.Typer(
         name="flowsched",
-        help="Inspect flowsched scheduling configuration and retry schedules.",
+        help="Inspect scheduling configuration and retry schedules; operate live timers.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
@@ -27,6 +27,7 @@ def build_app() -> typer.Typer:
     )
     config_commands.register(app)
     backoff_command.register(app)
+    timers_commands.register(app)
     return app
 
 

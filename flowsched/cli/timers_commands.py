@@ -1,0 +1,296 @@
+"""``flowsched timers ...``: see and act on the live timers of a MongoScheduler collection.
+
+Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``cancel``
+and ``requeue`` go through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's
+action is fenced exactly like a program's: a delivery already running may finish, but its
+outcome is never written over what the operator did.
+
+Exit codes: 0 done, 1 no such timer / dead letter, 2 usage or connection problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from flowsched.cli import timers_render as render
+from flowsched.cli._output import console, fail
+from flowsched.cli.mongo_target import (
+    CollectionOption,
+    Connect,
+    DbOption,
+    MongoTarget,
+    TimeoutOption,
+    UriOption,
+    connect_pymongo,
+    reporting,
+)
+from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
+from flowsched.clock import Clock, SystemClock
+from flowsched.mongo import MongoScheduler
+from flowsched.mongo.documents import MalformedDocument
+from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
+from flowsched.port import ScheduleKind
+
+if TYPE_CHECKING:
+    from flowsched.mongo.store import TimerStore
+
+__all__ = ["TimersCli", "register"]
+
+EXIT_NOT_FOUND = 1
+
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+KindOption = Annotated[
+    str | None,
+    typer.Option("--kind", metavar="KIND", help="Only this kind (TIMER, ACTION_TIMEOUT, ...)."),
+]
+FlowOption = Annotated[
+    str | None, typer.Option("--flow", metavar="FLOW_ID", help="Only this flow instance id.")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``timers`` group to ``app``."""
+    app.add_typer(TimersCli().app(), name="timers")
+
+
+class TimersCli:
+    """The ``timers`` verbs, on a database opened by ``connect`` and with ``clock``'s now."""
+
+    def __init__(self, connect: Connect = connect_pymongo, clock: Clock | None = None) -> None:
+        self._connect = connect
+        self._clock: Clock = clock or SystemClock()
+
+    def app(self) -> typer.Typer:
+        """A ``typer.Typer`` with every verb."""
+        app = typer.Typer(
+            help="See and act on the live timers of a MongoDB collection.",
+            no_args_is_help=True,
+            rich_markup_mode=None,
+        )
+        app.command("list")(self.list_timers)
+        app.command("show")(self.show)
+        app.command("cancel")(self.cancel)
+        app.command("dead-letters")(self.dead_letters)
+        app.command("requeue")(self.requeue)
+        app.command("stats")(self.stats)
+        return app
+
+    def list_timers(
+        self,
+        kind: KindOption = None,
+        flow: FlowOption = None,
+        overdue: Annotated[
+            bool, typer.Option("--overdue", help="Only due before now and not being delivered.")
+        ] = False,
+        limit: LimitOption = 50,
+        page: PageOption = None,
+        after: AfterOption = None,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """List timers, soonest due first; overdue ones are marked."""
+        paging = Paging.of(limit, page, after)
+        now = self._clock.now()
+        wanted = TimerFilter(_kind(kind), flow, now if overdue else None)
+        with self._session(uri, db, collection, timeout) as (target, store):
+            result = paging.fetch(Pager(store.items, "due"), wanted.query())
+        if as_json:
+            rows = [render.timer_json(doc, now) for doc in result.documents]
+            _echo_json({**paging.as_json(result), "now": render.iso(now), "timers": rows})
+            return
+        title = f"timers in {target.namespace} at {target.shown}"
+        paging.print(title, render.timers_table(result.documents, now), result, "timers")
+
+    def show(
+        self,
+        item_id: IdArg,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """Every field of one timer: payload, generation and key, claim, last error."""
+        now = self._clock.now()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            document = store.find(item_id)
+            if document is None:
+                _no_timer(item_id, target, store)
+        if as_json:
+            _echo_json(render.timer_json(document, now))
+            return
+        table = Table("field", "value")
+        for name, value in render.timer_fields(document, now):
+            table.add_row(name, Text(value))
+        out = console()
+        out.print(Text(f"{item_id} in {target.namespace} at {target.shown}"))
+        out.print(table)
+
+    def cancel(
+        self,
+        item_id: IdArg,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """Cancel a timer (as MongoScheduler.cancel does); exit 1 if there is none."""
+        now = self._clock.now()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            document = store.find(item_id)
+            if not self._scheduler(store, target).cancel(item_id):
+                _no_timer(item_id, target, store)
+        typer.echo(f"cancelled {item_id}{_cancel_note(document, now)}")
+
+    def dead_letters(
+        self,
+        kind: KindOption = None,
+        flow: FlowOption = None,
+        limit: LimitOption = 50,
+        page: PageOption = None,
+        after: AfterOption = None,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """List dead letters (items that failed max_attempts times), oldest first."""
+        paging = Paging.of(limit, page, after)
+        wanted = TimerFilter(_kind(kind), flow).query()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            result = paging.fetch(Pager(store.dead, "dead_at"), wanted)
+        if as_json:
+            rows = [render.dead_letter_json(doc) for doc in result.documents]
+            _echo_json({**paging.as_json(result), "dead_letters": rows})
+            return
+        title = f"dead letters in {target.namespace}_dead at {target.shown}"
+        paging.print(title, render.dead_letters_table(result.documents), result, "dead letters")
+
+    def requeue(
+        self,
+        item_id: IdArg,
+        at: Annotated[
+            str | None,
+            typer.Option("--at", metavar="ISO", help="When it is due (no offset: UTC) [now]."),
+        ] = None,
+        replace: Annotated[
+            bool, typer.Option("--replace", help="Overwrite a timer scheduled since.")
+        ] = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """Schedule a dead letter again with attempts reset; exit 1 if there is none."""
+        due = _parse_at(at) if at is not None else self._clock.now()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            if store.dead_letter(item_id) is None:
+                fail(f"no dead letter {item_id} in {target.namespace}_dead", EXIT_NOT_FOUND)
+            if not replace and store.exists(item_id):
+                fail(
+                    f"{item_id} is scheduled again since it died: see `flowsched timers show "
+                    f"{item_id}`; pass --replace to overwrite it",
+                    EXIT_NOT_FOUND,
+                )
+            try:
+                requeued = self._scheduler(store, target).requeue(item_id, due)
+            except MalformedDocument as exc:
+                fail(f"dead letter {item_id} cannot be requeued: {exc.reason}", EXIT_NOT_FOUND)
+        if not requeued:  # requeued or removed by someone else meanwhile
+            fail(f"no dead letter {item_id} in {target.namespace}_dead", EXIT_NOT_FOUND)
+        typer.echo(f"requeued {item_id}: due {render.iso(due)}, attempts reset")
+
+    def stats(
+        self,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """Pending by kind, overdue (and the oldest), in flight, dead letters, quarantined."""
+        now = self._clock.now()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            figures = collect_stats(store, now)
+        if as_json:
+            _echo_json(render.stats_json(figures))
+            return
+        typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
+        for line in render.stats_lines(figures):
+            typer.echo(line)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _session(
+        self, uri: str | None, db: str, collection: str, timeout: str
+    ) -> Iterator[tuple[MongoTarget, TimerStore]]:
+        """The target's store; driver errors inside become one line and exit 2."""
+        target = MongoTarget.of(uri, db, collection, timeout)
+        with reporting(target), self._connect(target) as database:
+            if not database.list_collection_names(filter={"name": collection}):
+                fail(
+                    f"no collection {target.namespace} at {target.shown} "
+                    "(check --uri, --db and --collection)"
+                )
+            from flowsched.mongo.store import TimerStore
+
+            yield target, TimerStore(database[collection])
+
+    def _scheduler(self, store: TimerStore, target: MongoTarget) -> MongoScheduler:
+        # Never started: it only carries out this one call, with the scheduler's own fencing.
+        node = f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
+        return MongoScheduler(
+            store.items, node_id=node, clock=self._clock, op_timeout=target.timeout
+        )
+
+
+def _kind(value: str | None) -> ScheduleKind | None:
+    if value is None:
+        return None
+    try:
+        return ScheduleKind(value.upper())
+    except ValueError:
+        valid = ", ".join(kind.value for kind in ScheduleKind)
+        fail(f"--kind {value!r}: not one of {valid}")
+
+
+def _echo_json(data: dict[str, Any]) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _no_timer(item_id: str, target: MongoTarget, store: TimerStore) -> NoReturn:
+    hint = ""
+    if store.dead_letter(item_id) is not None:
+        hint = f" (it is a dead letter: flowsched timers requeue {item_id})"
+    fail(f"no timer {item_id} in {target.namespace}{hint}", EXIT_NOT_FOUND)
+
+
+def _cancel_note(document: Any, now: datetime) -> str:
+    claim = claim_of(document) if document is not None else None
+    if claim is None or not claim.live(now):
+        return ""
+    return f" (a delivery running on {claim.owner} may still finish; its outcome is not written)"
+
+
+def _parse_at(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--at {text!r}: not an ISO 8601 time (e.g. 2026-03-01T12:00:00Z)")
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
