@@ -13,6 +13,7 @@ from flowsched.flow import (
     FlowDomain,
     ProcessingTimeElapsedEvent,
 )
+from flowsched.memory import InMemoryScheduler
 from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "Flow",
     "FlowDomain",
+    "InMemoryScheduler",
     "ManualClock",
     "MongoScheduler",
     "ProcessingTimeElapsedEvent",

@@ -137,6 +137,11 @@ class DeliveryCore:
         self.clock = clock
         self.redelivery = redelivery or RedeliveryPolicy()
         self.observer = observer or Observer()
+        # Per delivery, skip the clock read and the calls an observer does not override
+        # (the no-op default observes nothing): a measurable share of a fast delivery.
+        kind = type(self.observer)
+        self._observe_fired = kind.fired is not Observer.fired
+        self._observe_completed = kind.completed is not Observer.completed
         self._handlers: dict[ScheduleKind, Handler] = {}
         self._lock = threading.Lock()
 
@@ -154,13 +159,14 @@ class DeliveryCore:
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
         """Call the handler for ``item``; never raises (except ``BaseException``s)."""
         handler = self._handlers[item.kind]
-        now = self.clock.now()
-        self.observer.fired(item, attempt, now - item.due)
+        if self._observe_fired:
+            self.observer.fired(item, attempt, self.clock.now() - item.due)
         try:
             handler(item, attempt)
         except Exception as exc:
             return self.failure(item, attempt, f"{type(exc).__name__}: {exc}")
-        self.observer.completed(item, attempt)
+        if self._observe_completed:
+            self.observer.completed(item, attempt)
         return _COMPLETED
 
     def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:

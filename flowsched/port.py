@@ -130,11 +130,23 @@ class ScheduleItem:
 
     def with_generation(self, generation: int) -> ScheduleItem:
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
-        copy = object.__new__(ScheduleItem)
-        for name in ("id", "kind", "due", "flow_id", "payload"):
-            object.__setattr__(copy, name, getattr(self, name))
-        object.__setattr__(copy, "generation", generation)
+        # On every schedule() call of the in-memory adapter: slot descriptors are about three
+        # times faster than object.__setattr__ in a loop.
+        copy: ScheduleItem = _new_object(ScheduleItem)
+        _set_id(copy, self.id)
+        _set_kind(copy, self.kind)
+        _set_due(copy, self.due)
+        _set_flow_id(copy, self.flow_id)
+        _set_payload(copy, self.payload)
+        _set_generation(copy, generation)
         return copy
+
+
+_new_object = object.__new__
+_set_id, _set_kind, _set_due, _set_flow_id, _set_payload, _set_generation = (
+    ScheduleItem.__dict__[name].__set__
+    for name in ("id", "kind", "due", "flow_id", "payload", "generation")
+)
 
 
 Handler = Callable[[ScheduleItem, int], object]

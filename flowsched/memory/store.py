@@ -1,0 +1,203 @@
+"""The in-memory timer store: a lazy-deletion heap plus an id map, fenced by generation.
+
+The id map holds the one *current* form of every scheduled id: a :class:`ScheduleItem`
+carrying its generation (and, after a failure, its moved due time). The heap holds entries
+``(due, generation, id)``; replacing or cancelling an item leaves its entry in the heap, and
+an entry whose id no longer maps to an item of that generation and due time is dropped when
+it reaches the top (lazy deletion).
+
+A delivery is handed a *claim*, ``(item, attempt)``. It is current while ``items[item.id] is
+item``: every new form (a replacement, a redelivery) is a new object, so that identity check
+is the fence (id + generation) a delivery passes right before its handler runs and again
+before its outcome is applied. A stale delivery can never touch the form that replaced it.
+
+Heap entries hold no object the garbage collector tracks (CPython untracks such tuples), so
+a million pending timers cost the collector one object each (the item), not two.
+Generations are unique within a store, so heap order is ``(due, generation)``: same due,
+schedule order.
+
+Not thread-safe: :class:`~flowsched.memory.InMemoryScheduler` calls every method under its
+lock (except the lock-free reads it documents).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Collection
+from dataclasses import replace
+from datetime import datetime
+from heapq import heappop, heappush
+
+from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+
+__all__ = ["Claim", "TimerStore"]
+
+log = logging.getLogger("flowsched.memory")
+
+Claim = tuple[ScheduleItem, int]
+"""``(item, attempt)``: one delivery to make; ``attempt`` counts earlier failed deliveries."""
+
+
+class TimerStore:
+    """Scheduled items, the heap that orders them, parked items and dead letters."""
+
+    __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")
+
+    def __init__(self) -> None:
+        self.items: dict[str, ScheduleItem] = {}
+        self.heap: list[tuple[datetime, int, str]] = []
+        # Failed deliveries of the current form, for the ids that have any.
+        self.attempts: dict[str, int] = {}
+        # Due items of a kind nobody handles yet, out of the heap until someone subscribes.
+        self.parked: dict[str, ScheduleItem] = {}
+        self.dead: dict[str, DeadLetter] = {}
+        # flow id -> ids of its scheduled items, so cancel_flow does not scan every item.
+        self.flows: dict[str, set[str]] = {}
+        self.generations = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def next_generation(self) -> int:
+        return next(self.generations)
+
+    def put(self, item: ScheduleItem) -> None:
+        """Make ``item`` (already carrying a fresh generation) the current form of its id."""
+        key = item.id
+        items = self.items
+        old = items.get(key)
+        items[key] = item
+        heappush(self.heap, (item.due, item.generation, key))
+        if old is not None:
+            self._forget(old)
+        if item.flow_id is not None:
+            self.flows.setdefault(item.flow_id, set()).add(key)
+        if self.dead:
+            # A new schedule under the id supersedes its dead letter.
+            self.dead.pop(key, None)
+
+    def remove(self, item_id: str) -> ScheduleItem | None:
+        """Drop the current form of ``item_id``; its heap entry goes stale."""
+        item = self.items.pop(item_id, None)
+        if item is not None:
+            self._forget(item)
+        return item
+
+    def remove_flow(self, flow_id: str) -> list[str]:
+        """Drop every item of ``flow_id``; return their ids."""
+        ids = self.flows.pop(flow_id, set())
+        for item_id in ids:
+            del self.items[item_id]
+            self.attempts.pop(item_id, None)
+            self.parked.pop(item_id, None)
+        return sorted(ids)
+
+    def pop_due(self, now: datetime, kinds: Collection[ScheduleKind]) -> Claim | None:
+        """Claim the earliest current item due by ``now`` whose kind is handled, if any.
+
+        Due items of kinds not in ``kinds`` are parked on the way (see :meth:`unpark`)."""
+        claims: list[Claim] = []
+        self.pop_due_batch(now, kinds, 1, claims)
+        return claims[0] if claims else None
+
+    def pop_due_batch(
+        self, now: datetime, kinds: Collection[ScheduleKind], limit: int, out: list[Claim]
+    ) -> None:
+        """Claim up to ``limit`` current items due by ``now``, appending them to ``out``."""
+        heap, items, attempts = self.heap, self.items, self.attempts
+        while heap and heap[0][0] <= now and len(out) < limit:
+            due, generation, key = heappop(heap)
+            item = items.get(key)
+            if item is None or item.generation != generation or item.due != due:
+                continue  # replaced, cancelled or moved since this entry was pushed
+            if item.kind not in kinds:
+                self._park(item)
+                continue
+            out.append((item, attempts.get(key, 0)))
+
+    def next_due(self) -> datetime | None:
+        """Due time of the earliest current item in the heap (stale tops are dropped)."""
+        heap, items = self.heap, self.items
+        while heap:
+            due, generation, key = heap[0]
+            item = items.get(key)
+            if item is not None and item.generation == generation and item.due == due:
+                return due
+            heappop(heap)
+        return None
+
+    def complete(self, item: ScheduleItem) -> bool:
+        """The delivery of ``item`` succeeded: remove it if it is still current."""
+        # One lookup on the common path (a dict of a million items misses the CPU cache).
+        current = self.items.pop(item.id, None)
+        if current is item:
+            self._forget(item)
+            return True
+        if current is not None:
+            self.items[item.id] = current  # a newer form: not ours to remove
+        return False
+
+    def reschedule(self, item: ScheduleItem, due: datetime, attempt: int) -> bool:
+        """Deliver ``item`` again at ``due`` (same generation), if it is still current."""
+        if self.items.get(item.id) is not item:
+            return False
+        # Rare path (a handler failed), so the validating dataclass copy is fine here.
+        moved = replace(item, due=due)
+        self.items[item.id] = moved
+        self.attempts[item.id] = attempt
+        heappush(self.heap, (due, item.generation, item.id))
+        return True
+
+    def restore(self, item: ScheduleItem) -> None:
+        """Put a claimed item back in the heap unchanged (its delivery was interrupted)."""
+        if self.items.get(item.id) is item:
+            heappush(self.heap, (item.due, item.generation, item.id))
+
+    def bury(self, item: ScheduleItem, dead: DeadLetter) -> bool:
+        """Move ``item`` to the dead letters, if it is still current."""
+        if self.items.get(item.id) is not item:
+            return False
+        self.remove(item.id)
+        self.dead[item.id] = dead
+        return True
+
+    def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
+        """Schedule a dead letter again at ``due`` under a fresh generation, attempts reset."""
+        dead = self.dead.pop(item_id, None)
+        if dead is None:
+            return None
+        item = replace(dead.item, due=due).with_generation(self.next_generation())
+        self.put(item)
+        return item
+
+    def unpark(self, kinds: Collection[ScheduleKind]) -> int:
+        """Put parked items of ``kinds`` back in the heap; return how many."""
+        moved = [item for item in self.parked.values() if item.kind in kinds]
+        for item in moved:
+            del self.parked[item.id]
+            self.restore(item)
+        return len(moved)
+
+    def _park(self, item: ScheduleItem) -> None:
+        self.parked[item.id] = item
+        log.info(
+            "no handler subscribed for %s: %s waits until one is",
+            item.kind.value,
+            item.id,
+            extra={"item_id": item.id, "kind": item.kind.value},
+        )
+
+    def _forget(self, item: ScheduleItem) -> None:
+        """Drop the indexes of a form that is no longer current."""
+        key = item.id
+        if self.attempts:
+            self.attempts.pop(key, None)
+        if self.parked:
+            self.parked.pop(key, None)
+        if item.flow_id is not None:
+            ids = self.flows.get(item.flow_id)
+            if ids is not None:
+                ids.discard(key)
+                if not ids:
+                    del self.flows[item.flow_id]
