@@ -7,6 +7,7 @@ Each node is ``python -m tests.mongo.tick_node``; its handler records every tick
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from mongo_nodes import Nodes
+from mongo_nodes import Nodes, wait_until
 
 from flowsched import MongoScheduler, Recurrence
 
@@ -60,10 +61,26 @@ def test_three_nodes_apply_each_slot_of_an_every_second_schedule_once(
     assert mongo_db["timers"].count_documents({}) == 1  # still scheduled, not removed
 
 
-def test_slow_ticks_that_outlast_the_poll_are_still_applied_once(
+def test_a_node_stalled_mid_tick_past_its_lease_does_not_make_its_slot_run_twice(
     ticking: Nodes, mongo_db: Any
 ) -> None:
-    # Ticks of 0.6 s while nodes poll every 0.2 s: the item is often claimed by one node while
-    # the others look for it.
-    ticks = run_every_second(ticking, mongo_db, 10.5, handler_seconds=0.6)
-    assert_applied_once_in_order(ticks, 10.5)
+    options = {"lease": 2.0, "poll": 0.2}
+    ticking.start("victim", freeze_on_first_tick=1, **options)
+    scheduler = MongoScheduler(mongo_db["timers"], node_id="test")
+    scheduler.schedule_recurring("every-second", Recurrence.every(SECOND))
+    events = mongo_db["events"]
+    wait_until(lambda: events.count_documents({}) > 0, 30, "the victim to freeze in a tick")
+    frozen_slot = events.find_one()["frozen"]
+
+    # The victim holds the claim but no longer renews it: after the lease, others take over.
+    ticking.start("n2", "n3", **options)
+    ticks = mongo_db["ticks"]
+    wait_until(lambda: ticks.count_documents({}) >= 4, 60, "the other nodes to tick")
+    ticking.running["victim"].send_signal(signal.SIGCONT)
+    wait_until(lambda: ticks.count_documents({"node": "victim"}) >= 1, 30, "the victim's tick")
+    ticking.stop()
+
+    applied = list(ticks.find({}, {"_id": 0}).sort("at", 1))
+    assert (applied[0]["node"], applied[0]["slot"]) == ("victim", frozen_slot)
+    assert all(t["slot"] > frozen_slot for t in applied[1:])
+    assert_applied_once_in_order(applied, 0)
