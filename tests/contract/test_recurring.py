@@ -286,3 +286,27 @@ def test_a_local_time_that_is_missing_or_repeated_ticks_once_that_day(
     slots = [d.item.due.astimezone(LONDON) for d in recorder.deliveries]
     assert [t.strftime("%H:%M") for t in slots] == local_times
     assert [t.date() for t in slots] == [begin.date() + timedelta(days=n) for n in (1, 2, 3)]
+
+
+def test_a_tick_that_cancels_or_replaces_its_own_item_is_not_undone(make_scheduler, clock, fire):
+    s = make_scheduler(clock)
+    seen: list[str] = []
+
+    def tick(item: ScheduleItem, attempt: int) -> None:
+        seen.append(item.id)
+        if item.id == "stop-me":
+            s.cancel(item.id)
+        else:
+            s.schedule(ScheduleItem(item.id, TIMER, clock.now() + 10 * HOUR))
+
+    s.subscribe(TIMER, tick)
+    s.schedule_recurring("stop-me", EVERY_HOUR)
+    s.schedule_recurring("replace-me", EVERY_HOUR)
+    for _ in range(3):
+        step(s, clock, fire, HOUR)
+
+    assert sorted(seen) == ["replace-me", "stop-me"]
+    assert not s.exists("stop-me")
+    replaced = s.get("replace-me")
+    assert replaced is not None and replaced.recurrence is None
+    assert replaced.due == slot(11)
