@@ -143,7 +143,8 @@ _COMPLETED = Completed()
 class DeliveryCore:
     """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.
 
-    Thread-safe: ``deliver`` may run on many worker threads at once.
+    Thread-safe: ``deliver`` may run on many worker threads at once. The observer is fixed at
+    construction (which of its methods are overridden is looked up once).
     """
 
     def __init__(

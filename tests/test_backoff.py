@@ -176,9 +176,7 @@ def test_an_invalid_policy_cannot_be_built(fields: dict[str, object], message: s
 def test_durations_in_a_policy_follow_hocon_rules() -> None:
     # A bare number is milliseconds, as in the configuration (not pydantic's seconds).
     assert RetryPolicy(initial_interval=1000).initial_interval == S  # type: ignore[arg-type]
-    assert RetryPolicy(initial_interval="1.5s").initial_interval == 1500 * timedelta(
-        milliseconds=1
-    )
+    assert RetryPolicy(initial_interval="1.5s").initial_interval == 1500 * timedelta(milliseconds=1)
 
 
 def test_an_action_policy_validates_its_timeout() -> None:

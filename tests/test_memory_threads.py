@@ -218,3 +218,35 @@ def test_a_backward_jump_loses_nothing(scheduler):
     clock.offset = timedelta(0)
     assert fired.done.wait(PATIENCE)
     assert fired.ids == ["t"]
+
+
+def test_blocking_handlers_run_in_parallel_up_to_the_pool_size(scheduler):
+    s = scheduler(workers=4)
+    together = threading.Barrier(4, timeout=PATIENCE)  # breaks unless 4 handlers overlap
+    met = Collect(4)
+
+    def blocking(item: ScheduleItem, attempt: int) -> None:
+        together.wait()
+        met(item, attempt)
+
+    s.subscribe(TIMER, blocking)
+    s.start()
+    for i in range(4):
+        s.schedule(ScheduleItem(f"t-{i}", TIMER, in_ms(0)))
+
+    assert met.done.wait(PATIENCE)
+    assert sorted(met.ids) == ["t-0", "t-1", "t-2", "t-3"]
+
+
+def test_a_handler_may_close_the_running_scheduler(scheduler):
+    s = scheduler()
+    closed = threading.Event()
+
+    def closing(item: ScheduleItem, attempt: int) -> None:
+        s.close()
+        closed.set()
+
+    s.subscribe(TIMER, closing)
+    s.start()
+    s.schedule(ScheduleItem("t", TIMER, in_ms(0)))
+    assert closed.wait(PATIENCE)

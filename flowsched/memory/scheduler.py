@@ -238,7 +238,13 @@ class InMemoryScheduler(SchedulerPort):
             self._started = True
             if self._manual:
                 return
-            self._pool = WorkerPool(self._workers, self._lock, self._claim, self._deliver_claimed)
+            self._pool = WorkerPool(
+                self._workers,
+                self._lock,
+                self._claim,
+                self._deliver_claimed,
+                self._clock.monotonic,
+            )
         self._pool.start()
 
     def close(self) -> None:
@@ -374,12 +380,14 @@ class InMemoryScheduler(SchedulerPort):
 
     # -- real time ----------------------------------------------------------------------
 
-    def _claim(self, batch: list[Claim]) -> bool:
-        """The leading worker, lock held: wait until items are due and claim up to a batch
-        of them; False once closed."""
+    def _claim(self, batch: list[Claim], deadline: float | None) -> bool:
+        """The leading worker, lock held: wait until items are due and claim up to a batch of
+        them, or until the monotonic ``deadline`` passes (batch left empty); False once
+        closed. See :class:`~flowsched.memory.pool.WorkerPool`."""
+        clock = self._clock
         while not self._closed:
             self._settle()
-            now = self._clock.now()
+            now = clock.now()
             self._store.pop_due_batch(now, self._core.kinds(), _CLAIM_BATCH, batch)
             if batch:
                 return True
@@ -390,8 +398,14 @@ class InMemoryScheduler(SchedulerPort):
             head = self._store.next_due()
             if head is not None and head < until:
                 until = head
+            timeout = (until - now).total_seconds()
+            if deadline is not None:
+                left = deadline - clock.monotonic()
+                if left <= 0:
+                    return True
+                timeout = min(timeout, left)
             self._sleep_until = until
-            self._wake.wait((until - now).total_seconds())
+            self._wake.wait(timeout)
             self._sleep_until = None
         return False
 
