@@ -5,13 +5,19 @@ rules: who handles a kind, redelivery backoff (3 s doubling to 30 s by default),
 maximum of attempts and the dead letter, logging and observation. An adapter calls
 :meth:`DeliveryCore.deliver` for one claimed item and applies the :data:`Outcome` it returns
 under its own fence (id + generation).
+
+Recurring items are ticked here too, the same way for every adapter: :meth:`DeliveryCore.tick`
+picks the slot a claimed item runs for (the latest one due; missed slots are not replayed),
+and :meth:`DeliveryCore.deliver` turns a tick into :class:`NextSlot` (the item stays, due at
+its next slot) unless it failed with ``retry_failed`` set. The adapter fences the slot: it
+must make sure no other delivery of the same item can apply it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
@@ -21,6 +27,7 @@ __all__ = [
     "Completed",
     "DeadLettered",
     "DeliveryCore",
+    "NextSlot",
     "Observer",
     "Outcome",
     "Redeliver",
@@ -117,7 +124,18 @@ class DeadLettered:
     dead: DeadLetter
 
 
-Outcome = Completed | Redeliver | DeadLettered
+@dataclass(frozen=True, slots=True)
+class NextSlot:
+    """A recurring item's tick is over - it ran, it failed and counts (``error``), or no slot
+    was due: keep the item (same generation, failures reset) with ``applied`` as its last
+    applied slot, due again at ``due``."""
+
+    applied: datetime | None
+    due: datetime
+    error: str | None = None
+
+
+Outcome = Completed | Redeliver | DeadLettered | NextSlot
 
 _COMPLETED = Completed()
 
@@ -157,18 +175,55 @@ class DeliveryCore:
         """Kinds that have a handler (an adapter claims only these)."""
         return frozenset(self._handlers)
 
+    def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot:
+        """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
+        due by now, ``previous`` the slot applied before it - or, if no slot after the
+        applied one is due yet, the :class:`NextSlot` that moves it on without a delivery."""
+        recurrence = item.recurrence
+        if recurrence is None:
+            raise ValueError(f"tick({item.id!r}): not a recurring item")
+        slot = recurrence.slot_to_run(self.clock.now(), item.previous)
+        if slot is None:
+            floor = item.previous or recurrence.start
+            assert floor is not None  # a recurring ScheduleItem's recurrence has a start
+            return NextSlot(item.previous, recurrence.next_slot(floor))
+        return replace(item, due=slot)
+
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
-        """Call the handler for ``item``; never raises (except ``BaseException``s)."""
+        """Call the handler for ``item``; never raises (except ``BaseException``s).
+
+        For a recurring item, ``item`` is the form :meth:`tick` gave (``due`` = the slot)."""
         handler = self._handlers[item.kind]
         if self._observe_fired:
             self.observer.fired(item, attempt, self.clock.now() - item.due)
         try:
             handler(item, attempt)
         except Exception as exc:
-            return self.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            if item.recurrence is not None and not item.recurrence.retry_failed:
+                return self._counted(item, attempt, error)
+            return self.failure(item, attempt, error)
         if self._observe_completed:
             self.observer.completed(item, attempt)
+        if item.recurrence is not None:
+            return NextSlot(item.due, item.recurrence.next_slot(item.due))
         return _COMPLETED
+
+    def _counted(self, item: ScheduleItem, attempt: int, error: str) -> NextSlot:
+        """A failed tick that counts as its slot's outcome: the next tick is the next slot."""
+        assert item.recurrence is not None
+        self.observer.failed(item, attempt, error)
+        following = item.recurrence.next_slot(item.due)
+        log.warning(
+            "tick of %s %s for slot %s failed (counted; next slot %s): %s",
+            item.kind.value,
+            item.id,
+            item.due.isoformat(),
+            following.isoformat(),
+            error,
+            extra={"item_id": item.id, "kind": item.kind.value},
+        )
+        return NextSlot(item.due, following, error)
 
     def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:
         """The outcome of a failed delivery (a raising handler, or one the adapter lost)."""

@@ -12,6 +12,10 @@ Guarantees every adapter keeps:
 * Delivery is at least once: a handler that returns completes the item; one that raises is
   redelivered with backoff. "Nothing to do" is success — return normally, or the item is
   redelivered for as long as it keeps failing.
+* A recurring item (one with a :class:`~flowsched.recurrence.Recurrence`) is not removed by a
+  tick: it moves on to its next slot. After a gap only the latest due slot runs, once; a slot
+  at or before the applied one never runs again (across nodes too); a failed tick still
+  counts unless ``retry_failed``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from flowsched.clock import ensure_utc
+from flowsched.recurrence import Recurrence
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
     "DeadLetter",
     "Handler",
+    "Recurrence",
     "ScheduleItem",
     "ScheduleKind",
     "SchedulerPort",
@@ -81,6 +87,12 @@ class ScheduleItem:
     is scheduled; :attr:`key` (``"<id>#<generation>"``) is stable across redeliveries of one
     schedule and is a good idempotency key for a handler's side effects.
 
+    A *recurring* item has a ``recurrence`` with its ``start`` set (use
+    :meth:`SchedulerPort.schedule_recurring`, which anchors it at the scheduler's now). Stored,
+    its ``due`` is when its next slot is looked for and ``previous`` the last slot applied
+    (``None`` before the first tick). Delivered, ``due`` is the slot the tick runs for and
+    ``previous`` the slot applied before it; :attr:`slot_key` names the tick.
+
     >>> from datetime import UTC, datetime
     >>> ScheduleItem("expire-o-1", ScheduleKind.TIMER, datetime(2026, 1, 1, tzinfo=UTC)).id
     'expire-o-1'
@@ -92,6 +104,8 @@ class ScheduleItem:
     flow_id: str | None = None
     payload: Mapping[str, Any] | None = None
     generation: int = field(default=0, compare=False)
+    recurrence: Recurrence | None = None
+    previous: datetime | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -119,6 +133,26 @@ class ScheduleItem:
                 raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
             # Keep a private copy, so later changes to the caller's dict change nothing here.
             object.__setattr__(self, "payload", json.loads(encoded))
+        if self.recurrence is not None or self.previous is not None:
+            self._check_recurring()
+
+    def _check_recurring(self) -> None:
+        if self.recurrence is None:
+            raise ValueError(f"ScheduleItem {self.id!r}: previous is only for recurring items")
+        if not isinstance(self.recurrence, Recurrence):
+            raise ValueError(
+                f"ScheduleItem {self.id!r}: recurrence must be a Recurrence "
+                f"(got {self.recurrence!r})"
+            )
+        if self.recurrence.start is None:
+            raise ValueError(
+                f"ScheduleItem {self.id!r}: the recurrence has no start; use "
+                "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
+                "give Recurrence.every(..., start=...)"
+            )
+        if self.previous is not None:
+            previous = ensure_utc(self.previous, f"ScheduleItem {self.id!r} previous")
+            object.__setattr__(self, "previous", previous)
 
     def __hash__(self) -> int:
         return hash((self.id, self.generation))
@@ -127,6 +161,14 @@ class ScheduleItem:
     def key(self) -> str:
         """``"<id>#<generation>"``: the same on every redelivery of one schedule."""
         return f"{self.id}#{self.generation}"
+
+    @property
+    def slot_key(self) -> str:
+        """``"<id>#<generation>@<slot>"`` for a recurring item's tick (the same on every
+        redelivery of that slot): an idempotency key per tick. For a one-shot item, :attr:`key`."""
+        if self.recurrence is None:
+            return self.key
+        return f"{self.key}@{self.due.isoformat()}"
 
     def with_generation(self, generation: int) -> ScheduleItem:
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
@@ -139,13 +181,33 @@ class ScheduleItem:
         _set_flow_id(copy, self.flow_id)
         _set_payload(copy, self.payload)
         _set_generation(copy, generation)
+        _set_recurrence(copy, self.recurrence)
+        _set_previous(copy, self.previous)
         return copy
 
 
 _new_object = object.__new__
-_set_id, _set_kind, _set_due, _set_flow_id, _set_payload, _set_generation = (
+(
+    _set_id,
+    _set_kind,
+    _set_due,
+    _set_flow_id,
+    _set_payload,
+    _set_generation,
+    _set_recurrence,
+    _set_previous,
+) = (
     ScheduleItem.__dict__[name].__set__
-    for name in ("id", "kind", "due", "flow_id", "payload", "generation")
+    for name in (
+        "id",
+        "kind",
+        "due",
+        "flow_id",
+        "payload",
+        "generation",
+        "recurrence",
+        "previous",
+    )
 )
 
 
@@ -177,6 +239,39 @@ class SchedulerPort(ABC):
     @abstractmethod
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
         """Store ``item``, replacing any item with the same id; return it with its generation."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The time on this scheduler's clock (timezone-aware UTC): due times are compared
+        against it."""
+
+    def schedule_recurring(
+        self,
+        item_id: str,
+        recurrence: Recurrence,
+        kind: ScheduleKind = ScheduleKind.TIMER,
+        flow_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> ScheduleItem:
+        """Schedule a recurring item, replacing any item with that id; return it as stored.
+
+        Slots are counted from the scheduler's now (unless ``recurrence`` has a ``start``):
+        ``Recurrence.every(timedelta(hours=1))`` scheduled at 10:00 ticks at 11:00, 12:00, ...
+        The item is due at its first slot; replacing it restarts the slot count.
+
+        >>> from datetime import UTC, datetime, timedelta
+        >>> from flowsched import InMemoryScheduler, ManualClock
+        >>> scheduler = InMemoryScheduler(clock=ManualClock(datetime(2026, 1, 1, 10, tzinfo=UTC)))
+        >>> every_hour = Recurrence.every(timedelta(hours=1))
+        >>> scheduler.schedule_recurring("sweep", every_hour).due.isoformat()
+        '2026-01-01T11:00:00+00:00'
+        """
+        anchored = recurrence.anchored(self.now())
+        assert anchored.start is not None  # anchored() sets it
+        first = anchored.next_slot(anchored.start)
+        return self.schedule(
+            ScheduleItem(item_id, kind, first, flow_id, payload, recurrence=anchored)
+        )
 
     @abstractmethod
     def cancel(self, item_id: str) -> bool:

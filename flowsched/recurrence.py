@@ -13,18 +13,23 @@ Semantics (shared by every adapter):
 * On the day a cron time occurs twice (clocks going back), it runs once: a slot whose local
   wall time repeats the previous slot's is skipped. A cron time that does not exist (clocks
   going forward) runs at APScheduler's shifted time, one hour later in local time.
+* Slots fall on whole milliseconds (the precision MongoDB keeps dates in): ``start`` is cut to
+  whole milliseconds and an interval must be a whole number of them, so a slot read back from
+  a store compares equal to the slot that was computed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
-
 from flowsched.clock import ensure_utc
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 __all__ = ["Recurrence"]
 
@@ -35,8 +40,10 @@ class Recurrence:
     ``Recurrence.cron("0 2 * * *", "Europe/London")``.
 
     ``retry_failed``: a failing tick is normally counted as that slot's outcome (the next tick
-    is the next slot); with ``retry_failed=True`` the same slot is redelivered with the
-    scheduler's redelivery backoff until it succeeds.
+    is the next slot); with ``retry_failed=True`` the tick is redelivered with the scheduler's
+    redelivery backoff (and dead-lettered at its ``max_attempts``) until one succeeds. Each
+    redelivery runs the latest slot due by then: the failed one, or a newer one if it came
+    meanwhile (missed slots are not replayed).
     """
 
     interval: timedelta | None = None
@@ -50,20 +57,26 @@ class Recurrence:
             raise ValueError("a Recurrence needs exactly one of interval or cron_expr")
         if self.interval is not None and self.interval <= timedelta(0):
             raise ValueError(f"recurrence interval must be positive (got {self.interval})")
+        if self.interval is not None and self.interval % _MS:
+            raise ValueError(
+                f"recurrence interval must be a whole number of milliseconds (got {self.interval})"
+            )
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {self.timezone!r} (use an IANA name)") from None
         if self.cron_expr is not None:
             try:
-                CronTrigger.from_crontab(self.cron_expr, timezone=self.timezone)
+                _cron_trigger(self.cron_expr, self.timezone)
             except ValueError as exc:
                 raise ValueError(
                     f"bad cron expression {self.cron_expr!r} (5 fields: minute hour day "
                     f"month day-of-week): {exc}"
                 ) from None
         if self.start is not None:
-            object.__setattr__(self, "start", ensure_utc(self.start, "recurrence start"))
+            start = ensure_utc(self.start, "recurrence start")
+            whole_ms = start.replace(microsecond=start.microsecond - start.microsecond % 1000)
+            object.__setattr__(self, "start", whole_ms)
 
     @classmethod
     def every(
@@ -102,7 +115,7 @@ class Recurrence:
             count = elapsed // self.interval + 1
             return anchor + self.interval * count
         assert self.cron_expr is not None
-        trigger = CronTrigger.from_crontab(self.cron_expr, timezone=self.timezone)
+        trigger = _cron_trigger(self.cron_expr, self.timezone)
         candidate = after
         while True:
             fire = trigger.get_next_fire_time(None, candidate + timedelta(microseconds=1))
@@ -169,3 +182,15 @@ class Recurrence:
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed recurrence {data!r}: {exc}") from None
+
+
+_MS = timedelta(milliseconds=1)
+
+
+@lru_cache(maxsize=256)
+def _cron_trigger(expr: str, timezone: str) -> CronTrigger:
+    """The trigger for ``expr`` (built once per expression; imported on first use, since
+    APScheduler takes a tenth of a second to import and most users have no cron schedule)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    return CronTrigger.from_crontab(expr, timezone=timezone)

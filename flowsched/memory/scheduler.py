@@ -11,6 +11,7 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import (
     Completed,
     DeliveryCore,
+    NextSlot,
     Observer,
     Outcome,
     Redeliver,
@@ -154,6 +155,9 @@ class InMemoryScheduler(SchedulerPort):
         if self._observe_scheduled:
             self._observer.scheduled(stored)
         return stored
+
+    def now(self) -> datetime:
+        return self._clock.now()
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
@@ -322,9 +326,18 @@ class InMemoryScheduler(SchedulerPort):
                 self._wake.notify_all()
 
     def _run(self, claim: Claim) -> Outcome:
-        """Call the handler through the delivery core; never raises an ``Exception``."""
+        """Call the handler through the delivery core; never raises an ``Exception``.
+
+        A recurring item is delivered as the slot it ticks for. Its slot cannot run twice:
+        the claimed form left the heap, and only this delivery's outcome (applied under the
+        lock, fenced by identity) puts the item back, moved past the slot."""
         item, attempt = claim
         try:
+            if item.recurrence is not None:
+                ticked = self._core.tick(item)
+                if isinstance(ticked, NextSlot):
+                    return ticked
+                item = ticked
             return self._core.deliver(item, attempt)
         except Exception as exc:
             # deliver() catches handler errors; this is an observer failing. The handler's
@@ -345,6 +358,11 @@ class InMemoryScheduler(SchedulerPort):
             applied = store.complete(item)
         elif isinstance(outcome, Redeliver):
             applied = store.reschedule(item, outcome.due, outcome.attempt)
+            until = self._sleep_until
+            if applied and until is not None and outcome.due < until:
+                self._wake_timer()
+        elif isinstance(outcome, NextSlot):
+            applied = store.advance(item, outcome.applied, outcome.due)
             until = self._sleep_until
             if applied and until is not None and outcome.due < until:
                 self._wake_timer()
@@ -407,8 +425,9 @@ class InMemoryScheduler(SchedulerPort):
             with self._lock:
                 self._store.restore(item)
             raise
-        if isinstance(outcome, Redeliver):
-            # Rare (a handler failed): apply now, so that the leader can be woken for it.
+        if isinstance(outcome, Redeliver | NextSlot):
+            # Rare (a handler failed, or a recurring item moves on): apply now, so that the
+            # leader can be woken for the item's new due time.
             with self._lock:
                 self._settle()
                 self._apply(item, outcome)

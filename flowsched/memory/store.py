@@ -149,6 +149,17 @@ class TimerStore:
         heappush(self.heap, (due, item.generation, item.id))
         return True
 
+    def advance(self, item: ScheduleItem, applied: datetime | None, due: datetime) -> bool:
+        """A recurring ``item`` ticked: keep it (same generation, failures reset) with
+        ``applied`` as its last slot, due at ``due`` - if it is still current."""
+        if self.items.get(item.id) is not item:
+            return False
+        moved = replace(item, due=due, previous=applied)
+        self.items[item.id] = moved
+        self.attempts.pop(item.id, None)
+        heappush(self.heap, (due, item.generation, item.id))
+        return True
+
     def restore(self, item: ScheduleItem) -> None:
         """Put a claimed item back in the heap unchanged (its delivery was interrupted)."""
         if self.items.get(item.id) is item:

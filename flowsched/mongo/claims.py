@@ -17,6 +17,14 @@ Every outcome is written back in one ``bulk_write`` whose filters are fenced on
 (``schedule``), cancelled, or re-claimed after its lease ran out matches nothing, so a stale
 claim never deletes or reschedules what replaced it.
 
+Recurring items take one more round trip per claimed batch that holds any (one-shot items'
+round trips are unchanged): :meth:`Claims.fence_slots` moves each one's ``applied`` slot from
+the value read to the slot about to run, on the condition that the claim token and the old
+value still match, *before* the handler runs. A claimer whose lease ran out during a long
+tick cannot make another node repeat that slot: the next claimer reads the moved ``applied``
+and runs only a later slot. The price: a tick whose node died mid-run counts as applied (it
+may have been), even with ``retry_failed``.
+
 Clock skew: ``due`` and ``lease_until`` are compared against the *claiming* node's clock. A
 node whose clock runs ``s`` ahead fires items up to ``s`` early and sees other nodes' leases
 end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s).
@@ -26,15 +34,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
 
-from flowsched.delivery import Completed, DeadLettered, Redeliver
-from flowsched.mongo.documents import dead_letter_document, quarantine_document, truncate_ms
+from flowsched.delivery import Completed, DeadLettered, NextSlot, Redeliver
+from flowsched.mongo.documents import (
+    dead_letter_document,
+    optional_ms,
+    quarantine_document,
+    truncate_ms,
+)
 from flowsched.mongo.store import Doc, TimerStore, Write
 from flowsched.port import ScheduleItem, ScheduleKind
 
@@ -67,21 +80,29 @@ class Quarantine:
     reason: str
 
 
-Action = Completed | Redeliver | DeadLettered | Release | Quarantine
+Action = Completed | Redeliver | DeadLettered | NextSlot | Release | Quarantine
 
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
-    """What to write for one claimed document (``generation`` None: fence on token only)."""
+    """What to write for one claimed document (``generation`` None: fence on token only).
+
+    ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
+    the same slot (redelivered, or released undelivered): ``applied`` is set back to this."""
 
     item_id: Any
     generation: int | None
     token: str
     action: Action
+    unapply: tuple[datetime | None] | None = None
 
     @classmethod
     def of(cls, claim: Claim, action: Action) -> Settlement:
-        return cls(claim.item.id, claim.item.generation, claim.token, action)
+        item = claim.item
+        unapply = None
+        if item.recurrence is not None and isinstance(action, Redeliver | Release):
+            unapply = (item.previous,)
+        return cls(item.id, item.generation, claim.token, action, unapply)
 
     def fence(self) -> dict[str, Any]:
         fence: dict[str, Any] = {"_id": self.item_id, "claim.token": self.token}
@@ -111,6 +132,10 @@ def _countable(doc: Doc) -> bool:
 
 def _utc(when: datetime) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _same_instant(stored: object, slot: datetime) -> bool:
+    return isinstance(stored, datetime) and _utc(stored) == truncate_ms(slot)
 
 
 class Claims:
@@ -179,6 +204,40 @@ class Claims:
             # Fenced on the bad value: a replacement written meanwhile is left alone.
             self.store.items.delete_one({"_id": doc["_id"], "deliveries": doc["deliveries"]})
 
+    def fence_slots(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Take the slot of each recurring claim (``item.due``, after ``item.previous``):
+        the claims whose ``applied`` this call moved, so theirs to run; the rest were lost
+        (replaced, cancelled, or re-claimed after their lease ran out) and must not run.
+
+        One bulk write; a second round trip only when some did not match."""
+        if not claims:
+            return []
+        writes = [
+            Write(
+                {
+                    "_id": claim.item.id,
+                    "generation": claim.item.generation,
+                    "claim.token": claim.token,
+                    "applied": optional_ms(claim.item.previous),
+                },
+                {"$set": {"applied": truncate_ms(claim.item.due)}},
+            )
+            for claim in claims
+        ]
+        if self.store.write(self.store.items, writes) == len(claims):
+            return list(claims)
+        tokens = sorted({claim.token for claim in claims})
+        query = {"_id": {"$in": [c.item.id for c in claims]}, "claim.token": {"$in": tokens}}
+        held = {
+            (doc["_id"], doc["claim"]["token"]): doc.get("applied")
+            for doc in self.store.items.find(query, {"claim.token": 1, "applied": 1})
+        }
+        return [
+            claim
+            for claim in claims
+            if _same_instant(held.get((claim.item.id, claim.token)), claim.item.due)
+        ]
+
     def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
         """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many renewed."""
         if not held:
@@ -235,9 +294,22 @@ def _write(settlement: Settlement) -> Write | None:
     fence = settlement.fence()
     if isinstance(action, Completed | Quarantine):
         return Write(fence)
+    changes: dict[str, Any]
+    if isinstance(action, NextSlot):
+        due = truncate_ms(action.due)
+        changes = {
+            "due": due,
+            "ready_at": due,
+            "applied": optional_ms(action.applied),
+            "attempts": 0,
+            "deliveries": 0,
+            "last_error": action.error,
+            "claim": None,
+        }
+        return Write(fence, {"$set": changes})
     if isinstance(action, Redeliver):
         due = truncate_ms(action.due)
-        changes: Mapping[str, Any] = {
+        changes = {
             "due": due,
             "ready_at": due,
             "attempts": action.attempt,
@@ -245,8 +317,14 @@ def _write(settlement: Settlement) -> Write | None:
             "last_error": action.error,
             "claim": None,
         }
-        return Write(fence, {"$set": changes})
+        return Write(fence, {"$set": _unapplied(changes, settlement)})
     if isinstance(action, Release):
-        release = {"$set": {"claim": None, "ready_at": truncate_ms(action.due)}}
-        return Write(fence, {**release, "$inc": {"deliveries": -1}})
+        changes = {"claim": None, "ready_at": truncate_ms(action.due)}
+        return Write(fence, {"$set": _unapplied(changes, settlement), "$inc": {"deliveries": -1}})
     return None  # DeadLettered: written separately (two collections)
+
+
+def _unapplied(changes: dict[str, Any], settlement: Settlement) -> dict[str, Any]:
+    if settlement.unapply is not None:
+        changes["applied"] = optional_ms(settlement.unapply[0])
+    return changes

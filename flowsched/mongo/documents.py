@@ -20,6 +20,13 @@ A scheduled item's document::
 * ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
   lease's end while claimed. One range on it (index ``kind, ready_at``) finds both due items
   and items whose claimer stopped renewing its lease.
+
+A recurring item's document has two more fields: ``recurrence`` (the JSON object of
+:meth:`Recurrence.to_json`) and ``applied`` (BSON date or null: the last slot applied, the
+item's ``previous``). ``due`` is then when its next slot is looked for. A claimer moves
+``applied`` to the slot it is about to run with a conditional update (see
+:meth:`flowsched.mongo.claims.Claims.fence_slots`): that is what keeps two nodes from both
+applying one slot.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
 
 __all__ = [
     "MalformedDocument",
@@ -39,6 +46,7 @@ __all__ = [
     "dead_letter_from_document",
     "item_document",
     "new_generation",
+    "optional_ms",
     "quarantine_document",
     "stored_item",
     "truncate_ms",
@@ -74,6 +82,11 @@ def truncate_ms(when: datetime) -> datetime:
     return when.replace(microsecond=when.microsecond - when.microsecond % 1000)
 
 
+def optional_ms(when: datetime | None) -> datetime | None:
+    """:func:`truncate_ms` of ``when``, or ``None``."""
+    return None if when is None else truncate_ms(when)
+
+
 def new_generation(rng: random.Random | None = None) -> int:
     """A random positive 63-bit integer (fits BSON int64); never 0, the "unset" value."""
     return (rng or random).getrandbits(63) or 1
@@ -82,7 +95,7 @@ def new_generation(rng: random.Random | None = None) -> int:
 def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dict[str, Any]:
     """The full document for a fresh schedule of ``item`` (unclaimed, no failures yet)."""
     due = truncate_ms(item.due)
-    return {
+    document = {
         "_id": item.id,
         "kind": item.kind.value,
         "due": due,
@@ -95,6 +108,15 @@ def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dic
         "ready_at": due,
         "claim": None,
     }
+    return _with_recurrence(document, item)
+
+
+def _with_recurrence(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any]:
+    # One-shot items' documents stay as they were: no recurrence fields at all.
+    if item.recurrence is not None:
+        document["recurrence"] = item.recurrence.to_json()
+        document["applied"] = optional_ms(item.previous)
+    return document
 
 
 def stored_item(doc: Mapping[str, Any]) -> StoredItem:
@@ -120,11 +142,40 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
     generation = doc.get("generation")
     if not isinstance(generation, int) or isinstance(generation, bool):
         raise MalformedDocument(item_id, f"generation must be an integer, got {generation!r}")
+    recurrence, applied = _recurrence(doc, item_id)
     try:
-        item = ScheduleItem(item_id, ScheduleKind(kind), due, flow_id, doc.get("payload"))
+        item = ScheduleItem(
+            item_id,
+            ScheduleKind(kind),
+            due,
+            flow_id,
+            doc.get("payload"),
+            recurrence=recurrence,
+            previous=applied,
+        )
     except (TypeError, ValueError) as exc:
         raise MalformedDocument(item_id, str(exc)) from None
     return item.with_generation(generation)
+
+
+def _recurrence(
+    doc: Mapping[str, Any], item_id: object
+) -> tuple[Recurrence | None, datetime | None]:
+    data = doc.get("recurrence")
+    if data is None:
+        return None, None
+    if not isinstance(data, Mapping):
+        raise MalformedDocument(item_id, f"recurrence must be an object, got {data!r}")
+    try:
+        recurrence = Recurrence.from_json(dict(data))
+    except (TypeError, ValueError) as exc:
+        raise MalformedDocument(item_id, f"recurrence: {exc}") from None
+    if recurrence.start is None:
+        raise MalformedDocument(item_id, f"recurrence has no start: {dict(data)!r}")
+    applied = doc.get("applied")
+    if applied is None:
+        return recurrence, None
+    return recurrence, _date(doc, "applied", item_id)
 
 
 def _date(doc: Mapping[str, Any], name: str, item_id: object) -> datetime:
@@ -145,7 +196,7 @@ def _count(doc: Mapping[str, Any], name: str, item_id: object, default: int = 0)
 def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
     """The document kept in ``<collection>_dead`` for a dead letter (``_id`` = item id)."""
     item = dead.item
-    return {
+    document = {
         "_id": item.id,
         "kind": item.kind.value,
         "due": truncate_ms(item.due),
@@ -156,6 +207,7 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
         "error": dead.error,
         "dead_at": truncate_ms(dead.dead_at),
     }
+    return _with_recurrence(document, item)
 
 
 def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:

@@ -4,6 +4,11 @@ Shared by the background sweeper and the synchronous ``run_due``. A claimed docu
 either delivered, moved to quarantine (malformed), or - when an earlier claim of it was lost
 because its node died mid-delivery - settled as a failed delivery through the shared
 delivery core (backoff, or dead letter at ``max_attempts``) without calling the handler now.
+
+A recurring item is ticked instead (:meth:`DeliveryCore.tick`): delivered as the latest due
+slot once :meth:`Claims.fence_slots` has taken that slot for this claim, or moved on to its
+next slot when none is due. A lost earlier tick needs no special case: if its node took the
+slot, ``applied`` says so and that slot is not run again.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore
+from flowsched.delivery import DeliveryCore, NextSlot
 from flowsched.mongo.claims import Claim, Claims, Quarantine, Settlement
-from flowsched.mongo.documents import MalformedDocument, stored_item
+from flowsched.mongo.documents import MalformedDocument, StoredItem, stored_item
 
 __all__ = ["Harvest", "Harvester"]
 
@@ -59,6 +64,7 @@ class Harvester:
             claimed.due,
             claimed.next_ready,
         )
+        ticks: list[Claim] = []
         for document in documents:
             try:
                 stored = stored_item(document)
@@ -67,6 +73,9 @@ class Harvester:
                 action = Quarantine(document, exc.reason)
                 harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
+            if stored.item.recurrence is not None:
+                self._tick(stored, token, harvest, ticks)
+                continue
             claim = Claim(stored.item, stored.attempts, token)
             if stored.lost:
                 failures = stored.attempts + stored.lost
@@ -74,4 +83,21 @@ class Harvester:
                 harvest.settle.append(Settlement.of(claim, outcome))
             else:
                 harvest.deliver.append(claim)
+        if ticks:
+            harvest.deliver.extend(self.claims.fence_slots(ticks))
         return harvest
+
+    def _tick(self, stored: StoredItem, token: str, harvest: Harvest, ticks: list[Claim]) -> None:
+        if stored.lost:
+            log.warning(
+                "an earlier tick of %s was lost (its node stopped renewing the lease); a slot "
+                "it took counts as applied",
+                stored.item.id,
+                extra={"item_id": stored.item.id, "kind": stored.item.kind.value},
+            )
+        ticked = self.core.tick(stored.item)
+        if isinstance(ticked, NextSlot):
+            claim = Claim(stored.item, stored.attempts, token)
+            harvest.settle.append(Settlement.of(claim, ticked))
+        else:
+            ticks.append(Claim(ticked, stored.attempts, token))

@@ -118,13 +118,22 @@ class MongoScheduler(SchedulerPort):
         _check_bson(item, document)
         self._call(f"schedule({item.id!r})", lambda: self._store.put(document))
         stored = ScheduleItem(
-            item.id, item.kind, document["due"], item.flow_id, item.payload
+            item.id,
+            item.kind,
+            document["due"],
+            item.flow_id,
+            item.payload,
+            recurrence=item.recurrence,
+            previous=document.get("applied"),
         ).with_generation(document["generation"])
         self._core.observer.scheduled(stored)
         sweeper = self._sweeper
         if sweeper is not None:
             sweeper.poke(stored.due)
         return stored
+
+    def now(self) -> datetime:
+        return self._clock.now()
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
@@ -175,7 +184,8 @@ class MongoScheduler(SchedulerPort):
             sweeper.poke()
 
     def run_due(self) -> int:
-        """Deliver, in this thread, every item due by the clock's now; return how many ran.
+        """Deliver, in this thread, every item due by the clock's now; return how many ran
+        (a recurring item's tick counts as one).
 
         Sweeps until a claim finds nothing more, so items made due by the deliveries
         themselves (a redelivery or a new schedule due by now) run too. This is how a test
@@ -216,7 +226,17 @@ class MongoScheduler(SchedulerPort):
         dead = dead_letter_from_document(document)
         when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
         old = dead.item
-        self.schedule(ScheduleItem(old.id, old.kind, when, old.flow_id, old.payload))
+        self.schedule(
+            ScheduleItem(
+                old.id,
+                old.kind,
+                when,
+                old.flow_id,
+                old.payload,
+                recurrence=old.recurrence,
+                previous=old.previous,
+            )
+        )
         generation = old.generation
         self._call(
             f"requeue({item_id!r})", lambda: self._store.remove_dead_letter(item_id, generation)

@@ -58,23 +58,30 @@ class TimerStore:
         self._index_lock = threading.Lock()
 
     @staticmethod
-    def write(collection: Collection[Any], writes: Sequence[Write]) -> None:
-        """Apply ``writes`` unordered in one ``bulk_write`` (one round trip).
+    def write(collection: Collection[Any], writes: Sequence[Write]) -> int:
+        """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); return how many
+        documents the updates and replacements modified.
 
         Stand-ins that are not pymongo collections (mongomock 4.3 cannot take pymongo 4.9+
         bulk operations) get one call per write instead: same effect, more calls."""
         if not writes:
-            return
+            return 0
         if isinstance(collection, Collection):
-            collection.bulk_write([w.operation() for w in writes], ordered=False)
-            return
+            result = collection.bulk_write([w.operation() for w in writes], ordered=False)
+            return int(result.modified_count)
+        modified = 0
         for w in writes:
             if w.replacement is not None:
-                collection.replace_one(w.filter, w.replacement, upsert=w.upsert)
+                modified += collection.replace_one(
+                    w.filter, w.replacement, upsert=w.upsert
+                ).modified_count
             elif w.update is not None:
-                collection.update_one(w.filter, w.update, upsert=w.upsert)
+                modified += collection.update_one(
+                    w.filter, w.update, upsert=w.upsert
+                ).modified_count
             else:
                 collection.delete_one(w.filter)
+        return modified
 
     @property
     def name(self) -> str:

@@ -20,18 +20,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Nodes:
-    """Scheduler processes (``tests/mongo/node.py``) on one database; all killed at teardown."""
+    """Scheduler processes (``tests/mongo/node.py``, or another ``module`` taking the same
+    arguments) on one database; all killed at teardown."""
 
-    def __init__(self, uri: str, database: str) -> None:
+    def __init__(self, uri: str, database: str, module: str = "tests.mongo.node") -> None:
         self.uri = uri
         self.database = database
+        self.module = module
         self.running: dict[str, subprocess.Popen[str]] = {}
 
     def start(self, *names: str, **options: float) -> None:
         """Start one process per name and wait until each reports ``ready``."""
         flags = [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
         for name in names:
-            command = [sys.executable, "-m", "tests.mongo.node", self.uri, self.database, name]
+            command = [sys.executable, "-m", self.module, self.uri, self.database, name]
             self.running[name] = subprocess.Popen(
                 [*command, *flags], cwd=REPO, stdout=subprocess.PIPE, text=True
             )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from pymongo import MongoClient, monitoring
 
 from flowsched.clock import ManualClock
 from flowsched.mongo import MongoScheduler
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.port import Recurrence, ScheduleItem, ScheduleKind
 
 pytestmark = pytest.mark.wire
 
@@ -86,3 +86,23 @@ def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
     assert seen == {"find": 2 * 2 + 1, "update": 2, "delete": 2}
     assert sum(seen.values()) / 200 <= 0.1
     assert collection.count_documents({}) == 0
+
+
+def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(counted):
+    collection, commands = counted
+    clock = ManualClock(datetime.now(UTC))
+    scheduler = MongoScheduler(collection, clock=clock)
+    ticks: list[datetime] = []
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: ticks.append(item.due))
+    first = scheduler.schedule_recurring("sweep", Recurrence.every(timedelta(hours=1)))
+    commands.take()
+
+    clock.advance(timedelta(hours=1))
+    assert scheduler.run_due() == 1
+    seen = commands.take()
+
+    assert ticks == [first.due]
+    # find the ids, claim (update), read back (find), take the slot (update), settle: move
+    # to the next slot (update); then one find that comes back empty. A one-shot item: the
+    # same without taking the slot, and a delete to settle.
+    assert seen == {"find": 3, "update": 3}

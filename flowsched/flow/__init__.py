@@ -1,0 +1,43 @@
+"""The flow domain: flows declared in Python, with time handled through a scheduler port.
+
+Declare a flow with :class:`Flow`, register it on :meth:`FlowDomain.builder` with a
+``SchedulingConfig`` and a scheduler adapter, then ``domain.start(...)`` instances and
+``domain.handle(flow_id, event)`` their responses. Timeouts, retries and processing-time
+deadlines come from the configuration and reach the flow as :class:`ActionTimeoutEvent` and
+:class:`ProcessingTimeElapsedEvent`.
+"""
+
+from flowsched.flow.builder import FlowConfigError, FlowDomainBuilder
+from flowsched.flow.definition import ANY_STATE, Flow, FlowDefinition, FlowDefinitionError
+from flowsched.flow.domain import ActionAdapter, FlowDomain, UnknownFlowError
+from flowsched.flow.events import ActionRequest, ActionTimeoutEvent, ProcessingTimeElapsedEvent
+from flowsched.flow.instance import FlowInstance
+from flowsched.flow.store import (
+    ConcurrentUpdateError,
+    FlowAlreadyExistsError,
+    FlowStore,
+    InMemoryFlowStore,
+)
+from flowsched.flow.timeline import Happened, TimelineEntry
+
+__all__ = [
+    "ANY_STATE",
+    "ActionAdapter",
+    "ActionRequest",
+    "ActionTimeoutEvent",
+    "ConcurrentUpdateError",
+    "Flow",
+    "FlowAlreadyExistsError",
+    "FlowConfigError",
+    "FlowDefinition",
+    "FlowDefinitionError",
+    "FlowDomain",
+    "FlowDomainBuilder",
+    "FlowInstance",
+    "FlowStore",
+    "Happened",
+    "InMemoryFlowStore",
+    "ProcessingTimeElapsedEvent",
+    "TimelineEntry",
+    "UnknownFlowError",
+]

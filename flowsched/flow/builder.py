@@ -1,0 +1,187 @@
+"""``FlowDomain.builder()``: wire configuration, a scheduler adapter and flows together.
+
+::
+
+    domain = (
+        FlowDomain.builder()
+        .with_config(SchedulingConfig.from_file("config/application.conf"))
+        .with_scheduler_adapter(scheduler)            # any SchedulerPort
+        .with_flow(credit_transfer)
+        .with_action_adapter("CheckFraud", fraud_service.check)
+        .build()
+    )
+
+``build()`` checks that every action of every flow has an adapter and that every
+configuration key names a registered flow, state and action (near-misses suggested); it
+raises :class:`FlowConfigError` unless ``with_options(config_check="warn")``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Literal, Self
+
+from flowsched.clock import Clock, SystemClock
+from flowsched.config import SchedulingConfig
+from flowsched.errors import ConfigError
+from flowsched.flow.check import unknown_names
+from flowsched.flow.definition import Flow, FlowDefinition
+from flowsched.flow.domain import ActionAdapter, FlowDomain
+from flowsched.flow.planner import Planner
+from flowsched.flow.store import FlowStore, InMemoryFlowStore
+from flowsched.flow.timeline import Listener
+from flowsched.port import SchedulerPort
+
+__all__ = ["FlowConfigError", "FlowDomainBuilder"]
+
+log = logging.getLogger("flowsched.flow")
+
+ConfigCheck = Literal["error", "warn"]
+
+
+class FlowConfigError(ConfigError):
+    """Configuration keys name flows, states or actions that no registered flow has.
+
+    A :class:`~flowsched.ConfigError`: ``problems`` has one entry per key, with the key,
+    what matches nothing, the nearest names and (``suggestion``) the key probably meant."""
+
+    def _render(self) -> str:
+        head = (
+            f"{len(self.problems)} configuration key(s) name no registered flow, state or action:"
+        )
+        return "\n  - ".join([head, *(str(p) for p in self.problems)])
+
+
+class FlowDomainBuilder:
+    """Collects the parts of a :class:`FlowDomain`; every ``with_*`` returns the builder."""
+
+    def __init__(self) -> None:
+        self._config: SchedulingConfig | None = None
+        self._scheduler: SchedulerPort | None = None
+        self._flows: dict[str, FlowDefinition] = {}
+        self._adapters: dict[tuple[str | None, str], ActionAdapter] = {}
+        self._store: FlowStore | None = None
+        self._clock: Clock = SystemClock()
+        self._rng: random.Random | None = None
+        self._listeners: list[Listener] = []
+        self._config_check: ConfigCheck = "error"
+        self._cancel_retries_on_exit = True
+
+    def with_config(self, config: SchedulingConfig) -> Self:
+        """The scheduling configuration. Required (``SchedulingConfig.empty()`` for none)."""
+        self._config = config
+        return self
+
+    def with_scheduler_adapter(self, scheduler: SchedulerPort) -> Self:
+        """The scheduler every timer goes through (``InMemoryScheduler``,
+        ``MongoScheduler``, or your own ``SchedulerPort``). Required. The domain subscribes
+        its handlers on it; starting and closing it stays with you."""
+        self._scheduler = scheduler
+        return self
+
+    def with_flow(self, flow: Flow | FlowDefinition) -> Self:
+        """Register a flow (a :class:`Flow` is built here)."""
+        definition = flow.build() if isinstance(flow, Flow) else flow
+        if definition.name in self._flows:
+            raise ValueError(f"flow {definition.name!r} registered twice")
+        self._flows[definition.name] = definition
+        return self
+
+    def with_action_adapter(
+        self, action: str, adapter: ActionAdapter, *, flow: str | None = None
+    ) -> Self:
+        """Call ``adapter(request)`` whenever ``action`` is invoked (in ``flow`` only, if
+        given; a flow-specific adapter wins over a general one)."""
+        self._adapters[(flow, action)] = adapter
+        return self
+
+    def with_flow_store(self, store: FlowStore) -> Self:
+        """Where instances are kept (default: an :class:`InMemoryFlowStore`). Use
+        ``flowsched.mongo.flow_store.MongoFlowStore`` to survive restarts."""
+        self._store = store
+        return self
+
+    def with_clock(self, clock: Clock) -> Self:
+        """The clock for entry times and due dates (default: the system clock). Give the
+        scheduler the same one."""
+        self._clock = clock
+        return self
+
+    def with_random(self, rng: random.Random) -> Self:
+        """The random source for retry jitter (seed it for reproducible schedules)."""
+        self._rng = rng
+        return self
+
+    def with_listener(self, listener: Listener) -> Self:
+        """Receive every :class:`~flowsched.flow.timeline.TimelineEntry` (see that module)."""
+        self._listeners.append(listener)
+        return self
+
+    def with_options(
+        self,
+        *,
+        config_check: ConfigCheck | None = None,
+        cancel_retries_on_exit: bool | None = None,
+    ) -> Self:
+        """``config_check``: ``"error"`` (default) raises :class:`FlowConfigError` at build
+        for keys naming unknown flows/states/actions, ``"warn"`` only logs them.
+        ``cancel_retries_on_exit``: ``True`` (default) cancels a state's pending retries
+        when the flow leaves it; ``False`` keeps IPF's behaviour (they keep firing)."""
+        if config_check is not None:
+            if config_check not in ("error", "warn"):
+                raise ValueError(f"config_check must be 'error' or 'warn' (got {config_check!r})")
+            self._config_check = config_check
+        if cancel_retries_on_exit is not None:
+            self._cancel_retries_on_exit = cancel_retries_on_exit
+        return self
+
+    def build(self) -> FlowDomain:
+        """Check everything and return the domain (its handlers are subscribed)."""
+        if self._config is None:
+            raise ValueError("FlowDomain.builder(): call .with_config(SchedulingConfig) first")
+        if self._scheduler is None:
+            raise ValueError(
+                "FlowDomain.builder(): call .with_scheduler_adapter(scheduler) first "
+                "(an InMemoryScheduler, a MongoScheduler or another SchedulerPort)"
+            )
+        if not self._flows:
+            raise ValueError("FlowDomain.builder(): register at least one flow with .with_flow()")
+        self._check_adapters()
+        self._check_config(self._config)
+        planner = Planner(
+            self._config,
+            self._rng if self._rng is not None else random.Random(),
+            cancel_retries_on_exit=self._cancel_retries_on_exit,
+        )
+        return FlowDomain(
+            flows=self._flows,
+            scheduler=self._scheduler,
+            store=self._store if self._store is not None else InMemoryFlowStore(),
+            planner=planner,
+            clock=self._clock,
+            adapters=self._adapters,
+            listeners=self._listeners,
+        )
+
+    def _check_adapters(self) -> None:
+        missing = sorted(
+            f"{d.name}.{action}"
+            for d in self._flows.values()
+            for action in d.actions
+            if (d.name, action) not in self._adapters and (None, action) not in self._adapters
+        )
+        if missing:
+            raise ValueError(
+                f"no action adapter for {', '.join(missing)}: register each with "
+                ".with_action_adapter(action, callable)"
+            )
+
+    def _check_config(self, config: SchedulingConfig) -> None:
+        problems = unknown_names(self._flows, config.action_keys(), config.processing_time_keys())
+        if not problems:
+            return
+        if self._config_check == "error":
+            raise FlowConfigError(problems)
+        for problem in problems:
+            log.warning("configuration: %s", problem)

@@ -1,0 +1,83 @@
+"""The build-time check: configuration keys must name flows, states and actions that exist.
+
+A typo in ``application.conf`` (``CheckingFruad``) would otherwise be a key that silently
+never applies. Each problem names the key, the part that matches nothing, the closest names
+that do exist, and the key the author probably meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from flowsched.config import ANY, ActionKey, ProcessingTimeKey
+from flowsched.errors import ConfigProblem
+from flowsched.flow.definition import FlowDefinition
+
+__all__ = ["unknown_names"]
+
+
+def unknown_names(
+    flows: Mapping[str, FlowDefinition],
+    actions: Iterable[ActionKey],
+    processing_times: Iterable[ProcessingTimeKey],
+) -> list[ConfigProblem]:
+    """One problem per configured key naming something no registered flow has."""
+    problems = [p for a in actions if (p := _action_problem(flows, a))]
+    problems += [p for t in processing_times if (p := _processing_problem(flows, t))]
+    return problems
+
+
+def _action_problem(flows: Mapping[str, FlowDefinition], key: ActionKey) -> ConfigProblem | None:
+    if key.flow != ANY and key.flow not in flows:
+        return _missing(key.key, "flow", key.flow, flows)
+    scope = list(flows.values()) if key.flow == ANY else [flows[key.flow]]
+    if key.state != ANY:
+        states = {s for d in scope for s in d.states}
+        if key.state not in states:
+            return _missing(key.key, "state", key.state, states, _where(key.flow))
+        actions = {a for d in scope if key.state in d.states for a in d.states[key.state].actions}
+    else:
+        actions = {a for d in scope for a in d.actions}
+    if key.action != ANY and key.action not in actions:
+        where = _where(key.flow) + (f" in state {key.state!r}" if key.state != ANY else "")
+        return _missing(key.key, "action", key.action, actions, where)
+    return None
+
+
+def _processing_problem(
+    flows: Mapping[str, FlowDefinition], key: ProcessingTimeKey
+) -> ConfigProblem | None:
+    definition = flows.get(key.flow)
+    if definition is None:
+        return _missing(key.key, "flow", key.flow, flows)
+    for part, state in (("source state", key.source), ("destination state", key.destination)):
+        if state not in definition.states:
+            return _missing(key.key, part, state, definition.states, _where(key.flow))
+    if key.source == key.destination:
+        return ConfigProblem(key.key, None, f"source and destination are both {key.source!r}")
+    if definition.states[key.source].terminal:
+        return ConfigProblem(
+            key.key, None, f"source {key.source!r} is a terminal state (it is never left)"
+        )
+    return None
+
+
+def _where(flow: str) -> str:
+    return " in any registered flow" if flow == ANY else f" in flow {flow!r}"
+
+
+def _missing(
+    key: str, part: str, name: str, known: Iterable[str], where: str = ""
+) -> ConfigProblem:
+    candidates = sorted(set(known))
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    message = f"no {part} {name!r}{where} ({hint}known: {', '.join(candidates) or 'none'})"
+    return ConfigProblem(key, None, message, _suggest(key, name, close[0]) if close else None)
+
+
+def _suggest(key: str, wrong: str, right: str) -> str:
+    """``key`` with its (first) part ``wrong`` replaced by ``right``."""
+    parts = key.split(".")
+    return ".".join([*parts[: parts.index(wrong)], right, *parts[parts.index(wrong) + 1 :]])

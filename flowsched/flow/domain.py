@@ -1,0 +1,277 @@
+"""The flow domain: runs flow instances, with time handled through a scheduler port.
+
+Build one with :meth:`FlowDomain.builder`. The domain talks to the scheduler only through
+:class:`~flowsched.port.SchedulerPort`: it subscribes to ``ACTION_TIMEOUT``,
+``ACTION_RETRY`` and ``PROCESSING_TIMEOUT`` and schedules and cancels items of those kinds.
+
+Thread-safe: events and timers for one instance are decided one at a time (a per-instance
+lock), different instances in parallel; the store's optimistic versioning keeps several
+processes sharing one store from overwriting each other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from flowsched.clock import Clock
+from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.events import ActionRequest
+from flowsched.flow.instance import FlowInstance
+from flowsched.flow.locks import InstanceLocks
+from flowsched.flow.planner import Planner
+from flowsched.flow.step import Step
+from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
+from flowsched.flow.timeline import Listener, TimelineEntry
+from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
+from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
+
+if TYPE_CHECKING:
+    from flowsched.flow.builder import FlowDomainBuilder
+
+__all__ = ["ActionAdapter", "FlowDomain", "UnknownFlowError"]
+
+log = logging.getLogger("flowsched.flow")
+
+ActionAdapter = Callable[[ActionRequest], object]
+"""Calls an external system for one invocation. It may return the response event at once
+(a synchronous system) or ``None`` and deliver the response later with ``domain.handle``.
+An adapter that raises is logged; the action's retries and timeout then apply."""
+
+Decide = Callable[[FlowInstance | None, datetime], Step | None]
+
+
+class UnknownFlowError(KeyError):
+    """No flow definition or no instance by that name/id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class FlowDomain:
+    """Runs the registered flows; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        *,
+        flows: Mapping[str, FlowDefinition],
+        scheduler: SchedulerPort,
+        store: FlowStore,
+        planner: Planner,
+        clock: Clock,
+        adapters: Mapping[tuple[str | None, str], ActionAdapter],
+        listeners: Iterable[Listener] = (),
+        conflict_retries: int = 5,
+    ) -> None:
+        """Use :meth:`builder`; this wires already-checked parts together."""
+        self.flows = dict(flows)
+        self.scheduler = scheduler
+        self.store = store
+        self.clock = clock
+        self._planner = planner
+        self._adapters = dict(adapters)
+        self._listeners = list(listeners)
+        self._conflict_retries = conflict_retries
+        self._locks = InstanceLocks()
+        scheduler.subscribe(ScheduleKind.ACTION_TIMEOUT, self._on_action_timeout)
+        scheduler.subscribe(ScheduleKind.ACTION_RETRY, self._on_retry)
+        scheduler.subscribe(ScheduleKind.PROCESSING_TIMEOUT, self._on_deadline)
+
+    @staticmethod
+    def builder() -> FlowDomainBuilder:
+        """A :class:`~flowsched.flow.builder.FlowDomainBuilder`."""
+        from flowsched.flow.builder import FlowDomainBuilder
+
+        return FlowDomainBuilder()
+
+    # -- what users call -----------------------------------------------------------------
+
+    def start(
+        self,
+        flow: str,
+        flow_id: str,
+        *,
+        offsets: Mapping[str, datetime] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> FlowInstance:
+        """Start instance ``flow_id`` of ``flow`` in its initial state and return it.
+
+        ``offsets`` are custom offsets (``{"accepted": accepted_at}``, or a parent's
+        ``request.offsets``); ``data`` a small JSON object handed to every action.
+        :class:`~flowsched.flow.store.FlowAlreadyExistsError` if the id is taken."""
+        definition = self._definition(flow)
+
+        def decide(instance: FlowInstance | None, now: datetime) -> Step:
+            if instance is not None:
+                raise FlowAlreadyExistsError(f"flow instance {flow_id!r} already exists")
+            return self._planner.start(definition, flow_id, now, offsets, data)
+
+        return _decided(self._run(flow_id, decide))
+
+    def handle(self, flow_id: str, event: object) -> FlowInstance:
+        """Deliver ``event`` (a response, or any event the flow declares transitions for)
+        to instance ``flow_id`` and return the instance after it. An event the current
+        state has no transition for changes nothing; so does any event once the flow has
+        finished. :class:`UnknownFlowError` if there is no such instance."""
+
+        def decide(instance: FlowInstance | None, now: datetime) -> Step:
+            if instance is None:
+                raise UnknownFlowError(f"no flow instance {flow_id!r}")
+            definition = self._definition(instance.flow)
+            return self._planner.event(definition, instance, event, now)
+
+        return _decided(self._run(flow_id, decide))
+
+    def instance(self, flow_id: str) -> FlowInstance | None:
+        """The stored instance, or ``None``."""
+        return self.store.load(flow_id)
+
+    def timers(self, flow_id: str) -> list[ScheduleItem]:
+        """What the instance is waiting on, as the scheduler holds it now, earliest first:
+        the timeouts and retries of its current state's actions and its processing-time
+        deadlines (empty for a finished or unknown instance)."""
+        instance = self.store.load(flow_id)
+        if instance is None or instance.finished:
+            return []
+        ids = [
+            action_timer_id(flow_id, instance.state, run.action, kind)
+            for run in instance.actions
+            if run.waiting
+            for kind in (ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY)
+        ]
+        ids += [d.item_id for d in instance.deadlines]
+        items = [item for item in map(self.scheduler.get, ids) if item is not None]
+        return sorted(items, key=lambda item: item.due)
+
+    # -- timer handlers (called by the scheduler, possibly on its worker threads) ---------
+
+    def _on_action_timeout(self, item: ScheduleItem, attempt: int) -> None:
+        timer = ActionTimer.from_payload(item.payload or {})
+        self._timer(
+            item,
+            timer.flow,
+            lambda d, inst, now: self._planner.action_timeout(d, inst, timer, now),
+        )
+
+    def _on_retry(self, item: ScheduleItem, attempt: int) -> None:
+        timer = ActionTimer.from_payload(item.payload or {})
+        self._timer(item, timer.flow, lambda d, inst, now: self._planner.retry(d, inst, timer, now))
+
+    def _on_deadline(self, item: ScheduleItem, attempt: int) -> None:
+        timer = DeadlineTimer.from_payload(item.payload or {})
+        self._timer(
+            item,
+            timer.flow,
+            lambda d, inst, now: self._planner.deadline(d, inst, timer, item.id, now),
+        )
+
+    def _timer(
+        self,
+        item: ScheduleItem,
+        flow: str,
+        plan: Callable[[FlowDefinition, FlowInstance, datetime], Step],
+    ) -> None:
+        """Apply a fired timer. "Nothing to do" (unknown flow or instance, a flow that moved
+        on) returns normally: raising would have the scheduler redeliver it forever."""
+        flow_id = item.flow_id
+        definition = self.flows.get(flow)
+        if flow_id is None or definition is None:
+            log.warning("%s %s: flow %r is not registered here; ignored", item.kind, item.id, flow)
+            return
+
+        def decide(instance: FlowInstance | None, now: datetime) -> Step | None:
+            if instance is None:
+                log.info("%s %s: no instance %r; ignored", item.kind, item.id, flow_id)
+                return None
+            return plan(definition, instance, now)
+
+        self._run(flow_id, decide)
+
+    # -- applying a step -------------------------------------------------------------------
+
+    def _run(self, flow_id: str, decide: Decide) -> FlowInstance | None:
+        for _ in range(self._conflict_retries):
+            with self._locks.hold(flow_id):
+                step = decide(self.store.load(flow_id), self.clock.now())
+                if step is None:
+                    return None
+                try:
+                    saved = self._apply(step)
+                except ConcurrentUpdateError as exc:
+                    log.info(
+                        "flow instance %s changed concurrently (%s); deciding again", flow_id, exc
+                    )
+                    continue
+            self._after(step)
+            return saved
+        raise ConcurrentUpdateError(
+            f"flow instance {flow_id!r}: still changing concurrently after "
+            f"{self._conflict_retries} attempts"
+        )
+
+    def _apply(self, step: Step) -> FlowInstance:
+        """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.step`)."""
+        for item in step.schedules:
+            self.scheduler.schedule(item)
+        saved = step.instance
+        if step.changed:
+            if step.instance.version == 0:
+                saved = self.store.insert(step.instance)
+            else:
+                saved = self.store.update(step.instance)
+        for item_id in step.cancellations():
+            self.scheduler.cancel(item_id)
+        if step.cancel_flow:
+            self.scheduler.cancel_flow(step.instance.flow_id)
+        return saved
+
+    def _after(self, step: Step) -> None:
+        """Outside the lock: tell listeners, invoke actions, feed back their responses."""
+        for entry in step.timeline:
+            self._tell(entry)
+        for request in step.invocations:
+            response = self._invoke(request)
+            if response is not None:
+                self.handle(request.flow_id, response)
+
+    def _invoke(self, request: ActionRequest) -> object:
+        adapter = self._adapters.get((request.flow, request.action)) or self._adapters.get(
+            (None, request.action)
+        )
+        if adapter is None:  # the builder checks every action has one; a guard, not a path
+            log.error("no action adapter for %s.%s", request.flow, request.action)
+            return None
+        try:
+            return adapter(request)
+        except Exception:
+            log.warning(
+                "action %s of %s (attempt %d) raised; its retries and timeout apply",
+                request.action,
+                request.flow_id,
+                request.attempt,
+                exc_info=True,
+            )
+            return None
+
+    def _tell(self, entry: TimelineEntry) -> None:
+        log.debug("%s", entry)
+        for listener in self._listeners:
+            try:
+                listener(entry)
+            except Exception:
+                log.exception("timeline listener %r raised; ignored", listener)
+
+    def _definition(self, flow: str) -> FlowDefinition:
+        try:
+            return self.flows[flow]
+        except KeyError:
+            known = ", ".join(sorted(self.flows)) or "none"
+            raise UnknownFlowError(f"no flow {flow!r} registered (flows: {known})") from None
+
+
+def _decided(instance: FlowInstance | None) -> FlowInstance:
+    # start/handle always decide a step (or raise), so there is always an instance.
+    assert instance is not None
+    return instance

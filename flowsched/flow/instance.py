@@ -1,0 +1,181 @@
+"""One running flow: where it is, since when, its offsets and the timers it is waiting on.
+
+A :class:`FlowInstance` is an immutable value; every change makes a new one. Stores keep it as
+a JSON document (:meth:`FlowInstance.to_document`); datetimes are ISO-8601 strings so that
+microseconds survive any store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from flowsched.clock import ensure_utc
+
+__all__ = ["ActionRun", "FlowInstance", "PendingDeadline", "json_object"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRun:
+    """An action invoked on entering the current state: ``attempts`` invocations so far,
+    ``deadline`` its timeout (``None``: no timeout configured)."""
+
+    action: str
+    attempts: int
+    first_at: datetime
+    deadline: datetime | None = None
+    completed: bool = False
+    timed_out: bool = False
+
+    @property
+    def waiting(self) -> bool:
+        """Still waiting for a completing response (retries and timeout apply)."""
+        return not (self.completed or self.timed_out)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeadline:
+    """A processing-time deadline from ``source`` to ``destination``, due at ``due``."""
+
+    item_id: str
+    source: str
+    destination: str
+    due: datetime
+    entry: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowInstance:
+    """The persisted state of one flow instance.
+
+    ``entry`` counts state entries (1 for the initial state); timers carry it, so a timer
+    set in an earlier visit of a state is recognised as stale. ``version`` is the store's
+    optimistic-concurrency counter (0 until first stored).
+    """
+
+    flow_id: str
+    flow: str
+    state: str
+    entry: int
+    entered_at: datetime
+    offsets: Mapping[str, datetime]
+    data: Mapping[str, Any] = field(default_factory=dict)
+    actions: tuple[ActionRun, ...] = ()
+    deadlines: tuple[PendingDeadline, ...] = ()
+    finished: bool = False
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
+        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+
+    def run(self, action: str) -> ActionRun | None:
+        """The current state's run of ``action``, if it invoked one."""
+        return next((r for r in self.actions if r.action == action), None)
+
+    def with_run(self, run: ActionRun) -> FlowInstance:
+        """A copy with ``run`` replacing the run of the same action."""
+        runs = tuple(run if r.action == run.action else r for r in self.actions)
+        return replace(self, actions=runs)
+
+    def to_document(self) -> dict[str, Any]:
+        """A JSON-compatible dict (the store adds its own id and version fields)."""
+        return {
+            "flow_id": self.flow_id,
+            "flow": self.flow,
+            "state": self.state,
+            "entry": self.entry,
+            "entered_at": self.entered_at.isoformat(),
+            "offsets": {k: v.isoformat() for k, v in self.offsets.items()},
+            "data": json.loads(json.dumps(dict(self.data))),
+            "actions": [_run_doc(r) for r in self.actions],
+            "deadlines": [_deadline_doc(d) for d in self.deadlines],
+            "finished": self.finished,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> FlowInstance:
+        """The inverse of :meth:`to_document` (extra keys, such as ``_id``, are ignored)."""
+        return cls(
+            flow_id=doc["flow_id"],
+            flow=doc["flow"],
+            state=doc["state"],
+            entry=int(doc["entry"]),
+            entered_at=_time(doc["entered_at"]),
+            offsets={k: _time(v) for k, v in doc["offsets"].items()},
+            data=doc.get("data") or {},
+            actions=tuple(_run(r) for r in doc.get("actions", ())),
+            deadlines=tuple(_deadline(d) for d in doc.get("deadlines", ())),
+            finished=bool(doc.get("finished", False)),
+            version=int(doc.get("version", 0)),
+        )
+
+
+def json_object(data: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """A private copy of ``data`` if it is a JSON object; ``ValueError`` naming ``what``."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} must be a JSON object (dict), got {type(data).__name__}")
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(dict(data), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be JSON-serialisable (ids, not objects): {exc}") from None
+    return copied
+
+
+def _time(value: str | datetime) -> datetime:
+    if isinstance(value, datetime):
+        return ensure_utc(value)
+    return ensure_utc(datetime.fromisoformat(value))
+
+
+def _opt_time(value: str | None) -> datetime | None:
+    return None if value is None else _time(value)
+
+
+def _run_doc(run: ActionRun) -> dict[str, Any]:
+    return {
+        "action": run.action,
+        "attempts": run.attempts,
+        "first_at": run.first_at.isoformat(),
+        "deadline": None if run.deadline is None else run.deadline.isoformat(),
+        "completed": run.completed,
+        "timed_out": run.timed_out,
+    }
+
+
+def _run(doc: Mapping[str, Any]) -> ActionRun:
+    return ActionRun(
+        action=doc["action"],
+        attempts=int(doc["attempts"]),
+        first_at=_time(doc["first_at"]),
+        deadline=_opt_time(doc.get("deadline")),
+        completed=bool(doc.get("completed", False)),
+        timed_out=bool(doc.get("timed_out", False)),
+    )
+
+
+def _deadline_doc(deadline: PendingDeadline) -> dict[str, Any]:
+    return {
+        "item_id": deadline.item_id,
+        "source": deadline.source,
+        "destination": deadline.destination,
+        "due": deadline.due.isoformat(),
+        "entry": deadline.entry,
+    }
+
+
+def _deadline(doc: Mapping[str, Any]) -> PendingDeadline:
+    return PendingDeadline(
+        item_id=doc["item_id"],
+        source=doc["source"],
+        destination=doc["destination"],
+        due=_time(doc["due"]),
+        entry=int(doc["entry"]),
+    )

@@ -1,0 +1,300 @@
+"""The decisions: what starting a flow, an event or a fired timer does to an instance.
+
+Pure apart from the random source used for jitter: no I/O, no clock (``now`` is passed in),
+no locking. Each method returns a :class:`~flowsched.flow.step.Step` the domain applies; the
+:class:`~flowsched.flow.timekeeper.Timekeeper` works out the timers' due times.
+
+Rules kept here and there (CONTRACT §3 and §5):
+
+* Invoking an action schedules its timeout (first invocation + ``timeout-duration``) and its
+  first retry; each retry re-invokes the action and schedules the next, due at the previous
+  attempt plus ``RetryPolicy.delay(n)``. A retry due at or after the timeout is never scheduled.
+* A completing response cancels the action's timeout and retries.
+* Leaving a state cancels its action timeouts and (unless ``cancel_retries_on_exit`` is off,
+  IPF's behaviour) its retries. Entering a terminal state cancels every timer of the instance.
+* Entering a processing-time source schedules a deadline per configured destination at offset
+  + duration; reaching the destination cancels it.
+* A timer that no longer concerns the instance as it is now changes nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from flowsched.config import SchedulingConfig
+from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
+from flowsched.flow.instance import FlowInstance, json_object
+from flowsched.flow.offsets import custom_offsets
+from flowsched.flow.step import Step
+from flowsched.flow.timekeeper import Timekeeper, processing_key
+from flowsched.flow.timeline import Happened
+from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
+from flowsched.port import ScheduleKind
+
+__all__ = ["Planner"]
+
+_TIMEOUT = ScheduleKind.ACTION_TIMEOUT
+_RETRY = ScheduleKind.ACTION_RETRY
+
+
+class Planner:
+    """Turns starts, events and fired timers into :class:`Step` s, using ``config``."""
+
+    def __init__(
+        self,
+        config: SchedulingConfig,
+        rng: random.Random,
+        *,
+        cancel_retries_on_exit: bool = True,
+    ) -> None:
+        self._time = Timekeeper(config, rng)
+        self._cancel_retries_on_exit = cancel_retries_on_exit
+
+    # -- entry points ------------------------------------------------------------------
+
+    def start(
+        self,
+        definition: FlowDefinition,
+        flow_id: str,
+        now: datetime,
+        offsets: Mapping[str, datetime] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Step:
+        """A new instance entering the flow's initial state."""
+        custom = custom_offsets(offsets)
+        base = FlowInstance(
+            flow_id=flow_id,
+            flow=definition.name,
+            state="",
+            entry=0,
+            entered_at=now,
+            offsets=custom,
+            data=json_object(data, f"data of flow instance {flow_id!r}"),
+        )
+        step = Step(now, base, changed=True)
+        names = ", ".join(f"{k}={v.isoformat()}" for k, v in custom.items())
+        step.note(Happened.STARTED, f"offsets: {names}" if names else "no custom offsets")
+        self._enter(definition, step, definition.initial)
+        return step
+
+    def event(
+        self, definition: FlowDefinition, instance: FlowInstance, event: object, now: datetime
+    ) -> Step:
+        """``event`` received by ``instance`` at ``now``: response bookkeeping, transition."""
+        step = Step(now, instance, event=event)
+        if instance.finished:
+            step.ignore(f"{type(event).__name__}: flow already finished in {instance.state}")
+            return step
+        self._respond(definition, step, event)
+        self._transition(definition, step, event)
+        return step
+
+    def action_timeout(
+        self,
+        definition: FlowDefinition,
+        instance: FlowInstance,
+        timer: ActionTimer,
+        now: datetime,
+    ) -> Step:
+        """The action timeout ``timer`` fired: the flow receives an ActionTimeoutEvent."""
+        step = Step(now, instance)
+        stale = self._stale(instance, timer)
+        run = instance.run(timer.action)
+        if stale or run is None:
+            step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
+            return step
+        step.update(instance.with_run(replace(run, timed_out=True)))
+        step.cancel(action_timer_id(instance.flow_id, timer.state, timer.action, _RETRY))
+        event = ActionTimeoutEvent(
+            flow_id=instance.flow_id,
+            flow=instance.flow,
+            state=timer.state,
+            action=timer.action,
+            deadline=timer.deadline or run.deadline,
+            fired_at=now,
+            attempts=run.attempts,
+            config_key=self._time.key(instance.flow, timer.state, timer.action, "timeout-duration"),
+        )
+        step.event = event
+        step.note(
+            Happened.FIRED,
+            f"action timeout: {timer.action} in {timer.state} after {run.attempts} attempt(s)",
+            event.config_key,
+        )
+        self._transition(definition, step, event)
+        return step
+
+    def retry(
+        self,
+        definition: FlowDefinition,
+        instance: FlowInstance,
+        timer: ActionTimer,
+        now: datetime,
+    ) -> Step:
+        """The retry ``timer`` fired: invoke the action again and schedule the next retry."""
+        step = Step(now, instance)
+        current = instance.state == timer.state and instance.entry == timer.entry
+        run = instance.run(timer.action) if current else None
+        if instance.finished:
+            step.ignore(f"retry of {timer.action}: flow already finished in {instance.state}")
+            return step
+        if current and (run is None or not run.waiting):
+            step.ignore(f"retry of {timer.action}: already answered or timed out")
+            return step
+        if run is not None and run.attempts >= timer.attempt:
+            # Delivery is at least once: this retry was already made (a redelivery).
+            step.ignore(f"retry of {timer.action}: attempt {timer.attempt} already made")
+            return step
+        if not current and self._cancel_retries_on_exit:
+            step.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
+            return step
+        if run is not None:
+            step.update(instance.with_run(replace(run, attempts=timer.attempt)))
+        policy = self._time.config.action(instance.flow, timer.state, timer.action)
+        step.note(
+            Happened.FIRED,
+            f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
+            self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
+        )
+        following = replace(timer, attempt=timer.attempt + 1)
+        self._time.schedule_retry(step, following, policy.retry, previous=now)
+        self._time.request(step, timer.state, timer.action, timer.attempt)
+        return step
+
+    def deadline(
+        self,
+        definition: FlowDefinition,
+        instance: FlowInstance,
+        timer: DeadlineTimer,
+        item_id: str,
+        now: datetime,
+    ) -> Step:
+        """The processing-time deadline fired: the flow receives ProcessingTimeElapsedEvent."""
+        step = Step(now, instance)
+        pending = next(
+            (d for d in instance.deadlines if d.item_id == item_id and d.entry == timer.entry),
+            None,
+        )
+        if instance.finished or pending is None:
+            why = "flow already finished" if instance.finished else "destination reached"
+            step.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
+            return step
+        rest = tuple(d for d in instance.deadlines if d is not pending)
+        step.update(replace(instance, deadlines=rest))
+        event = ProcessingTimeElapsedEvent(
+            flow_id=instance.flow_id,
+            flow=instance.flow,
+            source=timer.source,
+            destination=timer.destination,
+            deadline=pending.due,
+            fired_at=now,
+            offset_id=timer.offset_id,
+            config_key=processing_key(instance.flow, timer.source, timer.destination),
+        )
+        step.event = event
+        step.note(
+            Happened.FIRED,
+            f"processing time elapsed: {timer.source}->{timer.destination}"
+            f" (deadline {pending.due.isoformat()})",
+            event.config_key,
+        )
+        self._transition(definition, step, event)
+        return step
+
+    # -- state changes -------------------------------------------------------------------
+
+    def _transition(self, definition: FlowDefinition, step: Step, event: object) -> None:
+        state = step.instance.state
+        transition = definition.transition_for(state, event)
+        if transition is None:
+            step.note(Happened.IGNORED, f"{type(event).__name__}: no transition in {state}")
+            return
+        self._enter(definition, step, transition.target)
+
+    def _enter(self, definition: FlowDefinition, step: Step, target: str) -> None:
+        if step.instance.state:
+            self._leave(step)
+        now = step.now
+        before = step.instance
+        offsets = dict(before.offsets)
+        offsets[target] = now  # the latest entry: re-entering a state moves its offset
+        reached = [d for d in before.deadlines if d.destination == target]
+        for pending in reached:
+            step.cancel(pending.item_id)
+            step.note(
+                Happened.CANCELLED,
+                f"processing-time deadline {pending.source}->{target}: destination reached",
+            )
+        step.update(
+            replace(
+                before,
+                state=target,
+                entry=before.entry + 1,
+                entered_at=now,
+                offsets=offsets,
+                actions=(),
+                deadlines=tuple(d for d in before.deadlines if d not in reached),
+            )
+        )
+        came_from = f" from {before.state}" if before.state else ""
+        step.note(Happened.ENTERED, f"{target}{came_from}")
+        spec = definition.state(target)
+        if spec.terminal:
+            step.update(replace(step.instance, finished=True, deadlines=()))
+            step.cancel_flow = True
+            step.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
+            return
+        self._time.arm_deadlines(definition, step)
+        for action in spec.actions:
+            self._time.invoke_first(step, action)
+
+    def _leave(self, step: Step) -> None:
+        instance = step.instance
+        for run in instance.actions:
+            if not run.waiting:
+                continue  # answered or timed out: its timers are already gone
+            kinds = [_TIMEOUT] if run.deadline is not None else []
+            retry = self._time.config.action(instance.flow, instance.state, run.action).retry
+            if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
+                kinds.append(_RETRY)
+            for kind in kinds:
+                step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+            if kinds:
+                what = " and ".join("timeout" if k is _TIMEOUT else "retries" for k in kinds)
+                step.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
+
+    def _respond(self, definition: FlowDefinition, step: Step, event: object) -> None:
+        response = definition.response_for(event)
+        instance = step.instance
+        run = instance.run(response.action) if response else None
+        if response is None or run is None or not run.waiting:
+            return
+        name = type(event).__name__
+        if not response.completing:
+            step.note(Happened.RESPONDED, f"{name} to {run.action} (not completing)")
+            return
+        step.update(instance.with_run(replace(run, completed=True)))
+        for kind in (_TIMEOUT, _RETRY):
+            step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+        step.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _stale(instance: FlowInstance, timer: ActionTimer) -> str | None:
+        """Why ``timer`` no longer concerns ``instance`` (``None``: it does)."""
+        if instance.finished:
+            return f"flow already finished in {instance.state}"
+        if instance.state != timer.state:
+            return f"flow moved on to {instance.state}"
+        if instance.entry != timer.entry:
+            return f"{timer.state} was entered again since"
+        run = instance.run(timer.action)
+        if run is None or not run.waiting:
+            return f"{timer.action} already answered or timed out"
+        return None

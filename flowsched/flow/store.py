@@ -1,0 +1,90 @@
+"""Where flow instances live between events: the store port and an in-process store.
+
+Every store versions instances optimistically: :meth:`FlowStore.update` succeeds only if the
+stored version is still the one the caller loaded, so two timers firing at once for one
+instance (on two threads or two hosts) can never silently overwrite each other. The domain
+reloads and retries on :class:`ConcurrentUpdateError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any, Protocol, runtime_checkable
+
+from flowsched.flow.instance import FlowInstance
+
+__all__ = [
+    "ConcurrentUpdateError",
+    "FlowAlreadyExistsError",
+    "FlowStore",
+    "InMemoryFlowStore",
+]
+
+
+class ConcurrentUpdateError(RuntimeError):
+    """The instance changed since it was loaded; reload and decide again."""
+
+
+class FlowAlreadyExistsError(ValueError):
+    """An instance with this flow id is already stored."""
+
+
+@runtime_checkable
+class FlowStore(Protocol):
+    """What the flow domain needs to keep instances. Implementations must be thread-safe."""
+
+    def load(self, flow_id: str) -> FlowInstance | None:
+        """The stored instance (with its current ``version``), or ``None``."""
+        ...
+
+    def insert(self, instance: FlowInstance) -> FlowInstance:
+        """Store a new instance at version 1 and return it;
+        :class:`FlowAlreadyExistsError` if the id is taken."""
+        ...
+
+    def update(self, instance: FlowInstance) -> FlowInstance:
+        """Replace the stored instance whose version is ``instance.version``; return it at
+        the next version. :class:`ConcurrentUpdateError` if the stored version differs."""
+        ...
+
+
+class InMemoryFlowStore:
+    """A :class:`FlowStore` in a dict, for tests and single-process use.
+
+    Instances are kept as documents, so what comes back is exactly what a durable store
+    would return (and nothing is shared with the caller)."""
+
+    def __init__(self) -> None:
+        self._docs: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def load(self, flow_id: str) -> FlowInstance | None:
+        with self._lock:
+            doc = self._docs.get(flow_id)
+        return None if doc is None else FlowInstance.from_document(doc)
+
+    def insert(self, instance: FlowInstance) -> FlowInstance:
+        stored = replace(instance, version=1)
+        with self._lock:
+            if instance.flow_id in self._docs:
+                raise FlowAlreadyExistsError(f"flow instance {instance.flow_id!r} already exists")
+            self._docs[instance.flow_id] = stored.to_document()
+        return stored
+
+    def update(self, instance: FlowInstance) -> FlowInstance:
+        stored = replace(instance, version=instance.version + 1)
+        with self._lock:
+            current = self._docs.get(instance.flow_id)
+            if current is None or current["version"] != instance.version:
+                found = None if current is None else current["version"]
+                raise ConcurrentUpdateError(
+                    f"flow instance {instance.flow_id!r}: expected version {instance.version},"
+                    f" found {found}"
+                )
+            self._docs[instance.flow_id] = stored.to_document()
+        return stored
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._docs)

@@ -1,0 +1,135 @@
+"""Time from the configuration: which timers an invocation or a state entry schedules.
+
+The :class:`~flowsched.flow.planner.Planner` decides *what happens* to an instance; the
+:class:`Timekeeper` works out *when*: an action's timeout (first invocation + duration), its
+retries (previous attempt + backoff, never at or after the timeout), processing-time deadlines
+(offset + duration), and the configuration key that decided each.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import datetime
+
+from flowsched.backoff import RetryPolicy
+from flowsched.config import Explanation, SchedulingConfig
+from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.events import ActionRequest
+from flowsched.flow.instance import ActionRun, PendingDeadline
+from flowsched.flow.offsets import deadline_base
+from flowsched.flow.step import Step
+from flowsched.flow.timeline import Happened
+from flowsched.flow.timers import ActionTimer, DeadlineTimer
+from flowsched.port import ScheduleItem, ScheduleKind
+
+__all__ = ["Timekeeper", "processing_key"]
+
+_TIMEOUT = ScheduleKind.ACTION_TIMEOUT
+_RETRY = ScheduleKind.ACTION_RETRY
+_EXPLAIN_CACHE = 10_000
+
+
+class Timekeeper:
+    """Adds to a :class:`Step` the timers and invocations the configuration calls for."""
+
+    def __init__(self, config: SchedulingConfig, rng: random.Random) -> None:
+        self.config = config
+        self._rng = rng
+        self._explained: dict[tuple[str, str, str], Explanation] = {}
+
+    def invoke_first(self, step: Step, action: str) -> None:
+        """First invocation of ``action`` on entering the step's state: its timeout, its
+        first retry and the request to the adapter."""
+        instance = step.instance
+        policy = self.config.action(instance.flow, instance.state, action)
+        deadline = None if policy.timeout is None else step.now + policy.timeout
+        step.update(
+            replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
+        )
+        timer = ActionTimer(instance.flow, instance.state, action, instance.entry, 2, deadline)
+        if deadline is not None:
+            self._add(
+                step,
+                replace(timer, attempt=1).item(instance.flow_id, _TIMEOUT, deadline),
+                f"action timeout of {action}",
+                self.key(instance.flow, instance.state, action, "timeout-duration"),
+            )
+        self.schedule_retry(step, timer, policy.retry, previous=step.now)
+        self.request(step, instance.state, action, 1)
+
+    def schedule_retry(
+        self, step: Step, timer: ActionTimer, retry: RetryPolicy, previous: datetime
+    ) -> None:
+        """Schedule the retry making invocation ``timer.attempt`` (retry number attempt-1)."""
+        n = timer.attempt - 1
+        if n > retry.max_retries:
+            return
+        due = previous + retry.delay(n, self._rng)
+        key = self.key(step.instance.flow, timer.state, timer.action, "max-retries")
+        if timer.deadline is not None and due >= timer.deadline:
+            step.note(
+                Happened.IGNORED,
+                f"retry {n} of {timer.action} not scheduled: due {due.isoformat()} is at or"
+                f" after its timeout {timer.deadline.isoformat()}",
+                key,
+            )
+            return
+        item = timer.item(step.instance.flow_id, _RETRY, due)
+        self._add(step, item, f"retry {n} of {timer.action} (attempt {timer.attempt})", key)
+
+    def arm_deadlines(self, definition: FlowDefinition, step: Step) -> None:
+        """Entering a processing-time source: one deadline per configured destination."""
+        instance = step.instance
+        source = instance.state
+        configured = self.config.processing_times_from(instance.flow, source)
+        for destination, policy in configured.items():
+            if destination == source or destination not in definition.states:
+                continue  # reported by the build-time check; nothing could ever reach it
+            key = processing_key(instance.flow, source, destination)
+            base = deadline_base(instance.offsets, policy.offset_id, step.now, where=key)
+            due = base + policy.timeout
+            timer = DeadlineTimer(
+                instance.flow, source, destination, instance.entry, policy.offset_id
+            )
+            item = timer.item(instance.flow_id, due)
+            pending = PendingDeadline(item.id, source, destination, due, instance.entry)
+            kept = tuple(d for d in step.instance.deadlines if d.item_id != item.id)
+            step.update(replace(step.instance, deadlines=(*kept, pending)))
+            offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
+            self._add(step, item, f"processing time {source}->{destination} from {offset}", key)
+
+    def _add(self, step: Step, item: ScheduleItem, what: str, key: str | None) -> None:
+        step.schedule(item)
+        step.note(Happened.SCHEDULED, what, key, item.due)
+
+    def request(self, step: Step, state: str, action: str, attempt: int) -> None:
+        """Queue invocation ``attempt`` of ``action`` for the adapter (after the step)."""
+        instance = step.instance
+        step.invocations.append(
+            ActionRequest(
+                flow_id=instance.flow_id,
+                flow=instance.flow,
+                state=state,
+                action=action,
+                attempt=attempt,
+                offsets=instance.offsets,
+                data=instance.data,
+            )
+        )
+        step.note(Happened.INVOKED, f"{action} in {state}, attempt {attempt}")
+
+    def key(self, flow: str, state: str, action: str, kind: str) -> str | None:
+        """The configuration key that set ``kind`` for this action (``None``: the default)."""
+        triple = (flow, state, action)
+        explained = self._explained.get(triple)
+        if explained is None:
+            explained = self.config.explain(flow, state, action)
+            if len(self._explained) < _EXPLAIN_CACHE:  # configurations are immutable
+                self._explained[triple] = explained
+        return explained[kind].key
+
+
+def processing_key(flow: str, source: str, destination: str) -> str:
+    """The full key of a processing-time limit (the form the configuration requires)."""
+    return f"ipf.flow.{flow}.processing-time.{source}.{destination}.timeout-duration"

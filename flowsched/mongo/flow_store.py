@@ -1,0 +1,55 @@
+"""Flow instances in a MongoDB collection, so flows survive restarts with ``MongoScheduler``.
+
+One document per instance, ``_id`` = flow id, with a ``version`` field used as an optimistic
+fence: an update matches only the version that was loaded, so two hosts (or threads) deciding
+for one instance at once cannot lose either decision — one of them reloads and decides again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from flowsched.flow.instance import FlowInstance
+from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError
+
+__all__ = ["MongoFlowStore"]
+
+
+class MongoFlowStore:
+    """A :class:`~flowsched.flow.store.FlowStore` on a pymongo (or mongomock) collection.
+
+    >>> store = MongoFlowStore(MongoClient(uri)["payments"]["flow_instances"])  # doctest: +SKIP
+    """
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+
+    def load(self, flow_id: str) -> FlowInstance | None:
+        doc = self.collection.find_one({"_id": flow_id})
+        return None if doc is None else FlowInstance.from_document(doc)
+
+    def insert(self, instance: FlowInstance) -> FlowInstance:
+        stored = replace(instance, version=1)
+        try:
+            self.collection.insert_one({"_id": instance.flow_id, **stored.to_document()})
+        except DuplicateKeyError:
+            raise FlowAlreadyExistsError(
+                f"flow instance {instance.flow_id!r} already exists"
+            ) from None
+        return stored
+
+    def update(self, instance: FlowInstance) -> FlowInstance:
+        stored = replace(instance, version=instance.version + 1)
+        result = self.collection.replace_one(
+            {"_id": instance.flow_id, "version": instance.version},
+            {"_id": instance.flow_id, **stored.to_document()},
+        )
+        if result.matched_count == 0:
+            raise ConcurrentUpdateError(
+                f"flow instance {instance.flow_id!r}: version {instance.version} is no longer"
+                " the stored one"
+            )
+        return stored

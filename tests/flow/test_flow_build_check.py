@@ -1,0 +1,77 @@
+"""build() catches configuration keys that name no registered flow, state or action."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from flowkit import T0, HarnessFactory, credit_transfer
+
+from flowsched import ConfigError, InMemoryScheduler, ManualClock, SchedulingConfig
+from flowsched.flow import FlowConfigError, FlowDomain
+
+TYPO = "Any.CheckingFruad.CheckFraud.timeout-duration = 20s"
+
+
+def test_a_config_naming_a_state_the_flow_does_not_have_is_refused(
+    harness: HarnessFactory,
+) -> None:
+    with pytest.raises(FlowConfigError) as caught:
+        harness(TYPO)
+
+    assert isinstance(caught.value, ConfigError)
+    assert len(caught.value.problems) == 1
+    problem = str(caught.value.problems[0])
+    assert problem.startswith("Any.CheckingFruad.CheckFraud.timeout-duration: no state")
+    assert "did you mean 'CheckingFraud'?" in problem
+    assert "CheckingFruad" in str(caught.value)
+
+
+def test_a_misspelt_processing_time_state_is_refused(harness: HarnessFactory) -> None:
+    pt = "ipf.flow.OBCreditTransfer.processing-time"
+    conf = f"{pt}.ValidatingSchemeRules.Completed.timeout-duration = 2s"
+
+    with pytest.raises(FlowConfigError, match="no destination state 'Completed'"):
+        harness(conf)
+
+
+def test_with_the_warn_option_the_problem_is_logged_and_the_domain_built(
+    harness: HarnessFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="flowsched.flow"):
+        h = harness(TYPO, config_check="warn")
+
+    assert h.domain is not None
+    assert "CheckingFruad" in caplog.text
+
+
+def test_keys_for_flows_that_exist_pass(harness: HarnessFactory) -> None:
+    conf = """
+    Any.CheckingFraud.CheckFraud.timeout-duration = 20s
+    OBCreditTransfer.Any.Any.max-retries = 1
+    ipf.flow.OBCreditTransfer.processing-time.ValidatingSchemeRules.Complete.timeout-duration = 2s
+    """
+
+    assert harness(conf).domain is not None
+
+
+def test_an_action_without_an_adapter_is_refused() -> None:
+    builder = (
+        FlowDomain.builder()
+        .with_config(SchedulingConfig.from_string(""))
+        .with_scheduler_adapter(InMemoryScheduler(clock=ManualClock(T0)))
+        .with_flow(credit_transfer())
+        .with_action_adapter("CheckFraud", lambda request: None)
+    )
+
+    with pytest.raises(
+        ValueError, match=r"no action adapter for OBCreditTransfer\.ValidateAgainstSchemeRules"
+    ):
+        builder.build()
+
+
+def test_building_without_a_scheduler_adapter_says_what_to_call() -> None:
+    builder = FlowDomain.builder().with_config(SchedulingConfig.from_string(""))
+
+    with pytest.raises(ValueError, match=r"with_scheduler_adapter"):
+        builder.with_flow(credit_transfer()).build()
