@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -190,29 +191,44 @@ class DeliveryCore:
         return replace(item, due=slot)
 
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
-        """Call the handler for ``item``; never raises (except ``BaseException``s).
+        """Call the handler for ``item`` and return what happens next; never raises, except
+        ``KeyboardInterrupt`` (which only reaches a handler run inline on the main thread).
 
-        For a recurring item, ``item`` is the form :meth:`tick` gave (``due`` = the slot)."""
+        Any other exception, ``BaseException``s such as ``asyncio.CancelledError`` and
+        ``SystemExit`` included, is a failed delivery: redelivered with backoff (or
+        dead-lettered), so a handler can neither lose its item nor stop a worker. Observer
+        errors are logged and change nothing. For a recurring item, ``item`` is the form
+        :meth:`tick` gave (``due`` = the slot)."""
         handler = self._handlers[item.kind]
         if self._observe_fired:
-            self.observer.fired(item, attempt, self.clock.now() - item.due)
+            self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
         try:
             handler(item, attempt)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             if item.recurrence is not None and not item.recurrence.retry_failed:
                 return self._counted(item, attempt, error)
             return self.failure(item, attempt, error)
         if self._observe_completed:
-            self.observer.completed(item, attempt)
+            self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
             return NextSlot(item.due, item.recurrence.next_slot(item.due))
         return _COMPLETED
 
+    @staticmethod
+    def _notify(call: Callable[..., None], *args: object) -> None:
+        """Call an observer hook; a failing observer is logged, never a failed delivery."""
+        try:
+            call(*args)
+        except Exception:
+            log.exception("observer %s failed (ignored)", getattr(call, "__qualname__", call))
+
     def _counted(self, item: ScheduleItem, attempt: int, error: str) -> NextSlot:
         """A failed tick that counts as its slot's outcome: the next tick is the next slot."""
         assert item.recurrence is not None
-        self.observer.failed(item, attempt, error)
+        self._notify(self.observer.failed, item, attempt, error)
         following = item.recurrence.next_slot(item.due)
         log.warning(
             "tick of %s %s for slot %s failed (counted; next slot %s): %s",
@@ -228,7 +244,7 @@ class DeliveryCore:
     def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:
         """The outcome of a failed delivery (a raising handler, or one the adapter lost)."""
         failures = attempt + 1
-        self.observer.failed(item, attempt, error)
+        self._notify(self.observer.failed, item, attempt, error)
         limit = self.redelivery.max_attempts
         if limit is not None and failures >= limit:
             dead = DeadLetter(item, failures, error, self.clock.now())
@@ -240,7 +256,7 @@ class DeliveryCore:
                 error,
                 extra={"item_id": item.id, "kind": item.kind.value},
             )
-            self.observer.dead_lettered(dead)
+            self._notify(self.observer.dead_lettered, dead)
             return DeadLettered(dead)
         due = self.clock.now() + self.redelivery.delay(failures)
         log.warning(

@@ -340,8 +340,9 @@ class InMemoryScheduler(SchedulerPort):
                 item = ticked
             return self._core.deliver(item, attempt)
         except Exception as exc:
-            # deliver() catches handler errors; this is an observer failing. The handler's
-            # outcome is unknown: redeliver rather than lose the item.
+            # deliver() turns every handler error into an outcome and ignores observer
+            # errors; this is a recurrence that cannot compute its slot. Redeliver rather
+            # than lose the item.
             return self._core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
 
     def _settle(self) -> None:

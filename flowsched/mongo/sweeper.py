@@ -205,9 +205,9 @@ class Sweeper:
         try:
             outcome = self._core.deliver(claim.item, claim.attempt)
         except BaseException as exc:
-            # deliver() catches the handler's errors: this is an observer failing, or a
-            # BaseException. Settle the item as failed (no observer call: it may fail again)
-            # so that it is neither lost nor held and renewed for ever.
+            # deliver() turns every handler error into an outcome and ignores observer
+            # errors: this is a KeyboardInterrupt. Settle the item as failed so that it is
+            # neither lost nor held and renewed for ever, then let the interrupt through.
             log.exception("delivery of %s failed outside its handler", claim.item.id)
             failures = claim.attempt + 1
             due = self._clock.now() + self._core.redelivery.delay(failures)
