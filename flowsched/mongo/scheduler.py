@@ -122,10 +122,24 @@ class MongoScheduler(SchedulerPort):
         new ``generation``. Raises ``SchedulerUnavailable`` if MongoDB cannot be reached
         within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON.
         """
+        stored = self._store_item(item, replace=True)
+        assert stored is not None  # a replacing write always stores
+        return stored
+
+    def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
+        """Write ``item`` under a new generation; without ``replace``, only if its id is free
+        (``None`` if an item of that id is stored)."""
         document = item_document(item, new_generation(self._rng))
         _check_bson(item, document)
+        what = f"schedule({item.id!r})"
         try:
-            self._call(f"schedule({item.id!r})", lambda: self._store.put(document))
+            if replace:
+                self._call(what, lambda: self._store.put(document))
+            elif not self._call(what, lambda: self._store.insert(document)):
+                # Taken: by a newer item, or by this very insert if a retry repeated it.
+                found = self._call(what, lambda: self._store.find(item.id))
+                if found is None or found.get("generation") != document["generation"]:
+                    return None
         finally:
             self._fence.touch(item.id)  # even on error: the write may have applied
         stored = ScheduleItem(
@@ -263,33 +277,33 @@ class MongoScheduler(SchedulerPort):
                 log.error("%s_dead: %s", self._store.name, exc)
         return letters
 
-    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+    def requeue(self, item_id: str, due: datetime | None = None, *, replace: bool = False) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
 
-        Replaces an item of that id if one was scheduled since. ``False`` if there is no
-        dead letter with that id."""
-        document = self._call(f"requeue({item_id!r})", lambda: self._store.dead_letter(item_id))
+        ``False`` if there is no dead letter with that id, or if an item of that id has been
+        scheduled since it died: that newer item is left as it is and the stale dead letter
+        is dropped (the in-memory adapter drops it when the new item is scheduled). With
+        ``replace`` (the CLI's ``timers requeue --replace``), the newer item is overwritten."""
+        what = f"requeue({item_id!r})"
+        document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False
         dead = dead_letter_from_document(document)
         when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
         old = dead.item
-        self.schedule(
-            ScheduleItem(
-                old.id,
-                old.kind,
-                when,
-                old.flow_id,
-                old.payload,
-                recurrence=old.recurrence,
-                previous=old.previous,
-            )
+        fresh = ScheduleItem(
+            old.id,
+            old.kind,
+            when,
+            old.flow_id,
+            old.payload,
+            recurrence=old.recurrence,
+            previous=old.previous,
         )
+        stored = self._store_item(fresh, replace=replace)
         generation = old.generation
-        self._call(
-            f"requeue({item_id!r})", lambda: self._store.remove_dead_letter(item_id, generation)
-        )
-        return True
+        self._call(what, lambda: self._store.remove_dead_letter(item_id, generation))
+        return stored is not None
 
     # -- lifecycle -------------------------------------------------------------------------
 
