@@ -18,6 +18,7 @@ def test_requeue_does_not_overwrite_an_item_scheduled_since_it_died(
     s.subscribe(TIMER, recorder)
     recorder.fail("t", times=1)
     s.schedule(ScheduleItem("t", TIMER, clock.now(), payload={"v": "old"}))
+    clock.advance(timedelta(0))
     fire(s)
     assert [d.item.id for d in s.dead_letters()] == ["t"]
 
