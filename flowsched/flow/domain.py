@@ -157,7 +157,11 @@ class FlowDomain:
 
     def _on_retry(self, item: ScheduleItem, attempt: int) -> None:
         timer = ActionTimer.from_payload(item.payload or {})
-        self._timer(item, timer.flow, lambda d, inst, now: self._planner.retry(d, inst, timer, now))
+        self._timer(
+            item,
+            timer.flow,
+            lambda d, inst, now: self._planner.retry(d, inst, timer, now, planned=item.due),
+        )
 
     def _on_deadline(self, item: ScheduleItem, attempt: int) -> None:
         timer = DeadlineTimer.from_payload(item.payload or {})

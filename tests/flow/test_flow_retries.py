@@ -52,6 +52,26 @@ def test_the_seed_check_fraud_example_makes_5_attempts_10s_then_every_30_minutes
     assert h.state() == "CheckingFraud"  # no timeout configured: it waits for a response
 
 
+def test_one_jump_past_every_retry_makes_all_5_attempts_at_their_planned_times(
+    harness: HarnessFactory,
+) -> None:
+    """A retry counts from when the previous attempt was due, not from when it fired: one
+    advance over the whole schedule (a scheduler catching up) still makes every attempt."""
+    conf = SEED_CHECK_FRAUD + "Any.CheckingFraud.CheckFraud.timeout-duration = 2h"
+    h = harness(conf, respond=VALIDATED)
+    h.domain.start(FLOW, "tx-1")
+    first_retry = next(t for t in h.domain.timers("tx-1") if t.kind is ScheduleKind.ACTION_RETRY)
+    assert first_retry.due == T0 + 10 * S
+
+    h.advance(2 * 60 * M)
+
+    requests = [c.request for c in h.calls if c.request.action == "CheckFraud"]
+    assert [r.attempt for r in requests] == [1, 2, 3, 4, 5]  # was [1, 2]: retries from 11:00
+    assert h.state() == "FraudTimedOut"
+    due = [e.due for e in h.timeline if e.what == "scheduled" and "retry" in e.detail]
+    assert due == [T0 + 10 * S, T0 + 30 * M + 10 * S, T0 + 60 * M + 10 * S, T0 + 90 * M + 10 * S]
+
+
 def test_linear_backoff_without_jitter_waits_1_2_3_4_seconds(harness: HarnessFactory) -> None:
     h = harness(
         SEED_LINEAR + "Any.CheckingFraud.CheckFraud.jitter-enabled = false", respond=VALIDATED
