@@ -136,7 +136,7 @@ class FlowDomain:
         if instance is None or instance.finished:
             return []
         ids = [
-            action_timer_id(flow_id, instance.state, run.action, kind)
+            action_timer_id(flow_id, instance.state, instance.entry, run.action, kind)
             for run in instance.actions
             if run.waiting
             for kind in (ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY)

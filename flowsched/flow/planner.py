@@ -110,7 +110,9 @@ class Planner:
             step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
             return step
         step.update(instance.with_run(replace(run, timed_out=True)))
-        step.cancel(action_timer_id(instance.flow_id, timer.state, timer.action, _RETRY))
+        step.cancel(
+            action_timer_id(instance.flow_id, timer.state, timer.entry, timer.action, _RETRY)
+        )
         event = ActionTimeoutEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -270,7 +272,11 @@ class Planner:
             if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
                 kinds.append(_RETRY)
             for kind in kinds:
-                step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+                step.cancel(
+                    action_timer_id(
+                        instance.flow_id, instance.state, instance.entry, run.action, kind
+                    )
+                )
             if kinds:
                 what = " and ".join("timeout" if k is _TIMEOUT else "retries" for k in kinds)
                 step.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
@@ -287,7 +293,9 @@ class Planner:
             return
         step.update(instance.with_run(replace(run, completed=True)))
         for kind in (_TIMEOUT, _RETRY):
-            step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+            step.cancel(
+                action_timer_id(instance.flow_id, instance.state, instance.entry, run.action, kind)
+            )
         step.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
 
     # -- helpers -------------------------------------------------------------------------

@@ -94,7 +94,16 @@ class Timekeeper:
             )
             item = timer.item(instance.flow_id, due)
             pending = PendingDeadline(item.id, source, destination, due, instance.entry)
-            kept = tuple(d for d in step.instance.deadlines if d.item_id != item.id)
+            # Re-entering the source re-arms its deadline from the new entry (ids differ by
+            # entry number, so the earlier entry's timer is cancelled, not replaced).
+            earlier = [
+                d
+                for d in step.instance.deadlines
+                if (d.source, d.destination) == (source, destination)
+            ]
+            for old in earlier:
+                step.cancel(old.item_id)
+            kept = tuple(d for d in step.instance.deadlines if d not in earlier)
             step.update(replace(step.instance, deadlines=(*kept, pending)))
             offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
             self._add(step, item, f"processing time {source}->{destination} from {offset}", key)

@@ -90,7 +90,7 @@ def test_linear_backoff_with_default_jitter_stays_within_20_percent(
 ) -> None:
     h = harness(SEED_LINEAR, respond=VALIDATED)
     h.domain.start(FLOW, "tx-1")
-    retry_id = action_timer_id("tx-1", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
+    retry_id = action_timer_id("tx-1", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY)
 
     while (item := h.scheduler.get(retry_id)) is not None:
         h.advance(item.due - h.clock.now())
@@ -109,7 +109,9 @@ def test_a_seeded_random_source_makes_jittered_retries_reproducible(
         h = harness(SEED_LINEAR, respond=VALIDATED, rng=random.Random(seed))
         h.domain.start(FLOW, f"tx-{seed}")
         item = h.scheduler.get(
-            action_timer_id(f"tx-{seed}", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
+            action_timer_id(
+                f"tx-{seed}", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY
+            )
         )
         assert item is not None
         return item.due
