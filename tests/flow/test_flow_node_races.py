@@ -2,6 +2,8 @@
 
 A decision taken on an older state entry (it lost a race to another node) only writes timers
 of that older entry: timer ids carry the entry number, so it cannot replace the winner's.
+A timer that arrives before the decision that scheduled it is stored is redelivered a few
+times rather than dropped.
 """
 
 from __future__ import annotations
@@ -10,11 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from flowkit import T0, S
+import mongomock
+from flowkit import T0, HarnessFactory, M, S
 
-from flowsched import InMemoryScheduler, ManualClock, SchedulingConfig
-from flowsched.flow import ActionRequest, Flow, FlowDomain, FlowInstance, InMemoryFlowStore
-from flowsched.flow.timers import action_timer_id
+from flowsched import InMemoryScheduler, ManualClock, MongoScheduler, SchedulingConfig
+from flowsched.flow import (
+    ActionRequest,
+    Flow,
+    FlowDomain,
+    FlowInstance,
+    InMemoryFlowStore,
+    ProcessingTimeElapsedEvent,
+)
+from flowsched.flow.timers import ActionTimer, action_timer_id
 from flowsched.port import ScheduleKind, SchedulerPort
 
 CONF = """
@@ -106,3 +116,78 @@ def test_a_retry_decided_on_an_old_entry_does_not_replace_the_new_entrys_retry(
         (2, 3, T0 + 4 * S),
         (2, 4, T0 + 7 * S),
     ]
+
+
+class SlowInsertStore(InMemoryFlowStore):
+    """Runs ``before_insert`` (once) between a decision's schedule() and its store insert."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_insert: list[Callable[[], object]] = []
+
+    def insert(self, instance: FlowInstance) -> FlowInstance:
+        if self.before_insert:
+            self.before_insert.pop()()
+        return super().insert(instance)
+
+
+def test_a_timer_delivered_before_its_instance_is_stored_is_redelivered_and_applied(
+    clock: ManualClock,
+) -> None:
+    """Node W starts a flow whose deadline is already past; node L sweeps between W's
+    schedule() and W's insert, finds no instance yet, and the timer comes back later."""
+    flow = (
+        Flow("F")
+        .initial("S", invokes="A")
+        .terminal("Done", "TooLate")
+        .on(ProcessingTimeElapsedEvent, in_state="S", go_to="TooLate")
+    )
+    conf = "ipf.flow.F.processing-time.S.Done { timeout-duration = 5s, offset-id = AcceptedAt }"
+    timers = mongomock.MongoClient()["db"]["timers"]
+    store = SlowInsertStore()
+    nodes = {}
+    for name in ("W", "L"):
+        scheduler = MongoScheduler(timers, node_id=name, clock=clock)
+        domain = (
+            FlowDomain.builder()
+            .with_config(SchedulingConfig.from_string(conf))
+            .with_scheduler_adapter(scheduler)
+            .with_flow_store(store)
+            .with_clock(clock)
+            .with_flow(flow)
+            .with_action_adapter("A", lambda r: None)
+            .build()
+        )
+        nodes[name] = (scheduler, domain)
+    delivered_early: list[int] = []
+    store.before_insert.append(lambda: delivered_early.append(nodes["L"][0].run_due()))
+
+    nodes["W"][1].start("F", "f1", offsets={"AcceptedAt": T0 - 1 * M})
+
+    assert delivered_early == [1]  # L saw the deadline before the instance existed ...
+    assert nodes["W"][1].instance("f1").state == "S"  # type: ignore[union-attr]
+    clock.advance(3 * S)  # ... and handed it back: redelivered 3 s later
+    nodes["L"][0].run_due()
+    assert nodes["W"][1].instance("f1").state == "TooLate"  # type: ignore[union-attr]
+    assert nodes["L"][0].dead_letters() == []
+
+
+def test_a_timer_ahead_of_the_instance_is_dropped_after_three_redeliveries(
+    harness: HarnessFactory,
+) -> None:
+    """The decision that scheduled it was never stored (it lost a race, its node died):
+    retried a bounded number of times, then a no-op success, never redelivered forever."""
+    h = harness("", flows=(_flow(),))
+    h.domain.start("F", "f1")  # S is entry 1; nothing ever stores entry 5
+    ahead = ActionTimer("F", "S", "A", entry=5).item("f1", ScheduleKind.ACTION_TIMEOUT, T0)
+    h.scheduler.schedule(ahead)
+
+    for wait in (0 * S, 3 * S, 6 * S):  # the delivery, then redeliveries after 3 s and 6 s
+        h.advance(wait)
+        assert h.scheduler.exists(ahead.id)
+    h.advance(12 * S)  # the fourth delivery gives up quietly
+
+    assert not h.scheduler.exists(ahead.id)
+    assert h.scheduler.dead_letters() == []
+    instance = h.domain.instance("f1")
+    assert instance is not None and (instance.state, instance.entry) == ("S", 1)
