@@ -208,10 +208,10 @@ class TimersCli:
                     EXIT_NOT_FOUND,
                 )
             try:
-                requeued = self._scheduler(store, target).requeue(item_id, due)
+                requeued = self._scheduler(store, target).requeue(item_id, due, replace=replace)
             except MalformedDocument as exc:
                 fail(f"dead letter {item_id} cannot be requeued: {exc.reason}", EXIT_NOT_FOUND)
-        if not requeued:  # requeued or removed by someone else meanwhile
+        if not requeued:  # requeued, removed or scheduled again by someone else meanwhile
             fail(f"no dead letter {item_id} in {target.namespace}_dead", EXIT_NOT_FOUND)
         typer.echo(f"requeued {item_id}: due {render.iso(due)}, attempts reset")
 

@@ -145,6 +145,9 @@ class Claims:
         self.store = store
         self.owner = owner
         self.lease = lease
+        # (id, token) of dead settlements whose item removal was tried, until their settle
+        # call completes: see _dead_letter.
+        self._tried: set[tuple[Any, str]] = set()
 
     def claim(
         self,
@@ -263,6 +266,7 @@ class Claims:
         self.store.write(self.store.items, writes)
         if dead:
             self._dead_letter(dead)
+            self._tried.difference_update((s.item_id, s.token) for s in dead)
 
     def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:
         assert isinstance(settlement.action, Quarantine)
@@ -276,16 +280,20 @@ class Claims:
     def _dead_letter(self, dead: Sequence[Settlement]) -> None:
         # Two collections, no transaction: write the dead letter first, then remove the item
         # under its fence (a crash in between leaves both: the item is redelivered after its
-        # lease and dead-lettered again, nothing is lost). If the fence no longer matches
-        # because another form of the item is stored (replaced, re-claimed), this dead letter
-        # is for a form that no longer exists: take it back. If no form is stored, an earlier
-        # try of this very write removed it (or it was cancelled): keep the dead letter.
+        # lease and dead-lettered again, nothing is lost). If the fence does not match on the
+        # first try, the form that died was cancelled (by its own handler, say) or replaced
+        # meanwhile: it never became a dead letter, take it back. On a repeated try (after
+        # an error) the item may be gone because the earlier try removed it (its reply was
+        # lost): then the dead letter is kept unless another form of the item is stored.
         letters = [s.action.dead for s in dead if isinstance(s.action, DeadLettered)]
         self.store.put_dead_letters([dead_letter_document(d) for d in letters])
         for settlement in dead:
+            key = (settlement.item_id, settlement.token)
+            repeated = key in self._tried
+            self._tried.add(key)
             if self.store.items.delete_one(settlement.fence()).deleted_count:
                 continue
-            if self.store.exists(settlement.item_id):
+            if not repeated or self.store.exists(settlement.item_id):
                 self.store.remove_dead_letter(settlement.item_id, settlement.generation)
 
 

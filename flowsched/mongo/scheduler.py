@@ -18,7 +18,7 @@ from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.mongo.claims import Claims, Settlement
+from flowsched.mongo.claims import Claims, Release, Settlement
 from flowsched.mongo.documents import (
     MalformedDocument,
     dead_letter_from_document,
@@ -26,7 +26,8 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
-from flowsched.mongo.harvest import Harvester
+from flowsched.mongo.fence import LocalFence
+from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
@@ -53,6 +54,12 @@ class MongoScheduler(SchedulerPort):
     item is delivered to exactly one of them per attempt (a conditional claim with a lease),
     and an item whose claimer died is delivered again once its lease has run out. Delivery is
     at least once; handlers should be idempotent (``item.key`` is a good idempotency key).
+
+    Once ``cancel``/``cancel_flow``/``schedule`` has returned on this node, the old form of
+    the item is not delivered by this node, even if it was already claimed in the batch
+    being run (:mod:`flowsched.mongo.fence`). An item another node has claimed is a delivery
+    already running there: it may still finish after ``cancel`` returned, and its outcome
+    never undoes the cancel or the replacement.
 
     ``collection`` is a pymongo ``Collection`` (or a mongomock one in tests); dead letters go
     to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it.
@@ -93,6 +100,7 @@ class MongoScheduler(SchedulerPort):
         self._store = TimerStore(collection)
         self._claims = Claims(self._store, self.node_id, lease)
         self._harvester = Harvester(self._claims, self._core, self._clock)
+        self._fence = LocalFence()
         self._poll_interval = poll_interval
         self._batch_size = batch_size
         self._workers = workers
@@ -114,9 +122,26 @@ class MongoScheduler(SchedulerPort):
         new ``generation``. Raises ``SchedulerUnavailable`` if MongoDB cannot be reached
         within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON.
         """
+        stored = self._store_item(item, replace=True)
+        assert stored is not None  # a replacing write always stores
+        return stored
+
+    def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
+        """Write ``item`` under a new generation; without ``replace``, only if its id is free
+        (``None`` if an item of that id is stored)."""
         document = item_document(item, new_generation(self._rng))
         _check_bson(item, document)
-        self._call(f"schedule({item.id!r})", lambda: self._store.put(document))
+        what = f"schedule({item.id!r})"
+        try:
+            if replace:
+                self._call(what, lambda: self._store.put(document))
+            elif not self._call(what, lambda: self._store.insert(document)):
+                # Taken: by a newer item, or by this very insert if a retry repeated it.
+                found = self._call(what, lambda: self._store.find(item.id))
+                if found is None or found.get("generation") != document["generation"]:
+                    return None
+        finally:
+            self._fence.touch(item.id)  # even on error: the write may have applied
         stored = ScheduleItem(
             item.id,
             item.kind,
@@ -137,7 +162,10 @@ class MongoScheduler(SchedulerPort):
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
-        removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
+        try:
+            removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
+        finally:
+            self._fence.touch(item_id)
         if removed:
             self._core.observer.cancelled(item_id)
         return removed
@@ -152,7 +180,10 @@ class MongoScheduler(SchedulerPort):
         ids: list[str] = []
         if type(observer).cancelled is not Observer.cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
-        removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+        try:
+            removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+        finally:
+            self._fence.touch_flow(flow_id)
         for item_id in ids[:removed]:
             observer.cancelled(item_id)
         return removed
@@ -193,15 +224,46 @@ class MongoScheduler(SchedulerPort):
         """
         delivered = 0
         while True:
-            harvest = self._call("run_due claim", lambda: self._harvester.take(self._batch_size))
-            if not harvest.won:
-                return delivered
-            settle = harvest.settle
+            stamp = self._fence.open()
+            try:
+                harvest = self._call(
+                    "run_due claim", lambda: self._harvester.take(self._batch_size)
+                )
+                if not harvest.won:
+                    return delivered
+                delivered += self._deliver_batch(harvest, stamp)
+            finally:
+                self._fence.close(stamp)
+
+    def _deliver_batch(self, harvest: Harvest, stamp: int) -> int:
+        """Deliver a claimed batch in this thread and write the outcomes; how many ran.
+
+        A claim this node cancelled or replaced since its stamp is released, not run. If a
+        handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
+        interrupted and unstarted claims given back (claimable again at once, not counted as
+        failures, like the in-memory adapter's), then the interrupt goes on."""
+        settle = harvest.settle
+        done = ran = 0
+        try:
             for claim in harvest.deliver:
-                outcome = self._core.deliver(claim.item, claim.attempt)
-                settle.append(Settlement.of(claim, outcome))
-                delivered += 1
-            self._call("run_due settle", functools.partial(self._settle, settle))
+                if self._fence.stale(stamp, claim.item):
+                    settle.append(Settlement.of(claim, Release(claim.item.due)))
+                else:
+                    outcome = self._core.deliver(claim.item, claim.attempt)
+                    settle.append(Settlement.of(claim, outcome))
+                    ran += 1
+                done += 1
+        except BaseException:
+            rest = harvest.deliver[done:]
+            settle.extend(Settlement.of(claim, Release(claim.item.due)) for claim in rest)
+            try:
+                self._call("run_due settle", functools.partial(self._settle, settle))
+            except Exception as exc:
+                # Nothing is lost: the claims run out with their lease and are redelivered.
+                log.warning("run_due interrupted; could not write its outcomes: %s", exc)
+            raise
+        self._call("run_due settle", functools.partial(self._settle, settle))
+        return ran
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -215,33 +277,33 @@ class MongoScheduler(SchedulerPort):
                 log.error("%s_dead: %s", self._store.name, exc)
         return letters
 
-    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+    def requeue(self, item_id: str, due: datetime | None = None, *, replace: bool = False) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
 
-        Replaces an item of that id if one was scheduled since. ``False`` if there is no
-        dead letter with that id."""
-        document = self._call(f"requeue({item_id!r})", lambda: self._store.dead_letter(item_id))
+        ``False`` if there is no dead letter with that id, or if an item of that id has been
+        scheduled since it died: that newer item is left as it is and the stale dead letter
+        is dropped (the in-memory adapter drops it when the new item is scheduled). With
+        ``replace`` (the CLI's ``timers requeue --replace``), the newer item is overwritten."""
+        what = f"requeue({item_id!r})"
+        document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False
         dead = dead_letter_from_document(document)
         when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
         old = dead.item
-        self.schedule(
-            ScheduleItem(
-                old.id,
-                old.kind,
-                when,
-                old.flow_id,
-                old.payload,
-                recurrence=old.recurrence,
-                previous=old.previous,
-            )
+        fresh = ScheduleItem(
+            old.id,
+            old.kind,
+            when,
+            old.flow_id,
+            old.payload,
+            recurrence=old.recurrence,
+            previous=old.previous,
         )
+        stored = self._store_item(fresh, replace=replace)
         generation = old.generation
-        self._call(
-            f"requeue({item_id!r})", lambda: self._store.remove_dead_letter(item_id, generation)
-        )
-        return True
+        self._call(what, lambda: self._store.remove_dead_letter(item_id, generation))
+        return stored is not None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -258,6 +320,7 @@ class MongoScheduler(SchedulerPort):
                 batch_size=self._batch_size,
                 workers=self._workers,
                 op_timeout=self._op_timeout,
+                fence=self._fence,
             )
             self._sweeper.start()
 

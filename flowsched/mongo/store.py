@@ -111,6 +111,14 @@ class TimerStore:
             # Two upserts of one new _id raced; the loser's retry now finds the document.
             self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
 
+    def insert(self, document: Doc) -> bool:
+        """Insert the item's document unless one with its ``_id`` exists; whether it did."""
+        try:
+            self.items.insert_one(dict(document))
+        except DuplicateKeyError:
+            return False
+        return True
+
     def delete(self, item_id: str) -> bool:
         return self.items.delete_one({"_id": item_id}).deleted_count > 0
 

@@ -30,6 +30,7 @@ from pymongo.errors import BulkWriteError, WriteError
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
+from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.outage import Backoff, is_transient, within
 
@@ -52,8 +53,10 @@ class Sweeper:
         batch_size: int,
         workers: int,
         op_timeout: timedelta,
+        fence: LocalFence,
     ) -> None:
         self._harvester = harvester
+        self._fence = fence
         self._claims: Claims = harvester.claims
         self._core: DeliveryCore = harvester.core
         self._clock: Clock = harvester.clock
@@ -64,6 +67,10 @@ class Sweeper:
         self._op_timeout = op_timeout
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when a handler returns
+        self._running = 0  # handlers running now
+        self._worker = threading.local()  # .on: this thread is one of the pool's workers
+        self._flush_inline = False  # closed from a handler: deliveries write their outcomes
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._closing = False
@@ -89,19 +96,35 @@ class Sweeper:
         self._wake.set()
 
     def stop(self) -> None:
-        """Stop claiming, wait for running handlers, give back queued claims, write outcomes."""
-        self._closing = True  # queued deliveries now release their claim instead of running
+        """Stop claiming, wait for running handlers, give back queued claims, write outcomes.
+
+        Called from a handler (on one of the pool's workers), it waits for the *other*
+        running handlers only; the calling delivery's outcome is written when its handler
+        returns, and claims still queued are given back as soon as a worker reaches them."""
+        inside = getattr(self._worker, "on", False)
+        with self._lock:
+            self._closing = True  # queued deliveries now release their claim instead of running
+            self._flush_inline = inside
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
-        self._pool.shutdown(wait=True)
+        if inside:
+            # A worker cannot join itself (shutdown(wait=True) would raise RuntimeError).
+            self._pool.shutdown(wait=False)
+            with self._idle:
+                self._idle.wait_for(lambda: self._running <= 1)
+        else:
+            self._pool.shutdown(wait=True)
+        self._write_outcomes("on close")
+
+    def _write_outcomes(self, when: str) -> None:
         try:
-            within(self._op_timeout, "writing outcomes on close", self._flush)
+            within(self._op_timeout, f"writing outcomes {when}", self._flush)
         except Exception as exc:
             # Nothing is lost: the items stay claimed until their lease ends, then any node
             # delivers them again.
-            log.warning("could not write outcomes on close (redelivered after the lease): %s", exc)
+            log.warning("could not write outcomes %s (redelivered after the lease): %s", when, exc)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -154,7 +177,13 @@ class Sweeper:
         # Behind (the last claim was full): no need to look ahead, the next turn comes at once;
         # a narrower range is also cheaper on servers that read every match before the limit.
         looked = not self._behind
-        harvest = self._harvester.take(free, lookahead=self._lookahead if looked else timedelta(0))
+        stamp = self._fence.open()
+        try:
+            lookahead = self._lookahead if looked else timedelta(0)
+            harvest = self._harvester.take(free, lookahead=lookahead)
+            self._fence.hold(stamp, len(harvest.deliver))  # released by each delivery
+        finally:
+            self._fence.close(stamp)
         self._behind = harvest.due >= free
         with self._lock:
             self._unwritten.extend(harvest.settle)
@@ -172,7 +201,7 @@ class Sweeper:
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
         for claim in harvest.deliver:
-            self._pool.submit(self._deliver, claim)
+            self._pool.submit(self._deliver, claim, stamp)
         if harvest.settle:
             self._flush()
 
@@ -198,12 +227,29 @@ class Sweeper:
 
     # -- delivery, settlement, leases --------------------------------------------------------
 
-    def _deliver(self, claim: Claim) -> None:
-        if self._closing:
-            self._finish(Settlement.of(claim, Release(claim.item.due)))
-            return
+    def _deliver(self, claim: Claim, stamp: int) -> None:
+        self._worker.on = True
         try:
-            outcome = self._core.deliver(claim.item, claim.attempt)
+            with self._lock:
+                # Closing, or cancelled/replaced here since the claim: give it back unrun.
+                skip = self._closing or self._fence.stale(stamp, claim.item)
+                if not skip:
+                    self._running += 1
+            if skip:
+                self._finish(Settlement.of(claim, Release(claim.item.due)))
+                return
+            try:
+                self._finish(self._outcome(claim))
+            finally:
+                with self._idle:
+                    self._running -= 1
+                    self._idle.notify_all()
+        finally:
+            self._fence.close(stamp)
+
+    def _outcome(self, claim: Claim) -> Settlement:
+        try:
+            return Settlement.of(claim, self._core.deliver(claim.item, claim.attempt))
         except BaseException as exc:
             # deliver() turns every handler error into an outcome and ignores observer
             # errors: this is a KeyboardInterrupt. Settle the item as failed so that it is
@@ -214,13 +260,15 @@ class Sweeper:
             error = f"{type(exc).__name__}: {exc}"
             self._finish(Settlement.of(claim, Redeliver(due, failures, error)))
             raise
-        self._finish(Settlement.of(claim, outcome))
 
     def _finish(self, settlement: Settlement) -> None:
         with self._lock:
             self._finished.append(settlement)
             batch_done = len(self._finished) >= len(self._held)
-        if batch_done:
+            inline = self._flush_inline
+        if inline:  # the sweeper thread is gone: nobody else will write it
+            self._write_outcomes("after close")
+        elif batch_done:
             self._wake.set()
 
     def _flush(self) -> None:

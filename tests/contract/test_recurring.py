@@ -156,7 +156,7 @@ def test_with_retry_failed_and_max_attempts_a_failing_tick_is_dead_lettered(
 
     recorder.fail("sweep", times=0)
     assert s.requeue("sweep")
-    fire(s)
+    step(s, clock, fire, timedelta(0))
     step(s, clock, fire, HOUR)
     assert [d.item.due for d in recorder.deliveries[2:]] == [slot(1), slot(2)]
     assert s.exists("sweep")
