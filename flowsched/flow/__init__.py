@@ -9,7 +9,12 @@ deadlines come from the configuration and reach the flow as :class:`ActionTimeou
 
 from flowsched.flow.builder import FlowConfigError, FlowDomainBuilder
 from flowsched.flow.definition import ANY_STATE, Flow, FlowDefinition, FlowDefinitionError
-from flowsched.flow.domain import ActionAdapter, FlowDomain, UnknownFlowError
+from flowsched.flow.domain import (
+    ActionAdapter,
+    FlowDomain,
+    TimerAheadOfInstanceError,
+    UnknownFlowError,
+)
 from flowsched.flow.events import ActionRequest, ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.store import (
@@ -39,5 +44,6 @@ __all__ = [
     "InMemoryFlowStore",
     "ProcessingTimeElapsedEvent",
     "TimelineEntry",
+    "TimerAheadOfInstanceError",
     "UnknownFlowError",
 ]

@@ -3,18 +3,29 @@
 A typo in ``application.conf`` (``CheckingFruad``) would otherwise be a key that silently
 never applies. Each problem names the key, the part that matches nothing, the closest names
 that do exist, and the key the author probably meant.
+
+Root-form keys (``<Flow>.<State>.<Action>.<type>``, no ``ipf.flow.`` prefix) share the root
+of ``application.conf`` with other libraries: ``alpakka.s3.retry-settings.max-retries`` has
+the shape of an action key of a flow ``alpakka``. So a root key is only checked when its flow
+part is ``Any``, a registered flow, or close to one (``OBCreditTranfer``); any other is
+somebody else's and is logged at debug level. Keys under ``ipf.flow.`` are always checked.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Iterable, Mapping
 
-from flowsched.config import ANY, ActionKey, ProcessingTimeKey
+from flowsched.config import ANY, ActionKey, KeyForm, ProcessingTimeKey
 from flowsched.errors import ConfigProblem
 from flowsched.flow.definition import FlowDefinition
 
 __all__ = ["unknown_names"]
+
+log = logging.getLogger("flowsched.flow")
+
+_NEAR_FLOW = 0.8  # difflib ratio, case ignored: "OBCreditTranfer" ~ "OBCreditTransfer" is 0.97
 
 
 def unknown_names(
@@ -22,10 +33,24 @@ def unknown_names(
     actions: Iterable[ActionKey],
     processing_times: Iterable[ProcessingTimeKey],
 ) -> list[ConfigProblem]:
-    """One problem per configured key naming something no registered flow has."""
-    problems = [p for a in actions if (p := _action_problem(flows, a))]
+    """One problem per configured key naming something no registered flow has (root-form
+    keys only when they look like ours: see the module docstring)."""
+    problems = [p for a in actions if _ours(flows, a) and (p := _action_problem(flows, a))]
     problems += [p for t in processing_times if (p := _processing_problem(flows, t))]
     return problems
+
+
+def _ours(flows: Mapping[str, FlowDefinition], key: ActionKey) -> bool:
+    """Whether ``key`` is meant for the flow domain rather than another library."""
+    if key.form is not KeyForm.ROOT or key.flow == ANY or key.flow in flows:
+        return True
+    names = {name.lower(): name for name in flows}
+    if difflib.get_close_matches(key.flow.lower(), list(names), n=1, cutoff=_NEAR_FLOW):
+        return True
+    log.debug(
+        "configuration key %s: %r is no registered flow; not ours, ignored", key.key, key.flow
+    )
+    return False
 
 
 def _action_problem(flows: Mapping[str, FlowDefinition], key: ActionKey) -> ConfigProblem | None:

@@ -31,7 +31,7 @@ from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 if TYPE_CHECKING:
     from flowsched.flow.builder import FlowDomainBuilder
 
-__all__ = ["ActionAdapter", "FlowDomain", "UnknownFlowError"]
+__all__ = ["ActionAdapter", "FlowDomain", "TimerAheadOfInstanceError", "UnknownFlowError"]
 
 log = logging.getLogger("flowsched.flow")
 
@@ -42,12 +42,22 @@ An adapter that raises is logged; the action's retries and timeout then apply.""
 
 Decide = Callable[[FlowInstance | None, datetime], Step | None]
 
+EARLY_TIMER_REDELIVERIES = 3
+"""How many times a timer that arrived before its instance was stored is handed back to the
+scheduler for redelivery (its backoff: 3 s, 6 s, 12 s by default) before it is dropped."""
+
 
 class UnknownFlowError(KeyError):
     """No flow definition or no instance by that name/id."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class TimerAheadOfInstanceError(RuntimeError):
+    """A timer fired for a state entry the stored instance has not reached yet: another node
+    scheduled it and has not stored its decision yet. Raised so the scheduler redelivers it
+    (at most :data:`EARLY_TIMER_REDELIVERIES` times)."""
 
 
 class FlowDomain:
@@ -136,7 +146,7 @@ class FlowDomain:
         if instance is None or instance.finished:
             return []
         ids = [
-            action_timer_id(flow_id, instance.state, run.action, kind)
+            action_timer_id(flow_id, instance.state, instance.entry, run.action, kind)
             for run in instance.actions
             if run.waiting
             for kind in (ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY)
@@ -151,30 +161,49 @@ class FlowDomain:
         timer = ActionTimer.from_payload(item.payload or {})
         self._timer(
             item,
+            attempt,
             timer.flow,
+            timer.entry,
             lambda d, inst, now: self._planner.action_timeout(d, inst, timer, now),
         )
 
     def _on_retry(self, item: ScheduleItem, attempt: int) -> None:
         timer = ActionTimer.from_payload(item.payload or {})
-        self._timer(item, timer.flow, lambda d, inst, now: self._planner.retry(d, inst, timer, now))
+        self._timer(
+            item,
+            attempt,
+            timer.flow,
+            timer.entry,
+            lambda d, inst, now: self._planner.retry(d, inst, timer, now, planned=item.due),
+        )
 
     def _on_deadline(self, item: ScheduleItem, attempt: int) -> None:
         timer = DeadlineTimer.from_payload(item.payload or {})
         self._timer(
             item,
+            attempt,
             timer.flow,
+            timer.entry,
             lambda d, inst, now: self._planner.deadline(d, inst, timer, item.id, now),
         )
 
     def _timer(
         self,
         item: ScheduleItem,
+        attempt: int,
         flow: str,
+        entry: int,
         plan: Callable[[FlowDefinition, FlowInstance, datetime], Step],
     ) -> None:
-        """Apply a fired timer. "Nothing to do" (unknown flow or instance, a flow that moved
-        on) returns normally: raising would have the scheduler redeliver it forever."""
+        """Apply a fired timer set on state entry ``entry``.
+
+        "Nothing to do" (unknown flow or instance, a flow that moved on) returns normally:
+        raising would have the scheduler redeliver it forever. A timer *ahead* of the stored
+        instance (its entry is newer, or it belongs to a just-created instance not stored
+        yet) was scheduled by a decision another node has not stored yet (timers are
+        scheduled before the instance is stored): :class:`TimerAheadOfInstanceError` has it
+        redelivered, up to :data:`EARLY_TIMER_REDELIVERIES` times, after which it is dropped
+        (that decision never got stored: it lost a race or its node died)."""
         flow_id = item.flow_id
         definition = self.flows.get(flow)
         if flow_id is None or definition is None:
@@ -182,6 +211,22 @@ class FlowDomain:
             return
 
         def decide(instance: FlowInstance | None, now: datetime) -> Step | None:
+            stored = 0 if instance is None else instance.entry
+            if entry > stored and (instance is not None or entry == 1):
+                if attempt < EARLY_TIMER_REDELIVERIES:
+                    raise TimerAheadOfInstanceError(
+                        f"{item.kind} {item.id}: set on entry {entry} of instance {flow_id!r},"
+                        f" which is stored at entry {stored} (not stored yet?); try again later"
+                    )
+                log.warning(
+                    "%s %s: instance %r still not stored at entry %d after %d deliveries; ignored",
+                    item.kind,
+                    item.id,
+                    flow_id,
+                    entry,
+                    attempt + 1,
+                )
+                return None
             if instance is None:
                 log.info("%s %s: no instance %r; ignored", item.kind, item.id, flow_id)
                 return None

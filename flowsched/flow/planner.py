@@ -8,7 +8,8 @@ Rules kept here and there (CONTRACT §3 and §5):
 
 * Invoking an action schedules its timeout (first invocation + ``timeout-duration``) and its
   first retry; each retry re-invokes the action and schedules the next, due at the previous
-  attempt plus ``RetryPolicy.delay(n)``. A retry due at or after the timeout is never scheduled.
+  attempt's *planned* time (its due, not when it fired) plus
+  ``RetryPolicy.delay(n)``. A retry due at or after the timeout is never scheduled.
 * A completing response cancels the action's timeout and retries.
 * Leaving a state cancels its action timeouts and (unless ``cancel_retries_on_exit`` is off,
   IPF's behaviour) its retries. Entering a terminal state cancels every timer of the instance.
@@ -109,7 +110,9 @@ class Planner:
             step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
             return step
         step.update(instance.with_run(replace(run, timed_out=True)))
-        step.cancel(action_timer_id(instance.flow_id, timer.state, timer.action, _RETRY))
+        step.cancel(
+            action_timer_id(instance.flow_id, timer.state, timer.entry, timer.action, _RETRY)
+        )
         event = ActionTimeoutEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -135,8 +138,14 @@ class Planner:
         instance: FlowInstance,
         timer: ActionTimer,
         now: datetime,
+        planned: datetime,
     ) -> Step:
-        """The retry ``timer`` fired: invoke the action again and schedule the next retry."""
+        """The retry ``timer`` fired: invoke the action again and schedule the next retry.
+
+        ``planned`` is when this attempt was due (the fired item's ``due``): the next retry
+        counts from it, not from ``now``, so a late delivery (a clock advanced past several
+        retries at once, a scheduler catching up) keeps the configured schedule
+        (:meth:`RetryPolicy.due_times`)."""
         step = Step(now, instance)
         current = instance.state == timer.state and instance.entry == timer.entry
         run = instance.run(timer.action) if current else None
@@ -162,7 +171,7 @@ class Planner:
             self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
         )
         following = replace(timer, attempt=timer.attempt + 1)
-        self._time.schedule_retry(step, following, policy.retry, previous=now)
+        self._time.schedule_retry(step, following, policy.retry, previous=planned)
         self._time.request(step, timer.state, timer.action, timer.attempt)
         return step
 
@@ -263,7 +272,11 @@ class Planner:
             if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
                 kinds.append(_RETRY)
             for kind in kinds:
-                step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+                step.cancel(
+                    action_timer_id(
+                        instance.flow_id, instance.state, instance.entry, run.action, kind
+                    )
+                )
             if kinds:
                 what = " and ".join("timeout" if k is _TIMEOUT else "retries" for k in kinds)
                 step.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
@@ -280,7 +293,9 @@ class Planner:
             return
         step.update(instance.with_run(replace(run, completed=True)))
         for kind in (_TIMEOUT, _RETRY):
-            step.cancel(action_timer_id(instance.flow_id, instance.state, run.action, kind))
+            step.cancel(
+                action_timer_id(instance.flow_id, instance.state, instance.entry, run.action, kind)
+            )
         step.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
 
     # -- helpers -------------------------------------------------------------------------

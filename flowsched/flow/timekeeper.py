@@ -43,7 +43,7 @@ class Timekeeper:
         first retry and the request to the adapter."""
         instance = step.instance
         policy = self.config.action(instance.flow, instance.state, action)
-        deadline = None if policy.timeout is None else step.now + policy.timeout
+        deadline = policy.deadline(step.now)  # None: no timeout, or one past the year 9999
         step.update(
             replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
         )
@@ -65,8 +65,15 @@ class Timekeeper:
         n = timer.attempt - 1
         if n > retry.max_retries:
             return
-        due = previous + retry.delay(n, self._rng)
         key = self.key(step.instance.flow, timer.state, timer.action, "max-retries")
+        due = retry.next_due(n, previous, None, self._rng)  # None here: past the year 9999
+        if due is None:
+            step.note(
+                Happened.IGNORED,
+                f"retry {n} of {timer.action} not scheduled: its due time is past the year 9999",
+                key,
+            )
+            return
         if timer.deadline is not None and due >= timer.deadline:
             step.note(
                 Happened.IGNORED,
@@ -88,13 +95,31 @@ class Timekeeper:
                 continue  # reported by the build-time check; nothing could ever reach it
             key = processing_key(instance.flow, source, destination)
             base = deadline_base(instance.offsets, policy.offset_id, step.now, where=key)
-            due = base + policy.timeout
+            try:
+                due = policy.deadline(base)
+            except OverflowError:
+                step.note(
+                    Happened.IGNORED,
+                    f"processing time {source}->{destination} not scheduled: its deadline is"
+                    " past the year 9999",
+                    key,
+                )
+                continue
             timer = DeadlineTimer(
                 instance.flow, source, destination, instance.entry, policy.offset_id
             )
             item = timer.item(instance.flow_id, due)
             pending = PendingDeadline(item.id, source, destination, due, instance.entry)
-            kept = tuple(d for d in step.instance.deadlines if d.item_id != item.id)
+            # Re-entering the source re-arms its deadline from the new entry (ids differ by
+            # entry number, so the earlier entry's timer is cancelled, not replaced).
+            earlier = [
+                d
+                for d in step.instance.deadlines
+                if (d.source, d.destination) == (source, destination)
+            ]
+            for old in earlier:
+                step.cancel(old.item_id)
+            kept = tuple(d for d in step.instance.deadlines if d not in earlier)
             step.update(replace(step.instance, deadlines=(*kept, pending)))
             offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
             self._add(step, item, f"processing time {source}->{destination} from {offset}", key)

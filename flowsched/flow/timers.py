@@ -1,7 +1,11 @@
 """Timer ids and payloads: what the domain puts in a :class:`ScheduleItem` and reads back.
 
-Ids are derived from the flow id, the state, the action (or the destination) and the kind,
-so replaying a step schedules the same ids again and replaces rather than duplicates. The
+Ids are derived from the flow id, the state *and its entry number*, the action (or the
+destination) and the kind, so replaying a step schedules the same ids again and replaces
+rather than duplicates. The entry number keeps the timers of different entries of one state
+apart: a decision that loses a race against another node (it decided on an older entry) only
+ever writes ids of that older entry, never replacing the winner's timers (which it would
+then drop as stale when they fire). The
 payload holds names and counters only (never flow data): enough to tell, when the timer
 fires, whether it still concerns the instance as it is now.
 """
@@ -19,18 +23,24 @@ from flowsched.port import ScheduleItem, ScheduleKind
 __all__ = ["ActionTimer", "DeadlineTimer", "action_timer_id", "deadline_timer_id"]
 
 
-def action_timer_id(flow_id: str, state: str, action: str, kind: ScheduleKind) -> str:
-    """``"<kind>:<flow id>:<state>:<action>"``.
+def action_timer_id(flow_id: str, state: str, entry: int, action: str, kind: ScheduleKind) -> str:
+    """``"<kind>:<flow id>:<state>#<entry>:<action>"`` (``entry``: the instance's entry
+    number when it entered ``state``).
 
-    >>> action_timer_id("tx-1", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
-    'action_retry:tx-1:CheckingFraud:CheckFraud'
+    >>> action_timer_id("tx-1", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY)
+    'action_retry:tx-1:CheckingFraud#2:CheckFraud'
     """
-    return f"{kind.value.lower()}:{flow_id}:{state}:{action}"
+    return f"{kind.value.lower()}:{flow_id}:{state}#{entry}:{action}"
 
 
-def deadline_timer_id(flow_id: str, source: str, destination: str) -> str:
-    """``"processing_timeout:<flow id>:<source>:<destination>"``."""
-    return f"{ScheduleKind.PROCESSING_TIMEOUT.value.lower()}:{flow_id}:{source}:{destination}"
+def deadline_timer_id(flow_id: str, source: str, entry: int, destination: str) -> str:
+    """``"processing_timeout:<flow id>:<source>#<entry>:<destination>"``.
+
+    >>> deadline_timer_id("tx-1", "ValidatingSchemeRules", 1, "Complete")
+    'processing_timeout:tx-1:ValidatingSchemeRules#1:Complete'
+    """
+    kind = ScheduleKind.PROCESSING_TIMEOUT.value.lower()
+    return f"{kind}:{flow_id}:{source}#{entry}:{destination}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +64,7 @@ class ActionTimer:
             "attempt": self.attempt,
             "deadline": None if self.deadline is None else self.deadline.isoformat(),
         }
-        item_id = action_timer_id(flow_id, self.state, self.action, kind)
+        item_id = action_timer_id(flow_id, self.state, self.entry, self.action, kind)
         return ScheduleItem(item_id, kind, due, flow_id=flow_id, payload=payload)
 
     @classmethod
@@ -88,7 +98,7 @@ class DeadlineTimer:
             "entry": self.entry,
             "offset_id": self.offset_id,
         }
-        item_id = deadline_timer_id(flow_id, self.source, self.destination)
+        item_id = deadline_timer_id(flow_id, self.source, self.entry, self.destination)
         return ScheduleItem(
             item_id, ScheduleKind.PROCESSING_TIMEOUT, due, flow_id=flow_id, payload=payload
         )

@@ -75,3 +75,18 @@ def test_building_without_a_scheduler_adapter_says_what_to_call() -> None:
 
     with pytest.raises(ValueError, match=r"with_scheduler_adapter"):
         builder.with_flow(credit_transfer()).build()
+
+
+def test_other_libraries_keys_in_the_same_file_do_not_stop_the_build(
+    harness: HarnessFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    conf = """
+    alpakka.s3.retry-settings { max-retries = 3, min-backoff = 200ms, max-backoff = 10s }
+    Any.CheckingFraud.CheckFraud.max-retries = 1
+    """
+    with caplog.at_level(logging.DEBUG, logger="flowsched.flow"):
+        h = harness(conf)
+
+    assert h.domain is not None
+    assert any("alpakka.s3.retry-settings.max-retries" in r.message for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -98,3 +98,41 @@ def test_a_terminal_source_can_never_be_left_and_is_reported() -> None:
     problems = _problems(f"{PT}.Complete.CheckingFraud.timeout-duration = 2s")
 
     assert len(problems) == 1 and "terminal" in problems[0].message
+
+
+def test_other_libraries_root_keys_shaped_like_action_keys_are_ignored() -> None:
+    conf = """
+    alpakka.s3.retry-settings { max-retries = 3, min-backoff = 200ms, max-backoff = 10s }
+    my-http.client.pool.timeout-duration = 5s
+    OBCreditTransfer.CheckingFraud.CheckFraud.max-retries = 1
+    """
+
+    assert _problems(conf) == []
+
+
+def test_a_root_key_whose_flow_is_close_to_a_registered_one_is_still_reported() -> None:
+    for flow in ("OBCreditTranfer", "obcredittransfer"):
+        problems = _problems(f"{flow}.CheckingFraud.CheckFraud.max-retries = 1")
+
+        assert len(problems) == 1
+        assert f"no flow '{flow}'" in problems[0].message
+
+
+def test_a_root_key_for_a_registered_or_any_flow_is_checked_in_full() -> None:
+    problems = _problems(
+        """
+        OBCreditTransfer.CheckingFruad.CheckFraud.max-retries = 1
+        Any.Any.CheckFruad.max-retries = 1
+        """
+    )
+
+    assert [p.message.split(" (")[0] for p in problems] == [
+        "no state 'CheckingFruad' in flow 'OBCreditTransfer'",
+        "no action 'CheckFruad' in any registered flow",
+    ]
+
+
+def test_under_ipf_flow_an_unknown_flow_is_always_reported() -> None:
+    problems = _problems("ipf.flow.alpakka.s3.retry-settings.max-retries = 3")
+
+    assert len(problems) == 1 and "no flow 'alpakka'" in problems[0].message

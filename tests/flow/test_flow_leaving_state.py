@@ -35,8 +35,8 @@ def _flow() -> Flow:
     )
 
 
-RETRY_ID = action_timer_id("tx-1", "Polling", "Poll", ScheduleKind.ACTION_RETRY)
-TIMEOUT_ID = action_timer_id("tx-1", "Polling", "Poll", ScheduleKind.ACTION_TIMEOUT)
+RETRY_ID = action_timer_id("tx-1", "Polling", 1, "Poll", ScheduleKind.ACTION_RETRY)
+TIMEOUT_ID = action_timer_id("tx-1", "Polling", 1, "Poll", ScheduleKind.ACTION_TIMEOUT)
 
 
 def test_leaving_a_state_cancels_its_retries_and_timeout(harness: HarnessFactory) -> None:

@@ -17,7 +17,7 @@ from flowsched.flow.timers import deadline_timer_id
 
 SOURCE = "ValidatingAgainstSchemeRules"  # the seed's name for the validating state
 SEED = f"ipf.flow.{FLOW}.processing-time.{SOURCE}.Complete.timeout-duration=2s"
-DEADLINE_ID = deadline_timer_id("tx-1", SOURCE, "Complete")
+DEADLINE_ID = deadline_timer_id("tx-1", SOURCE, 1, "Complete")
 
 
 def _harness(harness: HarnessFactory, conf: str = SEED, **kw: object) -> Harness:

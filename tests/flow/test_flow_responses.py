@@ -22,8 +22,8 @@ Any.CheckingFraud.CheckFraud.backoff-type = LINEAR
 Any.CheckingFraud.CheckFraud.initial-retry-interval = 2s
 Any.CheckingFraud.CheckFraud.jitter-enabled = false
 """
-TIMEOUT_ID = action_timer_id("tx-1", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_TIMEOUT)
-RETRY_ID = action_timer_id("tx-1", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
+TIMEOUT_ID = action_timer_id("tx-1", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_TIMEOUT)
+RETRY_ID = action_timer_id("tx-1", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY)
 
 
 def test_a_completing_response_cancels_the_timeout_and_the_retries(

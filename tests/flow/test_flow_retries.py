@@ -52,6 +52,26 @@ def test_the_seed_check_fraud_example_makes_5_attempts_10s_then_every_30_minutes
     assert h.state() == "CheckingFraud"  # no timeout configured: it waits for a response
 
 
+def test_one_jump_past_every_retry_makes_all_5_attempts_at_their_planned_times(
+    harness: HarnessFactory,
+) -> None:
+    """A retry counts from when the previous attempt was due, not from when it fired: one
+    advance over the whole schedule (a scheduler catching up) still makes every attempt."""
+    conf = SEED_CHECK_FRAUD + "Any.CheckingFraud.CheckFraud.timeout-duration = 2h"
+    h = harness(conf, respond=VALIDATED)
+    h.domain.start(FLOW, "tx-1")
+    first_retry = next(t for t in h.domain.timers("tx-1") if t.kind is ScheduleKind.ACTION_RETRY)
+    assert first_retry.due == T0 + 10 * S
+
+    h.advance(2 * 60 * M)
+
+    requests = [c.request for c in h.calls if c.request.action == "CheckFraud"]
+    assert [r.attempt for r in requests] == [1, 2, 3, 4, 5]  # was [1, 2]: retries from 11:00
+    assert h.state() == "FraudTimedOut"
+    due = [e.due for e in h.timeline if e.what == "scheduled" and "retry" in e.detail]
+    assert due == [T0 + 10 * S, T0 + 30 * M + 10 * S, T0 + 60 * M + 10 * S, T0 + 90 * M + 10 * S]
+
+
 def test_linear_backoff_without_jitter_waits_1_2_3_4_seconds(harness: HarnessFactory) -> None:
     h = harness(
         SEED_LINEAR + "Any.CheckingFraud.CheckFraud.jitter-enabled = false", respond=VALIDATED
@@ -70,7 +90,7 @@ def test_linear_backoff_with_default_jitter_stays_within_20_percent(
 ) -> None:
     h = harness(SEED_LINEAR, respond=VALIDATED)
     h.domain.start(FLOW, "tx-1")
-    retry_id = action_timer_id("tx-1", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
+    retry_id = action_timer_id("tx-1", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY)
 
     while (item := h.scheduler.get(retry_id)) is not None:
         h.advance(item.due - h.clock.now())
@@ -89,7 +109,9 @@ def test_a_seeded_random_source_makes_jittered_retries_reproducible(
         h = harness(SEED_LINEAR, respond=VALIDATED, rng=random.Random(seed))
         h.domain.start(FLOW, f"tx-{seed}")
         item = h.scheduler.get(
-            action_timer_id(f"tx-{seed}", "CheckingFraud", "CheckFraud", ScheduleKind.ACTION_RETRY)
+            action_timer_id(
+                f"tx-{seed}", "CheckingFraud", 2, "CheckFraud", ScheduleKind.ACTION_RETRY
+            )
         )
         assert item is not None
         return item.due
