@@ -19,6 +19,7 @@ unwritten outcomes for the next turn (every write is fenced, so repeating one is
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -78,6 +79,9 @@ class Sweeper:
         self._finished: list[Settlement] = []
         self._unwritten: list[Settlement] = []
         self._next_poll = 0.0
+        # The earliest sweep asked for by poke() while a claim query ran: that query may not
+        # have seen the item, and the plan made from its answer must not drop the request.
+        self._poked = math.inf
         self._next_renew = 0.0
         self._behind = False
         self._thread = threading.Thread(target=self._run, name="flowsched-sweeper", daemon=True)
@@ -90,6 +94,7 @@ class Sweeper:
         delay = 0.0 if due is None else (due - self._clock.now()).total_seconds()
         at = self._clock.monotonic() + max(delay, 0.0)
         with self._lock:
+            self._poked = min(self._poked, at)
             if at >= self._next_poll:
                 return
             self._next_poll = at
@@ -177,6 +182,8 @@ class Sweeper:
         # Behind (the last claim was full): no need to look ahead, the next turn comes at once;
         # a narrower range is also cheaper on servers that read every match before the limit.
         looked = not self._behind
+        with self._lock:
+            self._poked = math.inf
         stamp = self._fence.open()
         try:
             lookahead = self._lookahead if looked else timedelta(0)
@@ -198,6 +205,7 @@ class Sweeper:
                     self._next_poll = self._after(now, harvest)
                 else:  # caught up: look ahead soon rather than a whole poll later
                     self._next_poll = now + self._poll / 10
+            self._next_poll = min(self._next_poll, self._poked)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
         for claim in harvest.deliver:

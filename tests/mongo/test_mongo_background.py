@@ -61,6 +61,29 @@ def test_scheduling_an_item_due_before_the_next_poll_wakes_the_sweeper(make):
         assert fired["near"].wait(WAIT)
 
 
+def test_an_item_scheduled_while_a_claim_query_runs_is_not_left_for_the_next_poll(make):
+    # The claim query has already read the collection when "near" is written: the plan made
+    # from its answer (next poll in an hour) must still honour the wake-up "near" asked for.
+    scheduler = background(make, poll_interval=timedelta(hours=1))
+    fired = threading.Event()
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.set())
+    harvester = scheduler._harvester
+    real_take = harvester.take
+    once: list[bool] = []
+
+    def take(*args, **kwargs):
+        harvest = real_take(*args, **kwargs)
+        if not once:
+            once.append(True)
+            near = SystemClock().now() + timedelta(milliseconds=200)
+            scheduler.schedule(ScheduleItem("near", ScheduleKind.TIMER, near))
+        return harvest
+
+    harvester.take = take
+    with scheduler:
+        assert fired.wait(WAIT)
+
+
 def test_a_long_handler_keeps_renewing_its_lease(make, collection):
     scheduler = background(make, lease=timedelta(seconds=1.5))
     started, release = threading.Event(), threading.Event()
