@@ -56,6 +56,22 @@ class ActionPolicy:
         if not isinstance(self.retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, not {type(self.retry).__name__}")
 
+    @classmethod
+    def resolved(
+        cls, flow: str, state: str, action: str, timeout: timedelta | None, retry: RetryPolicy
+    ) -> ActionPolicy:
+        """Build from values a loaded configuration already validated (no re-checking)."""
+        policy: ActionPolicy = object.__new__(cls)
+        for name, value in (
+            ("flow", flow),
+            ("state", state),
+            ("action", action),
+            ("timeout", timeout),
+            ("retry", retry),
+        ):
+            object.__setattr__(policy, name, value)
+        return policy
+
     def deadline(self, first_invocation: datetime) -> datetime | None:
         """When the action times out if first invoked at ``first_invocation``; ``None``: never."""
         if self.timeout is None:

@@ -59,6 +59,7 @@ class SchedulingConfig:
         self._compiled = compiled
         self._cache: dict[Triple, ActionPolicy] = {}
         self._by_matches: dict[tuple[Triple, ...], tuple[timedelta | None, RetryPolicy]] = {}
+        self._retry_policies: dict[tuple[Any, ...], RetryPolicy] = {}
         self.warnings: tuple[ConfigProblem, ...] = () if strict else compiled.key_problems
         """Near-miss keys found when loaded with ``strict=False`` (empty otherwise)."""
         by_source: dict[tuple[str, str], dict[str, ProcessingTimePolicy]] = {}
@@ -137,18 +138,24 @@ class SchedulingConfig:
             resolved = self._settings(index.winners_of(matches))
             if len(self._by_matches) < _CACHE_LIMIT:
                 self._by_matches[matches] = resolved
-        return ActionPolicy(flow, state, action, *resolved)
+        return ActionPolicy.resolved(flow, state, action, *resolved)
 
-    @staticmethod
-    def _settings(won: dict[ActionType, ActionKey]) -> tuple[timedelta | None, RetryPolicy]:
+    def _settings(self, won: dict[ActionType, ActionKey]) -> tuple[timedelta | None, RetryPolicy]:
         found = won.get(ActionType.TIMEOUT_DURATION)
         timeout = cast(timedelta, found.value) if found else None
         fields: dict[str, Any] = {
             _FIELDS[kind]: won[kind].value if kind in won else DEFAULTS[kind] for kind in _FIELDS
         }
-        # Every value was parsed and validated when the file was loaded; only the combination
-        # is new here, so check that alone and skip pydantic's per-field validation (the
-        # first look-up of an action is on the flow's hot path).
-        if fields["backoff_type"] is BackoffType.USER_DEFINED and not fields["custom_backoffs"]:
-            return timeout, RetryPolicy(**fields)  # raises, naming what is missing
-        return timeout, RetryPolicy.model_construct(**fields)
+        # A file has few distinct retry settings: actions that resolve to equal values share
+        # one RetryPolicy (the first look-up of an action is on the flow's hot path).
+        values = tuple(fields.values())
+        policy = self._retry_policies.get(values)
+        if policy is None:
+            # Every value was parsed and validated when the file was loaded; only the
+            # combination is new, so check that alone and skip per-field validation.
+            if fields["backoff_type"] is BackoffType.USER_DEFINED and not fields["custom_backoffs"]:
+                RetryPolicy(**fields)  # raises, naming what is missing
+            policy = RetryPolicy.model_construct(**fields)
+            if len(self._retry_policies) < _CACHE_LIMIT:
+                self._retry_policies[values] = policy
+        return timeout, policy
