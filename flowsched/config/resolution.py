@@ -62,12 +62,10 @@ class ActionKey:
         return (self.flow, self.state, self.action)
 
 
-def precedence(flow: str, state: str, action: str) -> list[Triple]:
-    """The candidate triples for an action, most specific first, without repeats.
-
-    Repeats happen when a name is itself ``Any`` (explaining ``Any.S.A``).
-    """
-    levels = [
+def levels(flow: str, state: str, action: str) -> tuple[Triple, ...]:
+    """The eight precedence levels for an action, most specific first (the one place they
+    are written down): a more specific state beats a more specific flow."""
+    return (
         (flow, state, action),
         (ANY, state, action),
         (flow, ANY, action),
@@ -76,8 +74,15 @@ def precedence(flow: str, state: str, action: str) -> list[Triple]:
         (ANY, state, ANY),
         (flow, ANY, ANY),
         (ANY, ANY, ANY),
-    ]
-    return list(dict.fromkeys(levels))
+    )
+
+
+def precedence(flow: str, state: str, action: str) -> list[Triple]:
+    """The candidate triples for an action, most specific first, without repeats.
+
+    Repeats happen when a name is itself ``Any`` (explaining ``Any.S.A``).
+    """
+    return list(dict.fromkeys(levels(flow, state, action)))
 
 
 class ActionIndex:
@@ -110,18 +115,7 @@ class ActionIndex:
         They alone decide the resolution, so actions with the same matches share it.
         """
         keys = self._keys
-        # The eight levels written out (not precedence()): this runs on every first look-up.
-        levels = (
-            (flow, state, action),
-            (ANY, state, action),
-            (flow, ANY, action),
-            (ANY, ANY, action),
-            (flow, state, ANY),
-            (ANY, state, ANY),
-            (flow, ANY, ANY),
-            (ANY, ANY, ANY),
-        )
-        return tuple([triple for triple in levels if triple in keys])
+        return tuple([triple for triple in levels(flow, state, action) if triple in keys])
 
     def winners_of(self, matches: tuple[Triple, ...]) -> dict[ActionType, ActionKey]:
         """For each type set by one of ``matches``, the key that wins it."""
