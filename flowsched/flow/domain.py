@@ -266,10 +266,13 @@ class FlowDomain:
                 saved = self.store.insert(step.instance)
             else:
                 saved = self.store.update(step.instance)
-        for item_id in step.cancellations():
-            self.scheduler.cancel(item_id)
         if step.cancel_flow:
+            # Every timer of the instance carries its flow id: one cancel_flow (one round
+            # trip on MongoDB) removes the single cancels' items too.
             self.scheduler.cancel_flow(step.instance.flow_id)
+        else:
+            for item_id in step.cancellations():
+                self.scheduler.cancel(item_id)
         return saved
 
     def _after(self, step: Step) -> None:

@@ -1,0 +1,120 @@
+"""A flow instance on MongoDB, start to completion, in four round trips on the timers.
+
+Counted with pymongo's command monitoring on the wire server: the scheduler's timers and the
+flow store's instances share one monitored client. Reaching the terminal state cancels every
+timer of the instance with one ``cancel_flow`` (no single cancels before it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, monitoring
+
+from flowsched import FlowDomain, ManualClock, SchedulingConfig
+from flowsched.flow import ActionRequest, Flow
+from flowsched.mongo import MongoScheduler
+from flowsched.mongo.flow_store import MongoFlowStore
+
+pytestmark = pytest.mark.wire
+
+CONF = """
+Payment.Sending.Send.timeout-duration = 30s
+Payment.Sending.Send.max-retries = 2
+ipf.flow.Payment.processing-time.Sending.Done.timeout-duration = 1m
+"""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The completing answer to Send."""
+
+
+class Commands(monitoring.CommandListener):
+    """(command, collection) of every command sent (one command = one round trip)."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, str]] = Counter()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.seen[(event.command_name, str(event.command.get(event.command_name)))] += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> Counter[tuple[str, str]]:
+        seen, self.seen = self.seen, Counter()
+        return seen
+
+
+@pytest.fixture
+def counted(mongo_uri: str) -> Iterator[tuple[Any, Commands]]:
+    commands = Commands()
+    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
+    name = f"fs_flow_rt_{uuid.uuid4().hex[:10]}"
+    yield client[name], commands
+    client.drop_database(name)
+    client.close()
+
+
+def timers(seen: Counter[tuple[str, str]]) -> Counter[str]:
+    return Counter({name: n for (name, collection), n in seen.items() if collection == "timers"})
+
+
+def payment() -> Flow:
+    return (
+        Flow("Payment")
+        .initial("Sending", invokes="Send")
+        .terminal("Done")
+        .response(Sent, to="Send")
+        .on(Sent, in_state="Sending", go_to="Done")
+    )
+
+
+def test_an_instance_costs_four_round_trips_from_start_to_completion(counted):
+    database, commands = counted
+    clock = ManualClock(datetime.now(UTC))
+    scheduler = MongoScheduler(database["timers"], clock=clock)
+    store = MongoFlowStore(database["instances"])
+    requests: list[ActionRequest] = []
+    domain = (
+        FlowDomain.builder()
+        .with_config(SchedulingConfig.from_string(CONF))
+        .with_scheduler_adapter(scheduler)
+        .with_flow_store(store)
+        .with_clock(clock)
+        .with_flow(payment())
+        .with_action_adapter("Send", requests.append)
+        .build()
+    )
+    scheduler.exists("warm-up")  # index creation is not part of an instance's cost
+    commands.take()
+
+    domain.start("Payment", "p-1")
+    assert [r.action for r in requests] == ["Send"]
+    started = commands.take()
+    # The Send timeout, its first retry and the Sending->Done deadline: one upsert each.
+    assert timers(started) == {"update": 3}
+    assert started[("insert", "instances")] == 1
+    assert database["timers"].count_documents({"flow_id": "p-1"}) == 3
+    commands.take()  # that count is the test's, not the instance's
+
+    domain.handle("p-1", Sent())
+    finished = commands.take()
+    # Sent completes Send (its timeout and retry go) and reaches Done (everything goes):
+    # one cancel_flow, no single cancels.
+    assert timers(finished) == {"delete": 1}
+    assert finished[("update", "instances")] == 1
+    assert sum(timers(started + finished).values()) == 4
+    assert database["timers"].count_documents({}) == 0
+    instance = domain.instance("p-1")
+    assert instance is not None and instance.state == "Done"
