@@ -9,7 +9,7 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
+from flowsched.mongo.wakeup import WakeUp
 from flowsched.port import (
     DeadLetter,
     Handler,
@@ -45,6 +46,9 @@ __all__ = ["MongoScheduler"]
 log = logging.getLogger("flowsched.mongo")
 
 T = TypeVar("T")
+
+MAX_AWAIT = timedelta(seconds=5)
+"""The longest a change stream's ``getMore`` waits on the server before coming back empty."""
 
 
 class MongoScheduler(SchedulerPort):
@@ -71,6 +75,10 @@ class MongoScheduler(SchedulerPort):
       handler runs). Node clocks must agree to well within it.
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.port.SchedulerUnavailable`.
+    * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
+      clusters), so that an item another node schedules due before this node's next poll
+      fires on time rather than up to a poll late (:mod:`flowsched.mongo.wakeup`). Polling
+      stays the source of truth; without change streams the node polls only.
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
     :meth:`run_due` after advancing the clock.
@@ -88,6 +96,7 @@ class MongoScheduler(SchedulerPort):
         lease: timedelta = timedelta(seconds=30),
         workers: int = 8,
         op_timeout: timedelta = timedelta(seconds=10),
+        push_wakeup: bool = True,
     ) -> None:
         _check_positive("poll_interval", poll_interval)
         _check_positive("lease", lease)
@@ -107,7 +116,9 @@ class MongoScheduler(SchedulerPort):
         self._op_timeout = op_timeout
         self._rng = random.Random()
         self._lock = threading.Lock()
+        self._push_wakeup = push_wakeup
         self._sweeper: Sweeper | None = None
+        self._wakeup: WakeUp | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -323,6 +334,18 @@ class MongoScheduler(SchedulerPort):
                 fence=self._fence,
             )
             self._sweeper.start()
+            if self._push_wakeup:
+                self._wakeup = WakeUp(
+                    self._store.items,
+                    self._sweeper.poke,
+                    self._handles,
+                    max_await=min(self._poll_interval, MAX_AWAIT),
+                )
+                self._wakeup.start()
+
+    def _handles(self, document: Mapping[str, Any]) -> bool:
+        """Whether this node claims the item of a (projected) document."""
+        return document.get("kind") in {kind.value for kind in self._core.kinds()}
 
     def close(self) -> None:
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
@@ -334,6 +357,9 @@ class MongoScheduler(SchedulerPort):
                 return
             self._closed = True
             sweeper, self._sweeper = self._sweeper, None
+            wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.stop()
         if sweeper is not None:
             sweeper.stop()
 
