@@ -262,8 +262,7 @@ class Claims:
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
             self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
-        writes = [w for s in settlements if (w := _write(s)) is not None]
-        self.store.write(self.store.items, writes)
+        self.store.write(self.store.items, _writes(settlements))
         if dead:
             self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)
@@ -295,6 +294,28 @@ class Claims:
                 continue
             if not repeated or self.store.exists(settlement.item_id):
                 self.store.remove_dead_letter(settlement.item_id, settlement.generation)
+
+
+def _writes(settlements: Sequence[Settlement]) -> list[Write]:
+    """The writes for ``settlements``: completed items one delete per claim token.
+
+    A claim token is fresh for every claim and a replaced or requeued document carries no
+    claim, so ``_id`` + token fence a completed item as exactly as ``_id`` + generation +
+    token: the server deletes a whole completed batch in one operation instead of one each.
+    """
+    completed: dict[str, list[Any]] = {}
+    writes = []
+    for settlement in settlements:
+        if isinstance(settlement.action, Completed) and settlement.generation is not None:
+            completed.setdefault(settlement.token, []).append(settlement.item_id)
+        elif (write := _write(settlement)) is not None:
+            writes.append(write)
+    for token, ids in completed.items():
+        if len(ids) == 1:
+            writes.append(Write({"_id": ids[0], "claim.token": token}))
+        else:
+            writes.append(Write({"_id": {"$in": ids}, "claim.token": token}, many=True))
+    return writes
 
 
 def _write(settlement: Settlement) -> Write | None:

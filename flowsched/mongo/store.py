@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, DeleteOne, ReplaceOne, UpdateOne
+from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
@@ -34,12 +34,15 @@ class Write:
     update: Mapping[str, Any] | None = None
     replacement: Mapping[str, Any] | None = None
     upsert: bool = False
+    many: bool = False  # a delete of every document the filter matches
 
-    def operation(self) -> DeleteOne | UpdateOne | ReplaceOne[Any]:
+    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | ReplaceOne[Any]:
         if self.replacement is not None:
             return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
         if self.update is not None:
             return UpdateOne(self.filter, self.update, upsert=self.upsert)
+        if self.many:
+            return DeleteMany(self.filter)
         return DeleteOne(self.filter)
 
 
@@ -79,6 +82,8 @@ class TimerStore:
                 modified += collection.update_one(
                     w.filter, w.update, upsert=w.upsert
                 ).modified_count
+            elif w.many:
+                collection.delete_many(w.filter)
             else:
                 collection.delete_one(w.filter)
         return modified

@@ -9,8 +9,8 @@ Every node runs one; there is no leader. Each turn of the loop:
    the worker pool. The poll is due every ``poll_interval``; at once after a full batch;
    sooner when this node schedules an item due before the next poll; and at the due time of
    the next item the claim query saw coming within the poll interval (it looks one poll
-   ahead, same round trip; not sooner than a tenth of a poll, so that items due close
-   together share a claim), so items fire within about a tenth of a poll, not a whole one.
+   ahead, same round trip; not sooner than 50 ms, so that items due close together share a
+   claim), so items fire within about 50 ms, not a whole poll.
 
 Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
 unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
@@ -41,6 +41,9 @@ log = logging.getLogger("flowsched.mongo")
 
 FLUSH_INTERVAL = 0.05
 """While deliveries are running, finished ones are written at least this often (seconds)."""
+
+BATCH_GAP = 0.05
+"""Seconds: the shortest wait for the next item the claim query saw coming (see _after)."""
 
 
 class Sweeper:
@@ -216,10 +219,11 @@ class Sweeper:
     def _after(self, now: float, harvest: Harvest) -> float:
         if harvest.next_ready is None:
             return now + self._poll
-        # Not sooner than a tenth of a poll: items falling due close together are claimed
-        # in one batch (a few round trips) rather than one claim each.
+        # Not sooner than BATCH_GAP (or a tenth of a shorter poll): items falling due close
+        # together are claimed in one batch (a few round trips) rather than one claim each,
+        # and none waits for it longer than that.
         ahead = (harvest.next_ready - self._clock.now()).total_seconds()
-        return now + min(max(ahead, self._poll / 10), self._poll)
+        return now + min(max(ahead, min(self._poll / 10, BATCH_GAP)), self._poll)
 
     def _wait(self) -> float:
         now = self._clock.monotonic()

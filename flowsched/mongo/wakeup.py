@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -70,6 +71,9 @@ PIPELINE: list[dict[str, Any]] = [
 _UNSUPPORTED = frozenset({40573, 59, 115, 136, 40324})
 # The resume point is no longer in the server's oplog: start again from now.
 _RESUME_LOST = frozenset({260, 280, 286})
+
+MIN_GAP = 0.05
+"""Seconds: the shortest time between two of the stream's ``getMore`` commands."""
 
 Wanted = Callable[[Mapping[str, Any]], bool]
 """Whether this node handles an item, from the projected ``fullDocument``."""
@@ -180,7 +184,16 @@ class WakeUp:
         return stream
 
     def _follow(self, stream: Any) -> None:
+        asked = 0.0
         while not self._stop.is_set() and stream.alive:
+            # At most one getMore per MIN_GAP: a server that answers awaiting getMores on
+            # every write (to any collection) or a burst of events costs a bounded number
+            # of round trips; events are buffered on the server meanwhile, and a poke only
+            # has to land before the item's due time.
+            pause = asked + MIN_GAP - time.monotonic()
+            if pause > 0 and self._stop.wait(pause):
+                return
+            asked = time.monotonic()
             change = stream.try_next()
             token = stream.resume_token
             if token is not None:

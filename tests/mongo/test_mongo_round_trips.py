@@ -106,3 +106,43 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     # to the next slot (update); then one find that comes back empty. A one-shot item: the
     # same without taking the slot, and a delete to settle.
     assert seen == {"find": 3, "update": 3}
+
+
+class Deletes(monitoring.CommandListener):
+    """The statements of every delete command."""
+
+    def __init__(self) -> None:
+        self.statements: list[list[dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "delete":
+            self.statements.append(list(event.command["deletes"]))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
+    deletes = Deletes()
+    client: Any = MongoClient(mongo_uri, event_listeners=[deletes], tz_aware=True)
+    name = f"fs_rt_{uuid.uuid4().hex[:10]}"
+    try:
+        clock = ManualClock(datetime.now(UTC))
+        scheduler = MongoScheduler(client[name]["timers"], clock=clock, batch_size=50)
+        scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+        for n in range(50):
+            scheduler.schedule(ScheduleItem(f"t-{n:02}", ScheduleKind.TIMER, clock.now()))
+        assert scheduler.run_due() == 50
+        assert client[name]["timers"].count_documents({}) == 0
+    finally:
+        client.drop_database(name)
+        client.close()
+    [statements] = deletes.statements
+    # One statement for the whole batch (limit 0: every match), fenced by the claim token.
+    [statement] = statements
+    assert statement["limit"] == 0
+    assert len(statement["q"]["_id"]["$in"]) == 50
+    assert "claim.token" in statement["q"]
