@@ -1,4 +1,4 @@
-"""HOCON durations as :class:`~datetime.timedelta`, exactly as ``CONTRACT.md`` §2 says.
+"""Internal: HOCON durations (``2s``, ``1.5 minutes``, a bare number of ms) as ``timedelta``.
 
 pyhocon converts some duration literals while parsing and leaves others as text: ``2s``,
 ``500ms``, ``2 seconds`` arrive as ``timedelta``; ``1.5s`` and ``-2s`` as strings; ``1000`` as
