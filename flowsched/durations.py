@@ -11,6 +11,7 @@ import math
 import re
 from datetime import timedelta
 from fractions import Fraction
+from typing import Any
 
 from flowsched.errors import ConfigError
 
@@ -86,7 +87,28 @@ def parse_duration(value: object, key: str | None = None) -> timedelta:
         return _from_micros(Fraction(value) * 1000, key, value)
     if isinstance(value, str):
         return _parse_text(value, key)
+    if _is_relativedelta(value):
+        return parse_duration(_fixed_length(value, key), key)
     raise _error(key, value, f"expected a duration; {_VALID}")
+
+
+def _is_relativedelta(value: object) -> bool:
+    # pyhocon returns dateutil's relativedelta instead of timedelta whenever python-dateutil
+    # is installed (as it often is); dateutil is not a dependency, so it is recognised by name.
+    kind = type(value)
+    return kind.__name__ == "relativedelta" and kind.__module__.startswith("dateutil")
+
+
+def _fixed_length(value: Any, key: str | None) -> timedelta:
+    if value.years or value.months:
+        raise _error(key, value, f"months and years have no fixed length; {_VALID}")
+    return timedelta(
+        days=value.days,
+        hours=value.hours,
+        minutes=value.minutes,
+        seconds=value.seconds,
+        microseconds=value.microseconds,
+    )
 
 
 def _parse_text(text: str, key: str | None) -> timedelta:
