@@ -102,6 +102,10 @@ def _is_relativedelta(value: object) -> bool:
 def _fixed_length(value: Any, key: str | None) -> timedelta:
     if value.years or value.months:
         raise _error(key, value, f"months and years have no fixed length; {_VALID}")
+    return _days_and_less(value)
+
+
+def _days_and_less(value: Any) -> timedelta:
     return timedelta(
         days=value.days,
         hours=value.hours,
@@ -177,4 +181,14 @@ def hocon_text(value: object) -> str:
         return "[" + ", ".join(hocon_text(item) for item in value) + "]"
     if isinstance(value, dict):  # a HOCON object (pyhocon's ConfigTree is a dict)
         return "{...}"
+    if _is_relativedelta(value):
+        return _relativedelta_text(value)
     return str(value)
+
+
+def _relativedelta_text(value: Any) -> str:
+    calendar = [f"{n}{unit}" for n, unit in ((value.years, "y"), (value.months, "mo")) if n]
+    fixed = _days_and_less(value)
+    if calendar:
+        return " ".join(calendar + ([format_duration(fixed)] if fixed else []))
+    return format_duration(fixed)

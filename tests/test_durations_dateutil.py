@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flowsched import ConfigError, parse_duration
+from flowsched.durations import hocon_text
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "application.conf"
 
@@ -57,3 +58,9 @@ def test_months_and_years_have_no_fixed_length() -> None:
     relativedelta = pytest.importorskip("dateutil.relativedelta").relativedelta
     with pytest.raises(ConfigError, match=r"retry-interval.*no fixed length"):
         parse_duration(relativedelta(months=1), key="Any.Any.Any.initial-retry-interval")
+
+
+def test_messages_show_a_relativedelta_as_hocon_text() -> None:
+    relativedelta = pytest.importorskip("dateutil.relativedelta").relativedelta
+    assert hocon_text(relativedelta(seconds=2)) == "2s"
+    assert hocon_text(relativedelta(months=1, days=2)) == "1mo 2d"
