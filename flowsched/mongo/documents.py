@@ -4,7 +4,7 @@ Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver 
 
 A scheduled item's document::
 
-    {_id: <item id>, kind: "TIMER", due: <BSON date>, flow_id: <str|null>,
+    {_id: <item id>, kind: "TIMER", due: <BSON date>, flow_id: <str> (left out: no flow),
      payload: <object|null>, generation: <int64>, attempts: <int>, deliveries: <int>,
      last_error: <str|null>, ready_at: <BSON date>,
      claim: null | {owner: <node id>, token: <str>, lease_until: <BSON date>}}
@@ -95,11 +95,10 @@ def new_generation(rng: random.Random | None = None) -> int:
 def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dict[str, Any]:
     """The full document for a fresh schedule of ``item`` (unclaimed, no failures yet)."""
     due = truncate_ms(item.due)
-    document = {
+    document: dict[str, Any] = {
         "_id": item.id,
         "kind": item.kind.value,
         "due": due,
-        "flow_id": item.flow_id,
         "payload": dict(item.payload) if item.payload is not None else None,
         "generation": generation,
         "attempts": attempts,
@@ -108,6 +107,8 @@ def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dic
         "ready_at": due,
         "claim": None,
     }
+    if item.flow_id is not None:  # left out otherwise: the flow_id index is sparse
+        document["flow_id"] = item.flow_id
     return _with_recurrence(document, item)
 
 

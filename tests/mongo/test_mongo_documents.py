@@ -77,7 +77,22 @@ def test_indexes_are_created_on_first_use_and_again_harmlessly(make, collection)
     make().exists("nothing")
     indexes = {name: info["key"] for name, info in collection.index_information().items()}
     assert indexes["claim"] == [("kind", 1), ("ready_at", 1)]
-    assert indexes["flow_id"] == [("flow_id", 1)]
+    assert indexes["flow_id_sparse"] == [("flow_id", 1)]
+    assert "flow_id" not in indexes  # the full index of earlier versions
+
+
+def test_an_item_without_a_flow_stores_no_flow_id(make, collection):
+    # The flow_id index is sparse: such an item costs no entry in it.
+    make().schedule(item())
+    doc = collection.find_one({"_id": "t-1"})
+    assert "flow_id" not in doc
+    assert make().get("t-1").flow_id is None
+
+
+def test_the_full_flow_id_index_of_earlier_versions_is_dropped(make, collection):
+    collection.create_index([("flow_id", 1)], name="flow_id")
+    make().exists("nothing")
+    assert "flow_id" not in collection.index_information()
 
 
 def test_truncate_ms_floors_like_bson():
