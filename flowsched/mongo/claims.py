@@ -164,8 +164,14 @@ class Claims:
         wanted = sorted(k.value for k in kinds)
         if not wanted:
             return Claimed(token)
-        horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
-        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1, "deliveries": 1})
+        horizon = {
+            "kind": {"$in": wanted},
+            "bucket": self.store.every_bucket(),
+            "ready_at": {"$lte": now + lookahead},
+        }
+        cursor = self.store.items.find(
+            horizon, {"_id": 1, "bucket": 1, "ready_at": 1, "deliveries": 1}
+        )
         found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
         due = [doc for doc in found if _utc(doc["ready_at"]) <= now]
         upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
@@ -181,12 +187,12 @@ class Claims:
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         won = self.store.items.update_many(
-            {"_id": {"$in": ids}, "kind": {"$in": wanted}, "ready_at": {"$lte": now}},
+            {**self.store.keys(ids), "kind": {"$in": wanted}, "ready_at": {"$lte": now}},
             {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
         )
         if not won.modified_count:
             return Claimed(token, due=len(due), next_ready=next_ready)
-        query = {"_id": {"$in": ids}, "claim.token": token}
+        query = {**self.store.keys(ids), "claim.token": token}
         # limit = batch size: the reply closes the cursor, no getMore round trip.
         documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
         # Deliver in the order the claim query found them (oldest first), not storage order.
@@ -196,7 +202,8 @@ class Claims:
 
     def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
         for doc in found:
-            full = self.store.items.find_one({"_id": doc["_id"]})
+            key = {"_id": doc["_id"], "bucket": doc.get("bucket")}  # as found
+            full = self.store.items.find_one(key)
             if full is None:
                 continue
             reason = f"deliveries must be an integer >= 0, got {doc['deliveries']!r}"
@@ -205,7 +212,7 @@ class Claims:
             record["_id"] = f"unclaimed:{doc['_id']!r}:{full.get('generation')!r}"
             self.store.put_quarantined([record])
             # Fenced on the bad value: a replacement written meanwhile is left alone.
-            self.store.items.delete_one({"_id": doc["_id"], "deliveries": doc["deliveries"]})
+            self.store.items.delete_one({**key, "deliveries": doc["deliveries"]})
 
     def fence_slots(self, claims: Sequence[Claim]) -> list[Claim]:
         """Take the slot of each recurring claim (``item.due``, after ``item.previous``):
@@ -218,7 +225,7 @@ class Claims:
         writes = [
             Write(
                 {
-                    "_id": claim.item.id,
+                    **self.store.key(claim.item.id),
                     "generation": claim.item.generation,
                     "claim.token": claim.token,
                     "applied": optional_ms(claim.item.previous),
@@ -230,7 +237,7 @@ class Claims:
         if self.store.write(self.store.items, writes) == len(claims):
             return list(claims)
         tokens = sorted({claim.token for claim in claims})
-        query = {"_id": {"$in": [c.item.id for c in claims]}, "claim.token": {"$in": tokens}}
+        query = {**self.store.keys([c.item.id for c in claims]), "claim.token": {"$in": tokens}}
         held = {
             (doc["_id"], doc["claim"]["token"]): doc.get("applied")
             for doc in self.store.items.find(query, {"claim.token": 1, "applied": 1})
@@ -248,7 +255,7 @@ class Claims:
         lease_until = truncate_ms(now + self.lease)
         result = self.store.items.update_many(
             {
-                "_id": {"$in": sorted({item_id for item_id, _ in held}, key=repr)},
+                **self.store.keys(sorted({item_id for item_id, _ in held}, key=repr)),
                 "claim.token": {"$in": sorted({token for _, token in held})},
                 "claim.owner": self.owner,
             },
@@ -262,7 +269,7 @@ class Claims:
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
             self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
-        self.store.write(self.store.items, _writes(settlements))
+        self.store.write(self.store.items, _writes(settlements, self.store))
         if dead:
             self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)
@@ -290,13 +297,18 @@ class Claims:
             key = (settlement.item_id, settlement.token)
             repeated = key in self._tried
             self._tried.add(key)
-            if self.store.items.delete_one(settlement.fence()).deleted_count:
+            if self.store.items.delete_one(_fence(settlement, self.store)).deleted_count:
                 continue
             if not repeated or self.store.exists(settlement.item_id):
                 self.store.remove_dead_letter(settlement.item_id, settlement.generation)
 
 
-def _writes(settlements: Sequence[Settlement]) -> list[Write]:
+def _fence(settlement: Settlement, store: TimerStore) -> dict[str, Any]:
+    """The settlement's fence with the item's bucket (the shard key)."""
+    return {**settlement.fence(), "bucket": store.bucket(settlement.item_id)}
+
+
+def _writes(settlements: Sequence[Settlement], store: TimerStore) -> list[Write]:
     """The writes for ``settlements``: completed items one delete per claim token.
 
     A claim token is fresh for every claim and a replaced or requeued document carries no
@@ -308,19 +320,18 @@ def _writes(settlements: Sequence[Settlement]) -> list[Write]:
     for settlement in settlements:
         if isinstance(settlement.action, Completed) and settlement.generation is not None:
             completed.setdefault(settlement.token, []).append(settlement.item_id)
-        elif (write := _write(settlement)) is not None:
+        elif (write := _write(settlement, _fence(settlement, store))) is not None:
             writes.append(write)
     for token, ids in completed.items():
         if len(ids) == 1:
-            writes.append(Write({"_id": ids[0], "claim.token": token}))
+            writes.append(Write({**store.key(ids[0]), "claim.token": token}))
         else:
-            writes.append(Write({"_id": {"$in": ids}, "claim.token": token}, many=True))
+            writes.append(Write({**store.keys(ids), "claim.token": token}, many=True))
     return writes
 
 
-def _write(settlement: Settlement) -> Write | None:
+def _write(settlement: Settlement, fence: dict[str, Any]) -> Write | None:
     action = settlement.action
-    fence = settlement.fence()
     if isinstance(action, Completed | Quarantine):
         return Write(fence)
     changes: dict[str, Any]

@@ -4,11 +4,14 @@ Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver 
 
 A scheduled item's document::
 
-    {_id: <item id>, kind: "TIMER", due: <BSON date>, flow_id: <str> (left out: no flow),
-     payload: <object|null>, generation: <int64>, attempts: <int>, deliveries: <int>,
-     last_error: <str|null>, ready_at: <BSON date>,
+    {_id: <item id>, bucket: <int>, kind: "TIMER", due: <BSON date>,
+     flow_id: <str> (left out: no flow), payload: <object|null>, generation: <int64>,
+     attempts: <int>, deliveries: <int>, last_error: <str|null>, ready_at: <BSON date>,
      claim: null | {owner: <node id>, token: <str>, lease_until: <BSON date>}}
 
+* ``bucket`` is :func:`bucket_of` the id (``0`` with the default single bucket): with
+  ``_id`` it makes the shard key ``{bucket: 1, _id: 1}``, and every command the scheduler
+  sends on this collection names it (see ``docs/explanation/scaling.md``).
 * ``due`` is a BSON date: **milliseconds**. :func:`truncate_ms` drops the microseconds the
   same way the driver does, and ``schedule`` returns the item with that due.
 * ``generation`` is a fresh random 63-bit integer on every schedule: together with ``_id``
@@ -32,6 +35,7 @@ applying one slot.
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,6 +46,7 @@ from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
 __all__ = [
     "MalformedDocument",
     "StoredItem",
+    "bucket_of",
     "dead_letter_document",
     "dead_letter_from_document",
     "item_document",
@@ -92,11 +97,23 @@ def new_generation(rng: random.Random | None = None) -> int:
     return (rng or random).getrandbits(63) or 1
 
 
-def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dict[str, Any]:
+def bucket_of(item_id: object, buckets: int) -> int:
+    """The item's bucket in ``0 .. buckets - 1``: CRC-32 of its id, the same on every node
+    and every run (part of the shard key ``{bucket: 1, _id: 1}``)."""
+    if buckets <= 1:
+        return 0
+    text = item_id if isinstance(item_id, str) else repr(item_id)
+    return zlib.crc32(text.encode("utf-8")) % buckets
+
+
+def item_document(
+    item: ScheduleItem, generation: int, attempts: int = 0, bucket: int = 0
+) -> dict[str, Any]:
     """The full document for a fresh schedule of ``item`` (unclaimed, no failures yet)."""
     due = truncate_ms(item.due)
     document: dict[str, Any] = {
         "_id": item.id,
+        "bucket": bucket,
         "kind": item.kind.value,
         "due": due,
         "payload": dict(item.payload) if item.payload is not None else None,

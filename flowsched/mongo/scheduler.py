@@ -79,6 +79,9 @@ class MongoScheduler(SchedulerPort):
       clusters), so that an item another node schedules due before this node's next poll
       fires on time rather than up to a poll late (:mod:`flowsched.mongo.wakeup`). Polling
       stays the source of truth; without change streams the node polls only.
+    * ``buckets``: how many buckets the ids are spread over (the shard key is
+      ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
+      collection must use the same number; the default, 1, suits an unsharded collection.
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
     :meth:`run_due` after advancing the clock.
@@ -97,16 +100,18 @@ class MongoScheduler(SchedulerPort):
         workers: int = 8,
         op_timeout: timedelta = timedelta(seconds=10),
         push_wakeup: bool = True,
+        buckets: int = 1,
     ) -> None:
         _check_positive("poll_interval", poll_interval)
         _check_positive("lease", lease)
         _check_positive("op_timeout", op_timeout)
         _check_count("batch_size", batch_size)
         _check_count("workers", workers)
+        _check_count("buckets", buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
-        self._store = TimerStore(collection)
+        self._store = TimerStore(collection, buckets)
         self._claims = Claims(self._store, self.node_id, lease)
         self._harvester = Harvester(self._claims, self._core, self._clock)
         self._fence = LocalFence()
@@ -140,7 +145,8 @@ class MongoScheduler(SchedulerPort):
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
         (``None`` if an item of that id is stored)."""
-        document = item_document(item, new_generation(self._rng))
+        bucket = self._store.bucket(item.id)
+        document = item_document(item, new_generation(self._rng), bucket=bucket)
         _check_bson(item, document)
         what = f"schedule({item.id!r})"
         try:

@@ -23,6 +23,8 @@ from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
+from flowsched.mongo.documents import bucket_of
+
 __all__ = ["Doc", "TimerStore", "Write"]
 
 Doc = Mapping[str, Any]
@@ -51,11 +53,16 @@ class Write:
 _DUPLICATE_KEY = 11000
 
 
+def _one_or_in(buckets: list[int]) -> Any:
+    return buckets[0] if len(buckets) == 1 else {"$in": buckets}
+
+
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
-    def __init__(self, collection: Collection[Any]) -> None:
+    def __init__(self, collection: Collection[Any], buckets: int = 1) -> None:
         self.items = collection
+        self.buckets = buckets
         database = collection.database
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
@@ -94,6 +101,24 @@ class TimerStore:
     def name(self) -> str:
         return str(self.items.full_name)
 
+    # -- the shard key: every filter on the items names the bucket -------------------------
+
+    def bucket(self, item_id: object) -> int:
+        return bucket_of(item_id, self.buckets)
+
+    def key(self, item_id: object) -> dict[str, Any]:
+        """The filter of one item: its ``_id`` and bucket (the shard key, both equal)."""
+        return {"_id": item_id, "bucket": self.bucket(item_id)}
+
+    def keys(self, item_ids: Sequence[Any]) -> dict[str, Any]:
+        """The filter of several items: ``_id`` in them, bucket in theirs."""
+        buckets = sorted({self.bucket(item_id) for item_id in item_ids})
+        return {"_id": {"$in": list(item_ids)}, "bucket": _one_or_in(buckets)}
+
+    def every_bucket(self) -> Any:
+        """The bucket condition of a query that is not by id (``cancel_flow``)."""
+        return _one_or_in(list(range(self.buckets)))
+
     def ensure_indexes(self) -> None:
         """Create the indexes once per process (idempotent on the server too)."""
         if self._indexed:
@@ -116,12 +141,16 @@ class TimerStore:
     # -- the port's operations -------------------------------------------------------------
 
     def put(self, document: Doc) -> None:
-        """Insert or replace the item's document (one upsert)."""
+        """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""
+        key = self.key(document["_id"])
         try:
-            self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
+            self.items.replace_one(key, document, upsert=True)
         except DuplicateKeyError:
             # Two upserts of one new _id raced; the loser's retry now finds the document.
-            self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
+            # Or the stored one has no bucket yet (written before buckets; `flowsched
+            # timers migrate` sets it): replaced by _id alone, as before.
+            if self.items.replace_one(key, document).matched_count == 0:
+                self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
 
     def insert(self, document: Doc) -> bool:
         """Insert the item's document unless one with its ``_id`` exists; whether it did."""
@@ -132,19 +161,21 @@ class TimerStore:
         return True
 
     def delete(self, item_id: str) -> bool:
-        return self.items.delete_one({"_id": item_id}).deleted_count > 0
+        return self.items.delete_one(self.key(item_id)).deleted_count > 0
 
     def delete_flow(self, flow_id: str) -> int:
-        return int(self.items.delete_many({"flow_id": flow_id}).deleted_count)
+        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+        return int(self.items.delete_many(query).deleted_count)
 
     def flow_ids(self, flow_id: str) -> list[str]:
-        return [doc["_id"] for doc in self.items.find({"flow_id": flow_id}, {"_id": 1})]
+        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+        return [doc["_id"] for doc in self.items.find(query, {"_id": 1})]
 
     def exists(self, item_id: str) -> bool:
-        return self.items.find_one({"_id": item_id}, {"_id": 1}) is not None
+        return self.items.find_one(self.key(item_id), {"_id": 1}) is not None
 
     def find(self, item_id: str) -> Doc | None:
-        found: Doc | None = self.items.find_one({"_id": item_id})
+        found: Doc | None = self.items.find_one(self.key(item_id))
         return found
 
     # -- dead letters and quarantine -------------------------------------------------------

@@ -20,7 +20,7 @@ def test_document_holds_the_documented_fields(make, collection):
     scheduler.schedule(item(flow_id="flow-7", payload={"order": "o-1", "n": 3}))
     doc = collection.find_one({"_id": "t-1"})
     assert set(doc) == {
-        "_id", "kind", "due", "flow_id", "payload", "generation",
+        "_id", "bucket", "kind", "due", "flow_id", "payload", "generation",
         "attempts", "deliveries", "last_error", "ready_at", "claim",
     }  # fmt: skip
     assert doc["kind"] == "TIMER"

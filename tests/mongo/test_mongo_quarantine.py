@@ -12,6 +12,7 @@ from flowsched.port import ScheduleItem, ScheduleKind
 def insert_raw(collection, clock, **fields: object) -> None:
     now = clock.now()
     doc: dict[str, object] = {
+        "bucket": 0,
         "kind": "TIMER",
         "due": now,
         "ready_at": now,

@@ -127,6 +127,7 @@ def test_a_malformed_recurrence_is_quarantined(make, clock, collection, recurren
     collection.insert_one(
         {
             "_id": "bad",
+            "bucket": 0,
             "kind": "TIMER",
             "due": clock.now(),
             "ready_at": clock.now(),
