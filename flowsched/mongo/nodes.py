@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo import ASCENDING
-
 from flowsched.mongo.documents import truncate_ms
 
 __all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
@@ -70,7 +68,7 @@ class Heartbeat:
             if not self._indexed:
                 # Dead nodes' documents go away by themselves (MongoDB's TTL monitor).
                 self.nodes.create_index(
-                    [("expires_at", ASCENDING)], name="expires_at", expireAfterSeconds=0
+                    [("expires_at", 1)], name="expires_at", expireAfterSeconds=0
                 )
                 self._indexed = True
             document = {
@@ -97,7 +95,7 @@ class Heartbeat:
 
 def live_nodes(nodes: Any, now: datetime) -> list[NodeInfo]:
     """Nodes whose heartbeat has not expired at ``now``, by node id."""
-    found = nodes.find({"expires_at": {"$gt": now}}).sort("_id", ASCENDING)
+    found = nodes.find({"expires_at": {"$gt": now}}).sort("_id", 1)
     return [_node(doc) for doc in found]
 
 
