@@ -1,4 +1,4 @@
-"""The three collections and the single-round-trip operations the scheduler makes on them.
+"""Internal: MongoDB timer storage — the three collections and one-round-trip operations on them.
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
   indexes ``claim_by_route`` = ``(route, ready_at)`` for the sweep and ``flow_id`` for
@@ -55,7 +55,7 @@ LEGACY_CLAIM_INDEX = "claim"
 
 
 class TimerStore:
-    """The collections of one scheduler namespace (``collection`` and its two siblings)."""
+    """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
     def __init__(self, collection: Collection[Any]) -> None:
         self.items = collection
