@@ -1,6 +1,7 @@
 """Internal: MongoDB claims (a node's lock on a due item), lease renewal and fenced settlement.
 
-A node takes a batch of due items in three round trips:
+A node takes a batch of due items in three steps (one ``find`` per route it serves, then
+two round trips):
 
 1. ``find`` the ids of up to ``limit`` claimable documents of the routes it serves, oldest
    ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``

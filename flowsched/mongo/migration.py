@@ -1,4 +1,4 @@
-"""Give a route to items stored before routing (``flowsched timers migrate``).
+"""Internal: give a route to items stored before routing (``flowsched timers migrate``).
 
 Versions before routing stored no ``route`` field, and no node claims a document without
 one (claims read one ``route`` index range per route served). :func:`add_routes` sets it:

@@ -1,4 +1,4 @@
-"""Node heartbeats: which live node serves which routes, for operators (``timers stats``).
+"""Internal: node heartbeats — which live node serves which routes (for ``timers stats``).
 
 Every started :class:`~flowsched.mongo.MongoScheduler` advertises itself in
 ``<collection>_nodes``, one document per node::

@@ -1,4 +1,4 @@
-"""Internal: MongoDB timer storage — the three collections and one-round-trip operations on them.
+"""Internal: MongoDB timer storage — the collections and one-round-trip operations on them.
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
   indexes ``claim_by_route`` = ``(route, ready_at)`` for the sweep and ``flow_id`` for
