@@ -344,7 +344,7 @@ class MongoScheduler(SchedulerPort):
                 return
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
-                self.warn_if_unrouted()
+                self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
                 self._harvester,
@@ -354,7 +354,7 @@ class MongoScheduler(SchedulerPort):
                 op_timeout=self._op_timeout,
                 fence=self._fence,
                 heartbeat=Heartbeat(self._store.nodes, self.node_id, node_ttl(self._poll_interval)),
-                on_start=self.warn_if_unrouted,
+                on_start=self._warn_if_unrouted,
             )
             self._sweeper.start()
 
@@ -371,7 +371,7 @@ class MongoScheduler(SchedulerPort):
         if sweeper is not None:
             sweeper.stop()
 
-    def warn_if_unrouted(self) -> bool:
+    def _warn_if_unrouted(self) -> bool:
         """Log one warning if the collection holds items stored before routing (one
         ``find_one``, served by the claim index); whether it found any."""
         try:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from flowsched import ScheduleItem, ScheduleKind
+from flowsched import Recurrence, ScheduleItem, ScheduleKind
 from flowsched.delivery import RedeliveryPolicy
 from flowsched.port import DeadLetter
 
@@ -228,3 +228,21 @@ def test_mongo_never_claims_an_unserved_route(make_scheduler, adapter_name, cloc
     there.register("gamma", recorder)
     assert there.run_due() == 1
     assert [(d.id, d.attempt) for d in recorder.deliveries] == [("for-gamma", 0)]
+
+
+def test_a_recurring_schedule_can_be_addressed_to_a_named_handler(
+    make_scheduler, clock, recorder, fire
+):
+    s = make_scheduler(clock)
+    s.register("sweep", recorder)
+    stored = s.schedule_recurring("sweep-no-shows", Recurrence.every(S * 60), handler="sweep")
+    assert stored.handler == "sweep"
+
+    for _ in range(2):
+        clock.advance(S * 60)
+        fire(s)
+    assert [(d.id, d.item.handler) for d in recorder.deliveries] == [
+        ("sweep-no-shows", "sweep"),
+        ("sweep-no-shows", "sweep"),
+    ]
+    assert s.exists("sweep-no-shows")
