@@ -135,7 +135,8 @@ class Sweeper:
             self._pool.shutdown(wait=True)
         self._write_outcomes("on close")
         if self._heartbeat is not None:
-            self._heartbeat.remove()
+            with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded in an outage
+                self._heartbeat.remove()
 
     def _write_outcomes(self, when: str) -> None:
         try:
