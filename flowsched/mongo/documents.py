@@ -4,14 +4,21 @@ Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver 
 
 A scheduled item's document::
 
-    {_id: <item id>, bucket: <int>, kind: "TIMER", due: <BSON date>,
-     flow_id: <str> (left out: no flow), payload: <object|null>, generation: <int64>,
-     attempts: <int>, deliveries: <int>, last_error: <str|null>, ready_at: <BSON date>,
+    {_id: <item id>, bucket: <int>, kind: "TIMER", route: "h:<handler>" | "k:<KIND>",
+     due: <BSON date>, flow_id: <str> (left out: no flow), payload: <object|null>,
+     generation: <int64>, attempts: <int>, deliveries: <int>, last_error: <str|null>,
+     ready_at: <BSON date>,
      claim: null | {owner: <node id>, token: <str>, lease_until: <BSON date>}}
 
 * ``bucket`` is :func:`bucket_of` the id (``0`` with the default single bucket): with
   ``_id`` it makes the shard key ``{bucket: 1, _id: 1}``, and every command the scheduler
   sends on this collection names it (see ``docs/explanation/scaling.md``).
+* ``route`` is the item's :attr:`~flowsched.port.ScheduleItem.route`: who may run it. A node
+  claims only documents of the routes it serves (index ``route, bucket, ready_at``). An item
+  addressed to a named handler also has ``handler: <name>``. Documents written before
+  routing have no ``route`` (nor ``bucket``): no node claims them until ``flowsched timers
+  migrate`` sets them.
+
 * ``due`` is a BSON date: **milliseconds**. :func:`truncate_ms` drops the microseconds the
   same way the driver does, and ``schedule`` returns the item with that due.
 * ``generation`` is a fresh random 63-bit integer on every schedule: together with ``_id``
@@ -21,8 +28,8 @@ A scheduled item's document::
   ``deliveries``, so a claimer that finds ``deliveries - 1 > attempts`` knows an earlier
   delivery was lost (its node died while holding the claim) and counts it as a failure.
 * ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
-  lease's end while claimed. One range on it (index ``kind, ready_at``) finds both due items
-  and items whose claimer stopped renewing its lease.
+  lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
+  both due items and items whose claimer stopped renewing its lease.
 
 A recurring item's document has two more fields: ``recurrence`` (the JSON object of
 :meth:`Recurrence.to_json`) and ``applied`` (BSON date or null: the last slot applied, the
@@ -115,6 +122,7 @@ def item_document(
         "_id": item.id,
         "bucket": bucket,
         "kind": item.kind.value,
+        "route": item.route,
         "due": due,
         "payload": dict(item.payload) if item.payload is not None else None,
         "generation": generation,
@@ -126,11 +134,13 @@ def item_document(
     }
     if item.flow_id is not None:  # left out otherwise: the flow_id index is sparse
         document["flow_id"] = item.flow_id
-    return _with_recurrence(document, item)
+    return _with_options(document, item)
 
 
-def _with_recurrence(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any]:
-    # One-shot items' documents stay as they were: no recurrence fields at all.
+def _with_options(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any]:
+    # Kind-routed one-shot items' documents stay as they were: no handler or recurrence.
+    if item.handler is not None:
+        document["handler"] = item.handler
     if item.recurrence is not None:
         document["recurrence"] = item.recurrence.to_json()
         document["applied"] = optional_ms(item.previous)
@@ -170,9 +180,16 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
             doc.get("payload"),
             recurrence=recurrence,
             previous=applied,
+            handler=doc.get("handler"),
         )
     except (TypeError, ValueError) as exc:
         raise MalformedDocument(item_id, str(exc)) from None
+    route = doc.get("route")
+    if route is not None and route != item.route:
+        # Claimed by its route: delivered by handler/kind, the two must agree.
+        raise MalformedDocument(
+            item_id, f"route {route!r} does not match its handler/kind ({item.route!r})"
+        )
     return item.with_generation(generation)
 
 
@@ -225,7 +242,7 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
         "error": dead.error,
         "dead_at": truncate_ms(dead.dead_at),
     }
-    return _with_recurrence(document, item)
+    return _with_options(document, item)
 
 
 def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:

@@ -1,10 +1,13 @@
-"""Internal: MongoDB timer storage — the three collections and one-round-trip operations on them.
+"""Internal: MongoDB timer storage — the collections and one-round-trip operations on them.
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
-  indexes ``claim`` = ``(kind, ready_at)`` for the sweep and ``flow_id_sparse`` (items of a
-  flow only) for ``cancel_flow``.
+  indexes ``claim_by_route_bucket`` = ``(route, bucket, ready_at)`` for the sweep and
+  ``flow_id_sparse`` (items of a flow only) for ``cancel_flow``. (Versions before routing
+  made ``claim`` = ``(kind, ready_at)``; it is no longer used: ``flowsched timers migrate
+  --drop-legacy-index`` drops it.)
 * ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
+* ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
 
 Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
 unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on
@@ -25,7 +28,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from flowsched.mongo.documents import bucket_of
 
-__all__ = ["Doc", "TimerStore", "Write"]
+__all__ = ["CLAIM_INDEX", "CLAIM_INDEX_KEYS", "LEGACY_CLAIM_INDEX", "Doc", "TimerStore", "Write"]
 
 Doc = Mapping[str, Any]
 
@@ -52,6 +55,11 @@ class Write:
 
 _DUPLICATE_KEY = 11000
 
+CLAIM_INDEX = "claim_by_route_bucket"
+CLAIM_INDEX_KEYS = [("route", ASCENDING), ("bucket", ASCENDING), ("ready_at", ASCENDING)]
+LEGACY_CLAIM_INDEX = "claim"
+"""The claim index of versions before routing: ``(kind, ready_at)``."""
+
 
 def _one_or_in(buckets: list[int]) -> Any:
     return buckets[0] if len(buckets) == 1 else {"$in": buckets}
@@ -60,12 +68,20 @@ def _one_or_in(buckets: list[int]) -> Any:
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
-    def __init__(self, collection: Collection[Any], buckets: int = 1) -> None:
+    def __init__(
+        self,
+        collection: Collection[Any],
+        buckets: int = 1,
+        served: Sequence[int] | None = None,
+    ) -> None:
         self.items = collection
         self.buckets = buckets
+        self.served: tuple[int, ...] = tuple(range(buckets) if served is None else served)
+        """The buckets this node claims from (all, unless told otherwise)."""
         database = collection.database
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
+        self.nodes = database[f"{collection.name}_nodes"]
         self._indexed = False
         self._index_lock = threading.Lock()
 
@@ -126,9 +142,10 @@ class TimerStore:
         with self._index_lock:
             if self._indexed:
                 return
-            # (kind, ready_at): the sweep asks for kind in <handled kinds>, ready_at <= now,
-            # sorted by ready_at - a merge of one index range per kind, no in-memory sort.
-            self.items.create_index([("kind", ASCENDING), ("ready_at", ASCENDING)], name="claim")
+            # (route, bucket, ready_at): the sweep asks, per route and bucket it serves, for
+            # ready_at <= now sorted by ready_at - one index range each; other routes are
+            # never read.
+            self.items.create_index(CLAIM_INDEX_KEYS, name=CLAIM_INDEX)
             # Sparse: an item without a flow (the field is left out) costs no entry here, so
             # claiming and settling it maintains one index less. Replaces the full index of
             # earlier versions ("flow_id"), dropped once.
@@ -173,6 +190,13 @@ class TimerStore:
 
     def exists(self, item_id: str) -> bool:
         return self.items.find_one(self.key(item_id), {"_id": 1}) is not None
+
+    def unrouted_sample(self) -> Doc | None:
+        """One item document without a ``route`` (stored before routing), or ``None``.
+
+        ``route: null`` matches missing fields too, and is one range of the claim index."""
+        found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
+        return found
 
     def find(self, item_id: str) -> Doc | None:
         found: Doc | None = self.items.find_one(self.key(item_id))

@@ -1,4 +1,4 @@
-"""Push wake-up: a change stream tells a node at once about items that another node made due.
+"""Internal: push wake-up, a change stream that tells a node at once of items made due elsewhere.
 
 Polling is the source of truth: every node sweeps at least once per ``poll_interval``, and
 an item is only ever delivered by a claim. What a change stream adds is latency: without

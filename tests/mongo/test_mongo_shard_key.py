@@ -128,7 +128,7 @@ def test_every_command_on_the_timers_names_the_bucket(monitored):
     assert scheduler.run_due() == 10  # 8 t-*, and a first try of each failing one
     clock.advance(timedelta(hours=1))
     scheduler.run_due()  # the retries (one dead letter) and a recurring tick
-    claimed = scheduler._claims.claim([TIMER], clock.now() + timedelta(hours=2), 10)
+    claimed = scheduler._claims.claim(["k:TIMER"], clock.now() + timedelta(hours=2), 10)
     assert claimed.documents  # the recurring item, claimed to renew its lease
     held = [(doc["_id"], claimed.token) for doc in claimed.documents]
     assert scheduler._claims.renew(held, clock.now()) == len(held)
