@@ -46,6 +46,13 @@ log = logging.getLogger("flowsched.mongo")
 FLUSH_INTERVAL = 0.05
 """While deliveries are running, finished ones are written at least this often (seconds)."""
 
+SHORT_LOOKAHEAD = timedelta(milliseconds=100)
+"""How far a claim looks past now while items are falling due (see _turn)."""
+
+PIPELINE = 2
+"""Batches a node may hold at once: the next claim runs while the last batch is delivered
+and settled, so the server works on one while the node works on the other."""
+
 BATCH_GAP = 0.05
 """Seconds: the shortest wait for the next item the claim query saw coming (see _after)."""
 
@@ -97,18 +104,25 @@ class Sweeper:
         # The earliest sweep asked for by poke() while a claim query ran: that query may not
         # have seen the item, and the plan made from its answer must not drop the request.
         self._poked = math.inf
+        self._claimed_at = -math.inf  # when the last claim began (monotonic)
         self._next_renew = 0.0
         self._behind = False
+        self._busy = False
         self._thread = threading.Thread(target=self._run, name="flowsched-sweeper", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def poke(self, due: datetime | None = None) -> None:
-        """Sweep at ``due`` (or now) if that is before the next planned poll."""
+        """Sweep at ``due`` (or now) if that is before the next planned poll.
+
+        Not sooner than BATCH_GAP after the last claim began: a burst of pokes (a node
+        scheduling many items due now, or the change stream reporting another node's) is
+        claimed in batches, not one claim per poke."""
         delay = 0.0 if due is None else (due - self._clock.now()).total_seconds()
         at = self._clock.monotonic() + max(delay, 0.0)
         with self._lock:
+            at = max(at, self._claimed_at + BATCH_GAP)
             self._poked = min(self._poked, at)
             if at >= self._next_poll:
                 return
@@ -201,35 +215,42 @@ class Sweeper:
         now = self._clock.monotonic()
         with self._lock:
             poll_due = now >= self._next_poll
-            free = self._batch - len(self._held)
+            free = min(self._batch, PIPELINE * self._batch - len(self._held))
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
             return
-        # Behind (the last claim was full): no need to look ahead, the next turn comes at once;
-        # a narrower range is also cheaper on servers that read every match before the limit.
-        looked = not self._behind
+        # How far the claim query looks past now (one poll when idle, to plan the next wake):
+        # behind (the last claim was full), not at all, the next turn comes at once; busy
+        # (the last claim found due items), SHORT_LOOKAHEAD. Narrower ranges are cheaper on
+        # servers that read every match before the limit, and in a burst the next claim is
+        # at most BATCH_GAP away anyway.
+        if self._behind:
+            lookahead = timedelta(0)
+        elif self._busy:
+            lookahead = min(SHORT_LOOKAHEAD, self._lookahead)
+        else:
+            lookahead = self._lookahead
         with self._lock:
             self._poked = math.inf
+            self._claimed_at = now
         stamp = self._fence.open()
         try:
-            lookahead = self._lookahead if looked else timedelta(0)
             harvest = self._harvester.take(free, lookahead=lookahead)
             self._fence.hold(stamp, len(harvest.deliver))  # released by each delivery
         finally:
             self._fence.close(stamp)
         self._behind = harvest.due >= free
+        self._busy = harvest.due > 0
         with self._lock:
             self._unwritten.extend(harvest.settle)
             for claim in harvest.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
-            # A full batch means more may be due: go again at once. Otherwise wait a poll, or
-            # less if the claim query saw an item falling due sooner (or poke() asked).
+            # A full batch means more may be due: go again at once. Otherwise wait until the
+            # next item the query saw, or to the end of the range it looked at (or poke()).
             if self._next_poll <= now:
                 if self._behind:
                     self._next_poll = now
-                elif looked:
-                    self._next_poll = self._after(now, harvest)
-                else:  # caught up: look ahead soon rather than a whole poll later
-                    self._next_poll = now + self._poll / 10
+                else:
+                    self._next_poll = self._after(now, harvest, lookahead)
             self._next_poll = min(self._next_poll, self._poked)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
@@ -238,9 +259,10 @@ class Sweeper:
         if harvest.settle:
             self._flush()
 
-    def _after(self, now: float, harvest: Harvest) -> float:
-        if harvest.next_ready is None:
-            return now + self._poll
+    def _after(self, now: float, harvest: Harvest, lookahead: timedelta) -> float:
+        gap = min(self._poll / 10, BATCH_GAP)
+        if harvest.next_ready is None:  # nothing within the range: look again at its end
+            return now + min(max(lookahead.total_seconds(), gap), self._poll)
         # Not sooner than BATCH_GAP (or a tenth of a shorter poll): items falling due close
         # together are claimed in one batch (a few round trips) rather than one claim each,
         # and none waits for it longer than that.
@@ -251,7 +273,7 @@ class Sweeper:
         now = self._clock.monotonic()
         with self._lock:
             held = bool(self._held)
-            free = self._batch - len(self._held)
+            free = min(self._batch, PIPELINE * self._batch - len(self._held))
             deadline = self._next_poll if free >= max(1, self._batch // 2) else float("inf")
             if held:
                 deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
