@@ -9,7 +9,7 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -91,6 +91,8 @@ class MongoScheduler(SchedulerPort):
     * ``buckets``: how many buckets the ids are spread over (the shard key is
       ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
       collection must use the same number; the default, 1, suits an unsharded collection.
+      ``serve_buckets``: the buckets this node claims from (default: all). A bucket no
+      running node serves does not fire: give every bucket to at least two nodes.
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
     :meth:`run_due` after advancing the clock.
@@ -110,6 +112,7 @@ class MongoScheduler(SchedulerPort):
         op_timeout: timedelta = timedelta(seconds=10),
         push_wakeup: bool = True,
         buckets: int = 1,
+        serve_buckets: Iterable[int] | None = None,
     ) -> None:
         _check_positive("poll_interval", poll_interval)
         _check_positive("lease", lease)
@@ -117,10 +120,11 @@ class MongoScheduler(SchedulerPort):
         _check_count("batch_size", batch_size)
         _check_count("workers", workers)
         _check_count("buckets", buckets)
+        served = _check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
-        self._store = TimerStore(collection, buckets)
+        self._store = TimerStore(collection, buckets, served)
         self._claims = Claims(self._store, self.node_id, lease)
         self._harvester = Harvester(self._claims, self._core, self._clock)
         self._fence = LocalFence()
@@ -385,6 +389,8 @@ class MongoScheduler(SchedulerPort):
 
     def _handles(self, document: Mapping[str, Any]) -> bool:
         """Whether this node claims the item of a (projected) document."""
+        if document.get("bucket", 0) not in self._store.served:
+            return False
         return document.get("route") in self._core.routes()
 
     def close(self) -> None:
@@ -437,6 +443,20 @@ class MongoScheduler(SchedulerPort):
 def _check_positive(name: str, value: timedelta) -> None:
     if not isinstance(value, timedelta) or value <= timedelta(0):
         raise ValueError(f"MongoScheduler {name} must be a positive timedelta (got {value!r})")
+
+
+def _check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
+    if served is None:
+        return None
+    chosen = tuple(sorted(set(served)))
+    if not chosen or any(
+        not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < buckets for b in chosen
+    ):
+        raise ValueError(
+            f"MongoScheduler serve_buckets must be a non-empty set of buckets in "
+            f"0..{buckets - 1} (buckets={buckets}), got {served!r}"
+        )
+    return chosen
 
 
 def _check_count(name: str, value: int) -> None:

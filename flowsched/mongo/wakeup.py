@@ -60,6 +60,7 @@ PIPELINE: list[dict[str, Any]] = [
             "fullDocument.ready_at": 1,
             "fullDocument.kind": 1,
             "fullDocument.route": 1,
+            "fullDocument.bucket": 1,
             "updateDescription.updatedFields.ready_at": 1,
         }
     },

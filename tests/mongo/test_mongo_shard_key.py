@@ -28,6 +28,7 @@ pytestmark = pytest.mark.wire
 BUCKETS = 4
 TIMER = ScheduleKind.TIMER
 ADMIN = {"createIndexes", "dropIndexes", "listIndexes"}
+START_DUE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # the mongomock tests' clock start
 
 
 class Commands(monitoring.CommandListener):
@@ -159,3 +160,24 @@ def test_items_spread_over_the_buckets_by_id(monitored):
 def test_one_bucket_by_default(make, collection):
     make().schedule(ScheduleItem("t", TIMER, datetime.now(UTC)))
     assert collection.find_one({"_id": "t"})["bucket"] == 0
+
+
+def test_a_node_claims_only_the_buckets_it_serves(make):
+    ids = [f"t-{n}" for n in range(20)]
+    fired: dict[str, list[str]] = {"zero": [], "one": []}
+    nodes = {
+        name: make(buckets=2, serve_buckets=[bucket]) for name, bucket in (("zero", 0), ("one", 1))
+    }
+    for name, node in nodes.items():
+        node.subscribe(TIMER, lambda item, attempt, name=name: fired[name].append(item.id))
+    for item_id in ids:
+        nodes["zero"].schedule(ScheduleItem(item_id, TIMER, START_DUE))
+    assert nodes["zero"].run_due() + nodes["one"].run_due() == len(ids)
+    for name, bucket in (("zero", 0), ("one", 1)):
+        assert fired[name] and all(bucket_of(i, 2) == bucket for i in fired[name])
+
+
+@pytest.mark.parametrize("served", [[], [2], [-1], [True]])
+def test_serve_buckets_must_name_existing_buckets(collection, served):
+    with pytest.raises(ValueError, match="serve_buckets"):
+        MongoScheduler(collection, buckets=2, serve_buckets=served)
