@@ -4,7 +4,7 @@ from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.clock import ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError
+from flowsched.errors import ConfigError, FlowschedError
 from flowsched.flow import (
     ANY_STATE,
     ActionRequest,
@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "Flow",
     "FlowDomain",
+    "FlowschedError",
     "InMemoryScheduler",
     "ManualClock",
     "MongoScheduler",

@@ -162,6 +162,8 @@ class DeliveryCore:
         kind = type(self.observer)
         self._observe_fired = kind.fired is not Observer.fired
         self._observe_completed = kind.completed is not Observer.completed
+        self._observe_scheduled = kind.scheduled is not Observer.scheduled
+        self.observes_cancelled = kind.cancelled is not Observer.cancelled
         self._handlers: dict[ScheduleKind, Handler] = {}
         self._lock = threading.Lock()
 
@@ -216,6 +218,17 @@ class DeliveryCore:
         if item.recurrence is not None:
             return NextSlot(item.due, item.recurrence.next_slot(item.due))
         return _COMPLETED
+
+    def scheduled(self, item: ScheduleItem) -> None:
+        """Tell the observer ``item`` was scheduled; an observer error is logged, never
+        raised (the write has happened: the caller must not see it as failed)."""
+        if self._observe_scheduled:
+            self._notify(self.observer.scheduled, item)
+
+    def cancelled(self, item_id: str) -> None:
+        """Tell the observer ``item_id`` was cancelled; an observer error is logged only."""
+        if self.observes_cancelled:
+            self._notify(self.observer.cancelled, item_id)
 
     @staticmethod
     def _notify(call: Callable[..., None], *args: object) -> None:

@@ -89,9 +89,16 @@ def parse_duration(value: object, key: str | None = None) -> timedelta:
     raise _error(key, value, f"expected a duration; {_VALID}")
 
 
+_MAX_TEXT = 64
+"""Longest duration text read (the longest duration, in nanoseconds, has 24 digits)."""
+
+
 def _parse_text(text: str, key: str | None) -> timedelta:
     if not text.strip():
         raise _error(key, text, f"empty; {_VALID}")
+    if len(text) > _MAX_TEXT:
+        # Also keeps thousands of digits away from int(), which has a digit limit.
+        raise _error(key, text, f"too long for a duration ({len(text)} characters); {_VALID}")
     match = _DURATION.fullmatch(text)
     if match is None:
         raise _error(key, text, f"not a duration; {_VALID}")
@@ -117,7 +124,10 @@ def _from_micros(micros: Fraction, key: str | None, original: object) -> timedel
 
 
 def _error(key: str | None, value: object, message: str) -> ConfigError:
-    return ConfigError.single(message, key=key, value=hocon_text(value))
+    text = hocon_text(value)
+    if len(text) > 2 * _MAX_TEXT:
+        text = f"{text[:_MAX_TEXT]}... ({len(text)} characters)"
+    return ConfigError.single(message, key=key, value=text)
 
 
 def format_duration(value: timedelta) -> str:
@@ -155,4 +165,7 @@ def hocon_text(value: object) -> str:
         return "[" + ", ".join(hocon_text(item) for item in value) + "]"
     if isinstance(value, dict):  # a HOCON object (pyhocon's ConfigTree is a dict)
         return "{...}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        # str() of an int with thousands of digits raises ValueError (the digit limit).
+        return f"<a {len(hex(value)) - 2}-hex-digit integer>"
     return str(value)

@@ -27,6 +27,27 @@ _NANOS_OR_SKIP = re.compile(
     r"|(?<![\w.+\-$])(?P<nanos>\d+ *(?:nanoseconds|nanosecond|nanos|nano|ns))(?![\w])"
 )
 _PLAIN_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
+# Strings and comments are skipped; the brackets outside them are counted.
+_BRACKET_OR_SKIP = re.compile(r'"""[\s\S]*?"""+|"(?:[^"\\\n]|\\.)*"|(?:#|//)[^\n]*|[{}\[\]]')
+
+MAX_DEPTH = 32
+"""Deepest nesting of objects and lists read (pyhocon's parser recurses per level; a file
+nested a few dozen deep would otherwise end in RecursionError)."""
+
+
+def _check_depth(text: str, source: str) -> None:
+    depth = 0
+    for match in _BRACKET_OR_SKIP.finditer(text):
+        token = match[0]
+        if token in "{[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise ConfigError.single(
+                    f"{source}: objects and lists nest more than {MAX_DEPTH} deep (at line {line})"
+                )
+        elif token in "}]":
+            depth = max(0, depth - 1)
 
 
 def _quote_nanos(text: str) -> str:
@@ -43,6 +64,7 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
     Syntax errors and unresolved substitutions raise :class:`ConfigError` with the line and
     column. ``include`` d files are parsed by pyhocon directly (their nanoseconds truncated).
     """
+    _check_depth(text, source)
     try:
         tree = ConfigFactory.parse_string(_quote_nanos(text), basedir=basedir)
     except ParseBaseException as exc:
@@ -53,15 +75,27 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
         ) from None
     except ConfigException as exc:
         raise ConfigError.single(f"{source}: {exc}") from None
+    except RecursionError:  # a shape the depth check does not see (an include, say)
+        raise ConfigError.single(f"{source}: nested too deeply to read") from None
+    except (OverflowError, ValueError, TypeError, LookupError, AttributeError) as exc:
+        # pyhocon's own conversions fail on some values (``99999999999999 days`` overflows
+        # while parsing): still a mistake in the file, reported as one.
+        raise ConfigError.single(f"{source}: cannot read: {type(exc).__name__}: {exc}") from None
     if not isinstance(tree, ConfigTree):  # a file whose root is a list
         raise ConfigError.single(f"{source}: the root must be an object, not a list")
     return tree
 
 
 def load_hocon(path: str | Path) -> ConfigTree:
-    """Read and parse a HOCON file (see :func:`parse_hocon`). ``OSError`` if unreadable."""
+    """Read and parse a HOCON file (see :func:`parse_hocon`). ``OSError`` if unreadable;
+    :class:`ConfigError` naming the file if it is not UTF-8 text."""
     file = Path(path)
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError.single(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+        ) from None
     return parse_hocon(text, basedir=str(file.parent), source=str(path))
 
 

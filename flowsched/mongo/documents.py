@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flowsched.errors import FlowschedError
 from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 
-class MalformedDocument(ValueError):
+class MalformedDocument(FlowschedError, ValueError):
     """A stored document that is not a valid item; ``reason`` says which field and why."""
 
     def __init__(self, item_id: object, reason: str) -> None:

@@ -38,6 +38,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    check_id,
 )
 
 __all__ = ["MongoScheduler"]
@@ -151,7 +152,7 @@ class MongoScheduler(SchedulerPort):
             recurrence=item.recurrence,
             previous=document.get("applied"),
         ).with_generation(document["generation"])
-        self._core.observer.scheduled(stored)
+        self._core.scheduled(stored)
         sweeper = self._sweeper
         if sweeper is not None:
             sweeper.poke(stored.due)
@@ -162,12 +163,14 @@ class MongoScheduler(SchedulerPort):
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
+        if not _storable(item_id):
+            return False  # an id no item can have (as in memory): no round trip
         try:
             removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
         finally:
             self._fence.touch(item_id)
         if removed:
-            self._core.observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
@@ -175,27 +178,32 @@ class MongoScheduler(SchedulerPort):
 
         With an observer that overrides ``cancelled``, the ids are read first (one more round
         trip) to report each; an item another caller removed meanwhile may be reported too."""
+        if not _storable(flow_id):
+            return 0
         what = f"cancel_flow({flow_id!r})"
-        observer = self._core.observer
         ids: list[str] = []
-        if type(observer).cancelled is not Observer.cancelled:
+        if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
         try:
             removed = self._call(what, lambda: self._store.delete_flow(flow_id))
         finally:
             self._fence.touch_flow(flow_id)
         for item_id in ids[:removed]:
-            observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
+        if not _storable(item_id):
+            return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
 
         A malformed document reads as ``None`` (and is logged); the sweep quarantines it."""
+        if not _storable(item_id):
+            return None
         document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
         if document is None:
             return None
@@ -346,6 +354,15 @@ class MongoScheduler(SchedulerPort):
             return operation()
 
         return within(self._op_timeout, what, run)
+
+
+def _storable(value: object) -> bool:
+    """Whether ``value`` is an id an item can have (:func:`check_id`); others match nothing."""
+    try:
+        check_id(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_positive(name: str, value: timedelta) -> None:
