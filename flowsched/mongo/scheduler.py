@@ -235,9 +235,9 @@ class MongoScheduler(SchedulerPort):
             stamp = self._fence.open()
             try:
                 harvest = self._call(
-                    "run_due claim", lambda: self._harvester.take(self._batch_size)
+                    "run_due claim", lambda: self._harvester.take(self._batch_size, counted=True)
                 )
-                if not harvest.won:
+                if not harvest.won and not harvest.quarantined:
                     return delivered
                 delivered += self._deliver_batch(harvest, stamp)
             finally:
@@ -255,7 +255,7 @@ class MongoScheduler(SchedulerPort):
         try:
             for claim in harvest.deliver:
                 if self._fence.stale(stamp, claim.item):
-                    settle.append(Settlement.of(claim, Release(claim.item.due)))
+                    settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 else:
                     outcome = self._core.deliver(claim.item, claim.attempt)
                     settle.append(Settlement.of(claim, outcome))
@@ -263,7 +263,9 @@ class MongoScheduler(SchedulerPort):
                 done += 1
         except BaseException:
             rest = harvest.deliver[done:]
-            settle.extend(Settlement.of(claim, Release(claim.item.due)) for claim in rest)
+            settle.extend(
+                Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
+            )
             try:
                 self._call("run_due settle", functools.partial(self._settle, settle))
             except Exception as exc:
