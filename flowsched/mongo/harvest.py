@@ -22,7 +22,7 @@ from pymongo.errors import PyMongoError
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, NextSlot
 from flowsched.mongo.claims import Claim, Claims, Quarantine, Settlement
-from flowsched.mongo.documents import MalformedDocument, StoredItem, stored_item
+from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import Audit
 
@@ -97,7 +97,8 @@ class Harvester:
             try:
                 stored = stored_item(document)
             except MalformedDocument as exc:
-                log.error("quarantining %s: %s", self.claims.store.name, exc)
+                where = short_repr(exc.item_id)
+                log.error("quarantining %s %s: %s", self.claims.store.name, where, exc.reason)
                 action = Quarantine(document, exc.reason)
                 harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue

@@ -52,6 +52,10 @@ log = logging.getLogger("flowsched.mongo")
 FLUSH_INTERVAL = 0.05
 """While deliveries are running, finished ones are written at least this often (seconds)."""
 
+START_GATHER = 0.002
+"""How long the first start mark asked for may wait for other workers to ask too, so that
+one write marks a whole wave (seconds); not at all when no other worker can ask."""
+
 
 class Sweeper:
     """Claims due items in the background and delivers them on a pool of ``workers`` threads."""
@@ -77,6 +81,9 @@ class Sweeper:
         self._batch = batch_size
         self._op_timeout = op_timeout
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
+        self._workers = workers
+        self._queued = 0  # claims handed to the pool that no worker has taken yet
+        self._asked_at = math.inf  # when the oldest start mark not yet written was asked
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when a handler returns
         self._running = 0  # handlers running now
@@ -92,6 +99,7 @@ class Sweeper:
         self._marked: set[tuple[Any, str]] = set()
         self._marks = threading.Condition(self._lock)
         self._finished: list[Settlement] = []
+        self._finished_at = math.inf  # when the oldest unwritten outcome in _finished came
         self._unwritten: list[Settlement] = []
         self._next_poll = 0.0
         # The earliest sweep asked for by poke() while a claim query ran: that query may not
@@ -225,6 +233,8 @@ class Sweeper:
             self._next_poll = min(self._next_poll, self._poked)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
+        with self._lock:
+            self._queued += len(harvest.deliver)
         for claim in harvest.deliver:
             self._pool.submit(self._deliver, claim, stamp)
         if harvest.settle:
@@ -248,16 +258,35 @@ class Sweeper:
                 deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
             if self._finished or self._unwritten:
                 deadline = min(deadline, now + FLUSH_INTERVAL)
-            if self._starting:
-                deadline = now  # handlers wait for their start mark
+            if self._starting:  # handlers wait for their start mark
+                deadline = now if self._wave_complete() else self._asked_at + START_GATHER
         return max(0.0, min(deadline - now, self._poll))
 
     # -- delivery, settlement, leases --------------------------------------------------------
+
+    def _outcomes_due(self) -> bool:
+        """With start marks to write: whether the outcomes go too (under the lock). They are
+        another command (deletes), so they are gathered for up to FLUSH_INTERVAL."""
+        if self._closing or len(self._finished) >= len(self._held):
+            return True
+        return self._clock.monotonic() >= self._finished_at + FLUSH_INTERVAL
+
+    def _starts_due(self) -> bool:
+        """Whether to write the start marks asked for now (under the lock)."""
+        gathered = self._clock.monotonic() >= self._asked_at + START_GATHER
+        return gathered or self._wave_complete() or self._closing
+
+    def _wave_complete(self) -> bool:
+        """Whether no other worker can ask for a start mark now (under the lock): write."""
+        waiting = len(self._starting) + len(self._marking)
+        idle = self._workers - self._running - waiting
+        return idle <= 0 or self._queued <= 0
 
     def _deliver(self, claim: Claim, stamp: int) -> None:
         self._worker.on = True
         try:
             with self._lock:
+                self._queued -= 1
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._fence.stale(stamp, claim.item)
             skip = skip or not self._await_start(claim)
@@ -284,6 +313,8 @@ class Sweeper:
         with self._marks:
             if self._closing:
                 return False
+            if not self._starting:
+                self._asked_at = self._clock.monotonic()
             self._starting.append(claim)
             self._wake.set()
             while key not in self._marked:
@@ -310,6 +341,8 @@ class Sweeper:
 
     def _finish(self, settlement: Settlement) -> None:
         with self._lock:
+            if not self._finished:
+                self._finished_at = self._clock.monotonic()
             self._finished.append(settlement)
             batch_done = len(self._finished) >= len(self._held)
             inline = self._flush_inline
@@ -320,10 +353,17 @@ class Sweeper:
 
     def _flush(self) -> None:
         with self._lock:
-            batch = self._unwritten + self._finished
-            self._unwritten, self._finished = [], []
+            if self._starting and not self._starts_due():
+                return  # gathering a wave of start marks: outcomes go with it, shortly
+            if not self._starting or self._outcomes_due():
+                batch = self._unwritten + self._finished
+                self._unwritten, self._finished = [], []
+                self._finished_at = math.inf
+            else:  # only marks: outcomes (a delete command) wait to be written with more
+                batch = []
             starts, self._starting = self._starting, []
             self._marking = starts
+            self._asked_at = math.inf
         if not batch and not starts:
             return
         try:
@@ -365,6 +405,8 @@ class Sweeper:
             self._unwritten = batch + self._unwritten
             # Not known to be written (a retry sets the same value, so no double count).
             self._starting = starts + self._starting
+            if starts:
+                self._asked_at = -math.inf  # due at once on the next try
             self._marking = []
             self._marks.notify_all()
 
