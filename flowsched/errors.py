@@ -1,4 +1,4 @@
-"""The error family: :class:`FlowschedError` and the configuration errors.
+"""Internal: the error family - :class:`FlowschedError` and the configuration errors.
 
 Every error flowsched raises on purpose derives from :class:`FlowschedError`; a class that
 reports a bad argument also derives from ``ValueError``/``TypeError`` (or ``KeyError``,

@@ -1,4 +1,4 @@
-"""Poison documents: what the sweeper cannot use is moved aside, never retried for ever.
+"""Internal: poison documents - what the sweeper cannot use is moved aside, not retried.
 
 A document in the timers collection may have been written by hand, by an old or newer
 version, or damaged: a sub-document ``_id``, a counter at the largest 64-bit integer, a due
