@@ -124,7 +124,7 @@ def test_a_huge_integer_duration_is_a_config_error() -> None:
 def test_a_hocon_period_pyhocon_cannot_convert_is_a_config_error() -> None:
     # pyhocon overflows while parsing, or (with python-dateutil installed) hands back a
     # relativedelta too long for a timedelta: a ConfigError either way.
-    with pytest.raises(ConfigError, match="cannot read|too long"):
+    with pytest.raises(ConfigError, match=r"cannot read|too long"):
         SchedulingConfig.from_string("Any.Any.Any.timeout-duration = 99999999999999 days")
 
 
