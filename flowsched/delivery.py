@@ -16,6 +16,7 @@ must make sure no other delivery of the same item can apply it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -70,14 +71,16 @@ class RedeliveryPolicy:
         """The wait after the ``failures``-th consecutive failure (1-based)."""
         if failures < 1:
             raise ValueError(f"failures is 1-based (got {failures})")
-        # Compare in seconds before multiplying, so huge failure counts cannot overflow.
+        # In closed form, compared in logarithms before multiplying: a huge failure count (a
+        # counter read from a document) neither overflows nor loops a billion times.
         seconds = self.initial.total_seconds()
         cap = self.maximum.total_seconds()
-        for _ in range(failures - 1):
-            seconds *= self.factor
-            if seconds >= cap:
-                return self.maximum
-        return min(timedelta(seconds=seconds), self.maximum)
+        steps = failures - 1
+        if steps == 0 or self.factor == 1 or seconds >= cap:
+            return min(self.initial, self.maximum)
+        if steps >= math.log(cap / seconds) / math.log(self.factor):
+            return self.maximum
+        return min(timedelta(seconds=seconds * self.factor**steps), self.maximum)
 
 
 class Observer:

@@ -165,3 +165,12 @@ def test_a_lone_surrogate_id_or_flow_id_is_a_value_error() -> None:
 def test_a_payload_key_with_nul_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="NUL"):
         ScheduleItem("t", TIMER, datetime(2026, 1, 1, tzinfo=UTC), payload={"a\x00b": 1})
+
+
+def test_redelivery_delay_for_a_billion_failures_is_computed_not_looped() -> None:
+    from flowsched.delivery import RedeliveryPolicy
+
+    assert RedeliveryPolicy(factor=1).delay(10**9) == timedelta(seconds=3)
+    assert RedeliveryPolicy(factor=1.0000001).delay(10**9) == timedelta(seconds=30)
+    assert RedeliveryPolicy().delay(2**63) == timedelta(seconds=30)
+    assert [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)] == [3, 6, 12, 24, 30, 30]
