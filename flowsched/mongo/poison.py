@@ -105,12 +105,14 @@ class Quarantiner:
             full = self.store.items.find_one(fence)
             if full is None:
                 continue  # gone or changed since it was read: the next look decides
-            self.record(full, reason, now, _record_id(doc, fields))
-            removed += self.store.items.delete_one(fence).deleted_count
+            if self.record(full, reason, now, _record_id(doc, fields)):
+                removed += self.store.items.delete_one(fence).deleted_count
         return removed
 
     def record(self, doc: Doc, reason: str, now: datetime, record_id: str) -> bool:
-        """Write the quarantine record; log an error only if this call wrote it."""
+        """Write the quarantine record; log an error only if this call wrote it. Whether the
+        record is there (``False``: not even a marker could be stored - the original is then
+        kept where it is, and the error logged, until a record can be written)."""
         record = quarantine_document(doc, reason, self.owner, now)
         record["_id"] = record_id
         written = self.store.put_quarantined([record])
@@ -126,9 +128,17 @@ class Quarantiner:
                 )
             else:
                 log.error("quarantining %s %s: %s", self.store.name, where, reason)
-        else:
+            return True
+        if self.store.quarantine.find_one({"_id": record_id}, {"_id": 1}) is not None:
             log.debug("%s %s was already quarantined: %s", self.store.name, where, reason)
-        return written > 0
+            return True
+        log.error(
+            "cannot quarantine %s %s (%s): the record was refused; the document stays",
+            self.store.name,
+            where,
+            reason,
+        )
+        return False
 
 
 class Audit:
