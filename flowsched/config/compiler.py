@@ -7,7 +7,7 @@ problem in the file instead of the first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 from typing import cast
@@ -95,7 +95,7 @@ class Compiled:
     key_problems: tuple[ConfigProblem, ...]
     root_problems: tuple[RootProblem, ...] = ()
     flow_shaped: int = 0
-    scheduler: SchedulerSettings = SchedulerSettings()
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
 
 def compile_tree(tree: ConfigTree) -> Compiled:

@@ -91,7 +91,9 @@ def read_text(path: str | Path) -> str:
             f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line});"
             " HOCON files are UTF-8: convert it (iconv -f latin1 -t utf-8)"
         )
-        raise ConfigError([ConfigProblem(None, None, message, source=str(path), line=line)]) from None
+        raise ConfigError(
+            [ConfigProblem(None, None, message, source=str(path), line=line)]
+        ) from None
 
 
 def load_hocon(path: str | Path) -> ConfigTree:

@@ -104,7 +104,7 @@ def scan(text: str) -> KeyLines:
             else:
                 expecting_value, in_value = False, True
             continue
-        if kind == "punct" and token in ("=", ":") or kind == "append":
+        if (kind == "punct" and token in ("=", ":")) or kind == "append":
             expecting_value = bool(key)
             continue
         if kind == "word" and not key and token == "include":

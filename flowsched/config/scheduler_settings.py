@@ -290,7 +290,10 @@ def _unknown(path: tuple[str, ...], meant: str | None) -> ConfigProblem:
         return ConfigProblem(key, None, f"unknown scheduler setting {path[-1]!r}")
     fixed = format_key((*path[:-1], meant))
     return ConfigProblem(
-        key, None, f"unknown scheduler setting {path[-1]!r}; did you mean {fixed}?", suggestion=fixed
+        key,
+        None,
+        f"unknown scheduler setting {path[-1]!r}; did you mean {fixed}?",
+        suggestion=fixed,
     )
 
 

@@ -170,7 +170,9 @@ def _action(
     *names, type_name = parts
     form = KeyForm.IPF_FLOW if prefix else KeyForm.ROOT
     wildcards = [ANY if n.lower() == ANY.lower() else n for n in names]
-    kind = type_name if type_name in ACTION_TYPES else closest(type_name, ACTION_TYPES, _TYPE_ALIASES)
+    kind = (
+        type_name if type_name in ACTION_TYPES else closest(type_name, ACTION_TYPES, _TYPE_ALIASES)
+    )
     if len(names) == 3 and type_name == kind and wildcards == names:
         flow, state, action = names
         return ActionPath(flow, state, action, ActionType(type_name), form, key)
