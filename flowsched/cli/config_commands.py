@@ -63,7 +63,7 @@ def check(conf: ConfArg, flows: FlowsOption = None) -> None:
     definitions = load_flows(flows) if flows else None
     problems = list(config.warnings)
     if definitions is None:
-        problems += [found.problem for found in config.root_problems()]
+        problems += [p.problem for p in config.root_problems() if p.named_like_a_flow]
     else:
         from flowsched.flow.check import config_problems
 

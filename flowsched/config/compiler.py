@@ -108,7 +108,10 @@ def compile_tree(tree: ConfigTree) -> Compiled:
     flow_shaped = 0
     for path, raw in flatten(tree, stop_at=ALL_TYPES):
         found = classify(path, hocon_text(raw))
-        flow_shaped += found is not None
+        # A lower-case root block that does not fit is most likely a library's: not counted.
+        flow_shaped += found is not None and (
+            not isinstance(found, RootProblem) or found.named_like_a_flow
+        )
         if isinstance(found, ConfigProblem):
             key_problems.append(found)
         elif isinstance(found, RootProblem):

@@ -151,9 +151,9 @@ class SchedulingConfig:
 
     def root_problems(self) -> tuple[RootProblem, ...]:
         """Root keys that do not fit the flow key forms but may be another library's (their
-        first part starts with an upper-case letter and their last part looks like a type).
-        ``flowsched check`` reports them; ``build()`` raises those whose first part is a
-        registered flow. Each problem names its file and line when known."""
+        last part looks like a type). ``build()`` raises those whose first part is a
+        registered flow (or close to one); ``flowsched check`` without flows reports those
+        :attr:`~RootProblem.named_like_a_flow`. Each names its file and line when known."""
         return tuple(
             RootProblem(found.flow, self.locate((found.problem,))[0])
             for found in self._compiled.root_problems

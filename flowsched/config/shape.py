@@ -11,12 +11,12 @@ The rule (``docs/reference/configuration.md``, "What is ours"):
 * ``ipf-scheduler`` is read by :mod:`flowsched.config.scheduler_settings`; the blocks of
   known libraries (:data:`FOREIGN`) are ignored.
 * Any other root key with four parts whose last is a type is read as an action key.
-* Any other root key is *flow-shaped* when its first part starts with an upper-case letter
-  (flow names do; library blocks do not) and its last part is, or resembles, a type name
-  (or it holds ``processing-time``). A flow-shaped key that does not fit is not an error on
-  its own — its first part may be another library's — but a :class:`RootProblem`:
-  ``flowsched check`` reports it (exit 1) and ``build()`` raises it when that first part is
-  a registered flow or close to one.
+* Any other root key is *flow-shaped* when its last part is, or resembles, a type name (or
+  it holds ``processing-time``). A flow-shaped key that does not fit is not an error on its
+  own — its first part may be another library's — but a :class:`RootProblem`: ``build()``
+  and ``flowsched check --flows`` raise it when that first part is a registered flow or
+  close to one (case ignored); ``flowsched check`` without flows reports it when that first
+  part starts with an upper-case letter, as flow names do and library blocks do not.
 * A four-part key whose last part is a near miss of a type (``timeout-duraton``) is an error
   wherever it is, except in a :data:`FOREIGN` block.
 """
@@ -98,6 +98,12 @@ class RootProblem:
     flow: str
     problem: ConfigProblem
 
+    @property
+    def named_like_a_flow(self) -> bool:
+        """Whether ``flow`` starts with an upper-case letter, as flow names do (library
+        blocks do not): such problems are reported even before the flows are known."""
+        return self.flow[:1].isupper()
+
 
 Finding = ActionPath | ProcessingPath | ConfigProblem | RootProblem | None
 """What a key is: ours and valid, ours and wrong, possibly ours and wrong, or not ours."""
@@ -116,7 +122,7 @@ def classify(path: tuple[str, ...], value_text: str) -> Finding:
         return check_flow_key((), path, value_text)
     if len(path) == 5 and path[1] == PROCESSING_TIME and path[4] in PROCESSING_TYPES:
         return check_flow_key((), path, value_text)
-    if head[:1].isupper() and _flow_shaped(path):
+    if _flow_shaped(path):
         found = check_flow_key((), path, value_text)
         return RootProblem(head, found) if isinstance(found, ConfigProblem) else found
     return None
@@ -145,7 +151,8 @@ def _under_ipf(path: tuple[str, ...], value_text: str) -> Finding:
 def _flow_shaped(path: tuple[str, ...]) -> bool:
     if any(_is_processing_time(part) for part in path[1:-1]):
         return True
-    return closest(path[-1], ALL_TYPES, {**_TYPE_ALIASES, **_PROCESSING_ALIASES}) is not None
+    aliases = {**_TYPE_ALIASES, **_PROCESSING_ALIASES}
+    return closest(path[-1], ALL_TYPES, aliases, 0.75, shared_words=False) is not None
 
 
 def _is_processing_time(part: str) -> bool:

@@ -37,8 +37,14 @@ def closest(
     candidates: Iterable[str],
     aliases: Mapping[str, str] | None = None,
     cutoff: float = 0.6,
+    *,
+    shared_words: bool = True,
 ) -> str | None:
-    """The candidate most likely meant by ``word``, or ``None`` if nothing is close."""
+    """The candidate most likely meant by ``word``, or ``None`` if nothing is close.
+
+    ``shared_words``: as a last resort, the candidate sharing most words with ``word``
+    (``enabled`` → ``jitter-enabled``): good for a suggestion, too loose to decide whether
+    a key is meant as one of ours."""
     names = {normal(c): c for c in candidates}
     found = normal(word)
     if found in names:
@@ -49,6 +55,8 @@ def closest(
     matches = difflib.get_close_matches(found, sorted(names), n=1, cutoff=cutoff)
     if matches:
         return names[matches[0]]
+    if not shared_words:
+        return None
     words = set(found.split("-")) - {""}
     shared = [(len(words & set(n.split("-"))), n) for n in names]
     best = max(shared, default=(0, ""), key=lambda pair: pair[0])
