@@ -199,3 +199,38 @@ def test_a_file_of_library_keys_only_passes_check(tmp_path: Path) -> None:
 
     assert (code, err) == (0, "")
     assert "OK: 0 action keys" in out
+
+
+NEW_USER_FILE = """
+OBCreditTransfer.CheckingFraud.CheckFraud {
+  jitter = false
+  retries = 5
+  timeout = 30s
+  backoff = LINEAR
+}
+OBCreditTransfer.CheckFraud.max-retries = 2
+OBCreditTransfer.CheckingFraud.CheckFraud.Retry.max-retries = 2
+OBCreditTransfer.CheckingFraud.processing-time.Complete.timeout-duration = 1m
+ipf.flows.OBCreditTransfer.CheckingFraud.CheckFraud.max-retries = 2
+"""
+
+
+def test_a_file_of_plausible_but_wrong_keys_fails_check_naming_each(tmp_path: Path) -> None:
+    path = conf(tmp_path, NEW_USER_FILE)
+
+    code, out, err = run("check", path)
+
+    assert (code, out) == (1, "")
+    for line, fix in [
+        (3, "OBCreditTransfer.CheckingFraud.CheckFraud.jitter-enabled"),
+        (4, "OBCreditTransfer.CheckingFraud.CheckFraud.max-retries"),
+        (5, "OBCreditTransfer.CheckingFraud.CheckFraud.timeout-duration"),
+        (6, "OBCreditTransfer.CheckingFraud.CheckFraud.backoff-type"),
+        (8, "OBCreditTransfer.Any.CheckFraud.max-retries"),
+        (9, "OBCreditTransfer.CheckingFraud.CheckFraud.max-retries"),
+        (10, "ipf.flow.OBCreditTransfer.processing-time.CheckingFraud.Complete.timeout-duration"),
+        (11, "ipf.flow.OBCreditTransfer.CheckingFraud.CheckFraud.max-retries"),
+    ]:
+        assert f"{path}:{line}: " in err
+        assert f"did you mean {fix}?" in err
+    assert "8 problems" in err
