@@ -112,6 +112,8 @@ def _duration_above_zero(value: object) -> object:
 
 
 def _count(value: object) -> object:
+    if isinstance(value, str) and value.strip().isdigit():  # "3", as HOCON may quote it
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("must be a whole number >= 1")
     return value

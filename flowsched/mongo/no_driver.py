@@ -13,6 +13,11 @@ class MongoScheduler:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _missing()
 
+    @classmethod
+    def from_config(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        """Raises ``ImportError``, as the constructor does."""
+        _missing()
+
 
 def _missing() -> NoReturn:
     raise ImportError(
