@@ -326,3 +326,9 @@ def test_a_right_timeout_under_nested_ipf_flow_blocks_loads() -> None:
     )
 
     assert config.action("F", "S", "A").timeout == timedelta(seconds=3)
+
+
+def test_a_state_named_processing_time_in_pascal_case_is_a_state() -> None:
+    config = SchedulingConfig.from_string("ipf.flow.F.ProcessingTime.A.max-retries = 2")
+
+    assert config.action("F", "ProcessingTime", "A").retry.max_retries == 2

@@ -86,6 +86,7 @@ _PROCESSING_ALIASES = {
     "duration": ProcessingType.TIMEOUT_DURATION,
     "offset": ProcessingType.OFFSET_ID,
 }
+_PASCAL = re.compile(r"[A-Z][A-Za-z0-9]*")
 _STATE_NAME = re.compile(r"[A-Z]?[a-z]+(?:ing|ed)(?:[A-Z0-9_]|$)")
 
 
@@ -156,7 +157,11 @@ def _flow_shaped(path: tuple[str, ...]) -> bool:
 
 
 def _is_processing_time(part: str) -> bool:
-    return is_near(part, (PROCESSING_TIME,)) is not None
+    """``processing-time``, or a near miss of it (``processing-times``, ``processing_time``);
+    a PascalCase name (``ProcessingTime``) is a flow or state name, not the keyword."""
+    if part == PROCESSING_TIME:
+        return True
+    return not _PASCAL.fullmatch(part) and is_near(part, (PROCESSING_TIME,)) is not None
 
 
 def check_flow_key(
