@@ -1,4 +1,4 @@
-"""``--flows MODULE:ATTR``: the flow definitions a command checks a configuration against."""
+"""Internal: ``--flows MODULE:ATTR``, the flows a command checks a configuration against."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The names of our keys: the types an action or processing-time key sets, and its forms.
+"""Internal: the names of our keys (the types an action or processing-time key sets, and
+where a key is written).
 
-Two shapes are ours (``CONTRACT.md`` §3):
+Two shapes are ours:
 
 * action keys ``<Flow>.<State>.<Action>.<type>``, at the root or under ``ipf.flow.``;
 * processing-time keys ``ipf.flow.<flow>.processing-time.<source>.<destination>.<type>``.

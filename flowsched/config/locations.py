@@ -1,4 +1,4 @@
-"""Where each key of a HOCON text is written: its line, for error messages.
+"""Internal: where each key of a HOCON text is written (its line, for error messages).
 
 pyhocon keeps no positions in the tree it returns, so this module reads the text once more
 with a small tokenizer that knows just enough HOCON (objects, arrays, quoted and unquoted

@@ -1,4 +1,4 @@
-"""The schedulers' own settings, read from the ``ipf-scheduler`` block of ``application.conf``.
+"""Internal: the schedulers' own settings, from the ``ipf-scheduler`` block of a config.
 
 ::
 

@@ -1,4 +1,5 @@
-"""Which keys of a file are ours, and the closest valid form of those that do not fit.
+"""Internal: which keys of a file are ours, and the closest valid form of those that do not
+fit.
 
 The rule (``docs/reference/configuration.md``, "What is ours"):
 

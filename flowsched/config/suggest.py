@@ -1,4 +1,4 @@
-"""Closest valid names for a misspelt one: the "did you mean" of every configuration error.
+"""Internal: closest valid names for a misspelt one (the "did you mean" of config errors).
 
 Matching ignores case, ``_`` versus ``-`` and camelCase (``maxRetries``, ``Max_Retries`` and
 ``max-retries`` are one word), knows the words people write instead of a type name

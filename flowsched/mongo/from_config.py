@@ -1,4 +1,4 @@
-"""``MongoScheduler.from_config``: the collection and settings ``application.conf`` gives.
+"""Internal: ``MongoScheduler.from_config``, the collection and settings a config gives.
 
 Kept apart from the scheduler so that it stays thin: everything read and validated lives in
 :class:`~flowsched.config.SchedulerSettings`; this module only turns it into a client, a
