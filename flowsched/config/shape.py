@@ -43,7 +43,7 @@ from flowsched.config.keys import (
 from flowsched.config.suggest import closest, is_near
 from flowsched.errors import ConfigProblem
 
-__all__ = ["FOREIGN", "Finding", "RootProblem", "classify"]
+__all__ = ["FOREIGN", "Finding", "RootProblem", "check_flow_key", "classify"]
 
 FOREIGN = frozenset(
     {
