@@ -94,12 +94,12 @@ IDS = st.text(max_size=40) | st.text(min_size=1000, max_size=1100) | st.integers
 
 
 @FUZZ
-@given(IDS, st.sampled_from([*ScheduleKind, "NOPE", None]), DUES, IDS | st.none(), PAYLOADS)
+@given(IDS, st.sampled_from([*ScheduleKind, "NOPE", None]), DUES, IDS | st.none(), PAYLOADS, IDS)
 def test_items_raise_only_value_or_type_errors(
-    item_id: Any, kind: Any, due: Any, flow_id: Any, payload: Any
+    item_id: Any, kind: Any, due: Any, flow_id: Any, payload: Any, handler: Any
 ) -> None:
     with contextlib.suppress(EXPECTED):
-        ScheduleItem(item_id, kind, due, flow_id, payload)
+        ScheduleItem(item_id, kind, due, flow_id, payload, handler=handler)
 
 
 @FUZZ

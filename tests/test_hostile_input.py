@@ -93,7 +93,7 @@ def test_brackets_inside_strings_and_comments_do_not_count() -> None:
 def test_a_non_utf8_file_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     conf = tmp_path / "latin1.conf"
     conf.write_bytes("# café\nAny.Any.Any.timeout-duration = 1s\n".encode("latin-1"))
-    with pytest.raises(ConfigError, match=r"latin1\.conf: not UTF-8 text \(byte 0xe9"):
+    with pytest.raises(ConfigError, match=r"latin1\.conf.*not UTF-8 text \(byte 0xe9"):
         SchedulingConfig.from_file(conf)
 
 
@@ -160,6 +160,11 @@ def test_a_lone_surrogate_id_or_flow_id_is_a_value_error() -> None:
         ScheduleItem("t-\udc80", TIMER, when)
     with pytest.raises(ValueError, match="flow_id"):
         ScheduleItem("t", TIMER, when, flow_id="f-\ud800")
+
+
+def test_a_lone_surrogate_handler_name_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="handler name"):
+        ScheduleItem("t", TIMER, datetime(2026, 1, 1, tzinfo=UTC), handler="send-\ud800")
 
 
 def test_a_payload_key_with_nul_is_a_value_error() -> None:

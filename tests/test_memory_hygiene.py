@@ -12,8 +12,10 @@ import pytest
 
 from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
 from flowsched.memory.store import COMPACT_AT, TimerStore
+from flowsched.port import kind_route
 
 TIMER = ScheduleKind.TIMER
+ROUTE = kind_route(TIMER)
 START = datetime(2026, 1, 1, tzinfo=UTC)
 PROBE = Path(__file__).with_name("memory_rss_probe.py")
 
@@ -31,7 +33,7 @@ def test_cancelled_entries_do_not_pile_up_behind_an_earlier_live_timer() -> None
         stored(store, f"t-{n}", START + timedelta(hours=1))
         store.remove(f"t-{n}")
     assert len(store.heap) <= 2 * COMPACT_AT
-    assert store.pop_due(START, {TIMER}) is not None
+    assert store.pop_due(START, {ROUTE}) is not None
     assert store.next_due() is None
 
 
@@ -40,9 +42,9 @@ def test_one_id_replaced_many_times_keeps_a_bounded_heap_and_fires_its_last_form
     for n in range(10 * COMPACT_AT):
         last = stored(store, "one", START + timedelta(seconds=n))
     assert len(store.heap) <= 2 * COMPACT_AT
-    claim = store.pop_due(START + timedelta(days=1), {TIMER})
+    claim = store.pop_due(START + timedelta(days=1), {ROUTE})
     assert claim is not None and claim[0] is last
-    assert store.pop_due(START + timedelta(days=1), {TIMER}) is None
+    assert store.pop_due(START + timedelta(days=1), {ROUTE}) is None
 
 
 def test_compaction_does_not_put_back_an_item_being_delivered_or_parked() -> None:
@@ -51,16 +53,16 @@ def test_compaction_does_not_put_back_an_item_being_delivered_or_parked() -> Non
     stored(store, "parked", START)
     stored(store, "waiting", START + timedelta(minutes=1))
     claims: list[tuple[ScheduleItem, int]] = []
-    store.pop_due_batch(START, {TIMER}, 1, claims)
+    store.pop_due_batch(START, {ROUTE}, 1, claims)
     assert claims == [(running, 0)]
     store.pop_due(START, set())  # no handler for TIMER: "parked" is parked
     for n in range(4 * COMPACT_AT):  # enough churn to compact several times
         stored(store, f"churn-{n}", START)
         store.remove(f"churn-{n}")
-    assert store.pop_due(START + timedelta(minutes=1), {TIMER}) == (store.items["waiting"], 0)
-    assert store.pop_due(START + timedelta(hours=1), {TIMER}) is None
+    assert store.pop_due(START + timedelta(minutes=1), {ROUTE}) == (store.items["waiting"], 0)
+    assert store.pop_due(START + timedelta(hours=1), {ROUTE}) is None
     assert store.complete(running)
-    assert store.unpark({TIMER}) == 1
+    assert store.unpark(ROUTE) == 1
 
 
 def test_a_scheduler_with_churn_still_fires_in_due_order() -> None:

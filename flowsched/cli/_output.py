@@ -45,9 +45,6 @@ def report_problems(source: str, problems: tuple[ConfigProblem, ...]) -> None:
 def load(path: Path, strict: bool = True) -> SchedulingConfig:
     """Load a configuration; unreadable: exit 2; invalid: list the problems and exit 1."""
     try:
-        # Decoded here first so that a non-UTF-8 file stays one line and exit 2 (the library
-        # reports it as a ConfigError naming the file).
-        path.read_bytes().decode("utf-8")
         return SchedulingConfig.from_file(path, strict=strict)
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")

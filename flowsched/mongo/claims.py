@@ -1,11 +1,15 @@
 """Internal: MongoDB claims (a node's lock on a due item), lease renewal and fenced settlement.
 
-A node takes a batch of due items in three round trips:
+A node takes a batch of due items in three steps (one ``find`` per route it serves, then
+two round trips):
 
-1. ``find`` the ids of up to ``limit`` claimable documents of the kinds it handles, oldest
-   ``ready_at`` first (index ``kind, ready_at``); each is checked before it is claimed or
-   counted (:func:`flowsched.mongo.poison.claim_problem`): one that cannot be claimed is
-   quarantined, unclaimed, and never holds up the others;
+1. ``find`` the ids of up to ``limit`` claimable documents of the routes it serves, oldest
+   ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``
+   sorted by ``ready_at`` (index ``route, ready_at``: one index range each, so documents of
+   routes this node does not serve are never examined), merged in due order. A node never
+   claims a document it cannot run (no claim-then-release). Each document found is checked
+   before it is claimed or counted (:func:`flowsched.mongo.poison.claim_problem`): one that
+   cannot be claimed is quarantined, unclaimed, and never holds up the others;
 2. ``update_many`` those ids *where they are still claimable* (``ready_at <= now``), setting a
    fresh claim token, the lease's end and ``ready_at`` = lease end. The condition is checked
    per document atomically by the server, so two nodes never both win one document. If the
@@ -42,6 +46,8 @@ end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
@@ -62,7 +68,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
 from flowsched.mongo.store import Doc, TimerStore, Write
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.port import ScheduleItem
 
 __all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
 
@@ -139,6 +145,13 @@ class Claimed:
     quarantined: int = 0
 
 
+def _ready_key(doc: Doc) -> datetime:
+    """``ready_at`` to merge by; one that is not a date (a poison document) sorts first, so
+    it is met - and quarantined - rather than skipped."""
+    ready = doc.get("ready_at")
+    return _utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
+
+
 def _utc(when: datetime) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
@@ -161,26 +174,24 @@ class Claims:
 
     def claim(
         self,
-        kinds: Iterable[ScheduleKind],
+        routes: Iterable[str],
         now: datetime,
         limit: int,
         lookahead: timedelta = timedelta(0),
         *,
         counted: bool = False,
     ) -> Claimed:
-        """Claim up to ``limit`` items due by ``now`` (see :class:`Claimed`).
+        """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
-        The first query also looks ``lookahead`` past ``now`` (same index range, same round
+        The first queries also look ``lookahead`` past ``now`` (same index range, same round
         trip), so the caller learns when the next item falls due and can wake for it.
         ``counted``: the claim itself marks the deliveries started (the caller runs every
         claimed handler at once); otherwise the caller marks each with :meth:`settle`."""
         token = uuid.uuid4().hex
-        wanted = sorted(k.value for k in kinds)
+        wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
-        horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
-        cursor = self.store.items.find(horizon, dict.fromkeys(CLAIM_FIELDS, 1))
-        found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
+        found = self._candidates(wanted, now + lookahead, limit)
         due, next_ready, quarantined = self._usable(found, now)
         ids = [doc["_id"] for doc in due]
         if not ids:
@@ -190,7 +201,8 @@ class Claims:
         update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
         if counted:
             update["$inc"] = {"deliveries": 1}
-        where = {"kind": {"$in": wanted}, "ready_at": {"$lte": now}}
+        # route again: a document replaced meanwhile by one for another route is not ours.
+        where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
         taken, refused = self._take(ids, where, update, due, now)
         quarantined += refused
         if not taken:
@@ -202,6 +214,21 @@ class Claims:
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         return Claimed(token, documents, len(due), next_ready, counted, quarantined)
+
+    def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
+        """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
+        index range per route, merged."""
+        fields = dict.fromkeys(CLAIM_FIELDS, 1)
+        ranges: list[list[Doc]] = []
+        for route in routes:
+            query = {"route": route, "ready_at": {"$lte": horizon}}
+            cursor = self.store.items.find(query, fields).sort("ready_at", ASCENDING)
+            # limit = batch size: the reply closes the cursor, no getMore round trip.
+            ranges.append(list(cursor.limit(limit).batch_size(limit)))
+        if len(ranges) == 1:
+            return ranges[0]
+        merged = heapq.merge(*ranges, key=_ready_key)
+        return list(itertools.islice(merged, limit))
 
     def _usable(
         self, found: Sequence[Doc], now: datetime

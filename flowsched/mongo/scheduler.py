@@ -11,7 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import bson
 from pymongo.collection import Collection
@@ -28,11 +28,13 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.port import (
     DeadLetter,
+    FailedHandler,
     Handler,
     ScheduleItem,
     ScheduleKind,
@@ -40,6 +42,9 @@ from flowsched.port import (
     SchedulerUnavailable,
     check_id,
 )
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
 
 __all__ = ["MongoScheduler"]
 
@@ -65,6 +70,13 @@ class MongoScheduler(SchedulerPort):
     ``collection`` is a pymongo ``Collection`` (or a mongomock one in tests); dead letters go
     to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it.
 
+    Routing: a node claims only the items it can run - those addressed to a handler name it
+    has registered, and those of a kind it has subscribed to (one index range per route,
+    see :mod:`flowsched.mongo.claims`). Other items stay scheduled for the nodes that serve
+    them. A started node advertises the routes it serves in ``<name>_nodes`` (a heartbeat
+    renewed every poll, expiring after three polls; removed by ``close``), which
+    ``flowsched timers stats`` reads to flag items no live node serves.
+
     * ``poll_interval``: how often each node looks for due items (it bounds lateness); a node
       also sweeps sooner for an item it schedules itself that is due before the next poll.
     * ``batch_size``: items claimed per round trip; ``workers``: handler threads.
@@ -75,7 +87,13 @@ class MongoScheduler(SchedulerPort):
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
     :meth:`run_due` after advancing the clock.
+
+    :meth:`from_config` builds one from the ``ipf-scheduler`` block of ``application.conf``.
     """
+
+    _owned_client: Any = None
+    """The client :meth:`from_config` created, closed by :meth:`close` (``None``: the
+    collection's client belongs to the caller)."""
 
     def __init__(
         self,
@@ -109,10 +127,36 @@ class MongoScheduler(SchedulerPort):
         self._rng = random.Random()
         self._lock = threading.Lock()
         self._sweeper: Sweeper | None = None
+        self._started_manual = False
         self._closed = False
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        node_id: str | None = None,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        client_factory: Callable[..., Any] | None = None,
+    ) -> MongoScheduler:
+        """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
+        of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
+        ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
+        server-selection and connect timeouts of ``op-timeout``) and closed by :meth:`close`.
+        A missing ``uri`` or database is a :class:`~flowsched.ConfigError` naming the key.
+
+        >>> config = SchedulingConfig.from_file("config/application.conf")  # doctest: +SKIP
+        >>> with MongoScheduler.from_config(config) as scheduler: ...     # doctest: +SKIP
+        """
+        from flowsched.mongo.from_config import build
+
+        return build(cls, config, node_id, clock, observer, client_factory)
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -151,6 +195,7 @@ class MongoScheduler(SchedulerPort):
             item.payload,
             recurrence=item.recurrence,
             previous=document.get("applied"),
+            handler=item.handler,
         ).with_generation(document["generation"])
         self._core.scheduled(stored)
         sweeper = self._sweeper
@@ -216,11 +261,23 @@ class MongoScheduler(SchedulerPort):
     # -- delivery --------------------------------------------------------------------------
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver due items of ``kind`` to ``handler``; this node claims only such kinds."""
+        """Deliver due items of ``kind`` without a handler name to ``handler``; this node
+        claims only the routes it serves. ``ValueError`` if the kind already has a handler."""
         self._core.subscribe(kind, handler)
+        self._served_more()
+
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver due items addressed to ``name`` to ``handler`` (see
+        :meth:`SchedulerPort.register`); from now on this node claims them."""
+        self._core.register(name, handler, on_failed)
+        self._served_more()
+
+    def _served_more(self) -> None:
         sweeper = self._sweeper
         if sweeper is not None:
-            sweeper.poke()
+            sweeper.poke()  # sweeps (and renews the heartbeat with the new route) at once
 
     def run_due(self) -> int:
         """Deliver, in this thread, every item due by the clock's now; return how many ran
@@ -309,6 +366,7 @@ class MongoScheduler(SchedulerPort):
             old.payload,
             recurrence=old.recurrence,
             previous=old.previous,
+            handler=old.handler,
         )
         stored = self._store_item(fresh, replace=replace)
         generation = old.generation
@@ -318,11 +376,19 @@ class MongoScheduler(SchedulerPort):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background sweeper (not with a ManualClock: use ``run_due``)."""
+        """Start the background sweeper (not with a ManualClock: use ``run_due``).
+
+        Once, at start, looks for items stored before routing (no ``route``: no node claims
+        them) and logs a warning asking to run ``flowsched timers migrate`` if there are
+        any (on the sweeper thread; synchronously with a ManualClock)."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
-            if self._sweeper is not None or isinstance(self._clock, ManualClock):
+            if self._sweeper is not None or self._started_manual:
+                return
+            if isinstance(self._clock, ManualClock):
+                self._started_manual = True
+                self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
                 self._harvester,
@@ -331,6 +397,8 @@ class MongoScheduler(SchedulerPort):
                 workers=self._workers,
                 op_timeout=self._op_timeout,
                 fence=self._fence,
+                heartbeat=Heartbeat(self._store.nodes, self.node_id, node_ttl(self._poll_interval)),
+                on_start=self._warn_if_unrouted,
             )
             self._sweeper.start()
 
@@ -338,7 +406,7 @@ class MongoScheduler(SchedulerPort):
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
 
         Claimed items whose handler had not started are given back at once. The collection's
-        client is not closed: it belongs to the caller."""
+        client is not closed (it belongs to the caller), unless :meth:`from_config` made it."""
         with self._lock:
             if self._closed:
                 return
@@ -346,6 +414,28 @@ class MongoScheduler(SchedulerPort):
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop()
+        if self._owned_client is not None:
+            self._owned_client.close()
+
+    def _warn_if_unrouted(self) -> bool:
+        """Log one warning if the collection holds items stored before routing (one
+        ``find_one``, served by the claim index); whether it found any."""
+        try:
+            found = self._store.unrouted_sample()
+        except Exception as exc:
+            log.debug("%s: could not look for items without a route: %s", self._store.name, exc)
+            return False
+        if found is None:
+            return False
+        log.warning(
+            "%s holds items stored before routing (no 'route' field, e.g. %r): no node claims "
+            "them until you run `flowsched timers migrate --db %s --collection %s`",
+            self._store.name,
+            found.get("_id"),
+            self._store.items.database.name,
+            self._store.items.name,
+        )
+        return True
 
     def _settle(self, settlements: list[Settlement]) -> None:
         self._claims.settle(settlements, self._clock.now())

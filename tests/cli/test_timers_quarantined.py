@@ -15,10 +15,9 @@ def test_quarantined_documents_are_listed_with_reason_node_and_what_was_kept(
     namespace, timers, clock
 ):
     collection = namespace.collection
-    collection.insert_one({"_id": {"odd": 1}, "kind": "TIMER", "due": clock.now(),
-                           "ready_at": clock.now(), "generation": 1})  # fmt: skip
-    collection.insert_one({"_id": "no-due", "kind": "TIMER", "ready_at": clock.now(),
-                           "generation": 1, "payload": {"order": "o-1"}})  # fmt: skip
+    timer = {"kind": "TIMER", "route": "k:TIMER", "ready_at": clock.now(), "generation": 1}
+    collection.insert_one({**timer, "_id": {"odd": 1}, "due": clock.now()})
+    collection.insert_one({**timer, "_id": "no-due", "payload": {"order": "o-1"}})
     scheduler = MongoScheduler(collection, node_id="node-a", clock=clock)
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     clock.advance(timedelta(seconds=1))

@@ -29,6 +29,7 @@ def raw(clock, **fields: Any) -> dict[str, Any]:
     now = clock.now()
     doc: dict[str, Any] = {
         "kind": "TIMER",
+        "route": "k:TIMER",
         "due": now,
         "ready_at": now,
         "generation": 1,
@@ -102,13 +103,23 @@ def test_the_audit_finds_documents_the_claim_query_never_sees(make, clock, store
     scheduler.subscribe(TIMER, lambda item, attempt: None)
     scheduler.run_due()  # the first claim audits: nothing yet
     store.insert_one(raw(clock, _id="no-ready", ready_at=...))
-    store.insert_one(raw(clock, _id="no-kind", kind=...))
+    store.insert_one(raw(clock, _id="text-ready", ready_at="now"))
+    store.insert_one(raw(clock, _id="no-kind-no-route", kind=..., route=...))
     scheduler.run_due()
-    assert store.count_documents({}) == 2  # not audited again before AUDIT_EVERY
+    assert store.count_documents({}) == 3  # not audited again before AUDIT_EVERY
     clock.advance(AUDIT_EVERY)
     scheduler.run_due()
     assert store.count_documents({}) == 0
-    assert sorted(quarantined(store)) == ["'no-kind'", "'no-ready'"]
+    assert sorted(quarantined(store)) == ["'no-kind-no-route'", "'no-ready'", "'text-ready'"]
+
+
+def test_a_timer_without_a_route_is_legacy_not_poison(make, clock, store):
+    scheduler = make(collection=store)
+    scheduler.subscribe(TIMER, lambda item, attempt: None)
+    store.insert_one(raw(clock, _id="legacy", route=...))  # stored before routing
+    clock.advance(AUDIT_EVERY)
+    scheduler.run_due()
+    assert scheduler.exists("legacy") and quarantined(store) == {}
 
 
 def test_a_document_replaced_since_it_was_read_is_left_alone(make, clock, store):

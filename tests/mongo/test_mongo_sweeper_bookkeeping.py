@@ -36,9 +36,9 @@ def settled(scheduler: Any) -> bool:
 
 def test_odd_ids_never_reach_the_held_set_and_no_turn_fails(make, collection, caplog):
     now = SystemClock().now()
+    timer = {"kind": "TIMER", "route": "k:TIMER", "due": now, "ready_at": now, "generation": 1}
     for odd in ({"sub": 1}, 7, 1.5):
-        collection.insert_one({"_id": odd, "kind": "TIMER", "due": now, "ready_at": now,
-                               "generation": 1, "attempts": 0, "deliveries": 0})  # fmt: skip
+        collection.insert_one({**timer, "_id": odd, "attempts": 0, "deliveries": 0})
     scheduler = make(clock=SystemClock(), poll_interval=timedelta(milliseconds=50))
     fired: list[str] = []
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
