@@ -72,8 +72,9 @@ class MongoScheduler(SchedulerPort):
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.port.SchedulerUnavailable`.
 
-    With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
-    :meth:`run_due` after advancing the clock.
+    With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
+    started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
+    time, like the in-memory adapter; :meth:`run_due` delivers what is due now.
     """
 
     def __init__(
@@ -219,8 +220,8 @@ class MongoScheduler(SchedulerPort):
         (a recurring item's tick counts as one).
 
         Sweeps until a claim finds nothing more, so items made due by the deliveries
-        themselves (a redelivery or a new schedule due by now) run too. This is how a test
-        with a ManualClock fires: ``clock.advance(...)`` then ``scheduler.run_due()``.
+        themselves (a redelivery or a new schedule due by now) run too. A started scheduler
+        on a ManualClock is run this way by ``clock.advance(...)``, step by step.
         """
         delivered = 0
         while True:
@@ -234,6 +235,15 @@ class MongoScheduler(SchedulerPort):
                 delivered += self._deliver_batch(harvest, stamp)
             finally:
                 self._fence.close(stamp)
+
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """When the earliest item this node would claim is ready (at or before ``until``,
+        after ``after`` if given): one indexed query. How a started scheduler on a
+        :class:`~flowsched.clock.ManualClock` steps through time."""
+        kinds = sorted(kind.value for kind in self._core.kinds())
+        if not kinds or self._closed:
+            return None
+        return self._call("next_due", lambda: self._store.next_ready(kinds, until, after))
 
     def _deliver_batch(self, harvest: Harvest, stamp: int) -> int:
         """Deliver a claimed batch in this thread and write the outcomes; how many ran.
@@ -308,11 +318,15 @@ class MongoScheduler(SchedulerPort):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background sweeper (not with a ManualClock: use ``run_due``)."""
+        """Start the background sweeper; on a :class:`~flowsched.clock.ManualClock`, no
+        thread: attach to the clock, whose ``advance`` then delivers (idempotent)."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
-            if self._sweeper is not None or isinstance(self._clock, ManualClock):
+            if isinstance(self._clock, ManualClock):
+                self._clock.attach(self)
+                return
+            if self._sweeper is not None:
                 return
             self._sweeper = Sweeper(
                 self._harvester,
@@ -334,6 +348,8 @@ class MongoScheduler(SchedulerPort):
                 return
             self._closed = True
             sweeper, self._sweeper = self._sweeper, None
+        if isinstance(self._clock, ManualClock):
+            self._clock.detach(self)
         if sweeper is not None:
             sweeper.stop()
 

@@ -65,6 +65,7 @@ def make_scheduler(request: pytest.FixtureRequest, adapter_name: str) -> Iterato
     def make(clock: ManualClock, **options: Any) -> SchedulerPort:
         scheduler = factory(clock, **options)
         built.append(scheduler)
+        scheduler.start()  # on a ManualClock: no thread, attached to the clock
         return scheduler
 
     yield make
@@ -73,17 +74,8 @@ def make_scheduler(request: pytest.FixtureRequest, adapter_name: str) -> Iterato
 
 
 def fire(scheduler: SchedulerPort) -> None:
-    """Deliver what is due now: one sweep for MongoDB, nothing for the in-memory adapter.
-
-    The in-memory adapter must already have delivered inside ``ManualClock.advance`` (the
-    contract), so calling its ``run_due`` here would hide a missed inline delivery."""
-    from flowsched.memory import InMemoryScheduler
-
-    if isinstance(scheduler, InMemoryScheduler):
-        return
-    run_due = getattr(scheduler, "run_due", None)
-    if run_due is not None:
-        run_due()
+    """Nothing: every adapter, once started, has delivered inside ``ManualClock.advance``
+    (the contract), so calling ``run_due`` here would hide a missed delivery."""
 
 
 # -- helpers for the contract tests ------------------------------------------------------
