@@ -26,8 +26,8 @@ from flowsched import (
     MongoScheduler,
     ScheduleItem,
     ScheduleKind,
-    SchedulingConfig,
     SchedulerPort,
+    SchedulingConfig,
 )
 from flowsched.flow import ActionRequest, Flow, TimelineEntry
 

@@ -1,9 +1,10 @@
-"""The contract suite runs against every SchedulerPort adapter.
+"""Fixtures for the contract tests that are not (yet) part of ``check_scheduler_port``.
 
-``make_scheduler(clock, **options)`` builds the adapter under test; ``fire(scheduler)``
-delivers whatever is due by the clock's current time (a no-op for the in-memory adapter,
-which fires inside ``ManualClock.advance``; one sweep for MongoDB). Options every adapter
-accepts: ``redelivery`` (a ``RedeliveryPolicy``) and ``observer``.
+The port's contract itself lives in :mod:`flowsched.testing` and runs on every adapter in
+``test_check_scheduler_port.py``. The tests here cover what a plain ``factory(clock)`` cannot
+reach (recurring items, observers), on every adapter: ``make_scheduler(clock, **options)``
+builds and starts the adapter under test. Options every adapter accepts: ``redelivery``
+(a ``RedeliveryPolicy``) and ``observer``.
 """
 
 from __future__ import annotations
