@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
 
+TIMER = ScheduleKind.TIMER
+
 def test_the_clock_starts_at_new_year(manual_clock):
     assert isinstance(manual_clock, ManualClock)
     assert manual_clock.now().isoformat() == "2026-01-01T00:00:00+00:00"
@@ -19,15 +21,15 @@ def test_the_clock_starts_at_new_year(manual_clock):
 def test_memory_scheduler(memory_scheduler, manual_clock):
     assert isinstance(memory_scheduler, InMemoryScheduler)
     seen = []
-    memory_scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: seen.append(manual_clock.now()))
-    memory_scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now() + timedelta(seconds=5)))
+    memory_scheduler.subscribe(TIMER, lambda item, attempt: seen.append(manual_clock.now()))
+    memory_scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now() + timedelta(seconds=5)))
     manual_clock.advance(timedelta(minutes=1))
     assert seen == [manual_clock.now() - timedelta(seconds=55)]
 
 def test_mongo_scheduler_starts_empty(mongo_scheduler, manual_clock):
     assert type(mongo_scheduler).__name__ == "MongoScheduler"
     assert not mongo_scheduler.exists("t")
-    mongo_scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now()))
+    mongo_scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now()))
     assert mongo_scheduler.exists("t")
 
 def test_scheduler_delivers_inside_advance_at_the_due_time(scheduler, manual_clock):
@@ -36,8 +38,8 @@ def test_scheduler_delivers_inside_advance_at_the_due_time(scheduler, manual_clo
         seen.append((item.id, attempt, manual_clock.now() - item.due))
         if attempt == 0:
             raise RuntimeError("first delivery fails")
-    scheduler.subscribe(ScheduleKind.TIMER, handler)
-    scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now() + timedelta(seconds=1)))
+    scheduler.subscribe(TIMER, handler)
+    scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now() + timedelta(seconds=1)))
     manual_clock.advance(timedelta(seconds=10))
     assert seen == [("t", 0, timedelta(0)), ("t", 1, timedelta(0))]
     assert not scheduler.exists("t")
