@@ -24,7 +24,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
@@ -33,15 +33,20 @@ from flowsched.clock import ensure_utc
 from flowsched.recurrence import Recurrence
 
 __all__ = [
+    "MAX_HANDLER_NAME",
     "MAX_PAYLOAD_BYTES",
     "DeadLetter",
+    "FailedHandler",
     "Handler",
     "Recurrence",
     "ScheduleItem",
     "ScheduleKind",
     "SchedulerPort",
     "SchedulerUnavailable",
+    "check_handler_name",
     "encode_payload",
+    "kind_route",
+    "name_route",
 ]
 
 MAX_PAYLOAD_BYTES = 1024
@@ -55,6 +60,47 @@ class ScheduleKind(StrEnum):
     ACTION_RETRY = "ACTION_RETRY"
     PROCESSING_TIMEOUT = "PROCESSING_TIMEOUT"
     TIMER = "TIMER"
+
+
+MAX_HANDLER_NAME = 200
+"""Longest handler name, in characters."""
+
+
+def check_handler_name(name: object) -> str:
+    """``name`` if it is a valid handler name (a wire name: a non-empty string of at most
+    :data:`MAX_HANDLER_NAME` characters without control characters); else ``ValueError``
+    naming it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"handler name must be a non-empty string (got {name!r})")
+    if len(name) > MAX_HANDLER_NAME:
+        raise ValueError(
+            f"handler name {name[:40]!r}... is {len(name)} characters; the limit is "
+            f"{MAX_HANDLER_NAME}"
+        )
+    if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in name):
+        raise ValueError(f"handler name {name!r} contains a control character")
+    return name
+
+
+_KIND_ROUTES: dict[str, str] = {kind: f"k:{kind.value}" for kind in ScheduleKind}
+
+
+def kind_route(kind: ScheduleKind) -> str:
+    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"``.
+
+    >>> kind_route(ScheduleKind.TIMER)
+    'k:TIMER'
+    """
+    return _KIND_ROUTES[kind]
+
+
+def name_route(name: str) -> str:
+    """The route of items addressed to handler ``name``: ``"h:<name>"``.
+
+    >>> name_route("send-reminder")
+    'h:send-reminder'
+    """
+    return f"h:{name}"
 
 
 class SchedulerUnavailable(RuntimeError):
@@ -87,6 +133,10 @@ class ScheduleItem:
     is scheduled; :attr:`key` (``"<id>#<generation>"``) is stable across redeliveries of one
     schedule and is a good idempotency key for a handler's side effects.
 
+    ``handler`` addresses the item to a named handler (see :meth:`SchedulerPort.register`);
+    ``None`` routes it by ``kind`` (see :meth:`SchedulerPort.subscribe`). :attr:`route` is
+    the one key both adapters route on.
+
     A *recurring* item has a ``recurrence`` with its ``start`` set (use
     :meth:`SchedulerPort.schedule_recurring`, which anchors it at the scheduler's now). Stored,
     its ``due`` is when its next slot is looked for and ``previous`` the last slot applied
@@ -106,6 +156,7 @@ class ScheduleItem:
     generation: int = field(default=0, compare=False)
     recurrence: Recurrence | None = None
     previous: datetime | None = field(default=None, compare=False)
+    handler: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -135,6 +186,11 @@ class ScheduleItem:
             object.__setattr__(self, "payload", json.loads(encoded))
         if self.recurrence is not None or self.previous is not None:
             self._check_recurring()
+        if self.handler is not None:
+            try:
+                check_handler_name(self.handler)
+            except ValueError as exc:
+                raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
 
     def _check_recurring(self) -> None:
         if self.recurrence is None:
@@ -156,6 +212,22 @@ class ScheduleItem:
 
     def __hash__(self) -> int:
         return hash((self.id, self.generation))
+
+    @property
+    def route(self) -> str:
+        """Who may deliver it: ``"h:<handler>"`` for a named handler, else ``"k:<KIND>"``.
+
+        >>> from datetime import UTC, datetime
+        >>> due = datetime(2026, 1, 1, tzinfo=UTC)
+        >>> ScheduleItem("t-1", ScheduleKind.TIMER, due, handler="send-reminder").route
+        'h:send-reminder'
+        >>> ScheduleItem("t-2", ScheduleKind.TIMER, due).route
+        'k:TIMER'
+        """
+        handler = self.handler
+        if handler is None:
+            return _KIND_ROUTES[self.kind]
+        return f"h:{handler}"
 
     @property
     def key(self) -> str:
@@ -183,6 +255,7 @@ class ScheduleItem:
         _set_generation(copy, generation)
         _set_recurrence(copy, self.recurrence)
         _set_previous(copy, self.previous)
+        _set_handler(copy, self.handler)
         return copy
 
 
@@ -196,6 +269,7 @@ _new_object = object.__new__
     _set_generation,
     _set_recurrence,
     _set_previous,
+    _set_handler,
 ) = (
     ScheduleItem.__dict__[name].__set__
     for name in (
@@ -207,6 +281,7 @@ _new_object = object.__new__
         "generation",
         "recurrence",
         "previous",
+        "handler",
     )
 )
 
@@ -224,6 +299,10 @@ class DeadLetter:
     attempts: int
     error: str
     dead_at: datetime
+
+
+FailedHandler = Callable[[DeadLetter], object]
+"""``on_failed(dead_letter)``: told when an item of a named handler is dead-lettered."""
 
 
 class SchedulerPort(ABC):
@@ -245,6 +324,42 @@ class SchedulerPort(ABC):
         """The time on this scheduler's clock (timezone-aware UTC): due times are compared
         against it."""
 
+    def create_single_timer(
+        self,
+        timer_id: str,
+        delay: timedelta | datetime,
+        handler: str,
+        arg: Mapping[str, Any] | None = None,
+    ) -> ScheduleItem:
+        """Schedule a one-shot ``TIMER`` for the named ``handler``; return it as stored.
+
+        Due ``delay`` from now (a ``timedelta``), or at ``delay`` (a timezone-aware
+        ``datetime``). ``arg``, a JSON object of at most 1024 encoded bytes, arrives as the
+        item's ``payload``. Scheduling under an existing ``timer_id`` replaces that item;
+        ``cancel(timer_id)`` cancels it.
+
+        >>> from datetime import UTC, datetime, timedelta
+        >>> from flowsched import InMemoryScheduler, ManualClock
+        >>> clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+        >>> scheduler = InMemoryScheduler(clock=clock)
+        >>> scheduler.register("expire-order", lambda item, attempt: print(item.payload))
+        >>> _ = scheduler.create_single_timer(
+        ...     "expire-o-1", timedelta(minutes=5), "expire-order", {"order": "o-1"})
+        >>> _ = clock.advance(timedelta(minutes=5))
+        {'order': 'o-1'}
+        """
+        if isinstance(delay, timedelta):
+            due = self.now() + delay
+        elif isinstance(delay, datetime):
+            due = ensure_utc(delay, f"create_single_timer({timer_id!r}) delay")
+        else:
+            raise TypeError(
+                f"create_single_timer({timer_id!r}): delay must be a timedelta or an aware "
+                f"datetime (got {delay!r})"
+            )
+        item = ScheduleItem(timer_id, ScheduleKind.TIMER, due, payload=arg, handler=handler)
+        return self.schedule(item)
+
     def schedule_recurring(
         self,
         item_id: str,
@@ -252,12 +367,15 @@ class SchedulerPort(ABC):
         kind: ScheduleKind = ScheduleKind.TIMER,
         flow_id: str | None = None,
         payload: Mapping[str, Any] | None = None,
+        *,
+        handler: str | None = None,
     ) -> ScheduleItem:
         """Schedule a recurring item, replacing any item with that id; return it as stored.
 
         Slots are counted from the scheduler's now (unless ``recurrence`` has a ``start``):
         ``Recurrence.every(timedelta(hours=1))`` scheduled at 10:00 ticks at 11:00, 12:00, ...
-        The item is due at its first slot; replacing it restarts the slot count.
+        The item is due at its first slot; replacing it restarts the slot count. ``handler``
+        addresses it to a named handler (else it is routed by ``kind``).
 
         >>> from datetime import UTC, datetime, timedelta
         >>> from flowsched import InMemoryScheduler, ManualClock
@@ -270,7 +388,9 @@ class SchedulerPort(ABC):
         assert anchored.start is not None  # anchored() sets it
         first = anchored.next_slot(anchored.start)
         return self.schedule(
-            ScheduleItem(item_id, kind, first, flow_id, payload, recurrence=anchored)
+            ScheduleItem(
+                item_id, kind, first, flow_id, payload, recurrence=anchored, handler=handler
+            )
         )
 
     @abstractmethod
@@ -291,9 +411,22 @@ class SchedulerPort(ABC):
 
     @abstractmethod
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver due items of ``kind`` to ``handler`` (one handler per kind; the last wins).
+        """Deliver due items of ``kind`` that have no handler name to ``handler``.
 
-        Items of a kind nobody subscribed to stay scheduled until someone does."""
+        One handler per kind: ``ValueError`` if ``kind`` already has one (nothing is
+        replaced). Items of a kind nobody subscribed to stay scheduled until someone does."""
+
+    @abstractmethod
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver due items addressed to ``name`` (``ScheduleItem(..., handler=name)``) to
+        ``handler``; ``on_failed(dead_letter)`` is called when one of them is dead-lettered
+        (beside the observer; its errors are logged and change nothing).
+
+        ``ValueError`` if ``name`` is not a valid handler name or is already registered on
+        this scheduler. Items addressed to a name nobody registered stay scheduled until a
+        scheduler (this one later, or another node) registers it."""
 
     @abstractmethod
     def dead_letters(self) -> list[DeadLetter]:
