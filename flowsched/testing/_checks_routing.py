@@ -1,12 +1,13 @@
 """Checks of named handlers and routing: ``register``, ``create_single_timer``, a second
-``subscribe`` refused, items for a handler this scheduler lacks left waiting."""
+``subscribe`` or ``register`` refused, items for a handler this scheduler lacks left waiting."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from flowsched.delivery import RedeliveryPolicy
-from flowsched.port import DeadLetter, ScheduleItem
+from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Recorder, Trial
 
 __all__ = ["ROUTING_GUARANTEES"]
@@ -14,71 +15,103 @@ __all__ = ["ROUTING_GUARANTEES"]
 S = timedelta(seconds=1)
 
 
-def _raises_value_error(call: object, what: str) -> None:
-    assert callable(call)
+def _raises(error: type[Exception], call: Callable[[], object], what: str) -> None:
     try:
         call()
-    except ValueError:
+    except error:
         return
-    raise AssertionError(f"{what} did not raise ValueError")
+    raise AssertionError(f"{what} did not raise {error.__name__}")
 
 
-def _named_items_reach_their_handler(t: Trial) -> None:
+def _routes_never_cross(t: Trial) -> None:
     s = t.scheduler
     by_kind, by_name = Recorder(t.clock), Recorder(t.clock)
     s.subscribe(TIMER, by_kind)
-    s.register("send-reminder", by_name)
-    s.schedule(ScheduleItem("named", TIMER, t.at(1), handler="send-reminder"))
+    s.register("alpha", by_name)
     t.timer("plain", t.at(1))
+    s.schedule(ScheduleItem("named", TIMER, t.at(1), handler="alpha"))
+    s.schedule(ScheduleItem("other", TIMER, t.at(1), handler="beta"))
     t.clock.advance(2 * S)
-    assert by_name.ids == ["named"], f"the named handler received {by_name.ids}"
+    assert by_name.ids == ["named"], f"the handler registered as 'alpha' received {by_name.ids}"
     assert by_kind.ids == ["plain"], f"the TIMER subscriber received {by_kind.ids}"
+    assert s.exists("other"), "an item for a name nobody here serves was run or dropped"
 
 
 def _a_second_handler_is_refused(t: Trial) -> None:
-    s = t.scheduler
-    s.subscribe(TIMER, t.recorder)
-    s.register("send-reminder", t.recorder)
-    _raises_value_error(
-        lambda: s.subscribe(TIMER, t.recorder), "subscribe() of a kind that has a handler"
+    s, first = t.scheduler, t.recorder
+    s.subscribe(TIMER, first)
+    s.register("send-reminder", first)
+
+    def second(item: ScheduleItem, attempt: int) -> None:
+        raise AssertionError("the second handler was called")
+
+    _raises(ValueError, lambda: s.subscribe(TIMER, second), "a second subscribe() of TIMER")
+    _raises(
+        ValueError,
+        lambda: s.register("send-reminder", second),
+        "a second register() of 'send-reminder'",
     )
-    _raises_value_error(
-        lambda: s.register("send-reminder", t.recorder), "register() of a name registered twice"
-    )
+    t.timer("plain", t.at(1))
+    s.schedule(ScheduleItem("named", TIMER, t.at(1), handler="send-reminder"))
+    t.clock.advance(S)
+    got = sorted(first.ids)
+    assert got == ["named", "plain"], f"after a refused second handler, the first got {got}"
 
 
 def _create_single_timer(t: Trial) -> None:
     s, rec = t.scheduler, t.recorder
     s.register("expire-order", rec)
-    stored = s.create_single_timer("expire-o-1", timedelta(minutes=5), "expire-order", {"o": 1})
-    assert stored.due == t.at(minutes=5), f"due {stored.due}, expected now + 5 min"
-    assert stored.kind is TIMER, f"kind {stored.kind!r}, expected TIMER"
+    stored = s.create_single_timer("expire-o-1", 5 * S, "expire-order", {"order": "o-1"})
+    got = (stored.id, stored.kind, stored.handler, stored.due, stored.payload)
+    expected = ("expire-o-1", TIMER, "expire-order", t.at(5), {"order": "o-1"})
+    assert got == expected, f"stored (id, kind, handler, due, payload) {got}, expected {expected}"
     at = t.at(minutes=1)
-    s.create_single_timer("expire-o-2", at, "expire-order", {"o": 2})
-    s.create_single_timer("expire-o-3", at, "expire-order")
-    s.create_single_timer("expire-o-3", t.at(minutes=2), "expire-order", {"o": 3})  # replaces
+    assert s.create_single_timer("nudge", at, "expire-order").due == at, "due at a datetime"
+    s.create_single_timer("moved", at, "expire-order", {"v": 1})
+    s.create_single_timer("moved", t.at(minutes=2), "expire-order", {"v": 2})  # replaces
     s.create_single_timer("gone", at, "expire-order")
     assert s.cancel("gone") is True, "cancel(timer_id) of a single timer did not return True"
+    _raises(
+        ValueError,
+        lambda: s.create_single_timer("naive", datetime(2026, 1, 1), "expire-order"),
+        "create_single_timer() at a naive datetime",
+    )
+    _raises(
+        TypeError,
+        lambda: s.create_single_timer("number", 30, "expire-order"),  # type: ignore[arg-type]
+        "create_single_timer() with a number for delay",
+    )
+    _raises(
+        ValueError,
+        lambda: s.create_single_timer("big", S, "expire-order", {"blob": "x" * 2000}),
+        "create_single_timer() with an arg over 1024 bytes",
+    )
+    assert not s.exists("big"), "a refused single timer was stored"
     t.clock.advance(timedelta(minutes=10))
     seen = [(d.id, d.item.payload, d.at - CLOCK_START) for d in rec.deliveries]
-    expected = [
-        ("expire-o-2", {"o": 2}, timedelta(minutes=1)),
-        ("expire-o-3", {"o": 3}, timedelta(minutes=2)),
-        ("expire-o-1", {"o": 1}, timedelta(minutes=5)),
+    expected_seen = [
+        ("expire-o-1", {"order": "o-1"}, 5 * S),
+        ("nudge", None, timedelta(minutes=1)),
+        ("moved", {"v": 2}, timedelta(minutes=2)),
     ]
-    assert seen == expected, f"(id, payload, time) {seen}, expected {expected}"
+    assert seen == expected_seen, f"(id, payload, time) {seen}, expected {expected_seen}"
 
 
 def _an_unserved_name_waits(t: Trial) -> None:
     s, rec = t.scheduler, t.recorder
-    s.subscribe(TIMER, rec)
-    s.schedule(ScheduleItem("for-later", TIMER, t.at(1), handler="not-here-yet"))
-    t.clock.advance(5 * S)
-    assert rec.ids == [], f"an item for an unregistered name went to {rec.ids}"
-    assert s.exists("for-later"), "an item for a name nobody registered was dropped"
-    s.register("not-here-yet", rec)
+    s.subscribe(ScheduleKind.ACTION_RETRY, Recorder(t.clock))
+    s.create_single_timer("later", S, "gamma", {"n": 1})
+    s.schedule(ScheduleItem("retry", ScheduleKind.ACTION_RETRY, t.at(1), handler="gamma"))
+    t.clock.advance(timedelta(minutes=5))
+    assert s.exists("later") and s.exists("retry"), "an item for a name nobody serves is gone"
+    got = s.get("later")
+    assert got is not None and got.payload == {"n": 1}, f"a waiting item reads as {got!r}"
+    s.register("gamma", rec)
     t.clock.advance(timedelta(0))
-    assert rec.ids == ["for-later"], "a waiting item was not delivered once its name registered"
+    delivered = sorted((d.id, d.attempt) for d in rec.deliveries)
+    expected = [("later", 0), ("retry", 0)]
+    assert delivered == expected, f"once 'gamma' registered: {delivered}, expected {expected}"
+    assert not s.exists("later") and not s.exists("retry"), "delivered items still scheduled"
 
 
 def _on_failed_gets_the_dead_letter(t: Trial) -> None:
@@ -89,16 +122,18 @@ def _on_failed_gets_the_dead_letter(t: Trial) -> None:
         raise RuntimeError("never works")
 
     s.register("flaky", fails, on_failed=letters.append)
-    s.create_single_timer("t", timedelta(0), "flaky")
-    t.clock.advance(timedelta(0))
-    got = [(d.item.id, d.attempts) for d in letters]
-    assert got == [("t", 1)], f"on_failed received {got}, expected [('t', 1)]"
+    s.create_single_timer("t", S, "flaky", {"n": 1})
+    t.clock.advance(10 * S)
+    got = [(d.item.id, d.item.payload, d.attempts) for d in letters]
+    assert got == [("t", {"n": 1}, 2)], f"on_failed received {got}, expected one dead letter"
+    ids = [d.item.id for d in s.dead_letters()]
+    assert ids == ["t"], f"dead_letters() lists {ids}"
 
 
 ROUTING_GUARANTEES = (
     Guarantee(
         "an item addressed to a named handler reaches that handler, not the kind's",
-        _named_items_reach_their_handler,
+        _routes_never_cross,
     ),
     Guarantee(
         "subscribe() of a kind, or register() of a name, that has a handler raises ValueError",
@@ -115,6 +150,6 @@ ROUTING_GUARANTEES = (
     Guarantee(
         "on_failed receives the dead letter of a named handler's item",
         _on_failed_gets_the_dead_letter,
-        RedeliveryPolicy(max_attempts=1),
+        RedeliveryPolicy(max_attempts=2),
     ),
 )

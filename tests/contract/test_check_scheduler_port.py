@@ -73,6 +73,11 @@ class SwallowsFailures(InMemoryScheduler):
         super().subscribe(kind, never_fails)
 
 
+class IgnoresRegister(InMemoryScheduler):
+    def register(self, name: str, handler: Handler, *, on_failed: Any = None) -> None:
+        return None
+
+
 class ForgetsDeadLetters(InMemoryScheduler):
     def dead_letters(self) -> list[Any]:
         return []
@@ -88,8 +93,12 @@ class ForgetsDeadLetters(InMemoryScheduler):
         ),
         (SwallowsFailures, "a failing handler is redelivered after 3, 6, 12, 24, then 30 s"),
         (ForgetsDeadLetters, "an item that failed max_attempts times becomes a listed dead letter"),
+        (
+            IgnoresRegister,
+            "an item addressed to a named handler reaches that handler, not the kind's",
+        ),
     ],
-    ids=["cancel", "end-of-window", "failures", "dead-letters"],
+    ids=["cancel", "end-of-window", "failures", "dead-letters", "register"],
 )
 def test_a_broken_adapter_fails_naming_the_guarantee(
     broken: type[InMemoryScheduler], guarantee: str
