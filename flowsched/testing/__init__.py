@@ -18,6 +18,7 @@ from __future__ import annotations
 from flowsched.clock import ClockDriven
 from flowsched.testing._checks_delivery import DELIVERY_GUARANTEES
 from flowsched.testing._checks_items import ITEM_GUARANTEES
+from flowsched.testing._checks_recurring import RECURRING_GUARANTEES
 from flowsched.testing._checks_routing import ROUTING_GUARANTEES
 from flowsched.testing._checks_time import TIME_GUARANTEES
 from flowsched.testing._trial import (
@@ -31,7 +32,11 @@ from flowsched.testing._trial import (
 __all__ = ["CLOCK_START", "ClockDriven", "check_scheduler_port", "port_guarantees"]
 
 _GUARANTEES: tuple[Guarantee, ...] = (
-    ITEM_GUARANTEES + DELIVERY_GUARANTEES + TIME_GUARANTEES + ROUTING_GUARANTEES
+    ITEM_GUARANTEES
+    + DELIVERY_GUARANTEES
+    + TIME_GUARANTEES
+    + RECURRING_GUARANTEES
+    + ROUTING_GUARANTEES
 )
 
 

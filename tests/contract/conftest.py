@@ -1,10 +1,10 @@
-"""Fixtures for the contract tests that are not (yet) part of ``check_scheduler_port``.
+"""Fixtures for the contract tests that are not part of ``check_scheduler_port``.
 
 The port's contract itself lives in :mod:`flowsched.testing` and runs on every adapter in
-``test_check_scheduler_port.py``. The tests here cover what a plain ``factory(clock)`` cannot
-reach (recurring items, observers), on every adapter: ``make_scheduler(clock, **options)``
-builds and starts the adapter under test. Options every adapter accepts: ``redelivery``
-(a ``RedeliveryPolicy``) and ``observer``.
+``test_check_scheduler_port.py``. The tests here cover what a plain ``factory(clock)``
+cannot reach (observers, handler-name validation, MongoDB's claims), on every adapter:
+``make_scheduler(clock, **options)`` builds and starts the adapter under test. Options every
+adapter accepts: ``redelivery`` (a ``RedeliveryPolicy``) and ``observer``.
 """
 
 from __future__ import annotations
