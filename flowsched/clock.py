@@ -173,8 +173,8 @@ class ManualClock:
         """Deliver, in due order and each at its due time, everything due by ``target``.
 
         A scheduler that ran at the current instant and delivered nothing (its earliest item
-        is one it cannot deliver, such as a kind nobody handles) is asked only for items
-        after that instant, until something is delivered: so the loop always ends."""
+        is one it cannot deliver, such as one for a route nobody handles here) is asked only
+        for items after that instant, until something is delivered: so the loop always ends."""
         instant = self.now()
         idle: list[ClockDriven] = []
         while True:
