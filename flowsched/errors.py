@@ -1,8 +1,14 @@
-"""Internal: configuration errors — one exception that carries every problem found.
+"""Internal: the error family - :class:`FlowschedError` and the configuration errors.
 
-Kept outside :mod:`flowsched.config` so that :mod:`flowsched.durations` and
-:mod:`flowsched.backoff` (which the config package imports) can raise it without an import
-cycle. Import it as ``flowsched.ConfigError`` or ``flowsched.config.ConfigError``.
+Every error flowsched raises on purpose derives from :class:`FlowschedError`; a class that
+reports a bad argument also derives from ``ValueError``/``TypeError`` (or ``KeyError``,
+``RuntimeError``) as Python users expect, so ``except ValueError`` keeps working. No input -
+a config file, a duration, a payload, an id, a stored document - makes flowsched raise
+anything else (``RecursionError``, ``OverflowError``, ``UnicodeDecodeError``, a driver error).
+
+Kept free of imports of our own so that every module (:mod:`flowsched.durations`,
+:mod:`flowsched.port`, the adapters, the flow domain) can raise these without an import
+cycle. Import them as ``flowsched.FlowschedError`` and ``flowsched.ConfigError``.
 """
 
 from __future__ import annotations
@@ -10,7 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigProblem"]
+__all__ = ["ConfigError", "ConfigProblem", "FlowschedError"]
+
+
+class FlowschedError(Exception):
+    """Base of every error flowsched raises on purpose.
+
+    >>> from flowsched import ConfigError, FlowschedError, parse_duration
+    >>> try:
+    ...     parse_duration("2 fortnights")
+    ... except FlowschedError as exc:
+    ...     isinstance(exc, ConfigError) and isinstance(exc, ValueError)
+    True
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,22 +38,30 @@ class ConfigProblem:
     ``key`` is the full key as written in the file (``None`` when the problem is not about one
     key, e.g. a syntax error); ``value`` is the offending value rendered as HOCON text (``None``
     when there is none); ``message`` says what is wrong and what would be valid.
-    ``suggestion`` is the key the author probably meant, for near-miss keys.
+    ``suggestion`` is the key the author probably meant, for near-miss keys. ``source`` and
+    ``line`` say where the key is written, when the configuration was read from a file
+    (``line`` is ``None`` where it cannot be told).
     """
 
     key: str | None
     value: str | None
     message: str
     suggestion: str | None = None
+    source: str | None = None
+    line: int | None = None
 
     def __str__(self) -> str:
         where = self.key or ""
         if self.value is not None:
             where = f"{where} = {self.value}" if where else self.value
-        return f"{where}: {self.message}" if where else self.message
+        text = f"{where}: {self.message}" if where else self.message
+        if self.source is None:
+            return text
+        place = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{place}: {text}"
 
 
-class ConfigError(ValueError):
+class ConfigError(FlowschedError, ValueError):
     """The configuration is invalid. ``problems`` lists everything found, not just the first.
 
     The message names each key and value::

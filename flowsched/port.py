@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -30,11 +30,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from flowsched.clock import ensure_utc
+from flowsched.errors import FlowschedError
 from flowsched.recurrence import Recurrence
 
 __all__ = [
     "MAX_HANDLER_NAME",
+    "MAX_ID_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_PAYLOAD_DEPTH",
     "DeadLetter",
     "FailedHandler",
     "Handler",
@@ -43,6 +46,7 @@ __all__ = [
     "ScheduleKind",
     "SchedulerPort",
     "SchedulerUnavailable",
+    "check_id",
     "check_handler_name",
     "encode_payload",
     "kind_route",
@@ -51,6 +55,12 @@ __all__ = [
 
 MAX_PAYLOAD_BYTES = 1024
 """Largest payload, in bytes of compact UTF-8 JSON. Pass an id, not the data."""
+
+MAX_PAYLOAD_DEPTH = 32
+"""Deepest nesting of objects and lists in a payload (checked before encoding it)."""
+
+MAX_ID_BYTES = 1024
+"""Longest item id (and flow id), in UTF-8 bytes. Both adapters accept the same ids."""
 
 
 class ScheduleKind(StrEnum):
@@ -79,6 +89,10 @@ def check_handler_name(name: object) -> str:
         )
     if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in name):
         raise ValueError(f"handler name {name!r} contains a control character")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"handler name {name!r} is not valid Unicode (a lone surrogate)") from None
     return name
 
 
@@ -103,17 +117,67 @@ def name_route(name: str) -> str:
     return f"h:{name}"
 
 
-class SchedulerUnavailable(RuntimeError):
+class SchedulerUnavailable(FlowschedError, RuntimeError):
     """The scheduler's store could not be reached in time; the call did not take effect."""
 
 
+def check_id(value: object, what: str = "id") -> str:
+    """``value`` if it is a usable id: a non-empty string of at most :data:`MAX_ID_BYTES`
+    UTF-8 bytes, without NUL characters or lone surrogates (which MongoDB cannot store);
+    ``ValueError`` naming ``what`` otherwise. The same rule on every adapter."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string (got {_short(value)})")
+    if len(value) > MAX_ID_BYTES:  # cheap bound first: a character is at least one byte
+        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_BYTES} bytes")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what} {_short(value)} is not valid Unicode text (a lone surrogate)"
+        ) from None
+    if size > MAX_ID_BYTES:
+        raise ValueError(f"{what} is {size} bytes in UTF-8; the limit is {MAX_ID_BYTES} bytes")
+    if "\x00" in value:
+        raise ValueError(f"{what} {_short(value)} contains a NUL character")
+    return value
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _check_depth(payload: Mapping[str, Any]) -> None:
+    """``ValueError`` if ``payload`` nests deeper than :data:`MAX_PAYLOAD_DEPTH` (checked
+    without recursion, so a payload nested thousands deep cannot raise RecursionError)."""
+    stack: list[tuple[object, int]] = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            if any(isinstance(key, str) and "\x00" in key for key in value):
+                raise ValueError("payload has a key with a NUL character (MongoDB cannot store it)")
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise ValueError(
+                f"payload nests objects/lists more than {MAX_PAYLOAD_DEPTH} deep "
+                "(pass an id and let the handler read the data)"
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON or over the limit."""
+    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON, nested more than
+    :data:`MAX_PAYLOAD_DEPTH` deep, or over the limit."""
+    _check_depth(payload)
     try:
         encoded = json.dumps(
             payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode("utf-8")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
     if len(encoded) > MAX_PAYLOAD_BYTES:
         raise ValueError(
@@ -159,8 +223,9 @@ class ScheduleItem:
     handler: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise ValueError(f"ScheduleItem id must be a non-empty string (got {self.id!r})")
+        check_id(self.id, "ScheduleItem id")
+        if self.flow_id is not None:
+            check_id(self.flow_id, f"ScheduleItem {self.id!r}: flow_id")
         if not isinstance(self.kind, ScheduleKind):
             try:
                 object.__setattr__(self, "kind", ScheduleKind(self.kind))

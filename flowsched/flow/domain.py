@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from flowsched.clock import Clock
+from flowsched.errors import FlowschedError
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
@@ -53,14 +54,14 @@ EARLY_TIMER_REDELIVERIES = 3
 scheduler for redelivery (its backoff: 3 s, 6 s, 12 s by default) before it is dropped."""
 
 
-class UnknownFlowError(KeyError):
+class UnknownFlowError(FlowschedError, KeyError):
     """No flow definition or no instance by that name/id."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-class TimerAheadOfInstanceError(RuntimeError):
+class TimerAheadOfInstanceError(FlowschedError, RuntimeError):
     """A timer fired for a state entry the stored instance has not reached yet: another node
     scheduled it and has not stored its decision yet. Raised so the scheduler redelivers it
     (at most :data:`EARLY_TIMER_REDELIVERIES` times)."""
@@ -137,17 +138,23 @@ class FlowDomain:
 
         return _decided(self._run(flow_id, decide))
 
-    def handle(self, flow_id: str, event: object) -> FlowInstance:
+    def handle(
+        self, flow_id: str, event: object, offsets: Mapping[str, datetime] | None = None
+    ) -> FlowInstance:
         """Deliver ``event`` (a response, or any event the flow declares transitions for)
         to instance ``flow_id`` and return the instance after it. An event the current
         state has no transition for changes nothing; so does any event once the flow has
-        finished. :class:`UnknownFlowError` if there is no such instance."""
+        finished. :class:`UnknownFlowError` if there is no such instance.
+
+        ``offsets``: custom offsets that came with this input (name → aware datetime), added
+        to the instance's offsets before the event is applied (a name already there is
+        replaced), so a processing-time deadline armed from then on can count from them."""
 
         def decide(instance: FlowInstance | None, now: datetime) -> Step:
             if instance is None:
                 raise UnknownFlowError(f"no flow instance {flow_id!r}")
             definition = self._definition(instance.flow)
-            return self._planner.event(definition, instance, event, now)
+            return self._planner.event(definition, instance, event, now, offsets)
 
         return _decided(self._run(flow_id, decide))
 

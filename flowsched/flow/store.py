@@ -12,6 +12,7 @@ import threading
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
+from flowsched.errors import FlowschedError
 from flowsched.flow.instance import FlowInstance
 
 __all__ = [
@@ -22,11 +23,11 @@ __all__ = [
 ]
 
 
-class ConcurrentUpdateError(RuntimeError):
+class ConcurrentUpdateError(FlowschedError, RuntimeError):
     """The instance changed since it was loaded; reload and decide again."""
 
 
-class FlowAlreadyExistsError(ValueError):
+class FlowAlreadyExistsError(FlowschedError, ValueError):
     """An instance with this flow id is already stored."""
 
 

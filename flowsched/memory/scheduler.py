@@ -6,6 +6,7 @@ import logging
 import threading
 from collections import deque
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import (
@@ -28,6 +29,9 @@ from flowsched.port import (
     SchedulerPort,
     SchedulerUnavailable,
 )
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
 
 __all__ = ["InMemoryScheduler"]
 
@@ -58,12 +62,13 @@ class InMemoryScheduler(SchedulerPort):
       that wall-clock jumps are noticed), claims what is due in a batch and delivers it,
       while another worker takes over the clock; more workers join while claimed items wait
       (see :mod:`flowsched.memory.pool`).
-    * **Manual time** (a clock with ``add_listener``, such as
+    * **Manual time** (a clock with ``attach``, such as
       :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
       ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
-      due by the new time, in due order (same due: schedule order), including items that
-      handlers schedule or that fall due while it runs. Nothing fires until the clock is
-      advanced; an item already due fires on the next advance, even ``advance(timedelta(0))``.
+      due by the new time, in due order (same due: schedule order), each with the clock set
+      to its due time, including items that handlers schedule or that fall due while it
+      runs. Nothing fires until the clock is advanced; an item already due fires on the next
+      advance, even ``advance(timedelta(0))``.
 
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
@@ -108,9 +113,8 @@ class InMemoryScheduler(SchedulerPort):
             raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
-        self._observer = self._core.observer
         # Skip the observer call on the schedule() hot path when nobody listens to it.
-        self._observe_scheduled = type(self._observer).scheduled is not Observer.scheduled
+        self._observe_scheduled = type(self._core.observer).scheduled is not Observer.scheduled
         self._store = TimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()
@@ -126,10 +130,37 @@ class InMemoryScheduler(SchedulerPort):
         # Outcomes of worker deliveries, not yet applied (see _deliver_claimed and _settle).
         self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
         self._pool: WorkerPool | None = None
-        add_listener = getattr(self._clock, "add_listener", None)
-        self._manual = callable(add_listener)
-        if add_listener is not None and self._manual:
-            add_listener(self._on_advance)
+        attach = getattr(self._clock, "attach", None)
+        self._manual = callable(attach)
+        if attach is not None and self._manual:
+            attach(self)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+    ) -> InMemoryScheduler:
+        """A scheduler with the ``ipf-scheduler.flowsched`` settings that apply in process:
+        ``redelivery { initial, maximum, factor }``, ``max-attempts`` and ``workers`` (see
+        ``docs/reference/configuration.md``; the MongoDB settings are not used here).
+
+        >>> from flowsched import SchedulingConfig
+        >>> config = SchedulingConfig.from_string(
+        ...     "ipf-scheduler.flowsched { max-attempts = 5, redelivery.initial = 1s }")
+        >>> with InMemoryScheduler.from_config(config) as scheduler:
+        ...     pass
+        """
+        settings = config.scheduler_settings()
+        redelivery = RedeliveryPolicy(
+            initial=settings.redelivery_initial,
+            maximum=settings.redelivery_maximum,
+            factor=settings.redelivery_factor,
+            max_attempts=settings.max_attempts,
+        )
+        return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
 
     # -- the port -----------------------------------------------------------------------
 
@@ -156,7 +187,7 @@ class InMemoryScheduler(SchedulerPort):
         finally:
             lock.release()
         if self._observe_scheduled:
-            self._observer.scheduled(stored)
+            self._core.scheduled(stored)
         return stored
 
     def now(self) -> datetime:
@@ -175,7 +206,7 @@ class InMemoryScheduler(SchedulerPort):
             item_id,
             extra={"item_id": item_id, "kind": item.kind.value},
         )
-        self._observer.cancelled(item_id)
+        self._core.cancelled(item_id)
         return True
 
     def cancel_flow(self, flow_id: str) -> int:
@@ -184,7 +215,7 @@ class InMemoryScheduler(SchedulerPort):
             self._settle()
             ids = self._store.remove_flow(flow_id)
         for item_id in ids:
-            self._observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return len(ids)
 
     def exists(self, item_id: str) -> bool:
@@ -239,7 +270,7 @@ class InMemoryScheduler(SchedulerPort):
             return False
         extra = {"item_id": item.id, "kind": item.kind.value}
         log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=extra)
-        self._observer.scheduled(item)
+        self._core.scheduled(item)
         return True
 
     def start(self) -> None:
@@ -268,9 +299,9 @@ class InMemoryScheduler(SchedulerPort):
             self._sleep_until = None
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
-            remove_listener = getattr(self._clock, "remove_listener", None)
-            if remove_listener is not None:
-                remove_listener(self._on_advance)
+            detach = getattr(self._clock, "detach", None)
+            if detach is not None:
+                detach(self)
         if self._pool is not None:
             self._pool.close()
         own = self._state.depth
@@ -307,14 +338,34 @@ class InMemoryScheduler(SchedulerPort):
             state.draining = False
         return delivered
 
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """The earliest due time (at or before ``until``, after ``after`` if given) of a
+        scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time.
+
+        Items already due but for a route nobody handles here count until ``run_due`` sets
+        them aside; ``after`` (asked only then) costs a scan of the items."""
+        with self._lock:
+            self._settle()
+            if self._closed:
+                return None
+            head = self._store.next_due()
+            if head is None or head > until:
+                return None
+            if after is None or head > after:
+                return head
+            routes = self._core.routes()
+            later = (
+                item.due
+                for item in self._store.items.values()
+                if after < item.due <= until and item.route in routes
+            )
+            return min(later, default=None)
+
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"
         return f"InMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"
 
     # -- delivery -----------------------------------------------------------------------
-
-    def _on_advance(self, now: datetime) -> None:
-        self.run_due()
 
     def _deliver_inline(self, claim: Claim) -> None:
         """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""

@@ -11,7 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import bson
 from pymongo.collection import Collection
@@ -41,7 +41,11 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    check_id,
 )
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
 
 __all__ = ["MongoScheduler"]
 
@@ -94,9 +98,16 @@ class MongoScheduler(SchedulerPort):
       ``serve_buckets``: the buckets this node claims from (default: all). A bucket no
       running node serves does not fire: give every bucket to at least two nodes.
 
-    With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
-    :meth:`run_due` after advancing the clock.
+    With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
+    started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
+    time, like the in-memory adapter; :meth:`run_due` delivers what is due now.
+
+    :meth:`from_config` builds one from the ``ipf-scheduler`` block of ``application.conf``.
     """
+
+    _owned_client: Any = None
+    """The client :meth:`from_config` created, closed by :meth:`close` (``None``: the
+    collection's client belongs to the caller)."""
 
     def __init__(
         self,
@@ -143,6 +154,31 @@ class MongoScheduler(SchedulerPort):
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
 
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        node_id: str | None = None,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        client_factory: Callable[..., Any] | None = None,
+    ) -> MongoScheduler:
+        """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
+        of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
+        ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
+        server-selection and connect timeouts of ``op-timeout``) and closed by :meth:`close`.
+        A missing ``uri`` or database is a :class:`~flowsched.ConfigError` naming the key.
+
+        >>> config = SchedulingConfig.from_file("config/application.conf")  # doctest: +SKIP
+        >>> with MongoScheduler.from_config(config) as scheduler: ...     # doctest: +SKIP
+        """
+        from flowsched.mongo.from_config import build
+
+        return build(cls, config, node_id, clock, observer, client_factory)
+
     # -- scheduling ------------------------------------------------------------------------
 
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
@@ -183,7 +219,7 @@ class MongoScheduler(SchedulerPort):
             previous=document.get("applied"),
             handler=item.handler,
         ).with_generation(document["generation"])
-        self._core.observer.scheduled(stored)
+        self._core.scheduled(stored)
         sweeper = self._sweeper
         if sweeper is not None:
             sweeper.poke(stored.due)
@@ -194,12 +230,14 @@ class MongoScheduler(SchedulerPort):
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
+        if not _storable(item_id):
+            return False  # an id no item can have (as in memory): no round trip
         try:
             removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
         finally:
             self._fence.touch(item_id)
         if removed:
-            self._core.observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
@@ -207,27 +245,32 @@ class MongoScheduler(SchedulerPort):
 
         With an observer that overrides ``cancelled``, the ids are read first (one more round
         trip) to report each; an item another caller removed meanwhile may be reported too."""
+        if not _storable(flow_id):
+            return 0
         what = f"cancel_flow({flow_id!r})"
-        observer = self._core.observer
         ids: list[str] = []
-        if type(observer).cancelled is not Observer.cancelled:
+        if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
         try:
             removed = self._call(what, lambda: self._store.delete_flow(flow_id))
         finally:
             self._fence.touch_flow(flow_id)
         for item_id in ids[:removed]:
-            observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
+        if not _storable(item_id):
+            return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
 
         A malformed document reads as ``None`` (and is logged); the sweep quarantines it."""
+        if not _storable(item_id):
+            return None
         document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
         if document is None:
             return None
@@ -263,21 +306,30 @@ class MongoScheduler(SchedulerPort):
         (a recurring item's tick counts as one).
 
         Sweeps until a claim finds nothing more, so items made due by the deliveries
-        themselves (a redelivery or a new schedule due by now) run too. This is how a test
-        with a ManualClock fires: ``clock.advance(...)`` then ``scheduler.run_due()``.
+        themselves (a redelivery or a new schedule due by now) run too. A started scheduler
+        on a ManualClock is run this way by ``clock.advance(...)``, step by step.
         """
         delivered = 0
         while True:
             stamp = self._fence.open()
             try:
                 harvest = self._call(
-                    "run_due claim", lambda: self._harvester.take(self._batch_size)
+                    "run_due claim", lambda: self._harvester.take(self._batch_size, counted=True)
                 )
-                if not harvest.won:
+                if not harvest.won and not harvest.quarantined:
                     return delivered
                 delivered += self._deliver_batch(harvest, stamp)
             finally:
                 self._fence.close(stamp)
+
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """When the earliest item this node would claim is ready (at or before ``until``,
+        after ``after`` if given): one indexed query. How a started scheduler on a
+        :class:`~flowsched.clock.ManualClock` steps through time."""
+        routes = sorted(self._core.routes())
+        if not routes or self._closed:
+            return None
+        return self._call("next_due", lambda: self._store.next_ready(routes, until, after))
 
     def _deliver_batch(self, harvest: Harvest, stamp: int) -> int:
         """Deliver a claimed batch in this thread and write the outcomes; how many ran.
@@ -291,7 +343,7 @@ class MongoScheduler(SchedulerPort):
         try:
             for claim in harvest.deliver:
                 if self._fence.stale(stamp, claim.item):
-                    settle.append(Settlement.of(claim, Release(claim.item.due)))
+                    settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 else:
                     outcome = self._core.deliver(claim.item, claim.attempt)
                     settle.append(Settlement.of(claim, outcome))
@@ -299,7 +351,9 @@ class MongoScheduler(SchedulerPort):
                 done += 1
         except BaseException:
             rest = harvest.deliver[done:]
-            settle.extend(Settlement.of(claim, Release(claim.item.due)) for claim in rest)
+            settle.extend(
+                Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
+            )
             try:
                 self._call("run_due settle", functools.partial(self._settle, settle))
             except Exception as exc:
@@ -353,7 +407,8 @@ class MongoScheduler(SchedulerPort):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background sweeper (not with a ManualClock: use ``run_due``).
+        """Start the background sweeper; on a :class:`~flowsched.clock.ManualClock`, no
+        thread: attach to the clock, whose ``advance`` then delivers (idempotent).
 
         Once, at start, looks for items stored before routing (no ``route``: no node claims
         them) and logs a warning asking to run ``flowsched timers migrate`` if there are
@@ -365,6 +420,7 @@ class MongoScheduler(SchedulerPort):
                 return
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
+                self._clock.attach(self)
                 self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
@@ -397,7 +453,7 @@ class MongoScheduler(SchedulerPort):
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
 
         Claimed items whose handler had not started are given back at once. The collection's
-        client is not closed: it belongs to the caller."""
+        client is not closed (it belongs to the caller), unless :meth:`from_config` made it."""
         with self._lock:
             if self._closed:
                 return
@@ -406,8 +462,12 @@ class MongoScheduler(SchedulerPort):
             wakeup, self._wakeup = self._wakeup, None
         if wakeup is not None:
             wakeup.stop()
+        if isinstance(self._clock, ManualClock):
+            self._clock.detach(self)
         if sweeper is not None:
             sweeper.stop()
+        if self._owned_client is not None:
+            self._owned_client.close()
 
     def _warn_if_unrouted(self) -> bool:
         """Log one warning if the collection holds items stored before routing (one
@@ -438,6 +498,15 @@ class MongoScheduler(SchedulerPort):
             return operation()
 
         return within(self._op_timeout, what, run)
+
+
+def _storable(value: object) -> bool:
+    """Whether ``value`` is an id an item can have (:func:`check_id`); others match nothing."""
+    try:
+        check_id(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_positive(name: str, value: timedelta) -> None:

@@ -20,8 +20,10 @@ import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from bson.codec_options import DatetimeConversion
 from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
@@ -65,6 +67,35 @@ def _one_or_in(buckets: list[int]) -> Any:
     return buckets[0] if len(buckets) == 1 else {"$in": buckets}
 
 
+def _tolerant(collection: Collection[Any]) -> Collection[Any]:
+    """``collection`` reading every document it can hold: a date beyond Python's range comes
+    back as ``DatetimeMS`` and invalid UTF-8 as U+FFFD, instead of failing the whole query
+    (and so every sweep) on one bad document. The checks then find and quarantine it."""
+    if not isinstance(collection, Collection):
+        return collection  # a stand-in (mongomock) that has no such codec options
+    options = collection.codec_options.with_options(
+        datetime_conversion=DatetimeConversion.DATETIME_AUTO,
+        unicode_decode_error_handler="replace",
+    )
+    return collection.with_options(codec_options=options)
+
+
+def _marker(record: Doc, refusal: str) -> dict[str, Any]:
+    """What is kept of a quarantine record the server would not store."""
+    document = record.get("document")
+    fields = sorted(map(str, document)) if isinstance(document, Mapping) else []
+    return {
+        "_id": record["_id"],
+        "item_id": repr(record.get("item_id"))[:200],
+        "document": None,
+        "fields": fields,
+        "reason": record.get("reason"),
+        "node": record.get("node"),
+        "quarantined_at": record.get("quarantined_at"),
+        "not_kept": f"the original could not be stored: {refusal[:500]}",
+    }
+
+
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
@@ -74,7 +105,7 @@ class TimerStore:
         buckets: int = 1,
         served: Sequence[int] | None = None,
     ) -> None:
-        self.items = collection
+        self.items = _tolerant(collection)
         self.buckets = buckets
         self.served: tuple[int, ...] = tuple(range(buckets) if served is None else served)
         """The buckets this node claims from (all, unless told otherwise)."""
@@ -191,6 +222,24 @@ class TimerStore:
     def exists(self, item_id: str) -> bool:
         return self.items.find_one(self.key(item_id), {"_id": 1}) is not None
 
+    def next_ready(
+        self, routes: Sequence[str], until: datetime, after: datetime | None = None
+    ) -> datetime | None:
+        """The earliest ``ready_at`` (at or before ``until``, after ``after`` if given) among
+        items of ``routes``: one query on the claim index, one document, ``ready_at`` only."""
+        bounds: dict[str, datetime] = {"$lte": until}
+        if after is not None:
+            bounds["$gt"] = after
+        found = self.items.find_one(
+            {"route": {"$in": list(routes)}, "ready_at": bounds},
+            {"_id": 0, "ready_at": 1},
+            sort=[("ready_at", ASCENDING)],
+        )
+        ready = None if found is None else found.get("ready_at")
+        if not isinstance(ready, datetime):
+            return None
+        return ready if ready.tzinfo else ready.replace(tzinfo=UTC)
+
     def unrouted_sample(self) -> Doc | None:
         """One item document without a ``route`` (stored before routing), or ``None``.
 
@@ -221,11 +270,24 @@ class TimerStore:
             query["generation"] = generation
         return self.dead.delete_one(query).deleted_count > 0
 
-    def put_quarantined(self, records: Sequence[Doc]) -> None:
-        """Insert quarantine records; ones already there (a retried write) are kept as they are."""
+    def put_quarantined(self, records: Sequence[Doc], *, markers: bool = True) -> int:
+        """Insert quarantine records; how many were new. Ones already there (a retried write,
+        another node) are kept as they are. A record the server refuses for another reason
+        (a field name it cannot store, say) is replaced by a marker: its ``_id``, the
+        reason, and the refusal - the original document is then lost, the marker says so."""
+        if not records:
+            return 0
+        records = list(records)
         try:
-            self.quarantine.insert_many(list(records), ordered=False)
+            self.quarantine.insert_many(records, ordered=False)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
-            if any(error.get("code") != _DUPLICATE_KEY for error in errors) or not errors:
+            if not errors:
                 raise
+            refused = [e for e in errors if e.get("code") != _DUPLICATE_KEY]
+            written = len(records) - len(errors)
+            if refused and markers:
+                kept = [_marker(records[e["index"]], e.get("errmsg", "")) for e in refused]
+                written += self.put_quarantined(kept, markers=False)
+            return written
+        return len(records)
