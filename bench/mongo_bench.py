@@ -176,6 +176,17 @@ def per_call_us(count: int, action: Callable[[int], object]) -> float:
     return (time.perf_counter() - start) / count * 1e6
 
 
+def lead_for(action: Callable[[int], object]) -> timedelta:
+    """Time to schedule FIRE items, twice over, plus a second: the first due time's distance
+    (from the median of 20 calls: one slow call on a busy machine must not set it)."""
+    times = []
+    for n in range(20):
+        start = time.perf_counter()
+        action(n)
+        times.append(time.perf_counter() - start)
+    return timedelta(seconds=statistics.median(times) * FIRE * 2 + 1)
+
+
 def due_times(count: int, lead: timedelta) -> list[datetime]:
     first = datetime.now(UTC) + lead
     return [first + WINDOW * n / count for n in range(count)]
@@ -298,10 +309,8 @@ def flowsched_firing(uri: str) -> dict[str, Any]:
                 ScheduleKind.TIMER, lambda item, attempt, f=firings: f.record(item.id, item.due)
             )
             with node:
-                node.schedule(ScheduleItem("probe", ScheduleKind.TIMER, later()))  # warm
-                start = time.perf_counter()
-                node.schedule(ScheduleItem("probe", ScheduleKind.TIMER, later()))
-                lead = timedelta(seconds=(time.perf_counter() - start) * FIRE * 3 + 1)
+                probe = ScheduleItem("probe", ScheduleKind.TIMER, later())
+                lead = lead_for(lambda n, node=node, probe=probe: node.schedule(probe))
                 dues = due_times(FIRE, lead)
                 for n, due in enumerate(dues):
                     node.schedule(ScheduleItem(f"fire-{run}-{n}", ScheduleKind.TIMER, due))
@@ -420,10 +429,11 @@ def apscheduler_firing(uri: str) -> dict[str, Any]:
             for run in range(RUNS):
                 firings = Firings(FIRE)
                 CURRENT.append(firings)
-                scheduler.add_job(noop_job, "date", run_date=later(), id=f"warm-{run}")
-                start = time.perf_counter()
-                scheduler.add_job(noop_job, "date", run_date=later(), id=f"probe-{run}")
-                lead = timedelta(seconds=(time.perf_counter() - start) * FIRE * 3 + 1)
+                lead = lead_for(
+                    lambda n, run=run: scheduler.add_job(
+                        noop_job, "date", run_date=later(), id=f"probe-{run}-{n}"
+                    )
+                )
                 dues = due_times(FIRE, lead)
                 for n, due in enumerate(dues):
                     job_id = f"fire-{run}-{n}"
