@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -80,7 +80,26 @@ class FlowInstance:
     def with_run(self, run: ActionRun) -> FlowInstance:
         """A copy with ``run`` replacing the run of the same action."""
         runs = tuple(run if r.action == run.action else r for r in self.actions)
-        return replace(self, actions=runs)
+        return self.evolve(actions=runs)
+
+    def evolve(self, **changes: Any) -> FlowInstance:
+        """A copy with ``changes`` (field names), not validated again: for the domain, whose
+        values are already checked (``offsets`` and ``data`` must be read-only mappings).
+        ``dataclasses.replace`` validates and copies the mappings again, five times slower."""
+        copy: FlowInstance = _new_object(FlowInstance)
+        get = changes.get
+        _set_flow_id(copy, get("flow_id", self.flow_id))
+        _set_flow(copy, get("flow", self.flow))
+        _set_state(copy, get("state", self.state))
+        _set_entry(copy, get("entry", self.entry))
+        _set_entered_at(copy, get("entered_at", self.entered_at))
+        _set_offsets(copy, get("offsets", self.offsets))
+        _set_data(copy, get("data", self.data))
+        _set_actions(copy, get("actions", self.actions))
+        _set_deadlines(copy, get("deadlines", self.deadlines))
+        _set_finished(copy, get("finished", self.finished))
+        _set_version(copy, get("version", self.version))
+        return copy
 
     def to_document(self) -> dict[str, Any]:
         """A JSON-compatible dict (the store adds its own id and version fields)."""
@@ -114,6 +133,37 @@ class FlowInstance:
             finished=bool(doc.get("finished", False)),
             version=int(doc.get("version", 0)),
         )
+
+
+_new_object = object.__new__
+(
+    _set_flow_id,
+    _set_flow,
+    _set_state,
+    _set_entry,
+    _set_entered_at,
+    _set_offsets,
+    _set_data,
+    _set_actions,
+    _set_deadlines,
+    _set_finished,
+    _set_version,
+) = (
+    FlowInstance.__dict__[name].__set__
+    for name in (
+        "flow_id",
+        "flow",
+        "state",
+        "entry",
+        "entered_at",
+        "offsets",
+        "data",
+        "actions",
+        "deadlines",
+        "finished",
+        "version",
+    )
+)
 
 
 def json_object(data: Mapping[str, Any] | None, what: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from flowsched.config import SchedulingConfig
@@ -194,7 +195,7 @@ class Planner:
             step.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
             return step
         rest = tuple(d for d in instance.deadlines if d is not pending)
-        step.update(replace(instance, deadlines=rest))
+        step.update(instance.evolve(deadlines=rest))
         event = ProcessingTimeElapsedEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -239,22 +240,24 @@ class Planner:
                 Happened.CANCELLED,
                 f"processing-time deadline {pending.source}->{target}: destination reached",
             )
+        spec = definition.state(target)
+        # One copy for the whole entry (a terminal state also finishes the instance).
         step.update(
-            replace(
-                before,
+            before.evolve(
                 state=target,
                 entry=before.entry + 1,
                 entered_at=now,
-                offsets=offsets,
+                offsets=MappingProxyType(offsets),
                 actions=(),
-                deadlines=tuple(d for d in before.deadlines if d not in reached),
+                deadlines=()
+                if spec.terminal or not before.deadlines
+                else tuple(d for d in before.deadlines if d not in reached),
+                finished=spec.terminal,
             )
         )
         came_from = f" from {before.state}" if before.state else ""
         step.note(Happened.ENTERED, f"{target}{came_from}")
-        spec = definition.state(target)
         if spec.terminal:
-            step.update(replace(step.instance, finished=True, deadlines=()))
             step.cancel_flow = True
             step.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
             return

@@ -9,7 +9,6 @@ retries (previous attempt + backoff, never at or after the timeout), processing-
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from datetime import datetime
 
 from flowsched.backoff import RetryPolicy
@@ -45,13 +44,15 @@ class Timekeeper:
         policy = self.config.action(instance.flow, instance.state, action)
         deadline = policy.deadline(step.now)  # None: no timeout, or one past the year 9999
         step.update(
-            replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
+            instance.evolve(actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
         )
         timer = ActionTimer(instance.flow, instance.state, action, instance.entry, 2, deadline)
         if deadline is not None:
             self._add(
                 step,
-                replace(timer, attempt=1).item(instance.flow_id, _TIMEOUT, deadline),
+                ActionTimer(
+                    instance.flow, instance.state, action, instance.entry, 1, deadline
+                ).item(instance.flow_id, _TIMEOUT, deadline),
                 f"action timeout of {action}",
                 self.key(instance.flow, instance.state, action, "timeout-duration"),
             )
@@ -120,7 +121,7 @@ class Timekeeper:
             for old in earlier:
                 step.cancel(old.item_id)
             kept = tuple(d for d in step.instance.deadlines if d not in earlier)
-            step.update(replace(step.instance, deadlines=(*kept, pending)))
+            step.update(step.instance.evolve(deadlines=(*kept, pending)))
             offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
             self._add(step, item, f"processing time {source}->{destination} from {offset}", key)
 
