@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
@@ -188,7 +188,7 @@ class DeliveryCore:
             floor = item.previous or recurrence.start
             assert floor is not None  # a recurring ScheduleItem's recurrence has a start
             return NextSlot(item.previous, recurrence.next_slot(floor))
-        return replace(item, due=slot)
+        return item.moved(slot, item.previous)
 
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
         """Call the handler for ``item`` and return what happens next; never raises, except

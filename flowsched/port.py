@@ -21,10 +21,11 @@ Guarantees every adapter keeps:
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import FrozenInstanceError, dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
@@ -63,29 +64,39 @@ class SchedulerUnavailable(RuntimeError):
 
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
     """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON or over the limit."""
+    return _payload_text(payload).encode("utf-8")
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _payload_text(payload: Mapping[str, Any]) -> str:
+    """Compact JSON of ``payload``, interned: equal payloads (the flow domain's timers of one
+    state, for example) share one string in memory, however many items carry them."""
     try:
-        encoded = json.dumps(
-            payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        text: str = _JSON.encode(payload)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
-    if len(encoded) > MAX_PAYLOAD_BYTES:
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > MAX_PAYLOAD_BYTES:
         raise ValueError(
-            f"payload is {len(encoded)} bytes encoded as JSON; the limit is "
+            f"payload is {size} bytes encoded as JSON; the limit is "
             f"{MAX_PAYLOAD_BYTES} bytes (pass an id and let the handler read the data)"
         )
-    return encoded
+    return sys.intern(text)
 
 
-@dataclass(frozen=True, slots=True)
 class ScheduleItem:
     """One timer: deliver ``kind`` for ``id`` at ``due``.
 
     ``id`` is the timer's identity: scheduling again under one id replaces the earlier
     schedule. ``due`` must be timezone-aware (it is kept in UTC). ``payload`` is a JSON object
-    of at most 1024 encoded bytes. ``generation`` is set by the scheduler each time the item
-    is scheduled; :attr:`key` (``"<id>#<generation>"``) is stable across redeliveries of one
-    schedule and is a good idempotency key for a handler's side effects.
+    of at most 1024 encoded bytes; the item keeps it encoded (compact JSON, equal payloads
+    sharing one string), and
+    :attr:`payload` decodes a fresh dict on each read, so changing it changes nothing stored.
+    ``generation`` is set by the scheduler each time the item is scheduled; :attr:`key`
+    (``"<id>#<generation>"``) is stable across redeliveries of one schedule and is a good
+    idempotency key for a handler's side effects.
 
     A *recurring* item has a ``recurrence`` with its ``start`` set (use
     :meth:`SchedulerPort.schedule_recurring`, which anchors it at the scheduler's now). Stored,
@@ -93,69 +104,67 @@ class ScheduleItem:
     (``None`` before the first tick). Delivered, ``due`` is the slot the tick runs for and
     ``previous`` the slot applied before it; :attr:`slot_key` names the tick.
 
+    Immutable, compared by value (``generation`` and ``previous`` aside) and hashed by
+    ``(id, generation)``. A scheduler stores a newly built item as it is, setting its
+    ``generation`` (so ``schedule(item)`` returns that very object); an item that already
+    has a generation (one returned by a scheduler) is copied instead. Do not hand one new
+    item object to two schedulers at the same instant from two threads.
+
     >>> from datetime import UTC, datetime
     >>> ScheduleItem("expire-o-1", ScheduleKind.TIMER, datetime(2026, 1, 1, tzinfo=UTC)).id
     'expire-o-1'
     """
 
+    # The schedule path of every timer (bench/memory_bench.py): the constructor checks with
+    # cheap type tests and builds error messages only on failure; fields are set through the
+    # slot descriptors (object.__setattr__ per field is several times slower).
+    __slots__ = ("_payload", "due", "flow_id", "generation", "id", "kind", "previous", "recurrence")
+    __match_args__ = ("id", "kind", "due", "flow_id", "payload")
+
     id: str
     kind: ScheduleKind
     due: datetime
-    flow_id: str | None = None
-    payload: Mapping[str, Any] | None = None
-    generation: int = field(default=0, compare=False)
-    recurrence: Recurrence | None = None
-    previous: datetime | None = field(default=None, compare=False)
+    flow_id: str | None
+    generation: int
+    recurrence: Recurrence | None
+    previous: datetime | None
+    _payload: str | None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise ValueError(f"ScheduleItem id must be a non-empty string (got {self.id!r})")
-        if not isinstance(self.kind, ScheduleKind):
-            try:
-                object.__setattr__(self, "kind", ScheduleKind(self.kind))
-            except ValueError:
-                valid = ", ".join(k.value for k in ScheduleKind)
-                raise ValueError(
-                    f"ScheduleItem {self.id!r}: unknown kind {self.kind!r} (valid: {valid})"
-                ) from None
-        if not isinstance(self.due, datetime):
-            raise TypeError(f"ScheduleItem {self.id!r}: due must be a datetime")
-        object.__setattr__(self, "due", ensure_utc(self.due, f"ScheduleItem {self.id!r} due"))
-        if self.payload is not None:
-            if not isinstance(self.payload, Mapping):
-                raise ValueError(
-                    f"ScheduleItem {self.id!r}: payload must be a JSON object (dict), "
-                    f"got {type(self.payload).__name__}"
-                )
-            try:
-                encoded = encode_payload(self.payload)
-            except ValueError as exc:
-                raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
-            # Keep a private copy, so later changes to the caller's dict change nothing here.
-            object.__setattr__(self, "payload", json.loads(encoded))
-        if self.recurrence is not None or self.previous is not None:
-            self._check_recurring()
+    def __init__(
+        self,
+        id: str,
+        kind: ScheduleKind,
+        due: datetime,
+        flow_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        generation: int = 0,
+        recurrence: Recurrence | None = None,
+        previous: datetime | None = None,
+    ) -> None:
+        if id.__class__ is not str or not id:
+            _bad_id(id)
+        if kind.__class__ is not ScheduleKind:
+            kind = _kind(id, kind)
+        if due.__class__ is not datetime or due.tzinfo is not UTC:
+            due = _utc(id, due, "due")
+        if flow_id is not None and flow_id.__class__ is not str:
+            raise TypeError(f"ScheduleItem {id!r}: flow_id must be a string (got {flow_id!r})")
+        _set_id(self, id)
+        _set_kind(self, kind)
+        _set_due(self, due)
+        _set_flow_id(self, flow_id)
+        _set_payload(self, None if payload is None else _encoded(id, payload))
+        _set_generation(self, generation)
+        if recurrence is not None or previous is not None:
+            recurrence, previous = _recurring(id, recurrence, previous)
+        _set_recurrence(self, recurrence)
+        _set_previous(self, previous)
 
-    def _check_recurring(self) -> None:
-        if self.recurrence is None:
-            raise ValueError(f"ScheduleItem {self.id!r}: previous is only for recurring items")
-        if not isinstance(self.recurrence, Recurrence):
-            raise ValueError(
-                f"ScheduleItem {self.id!r}: recurrence must be a Recurrence "
-                f"(got {self.recurrence!r})"
-            )
-        if self.recurrence.start is None:
-            raise ValueError(
-                f"ScheduleItem {self.id!r}: the recurrence has no start; use "
-                "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
-                "give Recurrence.every(..., start=...)"
-            )
-        if self.previous is not None:
-            previous = ensure_utc(self.previous, f"ScheduleItem {self.id!r} previous")
-            object.__setattr__(self, "previous", previous)
-
-    def __hash__(self) -> int:
-        return hash((self.id, self.generation))
+    @property
+    def payload(self) -> dict[str, Any] | None:
+        """The payload as a new dict (decoded from the JSON the item keeps), or ``None``."""
+        encoded = self._payload
+        return None if encoded is None else dict(json.loads(encoded))
 
     @property
     def key(self) -> str:
@@ -172,18 +181,75 @@ class ScheduleItem:
 
     def with_generation(self, generation: int) -> ScheduleItem:
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
-        # On every schedule() call of the in-memory adapter: slot descriptors are about three
-        # times faster than object.__setattr__ in a loop.
+        return self._copy(self.due, self.previous, generation)
+
+    def moved(self, due: datetime, previous: datetime | None = None) -> ScheduleItem:
+        """A copy due at ``due`` (and, for a recurring item, with ``previous`` as its last
+        applied slot), same generation: how a scheduler moves a redelivered or ticked item."""
+        if due.__class__ is not datetime or due.tzinfo is not UTC:
+            due = _utc(self.id, due, "due")
+        if previous is not None and (
+            previous.__class__ is not datetime or previous.tzinfo is not UTC
+        ):
+            previous = _utc(self.id, previous, "previous")
+        return self._copy(due, previous if self.recurrence is not None else None, self.generation)
+
+    def _copy(self, due: datetime, previous: datetime | None, generation: int) -> ScheduleItem:
         copy: ScheduleItem = _new_object(ScheduleItem)
         _set_id(copy, self.id)
         _set_kind(copy, self.kind)
-        _set_due(copy, self.due)
+        _set_due(copy, due)
         _set_flow_id(copy, self.flow_id)
-        _set_payload(copy, self.payload)
+        _set_payload(copy, self._payload)
         _set_generation(copy, generation)
         _set_recurrence(copy, self.recurrence)
-        _set_previous(copy, self.previous)
+        _set_previous(copy, previous)
         return copy
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not ScheduleItem:
+            return NotImplemented
+        assert isinstance(other, ScheduleItem)
+        return (
+            self.id == other.id
+            and self.kind == other.kind
+            and self.due == other.due
+            and self.flow_id == other.flow_id
+            and self.recurrence == other.recurrence
+            and (self._payload == other._payload or self.payload == other.payload)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.generation))
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduleItem(id={self.id!r}, kind={self.kind!r}, due={self.due!r}, "
+            f"flow_id={self.flow_id!r}, payload={self.payload!r}, "
+            f"generation={self.generation!r}, recurrence={self.recurrence!r}, "
+            f"previous={self.previous!r})"
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._state(),))
+
+    def _state(self) -> tuple[Any, ...]:
+        return (
+            self.id,
+            self.kind,
+            self.due,
+            self.flow_id,
+            self._payload,
+            self.generation,
+            self.recurrence,
+            self.previous,
+        )
 
 
 _new_object = object.__new__
@@ -203,12 +269,93 @@ _new_object = object.__new__
         "kind",
         "due",
         "flow_id",
-        "payload",
+        "_payload",
         "generation",
         "recurrence",
         "previous",
     )
 )
+
+
+def set_generation(item: ScheduleItem, generation: int) -> None:
+    """For schedulers: give a newly built item (generation 0) the generation it is stored
+    under, in place (see :class:`ScheduleItem`: no copy on the schedule path)."""
+    _set_generation(item, generation)
+
+
+def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
+    item: ScheduleItem = _new_object(ScheduleItem)
+    for set_field, value in zip(
+        (
+            _set_id,
+            _set_kind,
+            _set_due,
+            _set_flow_id,
+            _set_payload,
+            _set_generation,
+            _set_recurrence,
+            _set_previous,
+        ),
+        state,
+        strict=True,
+    ):
+        set_field(item, value)
+    return item
+
+
+# -- the constructor's slow paths: a value that is not already of the usual type -----------
+
+
+def _bad_id(item_id: object) -> None:
+    raise ValueError(f"ScheduleItem id must be a non-empty string (got {item_id!r})")
+
+
+def _kind(item_id: str, kind: object) -> ScheduleKind:
+    try:
+        return ScheduleKind(str(kind))
+    except ValueError:
+        valid = ", ".join(k.value for k in ScheduleKind)
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: unknown kind {kind!r} (valid: {valid})"
+        ) from None
+
+
+def _utc(item_id: str, value: object, what: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"ScheduleItem {item_id!r}: {what} must be a datetime (got {value!r})")
+    return ensure_utc(value, f"ScheduleItem {item_id!r} {what}")
+
+
+def _encoded(item_id: str, payload: object) -> str:
+    if not isinstance(payload, Mapping):
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: payload must be a JSON object (dict), "
+            f"got {type(payload).__name__}"
+        )
+    try:
+        return _payload_text(payload)
+    except ValueError as exc:
+        raise ValueError(f"ScheduleItem {item_id!r}: {exc}") from None
+
+
+def _recurring(
+    item_id: str, recurrence: object, previous: datetime | None
+) -> tuple[Recurrence, datetime | None]:
+    if recurrence is None:
+        raise ValueError(f"ScheduleItem {item_id!r}: previous is only for recurring items")
+    if not isinstance(recurrence, Recurrence):
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: recurrence must be a Recurrence (got {recurrence!r})"
+        )
+    if recurrence.start is None:
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: the recurrence has no start; use "
+            "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
+            "give Recurrence.every(..., start=...)"
+        )
+    if previous is not None:
+        previous = _utc(item_id, previous, "previous")
+    return recurrence, previous
 
 
 Handler = Callable[[ScheduleItem, int], object]

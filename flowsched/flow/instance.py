@@ -18,6 +18,8 @@ from flowsched.clock import ensure_utc
 
 __all__ = ["ActionRun", "FlowInstance", "PendingDeadline", "json_object"]
 
+_NO_DATA: Mapping[str, Any] = MappingProxyType({})
+
 
 @dataclass(frozen=True, slots=True)
 class ActionRun:
@@ -71,7 +73,10 @@ class FlowInstance:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
-        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+        # Most instances carry no data: they share one empty read-only mapping.
+        object.__setattr__(
+            self, "data", MappingProxyType(dict(self.data)) if self.data else _NO_DATA
+        )
 
     def run(self, action: str) -> ActionRun | None:
         """The current state's run of ``action``, if it invoked one."""

@@ -50,9 +50,12 @@ class Timekeeper:
         if deadline is not None:
             self._add(
                 step,
-                ActionTimer(
-                    instance.flow, instance.state, action, instance.entry, 1, deadline
-                ).item(instance.flow_id, _TIMEOUT, deadline),
+                # Without the deadline in its payload (it is the run's, read from the
+                # instance when it fires): the timeouts of every instance entering this
+                # state then carry equal payloads, which share one string.
+                ActionTimer(instance.flow, instance.state, action, instance.entry, 1).item(
+                    instance.flow_id, _TIMEOUT, deadline
+                ),
                 f"action timeout of {action}",
                 self.key(instance.flow, instance.state, action, "timeout-duration"),
             )

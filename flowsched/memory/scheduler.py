@@ -26,6 +26,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    set_generation,
 )
 
 __all__ = ["InMemoryScheduler"]
@@ -146,7 +147,13 @@ class InMemoryScheduler(SchedulerPort):
                 raise SchedulerUnavailable(
                     f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
                 )
-            stored = item.with_generation(next(self._generations))
+            if item.generation:
+                # Already stored (returned by a scheduler): a new form needs its own object,
+                # the identity of a stored form being its fence (see memory/store.py).
+                stored = item.with_generation(next(self._generations))
+            else:
+                stored = item  # newly built: stored as it is, no copy
+                set_generation(item, next(self._generations))
             self._store.put(stored)
             if self._sleep_until is not None and stored.due < self._sleep_until:
                 self._wake_timer()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Collection
-from dataclasses import replace
 from datetime import datetime
 from heapq import heappop, heappush
 
@@ -34,6 +33,8 @@ from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
 __all__ = ["Claim", "TimerStore"]
 
 log = logging.getLogger("flowsched.memory")
+
+_SMALL_FLOW = 16
 
 Claim = tuple[ScheduleItem, int]
 """``(item, attempt)``: one delivery to make; ``attempt`` counts earlier failed deliveries."""
@@ -52,8 +53,10 @@ class TimerStore:
         # Due items of a kind nobody handles yet, out of the heap until someone subscribes.
         self.parked: dict[str, ScheduleItem] = {}
         self.dead: dict[str, DeadLetter] = {}
-        # flow id -> ids of its scheduled items, so cancel_flow does not scan every item.
-        self.flows: dict[str, set[str]] = {}
+        # flow id -> ids of its scheduled items, so cancel_flow does not scan every item: a
+        # list while there are few (a flow instance has a handful; 88 bytes, a set 216), a
+        # set past _SMALL_FLOW (removal stays O(1) for flow ids carrying many items).
+        self.flows: dict[str, list[str] | set[str]] = {}
         self.generations = itertools.count(1)
 
     def __len__(self) -> int:
@@ -71,8 +74,18 @@ class TimerStore:
         heappush(self.heap, (item.due, item.generation, key))
         if old is not None:
             self._forget(old)
-        if item.flow_id is not None:
-            self.flows.setdefault(item.flow_id, set()).add(key)
+        flow_id = item.flow_id
+        if flow_id is not None:
+            ids = self.flows.get(flow_id)
+            if ids is None:
+                self.flows[flow_id] = [key]
+            elif isinstance(ids, list):
+                if key not in ids:
+                    ids.append(key)
+                    if len(ids) > _SMALL_FLOW:
+                        self.flows[flow_id] = set(ids)
+            else:
+                ids.add(key)
         if self.dead:
             # A new schedule under the id supersedes its dead letter.
             self.dead.pop(key, None)
@@ -86,7 +99,7 @@ class TimerStore:
 
     def remove_flow(self, flow_id: str) -> list[str]:
         """Drop every item of ``flow_id``; return their ids."""
-        ids = self.flows.pop(flow_id, set())
+        ids = self.flows.pop(flow_id, ())
         for item_id in ids:
             del self.items[item_id]
             self.attempts.pop(item_id, None)
@@ -142,8 +155,7 @@ class TimerStore:
         """Deliver ``item`` again at ``due`` (same generation), if it is still current."""
         if self.items.get(item.id) is not item:
             return False
-        # Rare path (a handler failed), so the validating dataclass copy is fine here.
-        moved = replace(item, due=due)
+        moved = item.moved(due, item.previous)
         self.items[item.id] = moved
         self.attempts[item.id] = attempt
         heappush(self.heap, (due, item.generation, item.id))
@@ -154,7 +166,7 @@ class TimerStore:
         ``applied`` as its last slot, due at ``due`` - if it is still current."""
         if self.items.get(item.id) is not item:
             return False
-        moved = replace(item, due=due, previous=applied)
+        moved = item.moved(due, applied)
         self.items[item.id] = moved
         self.attempts.pop(item.id, None)
         heappush(self.heap, (due, item.generation, item.id))
@@ -178,7 +190,7 @@ class TimerStore:
         dead = self.dead.pop(item_id, None)
         if dead is None:
             return None
-        item = replace(dead.item, due=due).with_generation(self.next_generation())
+        item = dead.item.moved(due, dead.item.previous).with_generation(self.next_generation())
         self.put(item)
         return item
 
@@ -206,9 +218,10 @@ class TimerStore:
             self.attempts.pop(key, None)
         if self.parked:
             self.parked.pop(key, None)
-        if item.flow_id is not None:
-            ids = self.flows.get(item.flow_id)
-            if ids is not None:
-                ids.discard(key)
+        flow_id = item.flow_id
+        if flow_id is not None:
+            ids = self.flows.get(flow_id)
+            if ids is not None and key in ids:
+                ids.remove(key)
                 if not ids:
-                    del self.flows[item.flow_id]
+                    del self.flows[flow_id]
