@@ -54,7 +54,9 @@ class Planner:
         *,
         cancel_retries_on_exit: bool = True,
     ) -> None:
-        self._time = Timekeeper(config, rng)
+        # A retry that outlives its state (retries not cancelled on exit) must carry its
+        # action's deadline; otherwise it is read from the run when the retry fires.
+        self._time = Timekeeper(config, rng, deadline_in_retries=not cancel_retries_on_exit)
         self._cancel_retries_on_exit = cancel_retries_on_exit
 
     # -- entry points ------------------------------------------------------------------
@@ -171,7 +173,10 @@ class Planner:
             f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
             self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
         )
-        following = replace(timer, attempt=timer.attempt + 1)
+        deadline = timer.deadline or (run.deadline if run is not None else None)
+        following = ActionTimer(
+            timer.flow, timer.state, timer.action, timer.entry, timer.attempt + 1, deadline
+        )
         self._time.schedule_retry(step, following, policy.retry, previous=planned)
         self._time.request(step, timer.state, timer.action, timer.attempt)
         return step

@@ -32,9 +32,14 @@ _EXPLAIN_CACHE = 10_000
 class Timekeeper:
     """Adds to a :class:`Step` the timers and invocations the configuration calls for."""
 
-    def __init__(self, config: SchedulingConfig, rng: random.Random) -> None:
+    def __init__(
+        self, config: SchedulingConfig, rng: random.Random, *, deadline_in_retries: bool = True
+    ) -> None:
+        """``deadline_in_retries``: put the action's deadline in each retry's payload (needed
+        only when retries outlive their state; the planner reads it from the run otherwise)."""
         self.config = config
         self._rng = rng
+        self._deadline_in_retries = deadline_in_retries
         self._explained: dict[tuple[str, str, str], Explanation] = {}
 
     def invoke_first(self, step: Step, action: str) -> None:
@@ -86,6 +91,10 @@ class Timekeeper:
                 key,
             )
             return
+        if not self._deadline_in_retries and timer.deadline is not None:
+            # Without it, the retries of every instance in this state carry equal payloads,
+            # which share one string (see ScheduleItem).
+            timer = ActionTimer(timer.flow, timer.state, timer.action, timer.entry, timer.attempt)
         item = timer.item(step.instance.flow_id, _RETRY, due)
         self._add(step, item, f"retry {n} of {timer.action} (attempt {timer.attempt})", key)
 
