@@ -1,15 +1,17 @@
 # Two commands on a fresh machine with only python3:  `make demo`  and  `make test`.
+# `make docs` builds the documentation site (mkdocs, --strict) into site/.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+DOCS_STAMP := $(VENV)/.installed-docs
 # The MongoDB-wire test server (SecantusDB) lives outside the checkout so that several
 # checkouts share one; tools/with-mongo.sh starts it when nothing answers and stops only
 # what it started. Set FLOWSCHED_MONGO_URI to use a real MongoDB instead.
 export MONGO_HOME ?= /tmp/flowsched-mongo
 export MONGO_PORT ?= 27017
 
-.PHONY: demo test lint bench venv mongo-start mongo-stop clean
+.PHONY: demo test lint docs bench venv mongo-start mongo-stop clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +23,10 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+$(DOCS_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
 	touch $@ $(VENV)/.installed
 
 venv: $(STAMP)
@@ -35,6 +41,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check flowsched tests examples bench
 	$(VENV)/bin/ruff format --check flowsched
 	$(VENV)/bin/mypy --strict flowsched
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The flow bench's peer, the `transitions` state machine, in a virtualenv of its own.
 PEER_VENV := bench/.venv-transitions
@@ -56,4 +65,4 @@ mongo-stop:
 	bash tools/start-mongo.sh stop
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,43 +1,99 @@
-"""flowsched: action timeouts, retries and processing-time deadlines for flow engines."""
+"""flowsched: action timeouts, retries and processing-time deadlines for flow engines.
+
+Everything a user's code needs is importable from here. The public subpackages are
+:mod:`flowsched.mongo` (the MongoDB classes, also exported here), :mod:`flowsched.observe`
+and :mod:`flowsched.metrics_prometheus` (metrics), and :mod:`flowsched.config` (the
+configuration's building blocks); every module whose docstring starts with "Internal:" may
+change without notice.
+"""
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 from flowsched.backoff import BackoffType, RetryPolicy
-from flowsched.clock import ManualClock, SystemClock
+from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
+from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError
+from flowsched.errors import ConfigError, ConfigProblem
 from flowsched.flow import (
     ANY_STATE,
+    ActionAdapter,
     ActionRequest,
     ActionTimeoutEvent,
+    ConcurrentUpdateError,
     Flow,
+    FlowAlreadyExistsError,
+    FlowConfigError,
+    FlowDefinitionError,
     FlowDomain,
+    FlowInstance,
+    FlowStore,
+    Happened,
+    InMemoryFlowStore,
     ProcessingTimeElapsedEvent,
+    TimelineEntry,
+    UnknownFlowError,
 )
 from flowsched.memory import InMemoryScheduler
-from flowsched.mongo import MongoScheduler
-from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
+from flowsched.mongo import MongoFlowStore, MongoScheduler
+from flowsched.observe import MetricsObserver, Observers
+from flowsched.port import (
+    DeadLetter,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerPort,
+    SchedulerUnavailable,
+)
 from flowsched.recurrence import Recurrence
+
+try:
+    __version__ = _version("flowsched")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ANY_STATE",
+    "ActionAdapter",
     "ActionPolicy",
     "ActionRequest",
     "ActionTimeoutEvent",
     "BackoffType",
+    "Clock",
+    "ConcurrentUpdateError",
     "ConfigError",
+    "ConfigProblem",
+    "DeadLetter",
     "Flow",
+    "FlowAlreadyExistsError",
+    "FlowConfigError",
+    "FlowDefinitionError",
     "FlowDomain",
+    "FlowInstance",
+    "FlowStore",
+    "Handler",
+    "Happened",
+    "InMemoryFlowStore",
     "InMemoryScheduler",
     "ManualClock",
+    "MetricsObserver",
+    "MongoFlowStore",
     "MongoScheduler",
+    "Observer",
+    "Observers",
     "ProcessingTimeElapsedEvent",
     "ProcessingTimePolicy",
     "Recurrence",
+    "RedeliveryPolicy",
     "RetryPolicy",
     "ScheduleItem",
     "ScheduleKind",
     "SchedulerPort",
+    "SchedulerUnavailable",
     "SchedulingConfig",
     "SystemClock",
+    "TimelineEntry",
+    "UnknownFlowError",
     "parse_duration",
 ]

@@ -1,6 +1,6 @@
-"""Retry backoff: how long to wait before each retry of an action, and when each is due.
+"""Internal: retry backoff — the wait before each retry of an action, and when each is due.
 
-Pure policy (``CONTRACT.md`` §3): no clock, no I/O. The flow domain asks a
+Pure policy: no clock, no I/O. The flow domain asks a
 :class:`RetryPolicy` for the wait before retry ``n`` and schedules it through the port.
 """
 

@@ -1,4 +1,4 @@
-"""Clocks: wall time for due dates, a monotonic clock for waiting.
+"""Internal: clocks — wall time for due dates, a monotonic clock for waiting.
 
 Every component takes a clock instead of calling :func:`datetime.now`, so that tests can
 drive time by hand with :class:`ManualClock`.

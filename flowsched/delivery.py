@@ -1,4 +1,4 @@
-"""The delivery core shared by every adapter: run a handler, decide what happens next.
+"""Internal: the delivery core shared by every adapter — run a handler, decide what happens next.
 
 Adapters own storage and fencing (which form of an item is current); this module owns the
 rules: who handles a kind, redelivery backoff (3 s doubling to 30 s by default), the optional

@@ -1,4 +1,4 @@
-"""HOCON durations as :class:`~datetime.timedelta`, exactly as ``CONTRACT.md`` §2 says.
+"""Internal: HOCON durations (``2s``, ``1.5 minutes``, a bare number of ms) as ``timedelta``.
 
 pyhocon converts some duration literals while parsing and leaves others as text: ``2s``,
 ``500ms``, ``2 seconds`` arrive as ``timedelta``; ``1.5s`` and ``-2s`` as strings; ``1000`` as
@@ -11,6 +11,7 @@ import math
 import re
 from datetime import timedelta
 from fractions import Fraction
+from typing import Any
 
 from flowsched.errors import ConfigError
 
@@ -86,7 +87,32 @@ def parse_duration(value: object, key: str | None = None) -> timedelta:
         return _from_micros(Fraction(value) * 1000, key, value)
     if isinstance(value, str):
         return _parse_text(value, key)
+    if _is_relativedelta(value):
+        return parse_duration(_fixed_length(value, key), key)
     raise _error(key, value, f"expected a duration; {_VALID}")
+
+
+def _is_relativedelta(value: object) -> bool:
+    # pyhocon returns dateutil's relativedelta instead of timedelta whenever python-dateutil
+    # is installed (as it often is); dateutil is not a dependency, so it is recognised by name.
+    kind = type(value)
+    return kind.__name__ == "relativedelta" and kind.__module__.startswith("dateutil")
+
+
+def _fixed_length(value: Any, key: str | None) -> timedelta:
+    if value.years or value.months:
+        raise _error(key, value, f"months and years have no fixed length; {_VALID}")
+    return _days_and_less(value)
+
+
+def _days_and_less(value: Any) -> timedelta:
+    return timedelta(
+        days=value.days,
+        hours=value.hours,
+        minutes=value.minutes,
+        seconds=value.seconds,
+        microseconds=value.microseconds,
+    )
 
 
 def _parse_text(text: str, key: str | None) -> timedelta:
@@ -155,4 +181,14 @@ def hocon_text(value: object) -> str:
         return "[" + ", ".join(hocon_text(item) for item in value) + "]"
     if isinstance(value, dict):  # a HOCON object (pyhocon's ConfigTree is a dict)
         return "{...}"
+    if _is_relativedelta(value):
+        return _relativedelta_text(value)
     return str(value)
+
+
+def _relativedelta_text(value: Any) -> str:
+    calendar = [f"{n}{unit}" for n, unit in ((value.years, "y"), (value.months, "mo")) if n]
+    fixed = _days_and_less(value)
+    if calendar:
+        return " ".join(calendar + ([format_duration(fixed)] if fixed else []))
+    return format_duration(fixed)

@@ -1,4 +1,4 @@
-"""Configuration errors: one exception that carries every problem found.
+"""Internal: configuration errors — one exception that carries every problem found.
 
 Kept outside :mod:`flowsched.config` so that :mod:`flowsched.durations` and
 :mod:`flowsched.backoff` (which the config package imports) can raise it without an import

@@ -1,4 +1,4 @@
-"""The scheduler port: what the flow domain needs of any scheduler, and nothing more.
+"""Internal: the scheduler port (``SchedulerPort``, ``ScheduleItem``) every adapter implements.
 
 Adapters (``InMemoryScheduler``, ``MongoScheduler``) implement :class:`SchedulerPort`; the flow
 domain and user code talk only to this interface.

@@ -1,4 +1,4 @@
-"""Recurring schedules: when the slots of an ``every(...)`` or cron schedule fall.
+"""Internal: recurring schedules — when the slots of an ``every(...)`` or cron schedule fall.
 
 Pure: no I/O, no clock of its own. Next fire times come from APScheduler's trigger classes,
 which already handle time zones and daylight-saving changes.

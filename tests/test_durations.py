@@ -74,7 +74,7 @@ def test_the_same_literal_read_by_pyhocon_gives_the_same_answer(
 
 def test_pyhocon_itself_truncates_nanoseconds_but_the_loader_keeps_the_literal() -> None:
     # The quirk being worked around: pyhocon turns 5ns into no time at all.
-    assert ConfigFactory.parse_string("x = 5ns")["x"] == timedelta(0)
+    assert parse_duration(ConfigFactory.parse_string("x = 5ns")["x"]) == timedelta(0)
     assert parse_hocon("x = 5ns")["x"] == "5ns"
     assert parse_hocon("x = [10s, 1500 ns]")["x"][1] == "1500 ns"
 
@@ -82,7 +82,7 @@ def test_pyhocon_itself_truncates_nanoseconds_but_the_loader_keeps_the_literal()
 def test_nanosecond_literals_inside_strings_and_comments_are_left_alone() -> None:
     tree = parse_hocon('a = "x 5ns" # 7ns\nb = 2s // 9ns\nc = 0.5ns\nd.5ns = 1')
     assert tree["a"] == "x 5ns"
-    assert tree["b"] == 2 * S
+    assert parse_duration(tree["b"]) == 2 * S
     assert tree["c"] == "0.5ns"
     assert tree["d"]["5ns"] == 1
 
@@ -106,7 +106,8 @@ def test_numbers_are_milliseconds_and_timedeltas_pass_through(
 def test_pyhocon_values_of_every_kind_agree_with_the_text() -> None:
     tree = parse_hocon("a = 1000\nb = 1.5\nc = 2s\nd = 1.5s\ne = -2s\nf = 1e3")
     assert isinstance(tree["a"], int) and isinstance(tree["b"], float)
-    assert isinstance(tree["c"], timedelta) and isinstance(tree["d"], str)
+    # c is a timedelta, or a relativedelta where python-dateutil is installed
+    assert not isinstance(tree["c"], str) and isinstance(tree["d"], str)
     assert parse_duration(tree["a"]) == parse_duration("1000") == S
     assert parse_duration(tree["b"]) == parse_duration("1.5") == timedelta(microseconds=1500)
     assert parse_duration(tree["c"]) == parse_duration("2s")

@@ -1,4 +1,4 @@
-"""Each type is resolved on its own over the eight precedence levels of CONTRACT §3.
+"""Each type is resolved on its own over the eight precedence levels.
 
 1. Flow1.State1.Action1   2. Any.State1.Action1   3. Flow1.Any.Action1   4. Any.Any.Action1
 5. Flow1.State1.Any       6. Any.State1.Any       7. Flow1.Any.Any       8. Any.Any.Any

@@ -1,4 +1,4 @@
-"""Shared output helpers: a console that does not wrap tables in pipes, and error exits."""
+"""Internal: CLI output helpers — a console that does not wrap tables, and error exits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``flowsched backoff``: preview a retry schedule, from options or from a configuration."""
+"""Internal: ``flowsched backoff`` — preview a retry schedule, from options or a config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``flowsched explain`` and ``flowsched check``."""
+"""Internal: ``flowsched explain`` and ``flowsched check``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which MongoDB collection an operator's command works on, and how to reach it safely.
+"""Internal: which MongoDB collection a ``flowsched timers`` verb works on, and how to reach it.
 
 Every ``flowsched timers`` verb takes the same connection options (:data:`UriOption` ...).
 The URI's password is never printed: :func:`redact` masks it in everything shown (headers,

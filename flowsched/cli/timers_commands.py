@@ -1,4 +1,4 @@
-"""``flowsched timers ...``: see and act on the live timers of a MongoScheduler collection.
+"""Internal: ``flowsched timers ...`` — see and act on the live timers of a MongoDB collection.
 
 Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``cancel``
 and ``requeue`` go through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's

@@ -1,4 +1,4 @@
-"""Paging for ``flowsched timers list`` and ``dead-letters``: by page number or after an id.
+"""Internal: paging for ``flowsched timers list`` and ``dead-letters`` (page number or after id).
 
 ``--page N`` is simple; ``--after ID`` (keyset paging) stays exact while timers fire and
 vanish between two calls. Either way the footer says where the page is and how to go on.

@@ -1,4 +1,4 @@
-"""How ``flowsched timers`` shows documents: table rows, JSON objects, page footers, stats.
+"""Internal: how ``flowsched timers`` shows documents — tables, JSON, page footers, stats.
 
 Pure functions of the documents read and of ``now``: no I/O here. Times are UTC ISO 8601
 with milliseconds (BSON precision) and a ``Z``. A malformed document is shown with the reason

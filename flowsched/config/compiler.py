@@ -1,4 +1,4 @@
-"""Turn a parsed HOCON tree into indexed, validated keys and the list of problems found.
+"""Internal: turns a parsed HOCON tree into indexed, validated keys and the problems found.
 
 Everything is checked at once, so one :class:`~flowsched.errors.ConfigError` can list every
 problem in the file instead of the first.

@@ -1,4 +1,4 @@
-"""Why an action got the policy it got: for each type, the winning key and the shadowed ones."""
+"""Internal: why an action got its policy — per type, the winning key and the shadowed ones."""
 
 from __future__ import annotations
 

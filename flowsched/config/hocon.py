@@ -1,4 +1,4 @@
-"""Reading HOCON with pyhocon, keeping what pyhocon would lose, and flattening it to keys.
+"""Internal: reads HOCON with pyhocon, keeps what pyhocon would lose, flattens it to keys.
 
 pyhocon converts duration literals while it parses and truncates nanoseconds on the way
 (``5ns`` becomes ``timedelta(0)``, ``1500ns`` one microsecond). :func:`parse_hocon` quotes

@@ -1,6 +1,6 @@
-"""Which keys of a configuration are ours, and what each one configures.
+"""Internal: which configuration keys are flowsched's, and what each one configures.
 
-Two shapes are ours (``CONTRACT.md`` §3):
+Two shapes are ours:
 
 * action keys ``<Flow>.<State>.<Action>.<type>``, at the root or under ``ipf.flow.``;
 * processing-time keys ``ipf.flow.<flow>.processing-time.<source>.<destination>.<type>``.

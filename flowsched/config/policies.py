@@ -1,4 +1,4 @@
-"""The validated values a configuration resolves to: what the flow domain acts on."""
+"""Internal: the validated values a configuration resolves to (what the flow domain acts on)."""
 
 from __future__ import annotations
 

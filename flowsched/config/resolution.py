@@ -1,4 +1,4 @@
-"""Per-type resolution of action keys over the eight precedence levels.
+"""Internal: per-type resolution of action keys over the eight precedence levels.
 
 For flow ``F``, state ``S``, action ``A`` the candidates, most specific first, are::
 
@@ -36,7 +36,7 @@ DEFAULTS: Final[dict[ActionType, object]] = {
     ActionType.JITTER_ENABLED: True,
     ActionType.JITTER_FACTOR: 0.2,
 }
-"""The value of each type when no key sets it (``CONTRACT.md`` §3)."""
+"""The value of each type when no key sets it."""
 
 
 @dataclass(frozen=True, slots=True)

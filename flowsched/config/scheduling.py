@@ -1,4 +1,4 @@
-"""``SchedulingConfig``: the scheduling settings of an ``application.conf``, ready to look up."""
+"""Internal: ``SchedulingConfig``, the scheduling settings of an ``application.conf``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ _FIELDS = {
 
 
 class SchedulingConfig:
-    """Action timeouts, retries and processing times, resolved as ``CONTRACT.md`` §3 says.
+    """Action timeouts, retries and processing times, resolved by per-type precedence.
 
     Build it with :meth:`from_file`, :meth:`from_string` or :meth:`from_tree`. Loading
     validates everything and raises one :class:`ConfigError` listing every problem (wrong

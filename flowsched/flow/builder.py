@@ -1,4 +1,4 @@
-"""``FlowDomain.builder()``: wire configuration, a scheduler adapter and flows together.
+"""Internal: ``FlowDomain.builder()`` — wires configuration, a scheduler adapter and flows.
 
 ::
 

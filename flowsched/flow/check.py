@@ -1,4 +1,4 @@
-"""The build-time check: configuration keys must name flows, states and actions that exist.
+"""Internal: the build-time check that configuration keys name existing flows, states, actions.
 
 A typo in ``application.conf`` (``CheckingFruad``) would otherwise be a key that silently
 never applies. Each problem names the key, the part that matches nothing, the closest names

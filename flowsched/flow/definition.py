@@ -1,4 +1,4 @@
-"""Flow definitions: states, the actions they invoke, responses and transitions.
+"""Internal: flow definitions — states, the actions they invoke, responses and transitions.
 
 A flow is declared with :class:`Flow` and frozen into a :class:`FlowDefinition` by
 :meth:`Flow.build`, which checks that it is consistent::

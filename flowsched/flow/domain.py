@@ -1,4 +1,4 @@
-"""The flow domain: runs flow instances, with time handled through a scheduler port.
+"""Internal: ``FlowDomain``, which runs flow instances and handles their time through the port.
 
 Build one with :meth:`FlowDomain.builder`. The domain talks to the scheduler only through
 :class:`~flowsched.port.SchedulerPort`: it subscribes to ``ACTION_TIMEOUT``,

@@ -1,4 +1,4 @@
-"""The events time produces, and the request an action adapter receives.
+"""Internal: the events time produces, and the request an action adapter receives.
 
 Flows react to :class:`ActionTimeoutEvent` and :class:`ProcessingTimeElapsedEvent` exactly as
 to their own events: declare a transition on the event type in a state

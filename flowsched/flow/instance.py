@@ -1,4 +1,4 @@
-"""One running flow: where it is, since when, its offsets and the timers it is waiting on.
+"""Internal: one running flow — its state, since when, its offsets and the timers it waits on.
 
 A :class:`FlowInstance` is an immutable value; every change makes a new one. Stores keep it as
 a JSON document (:meth:`FlowInstance.to_document`); datetimes are ISO-8601 strings so that

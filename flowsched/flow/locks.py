@@ -1,4 +1,4 @@
-"""One lock per flow instance, created on demand and dropped when nobody holds or waits."""
+"""Internal: one lock per flow instance, created on demand, dropped when nobody holds or waits."""
 
 from __future__ import annotations
 

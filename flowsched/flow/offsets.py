@@ -1,4 +1,4 @@
-"""Offsets: named points in time a processing-time deadline can count from.
+"""Internal: offsets, the named points in time a processing-time deadline can count from.
 
 System offsets are recorded by the domain: entering a state records its entry time under the
 state's name. Custom offsets come with a flow's input (``domain.start(..., offsets=...)``),

@@ -1,10 +1,10 @@
-"""The decisions: what starting a flow, an event or a fired timer does to an instance.
+"""Internal: the flow domain's decision logic — what a start, an event or a fired timer changes.
 
 Pure apart from the random source used for jitter: no I/O, no clock (``now`` is passed in),
 no locking. Each method returns a :class:`~flowsched.flow.step.Step` the domain applies; the
 :class:`~flowsched.flow.timekeeper.Timekeeper` works out the timers' due times.
 
-Rules kept here and there (CONTRACT §3 and §5):
+The rules, kept here and in the timekeeper:
 
 * Invoking an action schedules its timeout (first invocation + ``timeout-duration``) and its
   first retry; each retry re-invokes the action and schedules the next, due at the previous

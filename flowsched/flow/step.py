@@ -1,4 +1,4 @@
-"""A :class:`Step`: everything one decision about one instance changes.
+"""Internal: a :class:`Step`, everything one decision about one instance changes.
 
 The planner fills a step; the domain applies it in a fixed order: schedule the new timers
 (idempotent: ids are deterministic), store the instance (fenced by its version), cancel the

@@ -1,4 +1,4 @@
-"""Where flow instances live between events: the store port and an in-process store.
+"""Internal: where flow instances live between events — the store port and an in-process store.
 
 Every store versions instances optimistically: :meth:`FlowStore.update` succeeds only if the
 stored version is still the one the caller loaded, so two timers firing at once for one

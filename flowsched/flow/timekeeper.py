@@ -1,4 +1,4 @@
-"""Time from the configuration: which timers an invocation or a state entry schedules.
+"""Internal: due times of a flow's timers (action timeouts, retries, deadlines) from the config.
 
 The :class:`~flowsched.flow.planner.Planner` decides *what happens* to an instance; the
 :class:`Timekeeper` works out *when*: an action's timeout (first invocation + duration), its

@@ -1,4 +1,4 @@
-"""What happened to flow instances, in order: for logs, demos and tests.
+"""Internal: what happened to flow instances, in order (``TimelineEntry``), for listeners.
 
 The domain reports every state entry, action invocation, timer scheduled, cancelled or
 fired, and every event it ignored, as a :class:`TimelineEntry` to the listeners given with

@@ -1,4 +1,4 @@
-"""Timer ids and payloads: what the domain puts in a :class:`ScheduleItem` and reads back.
+"""Internal: the ids and payloads of the flow domain's timers, built and read back.
 
 Ids are derived from the flow id, the state *and its entry number*, the action (or the
 destination) and the kind, so replaying a step schedules the same ids again and replaces

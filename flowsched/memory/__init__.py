@@ -1,4 +1,4 @@
-"""The in-memory scheduler adapter: timers in process, on a heap, fired by threads or inline.
+"""Internal: the in-memory scheduler adapter (timers in process, on a heap, fired by threads).
 
 ``store`` holds the data structure (heap + id map, fenced by record identity); ``scheduler``
 the threads, the inline manual-clock delivery and the port methods.

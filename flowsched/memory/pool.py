@@ -1,4 +1,4 @@
-"""A bounded pool of handler threads organised as leader/followers.
+"""Internal: the in-memory scheduler's handler threads, a bounded leader/followers pool.
 
 There is no separate timer thread: one idle worker at a time is the *leader*, which sleeps
 until the earliest due time, claims what is due (a bounded batch), wakes one follower to lead

@@ -1,4 +1,4 @@
-"""InMemoryScheduler: timers kept in process, fired on time, testable with a manual clock."""
+"""Internal: ``InMemoryScheduler``, timers kept in process, testable with a manual clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The in-memory timer store: a lazy-deletion heap plus an id map, fenced by generation.
+"""Internal: in-memory timer storage — a heap by due time plus an id map, fenced by generation.
 
 The id map holds the one *current* form of every scheduled id: a :class:`ScheduleItem`
 carrying its generation (and, after a failure, its moved due time). The heap holds entries
@@ -37,11 +37,11 @@ log = logging.getLogger("flowsched.memory")
 _SMALL_FLOW = 16
 
 Claim = tuple[ScheduleItem, int]
-"""``(item, attempt)``: one delivery to make; ``attempt`` counts earlier failed deliveries."""
+"""One delivery to make, ``(item, attempt)``; ``attempt`` counts earlier failed deliveries."""
 
 
 class TimerStore:
-    """Scheduled items, the heap that orders them, parked items and dead letters."""
+    """In-memory storage of timers: items by id, the due-time heap, parked items, dead letters."""
 
     __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")
 

@@ -1,4 +1,4 @@
-"""Claims, leases and fenced settlement: how several nodes share one collection safely.
+"""Internal: MongoDB claims (a node's lock on a due item), lease renewal and fenced settlement.
 
 A node takes a batch of due items in three round trips:
 
@@ -58,7 +58,7 @@ log = logging.getLogger("flowsched.mongo")
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """An item this node holds: deliver it with ``attempt`` earlier failures."""
+    """An item this node has locked for delivery: the item, earlier failures, the lock token."""
 
     item: ScheduleItem
     attempt: int

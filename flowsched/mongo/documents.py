@@ -1,4 +1,4 @@
-"""The MongoDB documents: one per scheduled item, one per dead letter, one per quarantined doc.
+"""Internal: the MongoDB documents of items, dead letters and quarantined docs, and mapping.
 
 Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver calls here).
 

@@ -1,4 +1,4 @@
-"""The local fence: a claimed item that this node cancelled or replaced is not delivered.
+"""Internal: a node-local check that skips a claimed item this node has since cancelled/replaced.
 
 A node claims a batch of items at once and runs their handlers one after another (or on a
 pool). Between the claim and a handler's start, a handler of the same batch - or any other

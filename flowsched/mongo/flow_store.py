@@ -1,4 +1,4 @@
-"""Flow instances in a MongoDB collection, so flows survive restarts with ``MongoScheduler``.
+"""Internal: ``MongoFlowStore``, flow instances in a MongoDB collection (survive restarts).
 
 One document per instance, ``_id`` = flow id, with a ``version`` field used as an optimistic
 fence: an update matches only the version that was loaded, so two hosts (or threads) deciding

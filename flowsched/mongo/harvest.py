@@ -1,4 +1,4 @@
-"""One claim turned into work: items to deliver, and settlements to write straight away.
+"""Internal: turns a batch of claimed MongoDB documents into deliveries and settlements.
 
 Shared by the background sweeper and the synchronous ``run_due``. A claimed document is
 either delivered, moved to quarantine (malformed), or - when an earlier claim of it was lost

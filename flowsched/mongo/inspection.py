@@ -1,4 +1,4 @@
-"""Read-side queries for operators: pages of timers and dead letters, and counts.
+"""Internal: read-only queries for operators — pages of timers and dead letters, counts.
 
 Used by ``flowsched timers``; the scheduler never calls them. Documents are read back with the
 scheduler's own model (:func:`~flowsched.mongo.documents.stored_item`,

@@ -1,20 +1,31 @@
-"""Stand-in for ``MongoScheduler`` when pymongo is not installed (``import flowsched`` works)."""
+"""Internal: stand-ins for the MongoDB classes when pymongo is not installed.
+
+``import flowsched`` works without the driver; building a ``MongoScheduler`` or a
+``MongoFlowStore`` then raises an ``ImportError`` that names the extra to install.
+"""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["MongoScheduler"]
+__all__ = ["MongoFlowStore", "MongoScheduler"]
 
 
 class MongoScheduler:
     """Raises ``ImportError``: the MongoDB driver is missing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _missing()
+        _missing("MongoScheduler")
 
 
-def _missing() -> NoReturn:
+class MongoFlowStore:
+    """Raises ``ImportError``: the MongoDB driver is missing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _missing("MongoFlowStore")
+
+
+def _missing(name: str) -> NoReturn:
     raise ImportError(
-        "MongoScheduler needs the MongoDB driver: pip install 'flowsched[mongo]' (pymongo>=4.6)"
+        f"{name} needs the MongoDB driver: pip install 'flowsched[mongo]' (pymongo>=4.6)"
     )

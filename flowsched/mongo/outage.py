@@ -1,4 +1,4 @@
-"""Outages: which driver errors are transient, and a bounded wait for the caller's operations.
+"""Internal: MongoDB outage handling — which driver errors are transient, bounded retries.
 
 ``schedule``/``cancel``/... retry transient errors (lost connection, no primary, server
 restarting) until ``op_timeout`` has passed, then raise :class:`SchedulerUnavailable`: the

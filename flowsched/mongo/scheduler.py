@@ -1,4 +1,4 @@
-"""``MongoScheduler``: durable timers in a MongoDB collection, shared by any number of nodes."""
+"""Internal: ``MongoScheduler``, durable timers in a MongoDB collection shared by nodes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The three collections and the single-round-trip operations the scheduler makes on them.
+"""Internal: MongoDB timer storage — the three collections and one-round-trip operations on them.
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
   indexes ``claim`` = ``(kind, ready_at)`` for the sweep and ``flow_id`` for ``cancel_flow``.
@@ -47,7 +47,7 @@ _DUPLICATE_KEY = 11000
 
 
 class TimerStore:
-    """The collections of one scheduler namespace (``collection`` and its two siblings)."""
+    """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
     def __init__(self, collection: Collection[Any]) -> None:
         self.items = collection

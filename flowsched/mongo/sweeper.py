@@ -1,4 +1,4 @@
-"""The background sweeper: one thread per node that claims, dispatches, renews and settles.
+"""Internal: the MongoDB background sweeper thread — claims, dispatches, renews, settles.
 
 Every node runs one; there is no leader. Each turn of the loop:
 

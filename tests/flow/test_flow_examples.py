@@ -1,4 +1,4 @@
-"""The examples run and tell the story the README tells (they are run as users run them)."""
+"""The examples run and tell the story the tutorial tells (they are run as users run them)."""
 
 from __future__ import annotations
 

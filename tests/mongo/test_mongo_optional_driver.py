@@ -1,4 +1,4 @@
-"""``import flowsched`` works without pymongo; building a MongoScheduler then names the extra."""
+"""``import flowsched`` works without pymongo; building a Mongo class then names the extra."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import sys
 sys.modules["pymongo"] = None  # as if the driver were not installed
 sys.modules["bson"] = None
 import flowsched
-from flowsched import MongoScheduler
+from flowsched import MongoFlowStore, MongoScheduler
+try:
+    MongoFlowStore(object())
+except ImportError as exc:
+    print(exc)
 try:
     MongoScheduler(object())
 except ImportError as exc:
@@ -23,4 +27,6 @@ def test_flowsched_imports_without_the_driver_and_says_which_extra_is_missing():
         [sys.executable, "-c", WITHOUT_PYMONGO], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert "pip install 'flowsched[mongo]'" in result.stdout
+    lines = result.stdout.splitlines()
+    assert [line.split(" ")[0] for line in lines] == ["MongoFlowStore", "MongoScheduler"]
+    assert all("pip install 'flowsched[mongo]'" in line for line in lines)

@@ -1,4 +1,4 @@
-"""The README tutorial's flow (section 1) is the one examples/credit_transfer.py builds."""
+"""The tutorial's flow (docs/tutorial.md, step 1) is the one examples/credit_transfer.py builds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shape(definition: FlowDefinition) -> dict[str, Any]:
-    """Everything but the identity of the event classes (the README declares its own)."""
+    """Everything but the identity of the event classes (the tutorial declares its own)."""
     return {
         "name": definition.name,
         "initial": definition.initial,
@@ -29,20 +29,20 @@ def _shape(definition: FlowDefinition) -> dict[str, Any]:
 
 
 def test_the_tutorial_flow_is_the_credit_transfer_example() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### 1. Define the flow") : readme.index("### 2. ")]
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    section = tutorial[tutorial.index("## 1. Define the flow") : tutorial.index("## 2. ")]
     assert "examples/credit_transfer.py" in section and "credit_transfer_flow()" in section
     snippet = re.search(r"```python\n(.*?)```", section, re.S)
     assert snippet is not None
-    namespace: dict[str, Any] = {"__name__": "readme_tutorial"}
-    exec(compile(snippet.group(1), "README.md#1", "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "docs_tutorial"}
+    exec(compile(snippet.group(1), "docs/tutorial.md#1", "exec"), namespace)
     sys.path.insert(0, str(ROOT / "examples"))
     try:
         import credit_transfer
     finally:
         sys.path.remove(str(ROOT / "examples"))
 
-    readme_flow = namespace["credit_transfer"].build()
+    tutorial_flow = namespace["credit_transfer"].build()
     example_flow = credit_transfer.credit_transfer_flow().build()
 
-    assert _shape(readme_flow) == _shape(example_flow)
+    assert _shape(tutorial_flow) == _shape(example_flow)
