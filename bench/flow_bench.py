@@ -4,9 +4,9 @@
     .venv/bin/python bench/flow_bench.py --quick  # smaller N, a smoke run
 
 The path, per instance: ``start`` (enters ``Checking``, invokes the action ``Check`` - an
-adapter that does nothing and answers later - and schedules its timeout (30 s), its first
-retry (10 s, +/-20 % jitter: the defaults) and a processing-time deadline Checking -> Complete
-(60 s)), then the completing response (the action's timers are cancelled, the flow enters the
+adapter that does nothing and answers later - and schedules its timeout (60 s), its first
+retry (20 s, +/-20 % jitter: the default) and a processing-time deadline Checking -> Complete
+(120 s)), then the completing response (the action's timers are cancelled, the flow enters the
 terminal ``Complete`` and every timer of the instance is cancelled). Nothing fires: the
 figure is what the domain costs per instance, timers included.
 
@@ -58,11 +58,11 @@ PEER = HERE / "transitions_peer.py"
 FLOW = "Bench"
 CONFIG = f"""
 {FLOW}.Checking.Check {{
-  timeout-duration = 30s
+  timeout-duration = 60s
   max-retries = 1
-  initial-retry-interval = 10s
+  initial-retry-interval = 20s
 }}
-ipf.flow.{FLOW}.processing-time.Checking.Complete.timeout-duration = 60s
+ipf.flow.{FLOW}.processing-time.Checking.Complete.timeout-duration = 120s
 """
 
 
@@ -178,8 +178,7 @@ def throughput_here(contender: str, n: int, warmup: int) -> dict[str, Any]:
 
 def memory_here(n: int) -> dict[str, Any]:
     """tracemalloc bytes per pending timer with ``n`` instances waiting, in this process."""
-    scheduler = InMemoryScheduler()
-    scheduler.start()
+    scheduler = InMemoryScheduler()  # not started: nothing fires while it is measured
     domain = domain_on(scheduler)
     domain.start(FLOW, "warm-up")  # caches filled by a first instance are not per-instance
     gc.collect()

@@ -11,9 +11,9 @@ instances; ``auto_transitions=False`` so no ``to_<state>`` trigger is bound per 
 goes New -> Checking -> Complete:
 
 * ``start``: enters ``Checking``, a ``Timeout`` state (the extension starts one
-  ``threading.Timer`` for the action timeout, 30 s); its ``on_enter`` invokes the action (a
-  no-op, as in flow_bench.py) and starts one ``threading.Timer`` for the retry (10 s, with
-  +/-20 % jitter as flowsched's default) and one for the processing-time deadline (60 s);
+  ``threading.Timer`` for the action timeout, 60 s); its ``on_enter`` invokes the action (a
+  no-op, as in flow_bench.py) and starts one ``threading.Timer`` for the retry (20 s, with
+  +/-20 % jitter as flowsched's default) and one for the processing-time deadline (120 s);
 * ``passed`` (the completing response): goes to ``Complete``; leaving ``Checking`` cancels
   the three timers; the finished model is removed from the machine.
 
@@ -34,10 +34,10 @@ from transitions import Machine
 from transitions.extensions import LockedMachine
 from transitions.extensions.states import Timeout, add_state_features
 
-ACTION_TIMEOUT_S = 30.0
-RETRY_S = 10.0
+ACTION_TIMEOUT_S = 60.0
+RETRY_S = 20.0
 JITTER = 0.2
-DEADLINE_S = 60.0
+DEADLINE_S = 120.0
 
 
 def check(instance: Instance) -> None:

@@ -117,8 +117,10 @@ class ScheduleItem:
 
     # The schedule path of every timer (bench/memory_bench.py): the constructor checks with
     # cheap type tests and builds error messages only on failure; fields are set through the
-    # slot descriptors (object.__setattr__ per field is several times slower).
-    __slots__ = ("_payload", "due", "flow_id", "generation", "id", "kind", "previous", "recurrence")
+    # slot descriptors (object.__setattr__ per field is several times slower). Six slots (80
+    # bytes): the payload, and for a recurring item its recurrence and last slot, share
+    # ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous).
+    __slots__ = ("_extra", "due", "flow_id", "generation", "id", "kind")
     __match_args__ = ("id", "kind", "due", "flow_id", "payload")
 
     id: str
@@ -126,9 +128,7 @@ class ScheduleItem:
     due: datetime
     flow_id: str | None
     generation: int
-    recurrence: Recurrence | None
-    previous: datetime | None
-    _payload: str | None
+    _extra: str | tuple[str | None, Recurrence, datetime | None] | None
 
     def __init__(
         self,
@@ -153,18 +153,35 @@ class ScheduleItem:
         _set_kind(self, kind)
         _set_due(self, due)
         _set_flow_id(self, flow_id)
-        _set_payload(self, None if payload is None else _encoded(id, payload))
         _set_generation(self, generation)
-        if recurrence is not None or previous is not None:
-            recurrence, previous = _recurring(id, recurrence, previous)
-        _set_recurrence(self, recurrence)
-        _set_previous(self, previous)
+        encoded = None if payload is None else _encoded(id, payload)
+        if recurrence is None and previous is None:
+            _set_extra(self, encoded)
+        else:
+            _set_extra(self, (encoded, *_recurring(id, recurrence, previous)))
 
     @property
     def payload(self) -> dict[str, Any] | None:
         """The payload as a new dict (decoded from the JSON the item keeps), or ``None``."""
         encoded = self._payload
         return None if encoded is None else dict(json.loads(encoded))
+
+    @property
+    def recurrence(self) -> Recurrence | None:
+        """How a recurring item repeats (``None``: a one-shot item)."""
+        extra = self._extra
+        return extra[1] if isinstance(extra, tuple) else None
+
+    @property
+    def previous(self) -> datetime | None:
+        """A recurring item's last applied slot (``None`` before its first tick)."""
+        extra = self._extra
+        return extra[2] if isinstance(extra, tuple) else None
+
+    @property
+    def _payload(self) -> str | None:
+        extra = self._extra
+        return extra[0] if isinstance(extra, tuple) else extra
 
     @property
     def key(self) -> str:
@@ -181,29 +198,35 @@ class ScheduleItem:
 
     def with_generation(self, generation: int) -> ScheduleItem:
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
-        return self._copy(self.due, self.previous, generation)
+        return self._copy(self.due, self._extra, generation)
 
     def moved(self, due: datetime, previous: datetime | None = None) -> ScheduleItem:
         """A copy due at ``due`` (and, for a recurring item, with ``previous`` as its last
         applied slot), same generation: how a scheduler moves a redelivered or ticked item."""
         if due.__class__ is not datetime or due.tzinfo is not UTC:
             due = _utc(self.id, due, "due")
-        if previous is not None and (
-            previous.__class__ is not datetime or previous.tzinfo is not UTC
-        ):
-            previous = _utc(self.id, previous, "previous")
-        return self._copy(due, previous if self.recurrence is not None else None, self.generation)
+        extra = self._extra
+        if isinstance(extra, tuple):
+            if previous is not None and (
+                previous.__class__ is not datetime or previous.tzinfo is not UTC
+            ):
+                previous = _utc(self.id, previous, "previous")
+            extra = (extra[0], extra[1], previous)
+        return self._copy(due, extra, self.generation)
 
-    def _copy(self, due: datetime, previous: datetime | None, generation: int) -> ScheduleItem:
+    def _copy(
+        self,
+        due: datetime,
+        extra: str | tuple[str | None, Recurrence, datetime | None] | None,
+        generation: int,
+    ) -> ScheduleItem:
         copy: ScheduleItem = _new_object(ScheduleItem)
         _set_id(copy, self.id)
         _set_kind(copy, self.kind)
         _set_due(copy, due)
         _set_flow_id(copy, self.flow_id)
-        _set_payload(copy, self._payload)
         _set_generation(copy, generation)
-        _set_recurrence(copy, self.recurrence)
-        _set_previous(copy, previous)
+        _set_extra(copy, extra)
         return copy
 
     def __eq__(self, other: object) -> bool:
@@ -237,68 +260,27 @@ class ScheduleItem:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self._state(),))
-
-    def _state(self) -> tuple[Any, ...]:
-        return (
-            self.id,
-            self.kind,
-            self.due,
-            self.flow_id,
-            self._payload,
-            self.generation,
-            self.recurrence,
-            self.previous,
-        )
+        state = (self.id, self.kind, self.due, self.flow_id, self.generation, self._extra)
+        return (_rebuild, (state,))
 
 
 _new_object = object.__new__
-(
-    _set_id,
-    _set_kind,
-    _set_due,
-    _set_flow_id,
-    _set_payload,
-    _set_generation,
-    _set_recurrence,
-    _set_previous,
-) = (
+_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_extra = (
     ScheduleItem.__dict__[name].__set__
-    for name in (
-        "id",
-        "kind",
-        "due",
-        "flow_id",
-        "_payload",
-        "generation",
-        "recurrence",
-        "previous",
-    )
+    for name in ("id", "kind", "due", "flow_id", "generation", "_extra")
 )
 
 
-def set_generation(item: ScheduleItem, generation: int) -> None:
-    """For schedulers: give a newly built item (generation 0) the generation it is stored
-    under, in place (see :class:`ScheduleItem`: no copy on the schedule path)."""
-    _set_generation(item, generation)
+# For schedulers: ``set_generation(item, generation)`` gives a newly built item (generation
+# 0) the generation it is stored under, in place (see ScheduleItem: no copy on the schedule
+# path). The slot's own setter: a function around it would cost a call per schedule().
+set_generation = _set_generation
 
 
 def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
     item: ScheduleItem = _new_object(ScheduleItem)
-    for set_field, value in zip(
-        (
-            _set_id,
-            _set_kind,
-            _set_due,
-            _set_flow_id,
-            _set_payload,
-            _set_generation,
-            _set_recurrence,
-            _set_previous,
-        ),
-        state,
-        strict=True,
-    ):
+    setters = (_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_extra)
+    for set_field, value in zip(setters, state, strict=True):
         set_field(item, value)
     return item
 

@@ -8,7 +8,7 @@ microseconds survive any store.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -16,9 +16,57 @@ from typing import Any
 
 from flowsched.clock import ensure_utc
 
-__all__ = ["ActionRun", "FlowInstance", "PendingDeadline", "json_object"]
+__all__ = ["ActionRun", "FlowInstance", "Offsets", "PendingDeadline", "json_object"]
 
 _NO_DATA: Mapping[str, Any] = MappingProxyType({})
+
+
+class Offsets(Mapping[str, datetime]):
+    """A read-only ``{name: time}`` map kept in one flat tuple ``(name, time, name, time,
+    ...)``: an instance has a handful of offsets, and a dict behind a read-only proxy costs
+    twice the memory (224 bytes for one offset, against 112), on every waiting instance.
+
+    >>> from datetime import UTC, datetime
+    >>> offsets = Offsets([("Accepted", datetime(2026, 1, 1, tzinfo=UTC))])
+    >>> offsets.with_time("Checking", datetime(2026, 1, 2, tzinfo=UTC))["Checking"].day
+    2
+    """
+
+    __slots__ = ("_flat",)
+
+    def __init__(self, items: Iterable[tuple[str, datetime]] = ()) -> None:
+        self._flat: tuple[str | datetime, ...] = tuple(x for pair in items for x in pair)
+
+    def with_time(self, name: str, when: datetime) -> Offsets:
+        """A copy with ``name`` at ``when`` (in place if present, else added last)."""
+        flat = self._flat
+        for i in range(0, len(flat), 2):
+            if flat[i] == name:
+                changed = (*flat[: i + 1], when, *flat[i + 2 :])
+                break
+        else:
+            changed = (*flat, name, when)
+        copy: Offsets = object.__new__(Offsets)
+        copy._flat = changed
+        return copy
+
+    def __getitem__(self, name: str) -> datetime:
+        flat = self._flat
+        for i in range(0, len(flat), 2):
+            if flat[i] == name:
+                when = flat[i + 1]
+                assert isinstance(when, datetime)
+                return when
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._flat[::2])  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self._flat) // 2
+
+    def __repr__(self) -> str:
+        return f"Offsets({dict(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +120,7 @@ class FlowInstance:
     version: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
+        object.__setattr__(self, "offsets", Offsets(self.offsets.items()))
         # Most instances carry no data: they share one empty read-only mapping.
         object.__setattr__(
             self, "data", MappingProxyType(dict(self.data)) if self.data else _NO_DATA

@@ -24,13 +24,12 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 from flowsched.config import SchedulingConfig
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
-from flowsched.flow.instance import FlowInstance, json_object
+from flowsched.flow.instance import FlowInstance, Offsets, json_object
 from flowsched.flow.offsets import custom_offsets
 from flowsched.flow.step import Step
 from flowsched.flow.timekeeper import Timekeeper, processing_key
@@ -236,8 +235,8 @@ class Planner:
             self._leave(step)
         now = step.now
         before = step.instance
-        offsets = dict(before.offsets)
-        offsets[target] = now  # the latest entry: re-entering a state moves its offset
+        # The latest entry: re-entering a state moves its offset.
+        offsets = _offsets(before.offsets).with_time(target, now)
         reached = [d for d in before.deadlines if d.destination == target]
         for pending in reached:
             step.cancel(pending.item_id)
@@ -252,7 +251,7 @@ class Planner:
                 state=target,
                 entry=before.entry + 1,
                 entered_at=now,
-                offsets=MappingProxyType(offsets),
+                offsets=offsets,
                 actions=(),
                 deadlines=()
                 if spec.terminal or not before.deadlines
@@ -321,3 +320,7 @@ class Planner:
         if run is None or not run.waiting:
             return f"{timer.action} already answered or timed out"
         return None
+
+
+def _offsets(offsets: Mapping[str, datetime]) -> Offsets:
+    return offsets if isinstance(offsets, Offsets) else Offsets(offsets.items())
