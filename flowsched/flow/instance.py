@@ -132,8 +132,11 @@ class FlowInstance:
 
     def with_run(self, run: ActionRun) -> FlowInstance:
         """A copy with ``run`` replacing the run of the same action."""
-        runs = tuple(run if r.action == run.action else r for r in self.actions)
-        return self.evolve(actions=runs)
+        return self.evolve(actions=self.runs_with(run))
+
+    def runs_with(self, run: ActionRun) -> tuple[ActionRun, ...]:
+        """The actions with ``run`` replacing the run of the same action."""
+        return tuple(run if r.action == run.action else r for r in self.actions)
 
     def evolve(self, **changes: Any) -> FlowInstance:
         """A copy with ``changes`` (field names), not validated again: for the domain, whose
@@ -189,6 +192,7 @@ class FlowInstance:
 
 
 _new_object = object.__new__
+_SETTERS = {name: FlowInstance.__dict__[name].__set__ for name in FlowInstance.__dataclass_fields__}
 (
     _set_flow_id,
     _set_flow,
@@ -202,7 +206,7 @@ _new_object = object.__new__
     _set_finished,
     _set_version,
 ) = (
-    FlowInstance.__dict__[name].__set__
+    _SETTERS[name]
     for name in (
         "flow_id",
         "flow",
@@ -282,3 +286,10 @@ def _deadline(doc: Mapping[str, Any]) -> PendingDeadline:
         due=_time(doc["due"]),
         entry=int(doc["entry"]),
     )
+
+
+def change_in_place(instance: FlowInstance, changes: Mapping[str, Any]) -> None:
+    """Set fields of an instance nobody else holds yet (a step's private working copy, see
+    :meth:`~flowsched.flow.step.Step.change`): one copy per decision, not one per field."""
+    for name, value in changes.items():
+        _SETTERS[name](instance, value)

@@ -79,7 +79,7 @@ class Planner:
             offsets=custom,
             data=json_object(data, f"data of flow instance {flow_id!r}"),
         )
-        step = Step(now, base, changed=True)
+        step = Step(now, base, changed=True, draft=True)  # base: built here, held by no one
         names = ", ".join(f"{k}={v.isoformat()}" for k, v in custom.items())
         step.note(Happened.STARTED, f"offsets: {names}" if names else "no custom offsets")
         self._enter(definition, step, definition.initial)
@@ -111,7 +111,7 @@ class Planner:
         if stale or run is None:
             step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
             return step
-        step.update(instance.with_run(replace(run, timed_out=True)))
+        step.change(actions=instance.runs_with(replace(run, timed_out=True)))
         step.cancel(
             action_timer_id(instance.flow_id, timer.state, timer.entry, timer.action, _RETRY)
         )
@@ -165,7 +165,7 @@ class Planner:
             step.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
             return step
         if run is not None:
-            step.update(instance.with_run(replace(run, attempts=timer.attempt)))
+            step.change(actions=instance.runs_with(replace(run, attempts=timer.attempt)))
         policy = self._time.config.action(instance.flow, timer.state, timer.action)
         step.note(
             Happened.FIRED,
@@ -199,7 +199,7 @@ class Planner:
             step.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
             return step
         rest = tuple(d for d in instance.deadlines if d is not pending)
-        step.update(instance.evolve(deadlines=rest))
+        step.change(deadlines=rest)
         event = ProcessingTimeElapsedEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -245,21 +245,20 @@ class Planner:
                 f"processing-time deadline {pending.source}->{target}: destination reached",
             )
         spec = definition.state(target)
-        # One copy for the whole entry (a terminal state also finishes the instance).
-        step.update(
-            before.evolve(
-                state=target,
-                entry=before.entry + 1,
-                entered_at=now,
-                offsets=offsets,
-                actions=(),
-                deadlines=()
-                if spec.terminal or not before.deadlines
-                else tuple(d for d in before.deadlines if d not in reached),
-                finished=spec.terminal,
-            )
-        )
         came_from = f" from {before.state}" if before.state else ""
+        # One change for the whole entry (a terminal state also finishes the instance); the
+        # step's working copy may be changed in place: read nothing of ``before`` after it.
+        step.change(
+            state=target,
+            entry=before.entry + 1,
+            entered_at=now,
+            offsets=offsets,
+            actions=(),
+            deadlines=()
+            if spec.terminal or not before.deadlines
+            else tuple(d for d in before.deadlines if d not in reached),
+            finished=spec.terminal,
+        )
         step.note(Happened.ENTERED, f"{target}{came_from}")
         if spec.terminal:
             step.cancel_flow = True
@@ -298,7 +297,7 @@ class Planner:
         if not response.completing:
             step.note(Happened.RESPONDED, f"{name} to {run.action} (not completing)")
             return
-        step.update(instance.with_run(replace(run, completed=True)))
+        step.change(actions=instance.runs_with(replace(run, completed=True)))
         for kind in (_TIMEOUT, _RETRY):
             step.cancel(
                 action_timer_id(instance.flow_id, instance.state, instance.entry, run.action, kind)

@@ -48,9 +48,7 @@ class Timekeeper:
         instance = step.instance
         policy = self.config.action(instance.flow, instance.state, action)
         deadline = policy.deadline(step.now)  # None: no timeout, or one past the year 9999
-        step.update(
-            instance.evolve(actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
-        )
+        step.change(actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
         timer = ActionTimer(instance.flow, instance.state, action, instance.entry, 2, deadline)
         if deadline is not None:
             self._add(
@@ -133,7 +131,7 @@ class Timekeeper:
             for old in earlier:
                 step.cancel(old.item_id)
             kept = tuple(d for d in step.instance.deadlines if d not in earlier)
-            step.update(step.instance.evolve(deadlines=(*kept, pending)))
+            step.change(deadlines=(*kept, pending))
             offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
             self._add(step, item, f"processing time {source}->{destination} from {offset}", key)
 
