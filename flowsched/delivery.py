@@ -1,10 +1,17 @@
 """Internal: the delivery core shared by every adapter — run a handler, decide what happens next.
 
 Adapters own storage and fencing (which form of an item is current); this module owns the
-rules: who handles a kind, redelivery backoff (3 s doubling to 30 s by default), the optional
-maximum of attempts and the dead letter, logging and observation. An adapter calls
+rules: who handles an item (routing), redelivery backoff (3 s doubling to 30 s by default),
+the optional maximum of attempts and the dead letter, logging and observation. An adapter calls
 :meth:`DeliveryCore.deliver` for one claimed item and applies the :data:`Outcome` it returns
 under its own fence (id + generation).
+
+Routing, written once here: an item's :attr:`~flowsched.port.ScheduleItem.route` is its
+handler name (``"h:<name>"``, from :meth:`DeliveryCore.register`) or, without one, its kind
+(``"k:<KIND>"``, from :meth:`DeliveryCore.subscribe`). :meth:`DeliveryCore.routes` is what this
+scheduler can run; an adapter only takes (claims, pops) items whose route is in it, so an item
+nobody here can run stays scheduled for a scheduler that can - it is never delivered to the
+wrong handler, and never completed unrun.
 
 Recurring items are ticked here too, the same way for every adapter: :meth:`DeliveryCore.tick`
 picks the slot a claimed item runs for (the latest one due; missed slots are not replayed),
@@ -22,7 +29,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
-from flowsched.port import DeadLetter, Handler, ScheduleItem, ScheduleKind
+from flowsched.port import (
+    DeadLetter,
+    FailedHandler,
+    Handler,
+    ScheduleItem,
+    ScheduleKind,
+    check_handler_name,
+    kind_route,
+    name_route,
+)
 
 __all__ = [
     "Completed",
@@ -162,19 +178,62 @@ class DeliveryCore:
         kind = type(self.observer)
         self._observe_fired = kind.fired is not Observer.fired
         self._observe_completed = kind.completed is not Observer.completed
-        self._handlers: dict[ScheduleKind, Handler] = {}
+        # Route -> handler, and the routes as a set: replaced (never changed) under the
+        # lock, so readers on other threads need no lock.
+        self._handlers: dict[str, Handler] = {}
+        self._on_failed: dict[str, FailedHandler] = {}
+        self._routes: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
-    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> str:
+        """Handle items of ``kind`` without a handler name; return their route.
+
+        ``ValueError`` if the kind already has a handler (nothing is replaced)."""
+        try:
+            kind = ScheduleKind(kind)
+        except ValueError:
+            valid = ", ".join(k.value for k in ScheduleKind)
+            raise ValueError(f"subscribe: unknown kind {kind!r} (valid: {valid})") from None
+        _check_callable(handler, f"subscribe({kind.value})")
+        route = kind_route(kind)
         with self._lock:
-            self._handlers = {**self._handlers, ScheduleKind(kind): handler}
+            if route in self._handlers:
+                raise ValueError(
+                    f"kind {kind.value} already has a handler on this scheduler; one handler "
+                    "per kind (address items to named handlers with register(name, handler) "
+                    "and ScheduleItem(..., handler=name))"
+                )
+            self._add(route, handler, None)
+        return route
 
-    def handles(self, kind: ScheduleKind) -> bool:
-        return kind in self._handlers
+    def register(self, name: str, handler: Handler, on_failed: FailedHandler | None = None) -> str:
+        """Handle items addressed to ``name``; return their route.
 
-    def kinds(self) -> frozenset[ScheduleKind]:
-        """Kinds that have a handler (an adapter claims only these)."""
-        return frozenset(self._handlers)
+        ``ValueError`` if the name is invalid or already registered."""
+        check_handler_name(name)
+        _check_callable(handler, f"register({name!r})")
+        if on_failed is not None:
+            _check_callable(on_failed, f"register({name!r}) on_failed")
+        route = name_route(name)
+        with self._lock:
+            if route in self._handlers:
+                raise ValueError(f"handler {name!r} is already registered on this scheduler")
+            self._add(route, handler, on_failed)
+        return route
+
+    def _add(self, route: str, handler: Handler, on_failed: FailedHandler | None) -> None:
+        self._handlers = {**self._handlers, route: handler}
+        if on_failed is not None:
+            self._on_failed = {**self._on_failed, route: on_failed}
+        self._routes = frozenset(self._handlers)
+
+    def handles(self, item: ScheduleItem) -> bool:
+        """Whether this scheduler can run ``item`` (its route has a handler here)."""
+        return item.route in self._handlers
+
+    def routes(self) -> frozenset[str]:
+        """Routes that have a handler here: an adapter takes only items of these routes."""
+        return self._routes
 
     def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot:
         """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
@@ -199,7 +258,10 @@ class DeliveryCore:
         dead-lettered), so a handler can neither lose its item nor stop a worker. Observer
         errors are logged and change nothing. For a recurring item, ``item`` is the form
         :meth:`tick` gave (``due`` = the slot)."""
-        handler = self._handlers[item.kind]
+        handler = self._handlers.get(item.route)
+        if handler is None:
+            # Adapters take only items of routes() (which only grows): a bug if reached.
+            raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
         try:
@@ -218,8 +280,9 @@ class DeliveryCore:
         return _COMPLETED
 
     @staticmethod
-    def _notify(call: Callable[..., None], *args: object) -> None:
-        """Call an observer hook; a failing observer is logged, never a failed delivery."""
+    def _notify(call: Callable[..., object], *args: object) -> None:
+        """Call an observer hook or an ``on_failed``; a failing one is logged, never a failed
+        delivery."""
         try:
             call(*args)
         except Exception:
@@ -257,6 +320,9 @@ class DeliveryCore:
                 extra={"item_id": item.id, "kind": item.kind.value},
             )
             self._notify(self.observer.dead_lettered, dead)
+            on_failed = self._on_failed.get(item.route)
+            if on_failed is not None:
+                self._notify(on_failed, dead)
             return DeadLettered(dead)
         due = self.clock.now() + self.redelivery.delay(failures)
         log.warning(
@@ -269,3 +335,8 @@ class DeliveryCore:
             extra={"item_id": item.id, "kind": item.kind.value},
         )
         return Redeliver(due, failures, error)
+
+
+def _check_callable(value: object, what: str) -> None:
+    if not callable(value):
+        raise TypeError(f"{what}: expected a callable, got {value!r}")

@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
@@ -34,15 +34,20 @@ from flowsched.clock import ensure_utc
 from flowsched.recurrence import Recurrence
 
 __all__ = [
+    "MAX_HANDLER_NAME",
     "MAX_PAYLOAD_BYTES",
     "DeadLetter",
+    "FailedHandler",
     "Handler",
     "Recurrence",
     "ScheduleItem",
     "ScheduleKind",
     "SchedulerPort",
     "SchedulerUnavailable",
+    "check_handler_name",
     "encode_payload",
+    "kind_route",
+    "name_route",
 ]
 
 MAX_PAYLOAD_BYTES = 1024
@@ -56,6 +61,47 @@ class ScheduleKind(StrEnum):
     ACTION_RETRY = "ACTION_RETRY"
     PROCESSING_TIMEOUT = "PROCESSING_TIMEOUT"
     TIMER = "TIMER"
+
+
+MAX_HANDLER_NAME = 200
+"""Longest handler name, in characters."""
+
+
+def check_handler_name(name: object) -> str:
+    """``name`` if it is a valid handler name (a wire name: a non-empty string of at most
+    :data:`MAX_HANDLER_NAME` characters without control characters); else ``ValueError``
+    naming it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"handler name must be a non-empty string (got {name!r})")
+    if len(name) > MAX_HANDLER_NAME:
+        raise ValueError(
+            f"handler name {name[:40]!r}... is {len(name)} characters; the limit is "
+            f"{MAX_HANDLER_NAME}"
+        )
+    if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in name):
+        raise ValueError(f"handler name {name!r} contains a control character")
+    return name
+
+
+_KIND_ROUTES: dict[str, str] = {kind: f"k:{kind.value}" for kind in ScheduleKind}
+
+
+def kind_route(kind: ScheduleKind) -> str:
+    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"``.
+
+    >>> kind_route(ScheduleKind.TIMER)
+    'k:TIMER'
+    """
+    return _KIND_ROUTES[kind]
+
+
+def name_route(name: str) -> str:
+    """The route of items addressed to handler ``name``: ``"h:<name>"``.
+
+    >>> name_route("send-reminder")
+    'h:send-reminder'
+    """
+    return f"h:{name}"
 
 
 class SchedulerUnavailable(RuntimeError):
@@ -98,6 +144,10 @@ class ScheduleItem:
     (``"<id>#<generation>"``) is stable across redeliveries of one schedule and is a good
     idempotency key for a handler's side effects.
 
+    ``handler`` addresses the item to a named handler (see :meth:`SchedulerPort.register`);
+    ``None`` routes it by ``kind`` (see :meth:`SchedulerPort.subscribe`). :attr:`route` is
+    the one key both adapters route on.
+
     A *recurring* item has a ``recurrence`` with its ``start`` set (use
     :meth:`SchedulerPort.schedule_recurring`, which anchors it at the scheduler's now). Stored,
     its ``due`` is when its next slot is looked for and ``previous`` the last slot applied
@@ -117,10 +167,10 @@ class ScheduleItem:
 
     # The schedule path of every timer (bench/memory_bench.py): the constructor checks with
     # cheap type tests and builds error messages only on failure; fields are set through the
-    # slot descriptors (object.__setattr__ per field is several times slower). Six slots (80
-    # bytes): the payload, and for a recurring item its recurrence and last slot, share
+    # slot descriptors (object.__setattr__ per field is several times slower). Seven slots
+    # (96 bytes): the payload, and for a recurring item its recurrence and last slot, share
     # ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous).
-    __slots__ = ("_extra", "due", "flow_id", "generation", "id", "kind")
+    __slots__ = ("_extra", "due", "flow_id", "generation", "handler", "id", "kind")
     __match_args__ = ("id", "kind", "due", "flow_id", "payload")
 
     id: str
@@ -128,6 +178,7 @@ class ScheduleItem:
     due: datetime
     flow_id: str | None
     generation: int
+    handler: str | None
     _extra: str | tuple[str | None, Recurrence, datetime | None] | None
 
     def __init__(
@@ -140,6 +191,7 @@ class ScheduleItem:
         generation: int = 0,
         recurrence: Recurrence | None = None,
         previous: datetime | None = None,
+        handler: str | None = None,
     ) -> None:
         if id.__class__ is not str or not id:
             _bad_id(id)
@@ -154,6 +206,9 @@ class ScheduleItem:
         _set_due(self, due)
         _set_flow_id(self, flow_id)
         _set_generation(self, generation)
+        if handler is not None:
+            handler = _handler(id, handler)
+        _set_handler(self, handler)
         encoded = None if payload is None else _encoded(id, payload)
         if recurrence is None and previous is None:
             _set_extra(self, encoded)
@@ -182,6 +237,22 @@ class ScheduleItem:
     def _payload(self) -> str | None:
         extra = self._extra
         return extra[0] if isinstance(extra, tuple) else extra
+
+    @property
+    def route(self) -> str:
+        """Who may deliver it: ``"h:<handler>"`` for a named handler, else ``"k:<KIND>"``.
+
+        >>> from datetime import UTC, datetime
+        >>> due = datetime(2026, 1, 1, tzinfo=UTC)
+        >>> ScheduleItem("t-1", ScheduleKind.TIMER, due, handler="send-reminder").route
+        'h:send-reminder'
+        >>> ScheduleItem("t-2", ScheduleKind.TIMER, due).route
+        'k:TIMER'
+        """
+        handler = self.handler
+        if handler is None:
+            return _KIND_ROUTES[self.kind]
+        return f"h:{handler}"
 
     @property
     def key(self) -> str:
@@ -226,6 +297,7 @@ class ScheduleItem:
         _set_due(copy, due)
         _set_flow_id(copy, self.flow_id)
         _set_generation(copy, generation)
+        _set_handler(copy, self.handler)
         _set_extra(copy, extra)
         return copy
 
@@ -239,6 +311,7 @@ class ScheduleItem:
             and self.due == other.due
             and self.flow_id == other.flow_id
             and self.recurrence == other.recurrence
+            and self.handler == other.handler
             and (self._payload == other._payload or self.payload == other.payload)
         )
 
@@ -250,7 +323,7 @@ class ScheduleItem:
             f"ScheduleItem(id={self.id!r}, kind={self.kind!r}, due={self.due!r}, "
             f"flow_id={self.flow_id!r}, payload={self.payload!r}, "
             f"generation={self.generation!r}, recurrence={self.recurrence!r}, "
-            f"previous={self.previous!r})"
+            f"previous={self.previous!r}, handler={self.handler!r})"
         )
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -260,14 +333,22 @@ class ScheduleItem:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = (self.id, self.kind, self.due, self.flow_id, self.generation, self._extra)
+        state = (
+            self.id,
+            self.kind,
+            self.due,
+            self.flow_id,
+            self.generation,
+            self.handler,
+            self._extra,
+        )
         return (_rebuild, (state,))
 
 
 _new_object = object.__new__
-_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_extra = (
+_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_handler, _set_extra = (
     ScheduleItem.__dict__[name].__set__
-    for name in ("id", "kind", "due", "flow_id", "generation", "_extra")
+    for name in ("id", "kind", "due", "flow_id", "generation", "handler", "_extra")
 )
 
 
@@ -279,7 +360,15 @@ set_generation = _set_generation
 
 def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
     item: ScheduleItem = _new_object(ScheduleItem)
-    setters = (_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_extra)
+    setters = (
+        _set_id,
+        _set_kind,
+        _set_due,
+        _set_flow_id,
+        _set_generation,
+        _set_handler,
+        _set_extra,
+    )
     for set_field, value in zip(setters, state, strict=True):
         set_field(item, value)
     return item
@@ -306,6 +395,15 @@ def _utc(item_id: str, value: object, what: str) -> datetime:
     if not isinstance(value, datetime):
         raise TypeError(f"ScheduleItem {item_id!r}: {what} must be a datetime (got {value!r})")
     return ensure_utc(value, f"ScheduleItem {item_id!r} {what}")
+
+
+def _handler(item_id: str, handler: object) -> str:
+    if isinstance(handler, str) and 0 < len(handler) <= MAX_HANDLER_NAME and handler.isprintable():
+        return handler  # the usual name: no control character (the full check is below)
+    try:
+        return check_handler_name(handler)
+    except ValueError as exc:
+        raise ValueError(f"ScheduleItem {item_id!r}: {exc}") from None
 
 
 def _encoded(item_id: str, payload: object) -> str:
@@ -355,6 +453,10 @@ class DeadLetter:
     dead_at: datetime
 
 
+FailedHandler = Callable[[DeadLetter], object]
+"""``on_failed(dead_letter)``: told when an item of a named handler is dead-lettered."""
+
+
 class SchedulerPort(ABC):
     """The interface both scheduler adapters implement.
 
@@ -374,6 +476,42 @@ class SchedulerPort(ABC):
         """The time on this scheduler's clock (timezone-aware UTC): due times are compared
         against it."""
 
+    def create_single_timer(
+        self,
+        timer_id: str,
+        delay: timedelta | datetime,
+        handler: str,
+        arg: Mapping[str, Any] | None = None,
+    ) -> ScheduleItem:
+        """Schedule a one-shot ``TIMER`` for the named ``handler``; return it as stored.
+
+        Due ``delay`` from now (a ``timedelta``), or at ``delay`` (a timezone-aware
+        ``datetime``). ``arg``, a JSON object of at most 1024 encoded bytes, arrives as the
+        item's ``payload``. Scheduling under an existing ``timer_id`` replaces that item;
+        ``cancel(timer_id)`` cancels it.
+
+        >>> from datetime import UTC, datetime, timedelta
+        >>> from flowsched import InMemoryScheduler, ManualClock
+        >>> clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+        >>> scheduler = InMemoryScheduler(clock=clock)
+        >>> scheduler.register("expire-order", lambda item, attempt: print(item.payload))
+        >>> _ = scheduler.create_single_timer(
+        ...     "expire-o-1", timedelta(minutes=5), "expire-order", {"order": "o-1"})
+        >>> _ = clock.advance(timedelta(minutes=5))
+        {'order': 'o-1'}
+        """
+        if isinstance(delay, timedelta):
+            due = self.now() + delay
+        elif isinstance(delay, datetime):
+            due = ensure_utc(delay, f"create_single_timer({timer_id!r}) delay")
+        else:
+            raise TypeError(
+                f"create_single_timer({timer_id!r}): delay must be a timedelta or an aware "
+                f"datetime (got {delay!r})"
+            )
+        item = ScheduleItem(timer_id, ScheduleKind.TIMER, due, payload=arg, handler=handler)
+        return self.schedule(item)
+
     def schedule_recurring(
         self,
         item_id: str,
@@ -381,12 +519,15 @@ class SchedulerPort(ABC):
         kind: ScheduleKind = ScheduleKind.TIMER,
         flow_id: str | None = None,
         payload: Mapping[str, Any] | None = None,
+        *,
+        handler: str | None = None,
     ) -> ScheduleItem:
         """Schedule a recurring item, replacing any item with that id; return it as stored.
 
         Slots are counted from the scheduler's now (unless ``recurrence`` has a ``start``):
         ``Recurrence.every(timedelta(hours=1))`` scheduled at 10:00 ticks at 11:00, 12:00, ...
-        The item is due at its first slot; replacing it restarts the slot count.
+        The item is due at its first slot; replacing it restarts the slot count. ``handler``
+        addresses it to a named handler (else it is routed by ``kind``).
 
         >>> from datetime import UTC, datetime, timedelta
         >>> from flowsched import InMemoryScheduler, ManualClock
@@ -399,7 +540,9 @@ class SchedulerPort(ABC):
         assert anchored.start is not None  # anchored() sets it
         first = anchored.next_slot(anchored.start)
         return self.schedule(
-            ScheduleItem(item_id, kind, first, flow_id, payload, recurrence=anchored)
+            ScheduleItem(
+                item_id, kind, first, flow_id, payload, recurrence=anchored, handler=handler
+            )
         )
 
     @abstractmethod
@@ -420,9 +563,22 @@ class SchedulerPort(ABC):
 
     @abstractmethod
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver due items of ``kind`` to ``handler`` (one handler per kind; the last wins).
+        """Deliver due items of ``kind`` that have no handler name to ``handler``.
 
-        Items of a kind nobody subscribed to stay scheduled until someone does."""
+        One handler per kind: ``ValueError`` if ``kind`` already has one (nothing is
+        replaced). Items of a kind nobody subscribed to stay scheduled until someone does."""
+
+    @abstractmethod
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver due items addressed to ``name`` (``ScheduleItem(..., handler=name)``) to
+        ``handler``; ``on_failed(dead_letter)`` is called when one of them is dead-lettered
+        (beside the observer; its errors are logged and change nothing).
+
+        ``ValueError`` if ``name`` is not a valid handler name or is already registered on
+        this scheduler. Items addressed to a name nobody registered stay scheduled until a
+        scheduler (this one later, or another node) registers it."""
 
     @abstractmethod
     def dead_letters(self) -> list[DeadLetter]:

@@ -18,6 +18,8 @@ MUST_HAVE_EXAMPLES = {
     "explanation/delivery.md",  # redelivery backoff and dead letters
     "guides/metrics.md",
     "guides/recurring.md",
+    "guides/several-services.md",  # several flow domains on one scheduler
+    "guides/timed-actions.md",  # named handlers, create_single_timer, on_failed
     "reference/port.md",  # virtual time with ManualClock
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -93,6 +94,10 @@ class SchedulerVersusModel(RuleBasedStateMachine):
         self.subscribe(kind)
 
     def subscribe(self, kind: ScheduleKind) -> None:
+        if kind in self.subscribed:  # one handler per kind: a second one is refused
+            with pytest.raises(ValueError, match="already has a handler"):
+                self.scheduler.subscribe(kind, self.handler)
+            return
         self.scheduler.subscribe(kind, self.handler)
         self.subscribed.add(kind)
 

@@ -84,6 +84,7 @@ class TimersCli:
         app.command("dead-letters")(self.dead_letters)
         app.command("requeue")(self.requeue)
         app.command("stats")(self.stats)
+        app.command("migrate")(self.migrate)
         return app
 
     def list_timers(
@@ -223,7 +224,8 @@ class TimersCli:
         collection: CollectionOption = "timers",
         timeout: TimeoutOption = "5s",
     ) -> None:
-        """Pending by kind, overdue (and the oldest), in flight, dead letters, quarantined."""
+        """Pending by kind, overdue (and the oldest), in flight, dead letters, quarantined;
+        pending by route (handler name or kind) with the live nodes serving each."""
         now = self._clock.now()
         with self._session(uri, db, collection, timeout) as (target, store):
             figures = collect_stats(store, now)
@@ -233,6 +235,50 @@ class TimersCli:
         typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
         for line in render.stats_lines(figures):
             typer.echo(line)
+
+    def migrate(
+        self,
+        drop_legacy_index: Annotated[
+            bool,
+            typer.Option(
+                "--drop-legacy-index",
+                help="Also drop the (kind, ready_at) claim index of versions before routing "
+                "(once no such node runs).",
+            ),
+        ] = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """Give a route to timers stored before routing, so that nodes claim them again.
+
+        Flow timers go to their flow's handler (flow:<Flow>), other timers keep being routed
+        by kind. Idempotent: a second run changes nothing."""
+        from flowsched.flow.timers import FLOW_TIMER_KINDS, flow_handler
+        from flowsched.mongo.migration import add_routes, legacy_index
+
+        with self._session(uri, db, collection, timeout) as (target, store):
+            store.ensure_indexes()  # the route index, before nodes look for routes
+            report = add_routes(
+                store,
+                [kind.value for kind in FLOW_TIMER_KINDS],
+                flow_handler,
+                drop_legacy_index=drop_legacy_index,
+            )
+            legacy = legacy_index(store)
+        typer.echo(f"{target.namespace} at {target.shown}: routed {report.total} timer(s)")
+        for route, count in sorted(report.routed.items()):
+            typer.echo(f"  {route}  {count}")
+        typer.echo(f"dead letters given their flow's handler: {report.dead_letters}")
+        typer.echo(f"left without a route: {report.left}")
+        if report.dropped_legacy_index:
+            typer.echo("dropped the legacy claim index 'claim' (kind, ready_at)")
+        elif legacy:
+            typer.echo(
+                "the legacy claim index 'claim' (kind, ready_at) is still there: drop it with "
+                "--drop-legacy-index once every node runs a version with routing"
+            )
 
     # -- helpers ------------------------------------------------------------------------------
 

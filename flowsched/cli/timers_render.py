@@ -17,7 +17,7 @@ from rich.text import Text
 
 from flowsched.cli._output import human
 from flowsched.mongo.documents import MalformedDocument, dead_letter_from_document
-from flowsched.mongo.inspection import Stats, TimerView, timer_view
+from flowsched.mongo.inspection import RouteStats, Stats, TimerView, timer_view
 from flowsched.recurrence import Recurrence
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "dead_letters_table",
     "iso",
     "plain",
+    "route_lines",
     "stats_json",
     "stats_lines",
     "timer_fields",
@@ -148,6 +149,8 @@ def timer_json(doc: Doc, now: datetime) -> dict[str, Any]:
     return {
         "id": item.id,
         "kind": item.kind.value,
+        "handler": item.handler,
+        "route": plain(doc.get("route")),
         "due": iso(item.due),
         "overdue": _overdue(view, now),
         "flow_id": item.flow_id,
@@ -178,6 +181,8 @@ def timer_fields(doc: Doc, now: datetime) -> list[tuple[str, str]]:
     rows = [
         ("id", data["id"]),
         ("kind", data["kind"]),
+        ("handler", data["handler"] or "-"),
+        ("route", data["route"] or "none (stored before routing: flowsched timers migrate)"),
         ("due", f"{data['due']} ({_relative(view.stored.item.due, now)})"),
         ("flow", data["flow_id"] or "-"),
         ("generation", str(data["generation"])),
@@ -253,6 +258,22 @@ def stats_json(stats: Stats) -> dict[str, Any]:
         "stale_claims": stats.stale_claims,
         "dead_letters": stats.dead_letters,
         "quarantined": stats.quarantined,
+        "routes": [
+            {
+                "route": r.route,
+                "handler": r.handler,
+                "kind": r.kind,
+                "pending": r.pending,
+                "oldest_due": iso(r.oldest_due) if r.oldest_due else None,
+                "served_by": list(r.served_by),
+            }
+            for r in stats.routes
+        ],
+        "unserved_routes": [r.route for r in stats.unserved],
+        "nodes": [
+            {"node": n.node_id, "routes": list(n.routes), "expires_at": plain(n.expires_at)}
+            for n in stats.nodes
+        ],
     }
 
 
@@ -282,4 +303,35 @@ def stats_lines(stats: Stats) -> list[str]:
         lines.append(f"stale claims  {stats.stale_claims}  (lease ran out: redelivered soon)")
     lines.append(f"dead letters  {stats.dead_letters}")
     lines.append(f"quarantined   {stats.quarantined}")
+    return lines + route_lines(stats)
+
+
+def _route_name(route: RouteStats) -> str:
+    if route.handler is not None:
+        return f"handler {route.handler}"
+    if route.kind is not None:
+        return f"kind {route.kind}"
+    return "no route" if route.route is None else str(route.route)
+
+
+def route_lines(stats: Stats) -> list[str]:
+    """Pending items by route (handler name or kind), which live nodes serve each, and
+    the live nodes."""
+    if not stats.routes:
+        lines = []
+    else:
+        width = max(len(_route_name(r)) for r in stats.routes)
+        lines = ["by route      (pending, oldest due, live nodes serving it)"]
+        for r in stats.routes:
+            if r.route is None:
+                served = "NONE: stored before routing, run `flowsched timers migrate`"
+            else:
+                served = ", ".join(r.served_by) or "NONE: no live node serves it"
+            oldest = iso(r.oldest_due)
+            lines.append(f"  {_route_name(r):<{width}}  {r.pending:>6}  {oldest}  {served}")
+    names = ", ".join(node.node_id for node in stats.nodes)
+    lines.append(f"live nodes    {len(stats.nodes)}" + (f"  ({names})" if names else ""))
+    unserved = len(stats.unserved)
+    if unserved:
+        lines.append(f"unserved      {unserved} route(s) with pending items and no live node")
     return lines

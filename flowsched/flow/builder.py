@@ -75,8 +75,9 @@ class FlowDomainBuilder:
 
     def with_scheduler_adapter(self, scheduler: SchedulerPort) -> Self:
         """The scheduler every timer goes through (``InMemoryScheduler``,
-        ``MongoScheduler``, or your own ``SchedulerPort``). Required. The domain subscribes
-        its handlers on it; starting and closing it stays with you."""
+        ``MongoScheduler``, or your own ``SchedulerPort``). Required. The domain registers
+        one handler per flow on it (``flow:<FlowName>``; other domains with other flows may
+        share the scheduler); starting and closing it stays with you."""
         self._scheduler = scheduler
         return self
 
@@ -137,7 +138,8 @@ class FlowDomainBuilder:
         return self
 
     def build(self) -> FlowDomain:
-        """Check everything and return the domain (its handlers are subscribed)."""
+        """Check everything and return the domain (its flows' handlers registered on
+        the scheduler; ``ValueError`` if another domain runs one of them there)."""
         if self._config is None:
             raise ValueError("FlowDomain.builder(): call .with_config(SchedulingConfig) first")
         if self._scheduler is None:

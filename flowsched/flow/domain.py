@@ -1,8 +1,14 @@
 """Internal: ``FlowDomain``, which runs flow instances and handles their time through the port.
 
 Build one with :meth:`FlowDomain.builder`. The domain talks to the scheduler only through
-:class:`~flowsched.port.SchedulerPort`: it subscribes to ``ACTION_TIMEOUT``,
-``ACTION_RETRY`` and ``PROCESSING_TIMEOUT`` and schedules and cancels items of those kinds.
+:class:`~flowsched.port.SchedulerPort`: it registers one named handler per flow it runs,
+``flow:<FlowName>`` (:func:`~flowsched.flow.timers.flow_handler`), addresses every timer it
+schedules (``ACTION_TIMEOUT``, ``ACTION_RETRY``, ``PROCESSING_TIMEOUT``) to its flow's handler,
+and tells the kinds apart when one fires. So several domains with different flows can share
+one scheduler (or one MongoDB collection), and during a rolling deployment each node fires
+only the timers of the flows it runs. Two domains running the same flow on one scheduler are
+refused (``ValueError`` naming the flow); the kinds stay free for the application's own
+``subscribe``.
 
 Thread-safe: events and timers for one instance are decided one at a time (a per-instance
 lock), different instances in parallel; the store's optimistic versioning keeps several
@@ -25,7 +31,7 @@ from flowsched.flow.planner import Planner
 from flowsched.flow.step import Step
 from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
 from flowsched.flow.timeline import Listener, TimelineEntry
-from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
+from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id, flow_handler
 from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
 
 if TYPE_CHECKING:
@@ -85,9 +91,20 @@ class FlowDomain:
         self._listeners = list(listeners)
         self._conflict_retries = conflict_retries
         self._locks = InstanceLocks()
-        scheduler.subscribe(ScheduleKind.ACTION_TIMEOUT, self._on_action_timeout)
-        scheduler.subscribe(ScheduleKind.ACTION_RETRY, self._on_retry)
-        scheduler.subscribe(ScheduleKind.PROCESSING_TIMEOUT, self._on_deadline)
+        self._dispatch: dict[ScheduleKind, Callable[[ScheduleItem, int], None]] = {
+            ScheduleKind.ACTION_TIMEOUT: self._on_action_timeout,
+            ScheduleKind.ACTION_RETRY: self._on_retry,
+            ScheduleKind.PROCESSING_TIMEOUT: self._on_deadline,
+        }
+        for name in self.flows:
+            try:
+                scheduler.register(flow_handler(name), self._on_timer)
+            except ValueError:
+                raise ValueError(
+                    f"flow {name!r} already runs in another FlowDomain on this scheduler "
+                    f"(handler {flow_handler(name)!r} is registered): one domain per flow "
+                    "and scheduler"
+                ) from None
 
     @staticmethod
     def builder() -> FlowDomainBuilder:
@@ -156,6 +173,19 @@ class FlowDomain:
         return sorted(items, key=lambda item: item.due)
 
     # -- timer handlers (called by the scheduler, possibly on its worker threads) ---------
+
+    def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
+        """Every timer addressed to one of this domain's flows: dispatch on its kind."""
+        handle = self._dispatch.get(item.kind)
+        if handle is None:
+            log.warning(
+                "%s %s addressed to %s: not a flow timer kind; ignored",
+                item.kind,
+                item.id,
+                item.handler,
+            )
+            return
+        handle(item, attempt)
 
     def _on_action_timeout(self, item: ScheduleItem, attempt: int) -> None:
         timer = ActionTimer.from_payload(item.payload or {})

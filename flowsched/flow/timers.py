@@ -7,7 +7,8 @@ apart: a decision that loses a race against another node (it decided on an older
 ever writes ids of that older entry, never replacing the winner's timers (which it would
 then drop as stale when they fire). The
 payload holds names and counters only (never flow data): enough to tell, when the timer
-fires, whether it still concerns the instance as it is now.
+fires, whether it still concerns the instance as it is now. Every timer is addressed to its
+flow's handler (:func:`flow_handler`), so only a domain that runs the flow receives it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,28 @@ from typing import Any
 from flowsched.clock import ensure_utc
 from flowsched.port import ScheduleItem, ScheduleKind
 
-__all__ = ["ActionTimer", "DeadlineTimer", "action_timer_id", "deadline_timer_id"]
+__all__ = [
+    "FLOW_TIMER_KINDS",
+    "ActionTimer",
+    "DeadlineTimer",
+    "action_timer_id",
+    "deadline_timer_id",
+    "flow_handler",
+]
+
+FLOW_TIMER_KINDS = frozenset(
+    {ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY, ScheduleKind.PROCESSING_TIMEOUT}
+)
+"""The kinds of the timers a flow domain schedules (each payload names its ``flow``)."""
+
+
+def flow_handler(flow: str) -> str:
+    """The handler name every timer of ``flow`` is addressed to (the domain registers it).
+
+    >>> flow_handler("CreditTransfer")
+    'flow:CreditTransfer'
+    """
+    return f"flow:{flow}"
 
 
 def action_timer_id(flow_id: str, state: str, entry: int, action: str, kind: ScheduleKind) -> str:
@@ -65,7 +87,9 @@ class ActionTimer:
             "deadline": None if self.deadline is None else self.deadline.isoformat(),
         }
         item_id = action_timer_id(flow_id, self.state, self.entry, self.action, kind)
-        return ScheduleItem(item_id, kind, due, flow_id=flow_id, payload=payload)
+        return ScheduleItem(
+            item_id, kind, due, flow_id=flow_id, payload=payload, handler=flow_handler(self.flow)
+        )
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> ActionTimer:
@@ -100,7 +124,12 @@ class DeadlineTimer:
         }
         item_id = deadline_timer_id(flow_id, self.source, self.entry, self.destination)
         return ScheduleItem(
-            item_id, ScheduleKind.PROCESSING_TIMEOUT, due, flow_id=flow_id, payload=payload
+            item_id,
+            ScheduleKind.PROCESSING_TIMEOUT,
+            due,
+            flow_id=flow_id,
+            payload=payload,
+            handler=flow_handler(self.flow),
         )
 
     @classmethod

@@ -21,6 +21,7 @@ from flowsched.memory.pool import WorkerPool
 from flowsched.memory.store import Claim, TimerStore
 from flowsched.port import (
     DeadLetter,
+    FailedHandler,
     Handler,
     ScheduleItem,
     ScheduleKind,
@@ -71,9 +72,11 @@ class InMemoryScheduler(SchedulerPort):
     ``cancel_flow`` are fenced by id + generation: an item is claimed under the lock, checked
     again right before its handler starts, and its outcome is applied under the lock only if
     it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
-    this scheduler (no lock is held while it runs). Items of a kind nobody subscribed to stay
-    scheduled and are delivered once a handler subscribes. After :meth:`close` nothing fires
-    and ``schedule`` raises :class:`~flowsched.port.SchedulerUnavailable`.
+    this scheduler (no lock is held while it runs). Items of a route nobody handles here (a
+    kind nobody subscribed to, a handler name nobody registered) stay scheduled, set aside
+    once due, and are delivered once a handler for them is subscribed or registered. After
+    :meth:`close` nothing fires and ``schedule`` raises
+    :class:`~flowsched.port.SchedulerUnavailable`.
 
     >>> from datetime import UTC, datetime, timedelta
     >>> from flowsched.clock import ManualClock
@@ -208,13 +211,22 @@ class InMemoryScheduler(SchedulerPort):
             return len(self._store)
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver items of ``kind`` to ``handler``; items that waited for it are re-queued
-        (under a manual clock they fire on the next ``advance``)."""
-        kind = ScheduleKind(kind)
-        self._core.subscribe(kind, handler)
+        """Deliver items of ``kind`` (without a handler name) to ``handler``; items that
+        waited for it are re-queued (under a manual clock they fire on the next ``advance``).
+        ``ValueError`` if the kind already has a handler."""
+        self._unpark(self._core.subscribe(kind, handler))
+
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver items addressed to ``name`` to ``handler`` (see
+        :meth:`SchedulerPort.register`); items that waited for it are re-queued."""
+        self._unpark(self._core.register(name, handler, on_failed))
+
+    def _unpark(self, route: str) -> None:
         with self._lock:
             self._settle()
-            if self._store.unpark((kind,)):
+            if self._store.unpark(route):
                 self._wake_timer()
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -291,7 +303,7 @@ class InMemoryScheduler(SchedulerPort):
                     self._settle()
                     if self._closed:
                         break
-                    claim = self._store.pop_due(self._clock.now(), self._core.kinds())
+                    claim = self._store.pop_due(self._clock.now(), self._core.routes())
                     if claim is None:
                         break
                     # Claimed (fence checked) under the lock; close() waits for it.
@@ -398,7 +410,7 @@ class InMemoryScheduler(SchedulerPort):
         while not self._closed:
             self._settle()
             now = clock.now()
-            self._store.pop_due_batch(now, self._core.kinds(), _CLAIM_BATCH, batch)
+            self._store.pop_due_batch(now, self._core.routes(), _CLAIM_BATCH, batch)
             if batch:
                 return True
             # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a

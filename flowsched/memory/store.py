@@ -28,7 +28,7 @@ from collections.abc import Collection
 from datetime import datetime
 from heapq import heappop, heappush
 
-from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.port import DeadLetter, ScheduleItem
 
 __all__ = ["Claim", "TimerStore"]
 
@@ -50,7 +50,7 @@ class TimerStore:
         self.heap: list[tuple[datetime, int, str]] = []
         # Failed deliveries of the current form, for the ids that have any.
         self.attempts: dict[str, int] = {}
-        # Due items of a kind nobody handles yet, out of the heap until someone subscribes.
+        # Due items of a route nobody handles yet, out of the heap until someone does.
         self.parked: dict[str, ScheduleItem] = {}
         self.dead: dict[str, DeadLetter] = {}
         # flow id -> ids of its scheduled items, so cancel_flow does not scan every item: a
@@ -104,16 +104,16 @@ class TimerStore:
             self.parked.pop(item_id, None)
         return sorted(ids)
 
-    def pop_due(self, now: datetime, kinds: Collection[ScheduleKind]) -> Claim | None:
-        """Claim the earliest current item due by ``now`` whose kind is handled, if any.
+    def pop_due(self, now: datetime, routes: Collection[str]) -> Claim | None:
+        """Claim the earliest current item due by ``now`` whose route is handled, if any.
 
-        Due items of kinds not in ``kinds`` are parked on the way (see :meth:`unpark`)."""
+        Due items of routes not in ``routes`` are parked on the way (see :meth:`unpark`)."""
         claims: list[Claim] = []
-        self.pop_due_batch(now, kinds, 1, claims)
+        self.pop_due_batch(now, routes, 1, claims)
         return claims[0] if claims else None
 
     def pop_due_batch(
-        self, now: datetime, kinds: Collection[ScheduleKind], limit: int, out: list[Claim]
+        self, now: datetime, routes: Collection[str], limit: int, out: list[Claim]
     ) -> None:
         """Claim up to ``limit`` current items due by ``now``, appending them to ``out``."""
         heap, items, attempts = self.heap, self.items, self.attempts
@@ -122,7 +122,7 @@ class TimerStore:
             item = items.get(key)
             if item is None or item.generation != generation or item.due != due:
                 continue  # replaced, cancelled or moved since this entry was pushed
-            if item.kind not in kinds:
+            if item.route not in routes:
                 self._park(item)
                 continue
             out.append((item, attempts.get(key, 0)))
@@ -192,9 +192,9 @@ class TimerStore:
         self.put(item)
         return item
 
-    def unpark(self, kinds: Collection[ScheduleKind]) -> int:
-        """Put parked items of ``kinds`` back in the heap; return how many."""
-        moved = [item for item in self.parked.values() if item.kind in kinds]
+    def unpark(self, route: str) -> int:
+        """Put parked items of ``route`` back in the heap; return how many."""
+        moved = [item for item in self.parked.values() if item.route == route]
         for item in moved:
             del self.parked[item.id]
             self.restore(item)
@@ -203,10 +203,10 @@ class TimerStore:
     def _park(self, item: ScheduleItem) -> None:
         self.parked[item.id] = item
         log.info(
-            "no handler subscribed for %s: %s waits until one is",
-            item.kind.value,
+            "no handler for route %s here: %s waits until one is registered",
+            item.route,
             item.id,
-            extra={"item_id": item.id, "kind": item.kind.value},
+            extra={"item_id": item.id, "kind": item.kind.value, "route": item.route},
         )
 
     def _forget(self, item: ScheduleItem) -> None:

@@ -1,9 +1,13 @@
 """Internal: MongoDB claims (a node's lock on a due item), lease renewal and fenced settlement.
 
-A node takes a batch of due items in three round trips:
+A node takes a batch of due items in three steps (one ``find`` per route it serves, then
+two round trips):
 
-1. ``find`` the ids of up to ``limit`` claimable documents of the kinds it handles, oldest
-   ``ready_at`` first (index ``kind, ready_at``);
+1. ``find`` the ids of up to ``limit`` claimable documents of the routes it serves, oldest
+   ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``
+   sorted by ``ready_at`` (index ``route, ready_at``: one index range each, so documents of
+   routes this node does not serve are never examined), merged in due order. A node never
+   claims a document it cannot run (no claim-then-release);
 2. ``update_many`` those ids *where they are still claimable* (``ready_at <= now``), setting a
    fresh claim token, the lease's end and ``ready_at`` = lease end. The condition is checked
    per document atomically by the server, so two nodes never both win one document;
@@ -32,6 +36,8 @@ end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
@@ -49,7 +55,7 @@ from flowsched.mongo.documents import (
     truncate_ms,
 )
 from flowsched.mongo.store import Doc, TimerStore, Write
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.port import ScheduleItem
 
 __all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
 
@@ -151,22 +157,20 @@ class Claims:
 
     def claim(
         self,
-        kinds: Iterable[ScheduleKind],
+        routes: Iterable[str],
         now: datetime,
         limit: int,
         lookahead: timedelta = timedelta(0),
     ) -> Claimed:
-        """Claim up to ``limit`` items due by ``now`` (see :class:`Claimed`).
+        """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
-        The first query also looks ``lookahead`` past ``now`` (same index range, same round
+        The first queries also look ``lookahead`` past ``now`` (same index range, same round
         trip), so the caller learns when the next item falls due and can wake for it."""
         token = uuid.uuid4().hex
-        wanted = sorted(k.value for k in kinds)
+        wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
-        horizon = {"kind": {"$in": wanted}, "ready_at": {"$lte": now + lookahead}}
-        cursor = self.store.items.find(horizon, {"_id": 1, "ready_at": 1, "deliveries": 1})
-        found = list(cursor.sort("ready_at", ASCENDING).limit(limit).batch_size(limit))
+        found = self._candidates(wanted, now + lookahead, limit)
         due = [doc for doc in found if _utc(doc["ready_at"]) <= now]
         upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
         next_ready = min(upcoming, default=None)
@@ -181,7 +185,8 @@ class Claims:
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         won = self.store.items.update_many(
-            {"_id": {"$in": ids}, "kind": {"$in": wanted}, "ready_at": {"$lte": now}},
+            # route again: a document replaced meanwhile by one for another route is not ours.
+            {"_id": {"$in": ids}, "route": {"$in": wanted}, "ready_at": {"$lte": now}},
             {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
         )
         if not won.modified_count:
@@ -193,6 +198,21 @@ class Claims:
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         return Claimed(token, documents, len(due), next_ready)
+
+    def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
+        """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
+        index range per route, merged."""
+        fields = {"_id": 1, "ready_at": 1, "deliveries": 1}
+        ranges: list[list[Doc]] = []
+        for route in routes:
+            query = {"route": route, "ready_at": {"$lte": horizon}}
+            cursor = self.store.items.find(query, fields).sort("ready_at", ASCENDING)
+            # limit = batch size: the reply closes the cursor, no getMore round trip.
+            ranges.append(list(cursor.limit(limit).batch_size(limit)))
+        if len(ranges) == 1:
+            return ranges[0]
+        merged = heapq.merge(*ranges, key=lambda doc: _utc(doc["ready_at"]))
+        return list(itertools.islice(merged, limit))
 
     def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
         for doc in found:

@@ -4,10 +4,15 @@ Pure mapping between :class:`ScheduleItem` and plain BSON-able dicts (no driver 
 
 A scheduled item's document::
 
-    {_id: <item id>, kind: "TIMER", due: <BSON date>, flow_id: <str|null>,
-     payload: <object|null>, generation: <int64>, attempts: <int>, deliveries: <int>,
-     last_error: <str|null>, ready_at: <BSON date>,
+    {_id: <item id>, kind: "TIMER", route: "h:<handler>" | "k:<KIND>", due: <BSON date>,
+     flow_id: <str|null>, payload: <object|null>, generation: <int64>, attempts: <int>,
+     deliveries: <int>, last_error: <str|null>, ready_at: <BSON date>,
      claim: null | {owner: <node id>, token: <str>, lease_until: <BSON date>}}
+
+* ``route`` is the item's :attr:`~flowsched.port.ScheduleItem.route`: who may run it. A node
+  claims only documents of the routes it serves (index ``route, ready_at``). An item
+  addressed to a named handler also has ``handler: <name>``. Documents written before
+  routing have no ``route``: no node claims them until ``flowsched timers migrate`` sets it.
 
 * ``due`` is a BSON date: **milliseconds**. :func:`truncate_ms` drops the microseconds the
   same way the driver does, and ``schedule`` returns the item with that due.
@@ -18,8 +23,8 @@ A scheduled item's document::
   ``deliveries``, so a claimer that finds ``deliveries - 1 > attempts`` knows an earlier
   delivery was lost (its node died while holding the claim) and counts it as a failure.
 * ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
-  lease's end while claimed. One range on it (index ``kind, ready_at``) finds both due items
-  and items whose claimer stopped renewing its lease.
+  lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
+  both due items and items whose claimer stopped renewing its lease.
 
 A recurring item's document has two more fields: ``recurrence`` (the JSON object of
 :meth:`Recurrence.to_json`) and ``applied`` (BSON date or null: the last slot applied, the
@@ -98,6 +103,7 @@ def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dic
     document = {
         "_id": item.id,
         "kind": item.kind.value,
+        "route": item.route,
         "due": due,
         "flow_id": item.flow_id,
         "payload": dict(item.payload) if item.payload is not None else None,
@@ -108,11 +114,13 @@ def item_document(item: ScheduleItem, generation: int, attempts: int = 0) -> dic
         "ready_at": due,
         "claim": None,
     }
-    return _with_recurrence(document, item)
+    return _with_options(document, item)
 
 
-def _with_recurrence(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any]:
-    # One-shot items' documents stay as they were: no recurrence fields at all.
+def _with_options(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any]:
+    # Kind-routed one-shot items' documents stay as they were: no handler or recurrence.
+    if item.handler is not None:
+        document["handler"] = item.handler
     if item.recurrence is not None:
         document["recurrence"] = item.recurrence.to_json()
         document["applied"] = optional_ms(item.previous)
@@ -152,9 +160,16 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
             doc.get("payload"),
             recurrence=recurrence,
             previous=applied,
+            handler=doc.get("handler"),
         )
     except (TypeError, ValueError) as exc:
         raise MalformedDocument(item_id, str(exc)) from None
+    route = doc.get("route")
+    if route is not None and route != item.route:
+        # Claimed by its route: delivered by handler/kind, the two must agree.
+        raise MalformedDocument(
+            item_id, f"route {route!r} does not match its handler/kind ({item.route!r})"
+        )
     return item.with_generation(generation)
 
 
@@ -207,7 +222,7 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
         "error": dead.error,
         "dead_at": truncate_ms(dead.dead_at),
     }
-    return _with_recurrence(document, item)
+    return _with_options(document, item)
 
 
 def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:

@@ -41,7 +41,7 @@ class Harvest:
 
 
 class Harvester:
-    """Claims due items of the subscribed kinds and sorts them into a :class:`Harvest`."""
+    """Claims due items of the routes served here and sorts them into a :class:`Harvest`."""
 
     def __init__(self, claims: Claims, core: DeliveryCore, clock: Clock) -> None:
         self.claims = claims
@@ -49,15 +49,16 @@ class Harvester:
         self.clock = clock
 
     def take(self, limit: int, lookahead: timedelta = timedelta(0)) -> Harvest:
-        """Claim up to ``limit`` due items (three round trips, none if nothing is subscribed).
+        """Claim up to ``limit`` due items (one ``find`` per route served, then two round
+        trips; none if nothing is subscribed or registered).
 
         ``harvest.due`` counts the due items found (won or lost to another node): when it
         reaches ``limit``, more may be due."""
         harvest = Harvest()
-        kinds = self.core.kinds()
-        if not kinds or limit < 1:
+        routes = self.core.routes()
+        if not routes or limit < 1:
             return harvest
-        claimed = self.claims.claim(kinds, self.clock.now(), limit, lookahead)
+        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
         token, documents = claimed.token, claimed.documents
         harvest.won, harvest.due, harvest.next_ready = (
             len(documents),

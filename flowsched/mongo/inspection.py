@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from flowsched.mongo.documents import StoredItem, stored_item
+from flowsched.mongo.nodes import NodeInfo, live_nodes
 from flowsched.port import ScheduleKind
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "ClaimInfo",
     "Page",
     "Pager",
+    "RouteStats",
     "Stats",
     "TimerFilter",
     "TimerView",
@@ -41,8 +43,8 @@ __all__ = [
 
 KNOWN_FIELDS = frozenset(
     {
-        "_id", "kind", "due", "flow_id", "payload", "generation", "attempts", "deliveries",
-        "last_error", "ready_at", "claim",
+        "_id", "kind", "route", "handler", "due", "flow_id", "payload", "generation",
+        "attempts", "deliveries", "last_error", "ready_at", "claim",
     }
 )  # fmt: skip
 """The fields of an item document this version reads; others are shown as they are."""
@@ -186,6 +188,31 @@ class Pager:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteStats:
+    """The items of one route (``None``: stored before routing) and the live nodes that
+    serve it."""
+
+    route: str | None
+    pending: int
+    oldest_due: datetime | None
+    served_by: tuple[str, ...]
+
+    @property
+    def handler(self) -> str | None:
+        """The handler name of an ``h:`` route."""
+        return self.route[2:] if self.route and self.route.startswith("h:") else None
+
+    @property
+    def kind(self) -> str | None:
+        """The kind of a ``k:`` route."""
+        return self.route[2:] if self.route and self.route.startswith("k:") else None
+
+    @property
+    def served(self) -> bool:
+        return bool(self.served_by)
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     """A namespace at one moment (counts are read one after another, not as one snapshot)."""
 
@@ -200,13 +227,23 @@ class Stats:
     """Claimed items whose lease ran out (their node died or was cut off): redelivered soon."""
     dead_letters: int
     quarantined: int
+    routes: tuple[RouteStats, ...] = ()
+    """Pending items by route, with the live nodes serving each (by route; no route last)."""
+    nodes: tuple[NodeInfo, ...] = ()
+    """Nodes whose heartbeat is live at ``now``."""
+
+    @property
+    def unserved(self) -> tuple[RouteStats, ...]:
+        """Routes with pending items that no live node serves."""
+        return tuple(r for r in self.routes if not r.served)
 
 
 def collect_stats(store: TimerStore, now: datetime) -> Stats:
-    """Count ``store``'s namespace at ``now`` (seven round trips)."""
+    """Count ``store``'s namespace at ``now`` (nine round trips)."""
     items = store.items
     groups = items.aggregate([{"$group": {"_id": "$kind", "n": {"$sum": 1}}}])
     pending = {str(group["_id"]): int(group["n"]) for group in groups}
+    nodes = tuple(live_nodes(store.nodes, now))
     overdue = overdue_query(now)
     oldest = list(items.find(overdue).sort([("due", 1), ("_id", 1)]).limit(1))
     claimed = {"claim": {"$ne": None}}
@@ -219,4 +256,23 @@ def collect_stats(store: TimerStore, now: datetime) -> Stats:
         stale_claims=int(items.count_documents({**claimed, "claim.lease_until": {"$lte": now}})),
         dead_letters=int(store.dead.count_documents({})),
         quarantined=int(store.quarantine.count_documents({})),
+        routes=route_stats(items, nodes),
+        nodes=nodes,
     )
+
+
+def route_stats(items: Any, nodes: tuple[NodeInfo, ...]) -> tuple[RouteStats, ...]:
+    """Pending items by route (one aggregation), with the ``nodes`` serving each."""
+    groups = items.aggregate(
+        [{"$group": {"_id": "$route", "n": {"$sum": 1}, "oldest": {"$min": "$due"}}}]
+    )
+    found = [
+        RouteStats(
+            group["_id"] if isinstance(group["_id"], str) else None,
+            int(group["n"]),
+            _utc(group.get("oldest")),
+            tuple(node.node_id for node in nodes if group["_id"] in node.routes),
+        )
+        for group in groups
+    ]
+    return tuple(sorted(found, key=lambda r: (r.route is None, r.route or "")))

@@ -28,11 +28,13 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.port import (
     DeadLetter,
+    FailedHandler,
     Handler,
     ScheduleItem,
     ScheduleKind,
@@ -63,6 +65,13 @@ class MongoScheduler(SchedulerPort):
 
     ``collection`` is a pymongo ``Collection`` (or a mongomock one in tests); dead letters go
     to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it.
+
+    Routing: a node claims only the items it can run - those addressed to a handler name it
+    has registered, and those of a kind it has subscribed to (one index range per route,
+    see :mod:`flowsched.mongo.claims`). Other items stay scheduled for the nodes that serve
+    them. A started node advertises the routes it serves in ``<name>_nodes`` (a heartbeat
+    renewed every poll, expiring after three polls; removed by ``close``), which
+    ``flowsched timers stats`` reads to flag items no live node serves.
 
     * ``poll_interval``: how often each node looks for due items (it bounds lateness); a node
       also sweeps sooner for an item it schedules itself that is due before the next poll.
@@ -108,6 +117,7 @@ class MongoScheduler(SchedulerPort):
         self._rng = random.Random()
         self._lock = threading.Lock()
         self._sweeper: Sweeper | None = None
+        self._started_manual = False
         self._closed = False
 
     def __repr__(self) -> str:
@@ -150,6 +160,7 @@ class MongoScheduler(SchedulerPort):
             item.payload,
             recurrence=item.recurrence,
             previous=document.get("applied"),
+            handler=item.handler,
         ).with_generation(document["generation"])
         self._core.observer.scheduled(stored)
         sweeper = self._sweeper
@@ -208,11 +219,23 @@ class MongoScheduler(SchedulerPort):
     # -- delivery --------------------------------------------------------------------------
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
-        """Deliver due items of ``kind`` to ``handler``; this node claims only such kinds."""
+        """Deliver due items of ``kind`` without a handler name to ``handler``; this node
+        claims only the routes it serves. ``ValueError`` if the kind already has a handler."""
         self._core.subscribe(kind, handler)
+        self._served_more()
+
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver due items addressed to ``name`` to ``handler`` (see
+        :meth:`SchedulerPort.register`); from now on this node claims them."""
+        self._core.register(name, handler, on_failed)
+        self._served_more()
+
+    def _served_more(self) -> None:
         sweeper = self._sweeper
         if sweeper is not None:
-            sweeper.poke()
+            sweeper.poke()  # sweeps (and renews the heartbeat with the new route) at once
 
     def run_due(self) -> int:
         """Deliver, in this thread, every item due by the clock's now; return how many ran
@@ -299,6 +322,7 @@ class MongoScheduler(SchedulerPort):
             old.payload,
             recurrence=old.recurrence,
             previous=old.previous,
+            handler=old.handler,
         )
         stored = self._store_item(fresh, replace=replace)
         generation = old.generation
@@ -308,11 +332,19 @@ class MongoScheduler(SchedulerPort):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background sweeper (not with a ManualClock: use ``run_due``)."""
+        """Start the background sweeper (not with a ManualClock: use ``run_due``).
+
+        Once, at start, looks for items stored before routing (no ``route``: no node claims
+        them) and logs a warning asking to run ``flowsched timers migrate`` if there are
+        any (on the sweeper thread; synchronously with a ManualClock)."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
-            if self._sweeper is not None or isinstance(self._clock, ManualClock):
+            if self._sweeper is not None or self._started_manual:
+                return
+            if isinstance(self._clock, ManualClock):
+                self._started_manual = True
+                self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
                 self._harvester,
@@ -321,6 +353,8 @@ class MongoScheduler(SchedulerPort):
                 workers=self._workers,
                 op_timeout=self._op_timeout,
                 fence=self._fence,
+                heartbeat=Heartbeat(self._store.nodes, self.node_id, node_ttl(self._poll_interval)),
+                on_start=self._warn_if_unrouted,
             )
             self._sweeper.start()
 
@@ -336,6 +370,26 @@ class MongoScheduler(SchedulerPort):
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop()
+
+    def _warn_if_unrouted(self) -> bool:
+        """Log one warning if the collection holds items stored before routing (one
+        ``find_one``, served by the claim index); whether it found any."""
+        try:
+            found = self._store.unrouted_sample()
+        except Exception as exc:
+            log.debug("%s: could not look for items without a route: %s", self._store.name, exc)
+            return False
+        if found is None:
+            return False
+        log.warning(
+            "%s holds items stored before routing (no 'route' field, e.g. %r): no node claims "
+            "them until you run `flowsched timers migrate --db %s --collection %s`",
+            self._store.name,
+            found.get("_id"),
+            self._store.items.database.name,
+            self._store.items.name,
+        )
+        return True
 
     def _settle(self, settlements: list[Settlement]) -> None:
         self._claims.settle(settlements, self._clock.now())

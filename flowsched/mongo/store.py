@@ -1,9 +1,12 @@
-"""Internal: MongoDB timer storage — the three collections and one-round-trip operations on them.
+"""Internal: MongoDB timer storage — the collections and one-round-trip operations on them.
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
-  indexes ``claim`` = ``(kind, ready_at)`` for the sweep and ``flow_id`` for ``cancel_flow``.
+  indexes ``claim_by_route`` = ``(route, ready_at)`` for the sweep and ``flow_id`` for
+  ``cancel_flow``. (Versions before routing made ``claim`` = ``(kind, ready_at)``; it is no
+  longer used: ``flowsched timers migrate --drop-legacy-index`` drops it.)
 * ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
+* ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
 
 Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
 unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on
@@ -21,7 +24,7 @@ from pymongo import ASCENDING, DeleteOne, ReplaceOne, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-__all__ = ["Doc", "TimerStore", "Write"]
+__all__ = ["CLAIM_INDEX", "CLAIM_INDEX_KEYS", "LEGACY_CLAIM_INDEX", "Doc", "TimerStore", "Write"]
 
 Doc = Mapping[str, Any]
 
@@ -45,6 +48,11 @@ class Write:
 
 _DUPLICATE_KEY = 11000
 
+CLAIM_INDEX = "claim_by_route"
+CLAIM_INDEX_KEYS = [("route", ASCENDING), ("ready_at", ASCENDING)]
+LEGACY_CLAIM_INDEX = "claim"
+"""The claim index of versions before routing: ``(kind, ready_at)``."""
+
 
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
@@ -54,6 +62,7 @@ class TimerStore:
         database = collection.database
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
+        self.nodes = database[f"{collection.name}_nodes"]
         self._indexed = False
         self._index_lock = threading.Lock()
 
@@ -94,9 +103,9 @@ class TimerStore:
         with self._index_lock:
             if self._indexed:
                 return
-            # (kind, ready_at): the sweep asks for kind in <handled kinds>, ready_at <= now,
-            # sorted by ready_at - a merge of one index range per kind, no in-memory sort.
-            self.items.create_index([("kind", ASCENDING), ("ready_at", ASCENDING)], name="claim")
+            # (route, ready_at): the sweep asks, per route it serves, for ready_at <= now
+            # sorted by ready_at - one index range per route; other routes are never read.
+            self.items.create_index(CLAIM_INDEX_KEYS, name=CLAIM_INDEX)
             self.items.create_index([("flow_id", ASCENDING)], name="flow_id")
             self.dead.create_index([("dead_at", ASCENDING)], name="dead_at")
             self._indexed = True
@@ -130,6 +139,13 @@ class TimerStore:
 
     def exists(self, item_id: str) -> bool:
         return self.items.find_one({"_id": item_id}, {"_id": 1}) is not None
+
+    def unrouted_sample(self) -> Doc | None:
+        """One item document without a ``route`` (stored before routing), or ``None``.
+
+        ``route: null`` matches missing fields too, and is one range of the claim index."""
+        found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
+        return found
 
     def find(self, item_id: str) -> Doc | None:
         found: Doc | None = self.items.find_one({"_id": item_id})

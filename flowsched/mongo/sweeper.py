@@ -5,7 +5,9 @@ Every node runs one; there is no leader. Each turn of the loop:
 1. writes the outcomes of finished deliveries in one fenced ``bulk_write``;
 2. renews the leases of items still held (every third of the lease), so a long handler keeps
    its claim;
-3. when the poll is due and at least half the batch is free, claims a batch and hands it to
+3. renews the node's heartbeat (every poll, and at once when its routes change: see
+   :mod:`flowsched.mongo.nodes`);
+4. when the poll is due and at least half the batch is free, claims a batch and hands it to
    the worker pool. The poll is due every ``poll_interval``; at once after a full batch;
    sooner when this node schedules an item due before the next poll; and at the due time of
    the next item the claim query saw coming within the poll interval (it looks one poll
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +36,7 @@ from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
 from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.nodes import Heartbeat
 from flowsched.mongo.outage import Backoff, is_transient, within
 
 __all__ = ["Sweeper"]
@@ -55,8 +59,16 @@ class Sweeper:
         workers: int,
         op_timeout: timedelta,
         fence: LocalFence,
+        heartbeat: Heartbeat | None = None,
+        on_start: Callable[[], object] | None = None,
     ) -> None:
+        """``heartbeat``: the node's advertisement, renewed every poll and removed on stop.
+        ``on_start``: called once on the sweeper thread before the first turn (its errors
+        are logged)."""
         self._harvester = harvester
+        self._heartbeat = heartbeat
+        self._on_start = on_start
+        self._next_beat = 0.0
         self._fence = fence
         self._claims: Claims = harvester.claims
         self._core: DeliveryCore = harvester.core
@@ -122,6 +134,9 @@ class Sweeper:
         else:
             self._pool.shutdown(wait=True)
         self._write_outcomes("on close")
+        if self._heartbeat is not None:
+            with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded in an outage
+                self._heartbeat.remove()
 
     def _write_outcomes(self, when: str) -> None:
         try:
@@ -134,6 +149,12 @@ class Sweeper:
     # -- the loop ---------------------------------------------------------------------------
 
     def _run(self) -> None:
+        if self._on_start is not None:
+            try:
+                with pymongo.timeout(self._op_timeout.total_seconds()):
+                    self._on_start()
+            except Exception as exc:
+                log.debug("sweeper of %s: start-up check failed: %s", self._claims.owner, exc)
         backoff = Backoff(first=0.1, cap=5.0)
         failing_since: float | None = None
         while not self._stop.is_set():
@@ -173,6 +194,7 @@ class Sweeper:
     def _turn(self) -> None:
         self._flush()
         self._renew()
+        self._beat()
         now = self._clock.monotonic()
         with self._lock:
             poll_due = now >= self._next_poll
@@ -305,6 +327,17 @@ class Sweeper:
     def _keep(self, batch: list[Settlement]) -> None:
         with self._lock:
             self._unwritten = batch + self._unwritten
+
+    def _beat(self) -> None:
+        heartbeat = self._heartbeat
+        if heartbeat is None:
+            return
+        now = self._clock.monotonic()
+        routes = self._core.routes()
+        if now < self._next_beat and not heartbeat.changed(routes):
+            return
+        heartbeat.beat(routes, self._clock.now())
+        self._next_beat = now + min(self._poll, heartbeat.ttl.total_seconds() / 3)
 
     def _renew(self) -> None:
         now = self._clock.monotonic()

@@ -10,7 +10,7 @@ from timers_kit import rows
 from flowsched.delivery import Redeliver
 from flowsched.mongo.claims import Claim, Claims, Settlement
 from flowsched.mongo.documents import stored_item
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.port import ScheduleItem, ScheduleKind, kind_route
 
 MIN = timedelta(minutes=1)
 
@@ -107,7 +107,7 @@ def test_cancel_during_a_delivery_is_fenced_like_the_schedulers_own_cancel(
 ):
     namespace.timer("pay-1", -MIN)
     claims = Claims(namespace.store, "node-b", lease=10 * MIN)
-    claimed = claims.claim([ScheduleKind.TIMER], clock.now(), 10)
+    claimed = claims.claim([kind_route(ScheduleKind.TIMER)], clock.now(), 10)
     running = Claim(stored_item(claimed.documents[0]).item, 0, claimed.token)
 
     code, out, _ = timers("cancel", "pay-1")

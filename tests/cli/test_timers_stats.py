@@ -40,6 +40,12 @@ def test_stats_counts_each_state(namespace, clock, timers):
         "stale claims  1  (lease ran out: redelivered soon)",
         "dead letters  2",
         "quarantined   1",
+        "by route      (pending, oldest due, live nodes serving it)",
+        "  kind ACTION_TIMEOUT           1  2026-03-01T11:59:00.000Z  NONE: no live node serves it",
+        "  kind PROCESSING_TIMEOUT       1  2026-03-01T11:58:00.000Z  NONE: no live node serves it",
+        "  kind TIMER                    3  2026-03-01T10:30:00.000Z  NONE: no live node serves it",
+        "live nodes    0",
+        "unserved      3 route(s) with pending items and no live node",
     ]
 
 
@@ -63,6 +69,23 @@ def test_stats_as_json(namespace, clock, timers):
         "stale_claims": 1,
         "dead_letters": 2,
         "quarantined": 1,
+        "routes": [
+            {
+                "route": f"k:{kind}",
+                "handler": None,
+                "kind": kind,
+                "pending": pending,
+                "oldest_due": oldest,
+                "served_by": [],
+            }
+            for kind, pending, oldest in [
+                ("ACTION_TIMEOUT", 1, "2026-03-01T11:59:00.000Z"),
+                ("PROCESSING_TIMEOUT", 1, "2026-03-01T11:58:00.000Z"),
+                ("TIMER", 3, "2026-03-01T10:30:00.000Z"),
+            ]
+        ],
+        "unserved_routes": ["k:ACTION_TIMEOUT", "k:PROCESSING_TIMEOUT", "k:TIMER"],
+        "nodes": [],
     }
 
 
@@ -75,4 +98,8 @@ def test_stats_of_a_quiet_namespace(namespace, timers):
         "in flight     0",
         "dead letters  0",
         "quarantined   0",
+        "by route      (pending, oldest due, live nodes serving it)",
+        "  kind TIMER       1  2026-03-01T12:30:00.000Z  NONE: no live node serves it",
+        "live nodes    0",
+        "unserved      1 route(s) with pending items and no live node",
     ]

@@ -11,7 +11,7 @@ from flowsched.mongo import MongoScheduler
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import dead_letter_document
 from flowsched.mongo.store import TimerStore
-from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind, kind_route
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Result = tuple[int, str, str]
@@ -63,7 +63,7 @@ class Namespace:
     def claim(self, kind: ScheduleKind, owner: str, lease: timedelta) -> list[str]:
         """Claim every due item of ``kind`` as node ``owner`` would; the ids claimed."""
         claims = Claims(self.store, owner, lease)
-        found = claims.claim([kind], self.clock.now(), 100)
+        found = claims.claim([kind_route(kind)], self.clock.now(), 100)
         return [doc["_id"] for doc in found.documents]
 
     def dead_letter(self, item_id: str, error: str, died_ago: timedelta, **item: Any) -> None:

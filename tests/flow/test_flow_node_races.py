@@ -15,7 +15,7 @@ from datetime import datetime
 import mongomock
 from flowkit import T0, HarnessFactory, M, S
 
-from flowsched import InMemoryScheduler, ManualClock, MongoScheduler, SchedulingConfig
+from flowsched import ManualClock, MongoScheduler, SchedulingConfig
 from flowsched.flow import (
     ActionRequest,
     Flow,
@@ -85,17 +85,22 @@ def _node(
 def test_a_retry_decided_on_an_old_entry_does_not_replace_the_new_entrys_retry(
     clock: ManualClock,
 ) -> None:
-    scheduler = InMemoryScheduler(clock=clock)
+    # Two nodes on one collection; only the loser's scheduler sweeps, so every timer fires
+    # in the loser's domain.
+    timers = mongomock.MongoClient()["db"]["timers"]
+    scheduler = MongoScheduler(timers, node_id="winner", clock=clock)
+    sweeper = MongoScheduler(timers, node_id="loser", clock=clock)
     store = InterleavingStore()
     calls: list[tuple[int, int, datetime]] = []
     winner = _node(scheduler, store, clock, calls)
-    _node(scheduler, store, clock, calls)  # the loser: its handlers now receive the timers
+    _node(sweeper, store, clock, calls)  # the loser: it runs the timers
     winner.start("F", "f1")
     # The first retry (entry 1) fires on the loser; right after it loads the instance, the
     # winner re-enters S (entry 2, a fresh retry schedule from 1 s).
     store.after_load.append(lambda: winner.handle("f1", Again()))
 
     clock.advance(1 * S)
+    sweeper.run_due()
     try:
         retry_of_entry_2 = scheduler.get(
             action_timer_id("f1", "S", 2, "A", ScheduleKind.ACTION_RETRY)
@@ -104,8 +109,10 @@ def test_a_retry_decided_on_an_old_entry_does_not_replace_the_new_entrys_retry(
         assert retry_of_entry_2.payload["entry"] == 2 and retry_of_entry_2.due == T0 + 2 * S
         for _ in range(10):  # one second at a time: each retry is seen at its own time
             clock.advance(1 * S)
+            sweeper.run_due()
     finally:
         scheduler.close()
+        sweeper.close()
 
     # Entry 1: attempt 1 at 0 s; its retry decision lost the race and invoked nothing.
     # Entry 2 (at 1 s): attempt 1, then its three retries at 1, 2 and 3 s after each other.

@@ -20,16 +20,34 @@ def test_document_holds_the_documented_fields(make, collection):
     scheduler.schedule(item(flow_id="flow-7", payload={"order": "o-1", "n": 3}))
     doc = collection.find_one({"_id": "t-1"})
     assert set(doc) == {
-        "_id", "kind", "due", "flow_id", "payload", "generation",
+        "_id", "kind", "route", "due", "flow_id", "payload", "generation",
         "attempts", "deliveries", "last_error", "ready_at", "claim",
     }  # fmt: skip
     assert doc["kind"] == "TIMER"
+    assert doc["route"] == "k:TIMER"
     assert doc["flow_id"] == "flow-7"
     assert doc["payload"] == {"order": "o-1", "n": 3}  # a plain sub-document, not bytes
     assert isinstance(doc["generation"], int) and 0 < doc["generation"] < 2**63
     counters = (doc["attempts"], doc["deliveries"], doc["last_error"], doc["claim"])
     assert counters == (0, 0, None, None)
     assert doc["ready_at"] == doc["due"]
+
+
+def test_an_item_for_a_named_handler_stores_its_name_and_route(make, collection):
+    scheduler = make()
+    stored = scheduler.schedule(item(handler="send-reminder"))
+    doc = collection.find_one({"_id": "t-1"})
+    assert (doc["handler"], doc["route"]) == ("send-reminder", "h:send-reminder")
+    assert scheduler.get("t-1") == stored
+    assert stored.handler == "send-reminder"
+
+
+def test_a_route_that_disagrees_with_handler_and_kind_is_malformed():
+    with pytest.raises(MalformedDocument, match=r"route 'h:other' does not match.*'h:mine'"):
+        stored_item(good_doc(handler="mine", route="h:other"))
+    with pytest.raises(MalformedDocument, match="handler name"):
+        stored_item(good_doc(handler="", route="h:"))
+    assert stored_item(good_doc(route="k:TIMER")).item.route == "k:TIMER"
 
 
 def test_due_is_cut_to_milliseconds_and_returned_that_way(make):
@@ -76,7 +94,8 @@ def test_indexes_are_created_on_first_use_and_again_harmlessly(make, collection)
     make().exists("nothing")
     make().exists("nothing")
     indexes = {name: info["key"] for name, info in collection.index_information().items()}
-    assert indexes["claim"] == [("kind", 1), ("ready_at", 1)]
+    assert indexes["claim_by_route"] == [("route", 1), ("ready_at", 1)]
+    assert "claim" not in indexes  # the (kind, ready_at) index of versions before routing
     assert indexes["flow_id"] == [("flow_id", 1)]
 
 

@@ -21,6 +21,7 @@ def insert_raw(collection, clock, **fields: object) -> None:
         "claim": None,
     }
     doc.update(fields)
+    doc.setdefault("route", f"k:{doc['kind']}")  # as this version stores it
     collection.insert_one({k: v for k, v in doc.items() if v is not ...})
 
 

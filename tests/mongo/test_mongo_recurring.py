@@ -11,7 +11,7 @@ import pytest
 from flowsched.delivery import DeliveryCore
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
 from flowsched.mongo.store import TimerStore
-from flowsched.port import Recurrence, ScheduleItem, ScheduleKind
+from flowsched.port import Recurrence, ScheduleItem, ScheduleKind, kind_route
 
 TIMER = ScheduleKind.TIMER
 HOUR = timedelta(hours=1)
@@ -51,7 +51,7 @@ def test_fence_slots_gives_only_the_slots_this_claim_took(make, clock, collectio
         scheduler.schedule_recurring(name, Recurrence.every(HOUR))
     clock.advance(HOUR)
     claims = Claims(TimerStore(collection), "node", LEASE)
-    claimed = claims.claim([TIMER], clock.now(), limit=10)
+    claimed = claims.claim([kind_route(TIMER)], clock.now(), limit=10)
     core = DeliveryCore(clock)
     core.subscribe(TIMER, lambda item, attempt: None)
     ticks = []
@@ -128,6 +128,7 @@ def test_a_malformed_recurrence_is_quarantined(make, clock, collection, recurren
         {
             "_id": "bad",
             "kind": "TIMER",
+            "route": "k:TIMER",
             "due": clock.now(),
             "ready_at": clock.now(),
             "generation": 1,

@@ -1,0 +1,112 @@
+"""Internal: node heartbeats — which live node serves which routes (for ``timers stats``).
+
+Every started :class:`~flowsched.mongo.MongoScheduler` advertises itself in
+``<collection>_nodes``, one document per node::
+
+    {_id: <node id>, routes: ["h:alpha", "k:TIMER", ...], renewed_at: <date>,
+     expires_at: <date>}
+
+The sweeper renews it every poll (and at once when a handler is registered); it expires like
+a lease (``expires_at``, three polls and at least :data:`MIN_TTL` ahead), so a node that died
+without closing drops out of the "live" list by itself (a TTL index removes its document
+later). ``close()`` removes it. Nothing here decides delivery: claims never read this
+collection, it only tells operators which routes no live node serves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flowsched.mongo.documents import truncate_ms
+
+__all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
+
+log = logging.getLogger("flowsched.mongo")
+
+MIN_TTL = timedelta(seconds=5)
+"""The shortest time a heartbeat is trusted for, whatever the poll interval."""
+
+
+def node_ttl(poll_interval: timedelta) -> timedelta:
+    """How long one heartbeat says a node is alive: three polls, at least :data:`MIN_TTL`."""
+    return max(3 * poll_interval, MIN_TTL)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node as its last heartbeat described it."""
+
+    node_id: str
+    routes: tuple[str, ...]
+    renewed_at: datetime | None
+    expires_at: datetime | None
+
+
+class Heartbeat:
+    """One node's advertisement in ``nodes`` (a collection), renewed with :meth:`beat`."""
+
+    def __init__(self, nodes: Any, node_id: str, ttl: timedelta) -> None:
+        self.nodes = nodes
+        self.node_id = node_id
+        self.ttl = ttl
+        self._advertised: frozenset[str] | None = None
+        self._indexed = False
+        self._failing = False
+
+    def changed(self, routes: frozenset[str]) -> bool:
+        """Whether ``routes`` differ from what the last heartbeat advertised."""
+        return routes != self._advertised
+
+    def beat(self, routes: frozenset[str], now: datetime) -> None:
+        """Advertise ``routes`` until ``now + ttl`` (one upsert). Errors are logged, never
+        raised: a missing heartbeat only makes ``timers stats`` report the routes unserved."""
+        try:
+            if not self._indexed:
+                # Dead nodes' documents go away by themselves (MongoDB's TTL monitor).
+                self.nodes.create_index(
+                    [("expires_at", 1)], name="expires_at", expireAfterSeconds=0
+                )
+                self._indexed = True
+            document = {
+                "routes": sorted(routes),
+                "renewed_at": truncate_ms(now),
+                "expires_at": truncate_ms(now + self.ttl),
+            }
+            self.nodes.update_one({"_id": self.node_id}, {"$set": document}, upsert=True)
+        except Exception as exc:
+            if not self._failing:
+                log.warning("node %s: could not write its heartbeat: %s", self.node_id, exc)
+            self._failing = True
+            return
+        self._failing = False
+        self._advertised = routes
+
+    def remove(self) -> None:
+        """Withdraw the advertisement (on close); errors are logged."""
+        try:
+            self.nodes.delete_one({"_id": self.node_id})
+        except Exception as exc:
+            log.warning("node %s: could not remove its heartbeat: %s", self.node_id, exc)
+
+
+def live_nodes(nodes: Any, now: datetime) -> list[NodeInfo]:
+    """Nodes whose heartbeat has not expired at ``now``, by node id."""
+    found = nodes.find({"expires_at": {"$gt": now}}).sort("_id", 1)
+    return [_node(doc) for doc in found]
+
+
+def _node(doc: Mapping[str, Any]) -> NodeInfo:
+    routes = doc.get("routes")
+    listed = tuple(str(r) for r in routes) if isinstance(routes, list) else ()
+    return NodeInfo(str(doc.get("_id")), listed, _date(doc, "renewed_at"), _date(doc, "expires_at"))
+
+
+def _date(doc: Mapping[str, Any], name: str) -> datetime | None:
+    value = doc.get(name)
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
