@@ -398,10 +398,11 @@ def _utc(item_id: str, value: object, what: str) -> datetime:
 
 
 def _handler(item_id: str, handler: object) -> str:
+    # Interned: a service has a few handler names, each carried by many items.
     if isinstance(handler, str) and 0 < len(handler) <= MAX_HANDLER_NAME and handler.isprintable():
-        return handler  # the usual name: no control character (the full check is below)
+        return sys.intern(handler)  # the usual name: no control character (else checked below)
     try:
-        return check_handler_name(handler)
+        return sys.intern(check_handler_name(handler))
     except ValueError as exc:
         raise ValueError(f"ScheduleItem {item_id!r}: {exc}") from None
 
