@@ -4,7 +4,8 @@ Needs a MongoDB (``FLOWSCHED_MONGO_URI``; ``make test`` starts a local wire-comp
 server, or use ``bash tools/with-mongo.sh python examples/persistent.py``) and the driver
 (``pip install -e '.[mongo]'``).
 
-Timers live in ``MongoScheduler``'s collection and flow instances in ``MongoFlowStore``'s,
+Timers live in ``MongoScheduler``'s collection (built from ``config/application.conf`` with
+``MongoScheduler.from_config``) and flow instances in ``MongoFlowStore``'s,
 so nothing of the flow lives only in a process. This script runs two real processes on one
 fresh database, with a compressed clock (a ManualClock both agree on):
 
@@ -43,12 +44,17 @@ RESTART_AT = START + timedelta(seconds=20)
 
 
 def build(db: Any, clock: ManualClock, node: str) -> tuple[FlowDomain, MongoScheduler]:
-    """Everything a process needs: state comes from the two collections only."""
-    scheduler = MongoScheduler(db["timers"], node_id=node, clock=clock)
+    """Everything a process needs: state comes from the two collections only.
+
+    The scheduler is built from the file's ``ipf-scheduler`` block: its ``uri`` and
+    ``database-name`` take ``FLOWSCHED_MONGO_URI`` and ``FLOWSCHED_SCHEDULER_DATABASE`` from
+    the environment (``${?...}`` in HOCON), which :func:`main` sets to a fresh database."""
+    config = SchedulingConfig.from_file(CONFIG)
+    scheduler = MongoScheduler.from_config(config, node_id=node, clock=clock)
     timeline = TimelinePrinter(START)
     domain = (
         FlowDomain.builder()
-        .with_config(SchedulingConfig.from_file(CONFIG))
+        .with_config(config)
         .with_scheduler_adapter(scheduler)
         .with_flow_store(MongoFlowStore(db["flow_instances"]))
         .with_clock(clock)
@@ -75,10 +81,10 @@ def first_process(db: Any) -> None:
     domain, scheduler = build(db, clock, "process-1")
     domain.start(FLOW, "tx-1", offsets={"AcceptedAt": START})
     advance_through(domain, scheduler, clock, RESTART_AT)
-    scheduler.close()
     print(f"-- process {os.getpid()} exits; pending in MongoDB:")
     for item in domain.timers("tx-1"):
         print(f"     {item.kind.value:<18} due +{item.due - START}")
+    scheduler.close()  # also closes the client from_config made
 
 
 def second_process(db: Any) -> None:
@@ -106,6 +112,7 @@ def main() -> None:
     client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=10_000)
     if len(sys.argv) == 3:  # a child process: run one phase on the given database
         phase, name = sys.argv[1:]
+        os.environ["FLOWSCHED_SCHEDULER_DATABASE"] = name  # read by config/application.conf
         (first_process if phase == "first" else second_process)(client[name])
         return
     name = f"flowsched_persistent_{uuid.uuid4().hex[:8]}"

@@ -3,7 +3,8 @@
 Run it with ``make demo`` (or ``python examples/quickstart.py`` after ``pip install -e .``).
 Three transfers run on the in-memory scheduler under a compressed clock: a ManualClock that
 jumps from one due timer to the next, so two hours pass in well under a second. What each
-timer does comes from ``config/application.conf``:
+timer does comes from ``config/application.conf``, and so do the scheduler's settings
+(``InMemoryScheduler.from_config``):
 
 * CheckFraud: 4 retries, USER_DEFINED backoffs [10s, 30m], no jitter; a 2 h action timeout;
 * processing time ValidatingSchemeRules → Complete: 3 h from the ``AcceptedAt`` offset (the
@@ -45,7 +46,8 @@ def main() -> None:
 
     clock = ManualClock(START)
     timeline = TimelinePrinter(START)
-    with InMemoryScheduler(clock=clock) as scheduler:
+    # Redelivery and max-attempts come from the file's ipf-scheduler.flowsched block.
+    with InMemoryScheduler.from_config(config, clock=clock) as scheduler:
         domain = (
             FlowDomain.builder()
             .with_config(config)

@@ -20,19 +20,27 @@ class ConfigProblem:
     ``key`` is the full key as written in the file (``None`` when the problem is not about one
     key, e.g. a syntax error); ``value`` is the offending value rendered as HOCON text (``None``
     when there is none); ``message`` says what is wrong and what would be valid.
-    ``suggestion`` is the key the author probably meant, for near-miss keys.
+    ``suggestion`` is the key the author probably meant, for near-miss keys. ``source`` and
+    ``line`` say where the key is written, when the configuration was read from a file
+    (``line`` is ``None`` where it cannot be told).
     """
 
     key: str | None
     value: str | None
     message: str
     suggestion: str | None = None
+    source: str | None = None
+    line: int | None = None
 
     def __str__(self) -> str:
         where = self.key or ""
         if self.value is not None:
             where = f"{where} = {self.value}" if where else self.value
-        return f"{where}: {self.message}" if where else self.message
+        text = f"{where}: {self.message}" if where else self.message
+        if self.source is None:
+            return text
+        place = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{place}: {text}"
 
 
 class ConfigError(ValueError):

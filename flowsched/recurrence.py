@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flowsched.clock import ensure_utc
+from flowsched.durations import parse_duration
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
@@ -80,9 +81,28 @@ class Recurrence:
 
     @classmethod
     def every(
-        cls, interval: timedelta, *, start: datetime | None = None, retry_failed: bool = False
+        cls,
+        interval: timedelta | str,
+        *,
+        start: datetime | None = None,
+        retry_failed: bool = False,
     ) -> Recurrence:
-        """A slot every ``interval``, the first one ``interval`` after ``start``."""
+        """A slot every ``interval``, the first one ``interval`` after ``start``.
+
+        ``interval`` is a ``timedelta`` or a HOCON duration (``"1h"``, ``"90 s"``; a bare
+        number is milliseconds); a bad string is a :class:`~flowsched.ConfigError` (a
+        ``ValueError``), any other type a ``TypeError``.
+
+        >>> Recurrence.every("90 s").interval
+        datetime.timedelta(seconds=90)
+        """
+        if isinstance(interval, str):
+            interval = parse_duration(interval, key="Recurrence.every interval")
+        elif not isinstance(interval, timedelta):
+            raise TypeError(
+                "Recurrence.every takes a timedelta or a duration string such as '1h' "
+                f"(got {type(interval).__name__})"
+            )
         return cls(interval=interval, start=start, retry_failed=retry_failed)
 
     @classmethod

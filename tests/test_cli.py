@@ -98,16 +98,14 @@ def test_an_unreadable_file_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> 
     assert err.count("\n") == 1 and err.startswith("flowsched: error: cannot read")
 
 
-def test_a_file_that_is_not_utf8_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> None:
+def test_a_file_that_is_not_utf8_is_a_problem_naming_the_file_and_line(tmp_path: Path) -> None:
     conf = tmp_path / "latin1.conf"
     conf.write_bytes("# café\nAny.Any.Any.timeout-duration = 1s\n".encode("latin-1"))
 
     for verb in (("check", str(conf)), ("explain", str(conf), "F", "S", "A")):
         code, out, err = run(*verb)
-        assert (code, out) == (2, "")
-        assert err.count("\n") == 1
-        assert err.startswith(f"flowsched: error: cannot read {conf}: not UTF-8 text")
-        assert "(byte 0xe9 at offset 5)" in err
+        assert (code, out) == (1, "")
+        assert f"{conf}:1: not UTF-8 text (byte 0xe9 at offset 5, line 1)" in err
 
 
 def test_backoff_previews_linear_waits_and_cumulative_times() -> None:

@@ -196,7 +196,7 @@ def test_unrelated_keys_are_ignored() -> None:
         some.deeply.nested.unrelated.key.timeout-duration = -5s
         a.b.timeout-duration = -1
         top-level = 3
-        ipf.flow.F.something-else = 1
+        ipf.journal.batch-size = 10
         ipf-scheduler.mongodb { uri = "mongodb://localhost/ipf" }
         F.S.A.max-retries = 1
         """

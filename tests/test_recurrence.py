@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from flowsched import ConfigError
 from flowsched.recurrence import Recurrence
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -101,3 +102,18 @@ def test_a_recurrence_without_start_cannot_compute_slots() -> None:
     with pytest.raises(ValueError, match="no start"):
         Recurrence.every(HOUR).next_slot(T0)
     assert Recurrence.every(HOUR).anchored(T0).next_slot(T0) == T0 + HOUR
+
+
+@pytest.mark.parametrize(
+    ("text", "interval"),
+    [("1h", timedelta(hours=1)), ("90 s", timedelta(seconds=90)), ("1500", timedelta(seconds=1.5))],
+)
+def test_every_takes_a_hocon_duration(text: str, interval: timedelta) -> None:
+    assert Recurrence.every(text).interval == interval
+
+
+def test_every_with_a_bad_duration_names_it() -> None:
+    with pytest.raises(ConfigError, match=r'Recurrence\.every interval = "soon"'):
+        Recurrence.every("soon")
+    with pytest.raises(TypeError, match="timedelta or a duration string"):
+        Recurrence.every(3600)  # type: ignore[arg-type]

@@ -9,7 +9,9 @@ from flowsched.config.hocon import load_hocon, parse_hocon
 from flowsched.config.keys import ANY, ActionType, KeyForm, ProcessingType
 from flowsched.config.policies import ActionPolicy, ProcessingTimePolicy
 from flowsched.config.resolution import DEFAULTS, ActionKey, precedence
+from flowsched.config.scheduler_settings import SchedulerSettings
 from flowsched.config.scheduling import SchedulingConfig
+from flowsched.config.shape import RootProblem
 from flowsched.errors import ConfigError, ConfigProblem
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
     "ProcessingTimeKey",
     "ProcessingTimePolicy",
     "ProcessingType",
+    "RootProblem",
+    "SchedulerSettings",
     "SchedulingConfig",
     "TypeExplanation",
     "load_hocon",

@@ -7,7 +7,7 @@ problem in the file instead of the first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 from typing import cast
@@ -29,10 +29,11 @@ from flowsched.config.keys import (
     ActionType,
     ProcessingPath,
     ProcessingType,
-    classify,
 )
 from flowsched.config.policies import ProcessingTimePolicy
 from flowsched.config.resolution import ActionIndex, ActionKey
+from flowsched.config.scheduler_settings import SchedulerSettings, read_scheduler_settings
+from flowsched.config.shape import RootProblem, classify
 from flowsched.durations import hocon_text, parse_duration
 from flowsched.errors import ConfigError, ConfigProblem
 
@@ -79,8 +80,11 @@ class ProcessingTimeKey:
 class Compiled:
     """What a configuration holds, indexed for look-ups, and what is wrong with it.
 
-    ``errors`` are invalid values (always fatal); ``key_problems`` are keys that are almost
-    ours (near-misses): fatal unless the configuration is loaded with ``strict=False``.
+    ``errors`` are invalid values (always fatal); ``key_problems`` are keys of ours that do
+    not fit (near misses, wrong depth, unknown types): fatal unless the configuration is
+    loaded with ``strict=False``. ``root_problems`` are root keys that do not fit and may be
+    another library's (see :mod:`flowsched.config.shape`); ``flow_shaped`` counts the keys
+    that are, or look like, ours.
     """
 
     actions: ActionIndex
@@ -89,6 +93,9 @@ class Compiled:
     processing_keys: tuple[ProcessingTimeKey, ...]
     errors: tuple[ConfigProblem, ...]
     key_problems: tuple[ConfigProblem, ...]
+    root_problems: tuple[RootProblem, ...] = ()
+    flow_shaped: int = 0
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
 
 def compile_tree(tree: ConfigTree) -> Compiled:
@@ -97,10 +104,18 @@ def compile_tree(tree: ConfigTree) -> Compiled:
     processing_keys: list[ProcessingTimeKey] = []
     errors: list[ConfigProblem] = []
     key_problems: list[ConfigProblem] = []
+    root_problems: list[RootProblem] = []
+    flow_shaped = 0
     for path, raw in flatten(tree, stop_at=ALL_TYPES):
         found = classify(path, hocon_text(raw))
+        # A lower-case root block that does not fit is most likely a library's: not counted.
+        flow_shaped += found is not None and (
+            not isinstance(found, RootProblem) or found.named_like_a_flow
+        )
         if isinstance(found, ConfigProblem):
             key_problems.append(found)
+        elif isinstance(found, RootProblem):
+            root_problems.append(found)
         elif isinstance(found, ActionPath):
             value = _parse(_ACTION_PARSERS[found.type], raw, found.key, errors)
             if value is not _INVALID:
@@ -112,6 +127,8 @@ def compile_tree(tree: ConfigTree) -> Compiled:
     actions = ActionIndex(action_keys)
     errors.extend(_user_defined_without_backoffs(actions))
     processing = _processing_policies(processing_keys, errors)
+    scheduler, scheduler_problems = read_scheduler_settings(tree)
+    errors.extend(scheduler_problems)
     return Compiled(
         actions,
         tuple(action_keys),
@@ -119,6 +136,9 @@ def compile_tree(tree: ConfigTree) -> Compiled:
         tuple(processing_keys),
         tuple(errors),
         tuple(key_problems),
+        tuple(root_problems),
+        flow_shaped,
+        scheduler,
     )
 
 

@@ -16,9 +16,10 @@ from pyhocon import ConfigFactory, ConfigTree
 from pyhocon.exceptions import ConfigException
 from pyparsing import ParseBaseException
 
-from flowsched.errors import ConfigError
+from flowsched.config.locations import scan
+from flowsched.errors import ConfigError, ConfigProblem
 
-__all__ = ["flatten", "format_key", "load_hocon", "parse_hocon"]
+__all__ = ["flatten", "format_key", "load_hocon", "parse_hocon", "parse_key", "read_text"]
 
 # Strings and comments are copied as they are; an unquoted nanosecond literal (the same shape
 # pyhocon's duration grammar matches: digits, optional spaces, unit, end of word) is quoted.
@@ -40,29 +41,64 @@ def _quote_nanos(text: str) -> str:
 def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>") -> ConfigTree:
     """Parse HOCON text with substitutions resolved, keeping nanosecond literals as text.
 
-    Syntax errors and unresolved substitutions raise :class:`ConfigError` with the line and
-    column. ``include`` d files are parsed by pyhocon directly (their nanoseconds truncated).
+    Syntax errors and unresolved substitutions raise :class:`ConfigError` naming ``source``
+    and the line, with the offending line shown (and, for a ``{`` or ``[`` never closed, the
+    line that opened it). ``include`` d files are parsed by pyhocon directly (their
+    nanoseconds truncated).
     """
     try:
         tree = ConfigFactory.parse_string(_quote_nanos(text), basedir=basedir)
     except ParseBaseException as exc:
-        # pyparsing's own message spells out the whole grammar: show the line instead.
-        raise ConfigError.single(
-            f"{source}: not valid HOCON at line {exc.lineno}, column {exc.col}: "
-            f"{exc.line.strip()!r}"
-        ) from None
+        raise ConfigError([_syntax_problem(text, source, exc)]) from None
     except ConfigException as exc:
-        raise ConfigError.single(f"{source}: {exc}") from None
+        raise ConfigError([ConfigProblem(None, None, str(exc), source=source)]) from None
     if not isinstance(tree, ConfigTree):  # a file whose root is a list
-        raise ConfigError.single(f"{source}: the root must be an object, not a list")
+        raise ConfigError(
+            [ConfigProblem(None, None, "the root must be an object, not a list", source=source)]
+        )
     return tree
+
+
+def _syntax_problem(text: str, source: str, exc: ParseBaseException) -> ConfigProblem:
+    # pyparsing's own message spells out the whole grammar: keep its first clause and show
+    # the line instead.
+    what = str(exc).split("  (at char", 1)[0].strip()
+    what = what[:1].lower() + what[1:]
+    lines = text.split("\n")
+    line_no = exc.lineno
+    message = f"not valid HOCON at line {line_no}, column {exc.col}: {what}"
+    unclosed = scan(text).unclosed
+    if unclosed is not None and "end of text" in what:
+        opened, opening = unclosed
+        message += f"; the bracket opened at line {opened} is never closed: {opening}"
+        line_no = opened
+    else:
+        shown = lines[line_no - 1] if 0 < line_no <= len(lines) else ""
+        if shown.strip():
+            message += f"\n      {shown.rstrip()}\n      {' ' * (exc.col - 1)}^"
+    return ConfigProblem(None, None, message, source=source, line=line_no)
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a HOCON file. ``OSError`` if unreadable; :class:`ConfigError` naming the
+    file if it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        message = (
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line});"
+            " HOCON files are UTF-8: convert it (iconv -f latin1 -t utf-8)"
+        )
+        raise ConfigError(
+            [ConfigProblem(None, None, message, source=str(path), line=line)]
+        ) from None
 
 
 def load_hocon(path: str | Path) -> ConfigTree:
     """Read and parse a HOCON file (see :func:`parse_hocon`). ``OSError`` if unreadable."""
-    file = Path(path)
-    text = file.read_text(encoding="utf-8")
-    return parse_hocon(text, basedir=str(file.parent), source=str(path))
+    return parse_hocon(read_text(path), basedir=str(Path(path).parent), source=str(path))
 
 
 def flatten(
@@ -91,3 +127,11 @@ def _unquote(key: str) -> str:
     if len(key) >= 2 and key[0] == key[-1] == '"':
         return key[1:-1]
     return key
+
+
+_KEY_PART = re.compile(r'"((?:[^"\\]|\\.)*)"|([^.]+)')
+
+
+def parse_key(key: str) -> tuple[str, ...]:
+    """The parts of a key :func:`format_key` wrote (``a."b.c"`` → ``("a", "b.c")``)."""
+    return tuple(m[1] if m[1] is not None else m[2] for m in _KEY_PART.finditer(key))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -13,10 +14,13 @@ from pyhocon import ConfigTree
 from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.config.compiler import Compiled, ProcessingTimeKey, compile_tree
 from flowsched.config.explain import Explanation, explain
-from flowsched.config.hocon import load_hocon, parse_hocon
-from flowsched.config.keys import ActionType
+from flowsched.config.hocon import parse_hocon, parse_key, read_text
+from flowsched.config.keys import ANY, ActionType
+from flowsched.config.locations import KeyLines, scan
 from flowsched.config.policies import ActionPolicy, ProcessingTimePolicy
 from flowsched.config.resolution import DEFAULTS, ActionKey, Triple
+from flowsched.config.scheduler_settings import SchedulerSettings
+from flowsched.config.shape import RootProblem
 from flowsched.errors import ConfigError, ConfigProblem
 
 __all__ = ["SchedulingConfig"]
@@ -50,17 +54,32 @@ class SchedulingConfig:
     2
     """
 
-    def __init__(self, compiled: Compiled, *, strict: bool = True) -> None:
-        """Prefer the ``from_*`` constructors; this one takes an already compiled tree."""
+    def __init__(
+        self,
+        compiled: Compiled,
+        *,
+        strict: bool = True,
+        source: str | None = None,
+        text: str | None = None,
+    ) -> None:
+        """Prefer the ``from_*`` constructors; this one takes an already compiled tree.
+
+        ``source`` (a file name) and ``text`` (its content) let problems name the file and
+        the line of each key."""
+        self.source = source
+        """The file this configuration was read from (``None``: a string or a tree)."""
+        self._lines: KeyLines | None = scan(text) if source is not None and text else None
         fatal = compiled.errors + (compiled.key_problems if strict else ())
         if fatal:
             # Report everything found, near-misses included, even when not strict.
-            raise ConfigError(compiled.errors + compiled.key_problems)
+            raise ConfigError(self.locate(compiled.errors + compiled.key_problems))
         self._compiled = compiled
         self._cache: dict[Triple, ActionPolicy] = {}
         self._by_matches: dict[tuple[Triple, ...], tuple[timedelta | None, RetryPolicy]] = {}
         self._retry_policies: dict[tuple[Any, ...], RetryPolicy] = {}
-        self.warnings: tuple[ConfigProblem, ...] = () if strict else compiled.key_problems
+        self.warnings: tuple[ConfigProblem, ...] = (
+            () if strict else self.locate(compiled.key_problems)
+        )
         """Near-miss keys found when loaded with ``strict=False`` (empty otherwise)."""
         by_source: dict[tuple[str, str], dict[str, ProcessingTimePolicy]] = {}
         for (flow, source, destination), policy in compiled.processing.items():
@@ -76,8 +95,12 @@ class SchedulingConfig:
 
     @classmethod
     def from_file(cls, path: str | Path, *, strict: bool = True) -> SchedulingConfig:
-        """Load from a HOCON file; ``OSError`` if it cannot be read."""
-        return cls(compile_tree(load_hocon(path)), strict=strict)
+        """Load from a HOCON file; ``OSError`` if it cannot be read. Problems name the file
+        and the line of the key (a file that is not UTF-8 is a :class:`ConfigError` too)."""
+        source = str(path)
+        text = read_text(path)
+        tree = parse_hocon(text, basedir=str(Path(path).parent), source=source)
+        return cls(compile_tree(tree), strict=strict, source=source, text=text)
 
     @classmethod
     def from_tree(cls, tree: ConfigTree, *, strict: bool = True) -> SchedulingConfig:
@@ -120,6 +143,56 @@ class SchedulingConfig:
     def explain(self, flow: str, state: str, action: str) -> Explanation:
         """For each type: its value, the key that won (or ``default``), the shadowed keys."""
         return explain(self._compiled.actions, flow, state, action)
+
+    def scheduler_settings(self) -> SchedulerSettings:
+        """The ``ipf-scheduler`` settings (validated on load, defaults filled in): what
+        ``InMemoryScheduler.from_config`` and ``MongoScheduler.from_config`` read."""
+        return self._compiled.scheduler
+
+    def root_problems(self) -> tuple[RootProblem, ...]:
+        """Root keys that do not fit the flow key forms but may be another library's (their
+        last part looks like a type). ``build()`` raises those whose first part is a
+        registered flow (or close to one); ``flowsched check`` without flows reports those
+        :attr:`~RootProblem.named_like_a_flow`. Each names its file and line when known."""
+        return tuple(
+            RootProblem(found.flow, self.locate((found.problem,))[0])
+            for found in self._compiled.root_problems
+        )
+
+    def flow_shaped_keys(self) -> int:
+        """How many keys are, or look like, flow keys (valid or not)."""
+        return self._compiled.flow_shaped
+
+    def mentions(self, flow: str, state: str, action: str) -> dict[str, bool]:
+        """Whether some configured key names ``flow``, ``state``, ``action`` (not as ``Any``):
+        ``{"flow": ..., "state": ..., "action": ...}``. A name no key mentions gets only
+        wildcard and default settings, which is what a misspelt name gets too."""
+        keys = self._compiled.action_keys
+        found = {
+            "flow": any(k.flow == flow for k in keys)
+            or any(k.flow == flow for k in self._compiled.processing_keys),
+            "state": any(k.state == state for k in keys)
+            or any(state in (k.source, k.destination) for k in self._compiled.processing_keys),
+            "action": any(k.action == action for k in keys),
+        }
+        for part, name in (("flow", flow), ("state", state), ("action", action)):
+            found[part] = found[part] or name == ANY
+        return found
+
+    def locate(self, problems: tuple[ConfigProblem, ...]) -> tuple[ConfigProblem, ...]:
+        """``problems`` with the file and, where its key can be found, the line filled in
+        (unchanged when this configuration was not read from a file)."""
+        if self.source is None:
+            return problems
+        return tuple(self._located(problem) for problem in problems)
+
+    def _located(self, problem: ConfigProblem) -> ConfigProblem:
+        if problem.source is not None:
+            return problem
+        line = None
+        if problem.key is not None and self._lines is not None:
+            line = self._lines.line_of(parse_key(problem.key))
+        return replace(problem, source=self.source, line=line)
 
     def action_keys(self) -> tuple[ActionKey, ...]:
         """Every configured action key (``Any`` included), in file order."""

@@ -25,7 +25,7 @@ from typing import Literal, Self
 from flowsched.clock import Clock, SystemClock
 from flowsched.config import SchedulingConfig
 from flowsched.errors import ConfigError
-from flowsched.flow.check import unknown_names
+from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
 from flowsched.flow.planner import Planner
@@ -180,7 +180,7 @@ class FlowDomainBuilder:
             )
 
     def _check_config(self, config: SchedulingConfig) -> None:
-        problems = unknown_names(self._flows, config.action_keys(), config.processing_time_keys())
+        problems = config_problems(self._flows, config)
         if not problems:
             return
         if self._config_check == "error":

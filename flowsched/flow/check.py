@@ -9,6 +9,8 @@ of ``application.conf`` with other libraries: ``alpakka.s3.retry-settings.max-re
 the shape of an action key of a flow ``alpakka``. So a root key is only checked when its flow
 part is ``Any``, a registered flow, or close to one (``OBCreditTranfer``); any other is
 somebody else's and is logged at debug level. Keys under ``ipf.flow.`` are always checked.
+Root keys that do not fit the key forms at all (``SchedulingConfig.root_problems``) are
+raised here by the same rule: when their first part is a registered flow or close to one.
 """
 
 from __future__ import annotations
@@ -17,15 +19,35 @@ import difflib
 import logging
 from collections.abc import Iterable, Mapping
 
-from flowsched.config import ANY, ActionKey, KeyForm, ProcessingTimeKey
+from flowsched.config import ANY, ActionKey, KeyForm, ProcessingTimeKey, SchedulingConfig
 from flowsched.errors import ConfigProblem
 from flowsched.flow.definition import FlowDefinition
 
-__all__ = ["unknown_names"]
+__all__ = ["config_problems", "unknown_names"]
 
 log = logging.getLogger("flowsched.flow")
 
 _NEAR_FLOW = 0.8  # difflib ratio, case ignored: "OBCreditTranfer" ~ "OBCreditTransfer" is 0.97
+
+
+def config_problems(
+    flows: Mapping[str, FlowDefinition], config: SchedulingConfig
+) -> list[ConfigProblem]:
+    """Everything ``build()`` refuses in ``config`` for these flows: root keys of a
+    registered flow that do not fit the key forms, and keys naming something no flow has
+    (each with its file and line when ``config`` was read from a file)."""
+    problems = [
+        found.problem for found in config.root_problems() if _is_flow_like(flows, found.flow)
+    ]
+    problems += unknown_names(flows, config.action_keys(), config.processing_time_keys())
+    return list(config.locate(tuple(problems)))
+
+
+def _is_flow_like(flows: Mapping[str, FlowDefinition], name: str) -> bool:
+    if name == ANY or name in flows:
+        return True
+    names = [flow.lower() for flow in flows]
+    return bool(difflib.get_close_matches(name.lower(), names, n=1, cutoff=_NEAR_FLOW))
 
 
 def unknown_names(
@@ -42,10 +64,7 @@ def unknown_names(
 
 def _ours(flows: Mapping[str, FlowDefinition], key: ActionKey) -> bool:
     """Whether ``key`` is meant for the flow domain rather than another library."""
-    if key.form is not KeyForm.ROOT or key.flow == ANY or key.flow in flows:
-        return True
-    names = {name.lower(): name for name in flows}
-    if difflib.get_close_matches(key.flow.lower(), list(names), n=1, cutoff=_NEAR_FLOW):
+    if key.form is not KeyForm.ROOT or _is_flow_like(flows, key.flow):
         return True
     log.debug(
         "configuration key %s: %r is no registered flow; not ours, ignored", key.key, key.flow
@@ -96,7 +115,9 @@ def _missing(
     key: str, part: str, name: str, known: Iterable[str], where: str = ""
 ) -> ConfigProblem:
     candidates = sorted(set(known))
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    # Case ignored: "checkingfraud" is closest to "CheckingFraud", whatever difflib thinks.
+    lowered = {c.lower(): c for c in candidates}
+    close = [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), 3, 0.6)]
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     message = f"no {part} {name!r}{where} ({hint}known: {', '.join(candidates) or 'none'})"
     return ConfigProblem(key, None, message, _suggest(key, name, close[0]) if close else None)

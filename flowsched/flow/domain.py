@@ -137,17 +137,23 @@ class FlowDomain:
 
         return _decided(self._run(flow_id, decide))
 
-    def handle(self, flow_id: str, event: object) -> FlowInstance:
+    def handle(
+        self, flow_id: str, event: object, offsets: Mapping[str, datetime] | None = None
+    ) -> FlowInstance:
         """Deliver ``event`` (a response, or any event the flow declares transitions for)
         to instance ``flow_id`` and return the instance after it. An event the current
         state has no transition for changes nothing; so does any event once the flow has
-        finished. :class:`UnknownFlowError` if there is no such instance."""
+        finished. :class:`UnknownFlowError` if there is no such instance.
+
+        ``offsets``: custom offsets that came with this input (name → aware datetime), added
+        to the instance's offsets before the event is applied (a name already there is
+        replaced), so a processing-time deadline armed from then on can count from them."""
 
         def decide(instance: FlowInstance | None, now: datetime) -> Step:
             if instance is None:
                 raise UnknownFlowError(f"no flow instance {flow_id!r}")
             definition = self._definition(instance.flow)
-            return self._planner.event(definition, instance, event, now)
+            return self._planner.event(definition, instance, event, now, offsets)
 
         return _decided(self._run(flow_id, decide))
 

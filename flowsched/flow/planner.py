@@ -86,13 +86,22 @@ class Planner:
         return step
 
     def event(
-        self, definition: FlowDefinition, instance: FlowInstance, event: object, now: datetime
+        self,
+        definition: FlowDefinition,
+        instance: FlowInstance,
+        event: object,
+        now: datetime,
+        offsets: Mapping[str, datetime] | None = None,
     ) -> Step:
-        """``event`` received by ``instance`` at ``now``: response bookkeeping, transition."""
+        """``event`` received by ``instance`` at ``now``: custom ``offsets`` that came with
+        it recorded first, then response bookkeeping and the transition."""
+        custom = custom_offsets(offsets)
         step = Step(now, instance, event=event)
         if instance.finished:
             step.ignore(f"{type(event).__name__}: flow already finished in {instance.state}")
             return step
+        if custom:
+            step.update(replace(instance, offsets={**instance.offsets, **custom}))
         self._respond(definition, step, event)
         self._transition(definition, step, event)
         return step

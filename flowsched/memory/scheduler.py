@@ -6,6 +6,7 @@ import logging
 import threading
 from collections import deque
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import (
@@ -29,6 +30,9 @@ from flowsched.port import (
     SchedulerUnavailable,
     set_generation,
 )
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
 
 __all__ = ["InMemoryScheduler"]
 
@@ -131,6 +135,33 @@ class InMemoryScheduler(SchedulerPort):
         self._manual = callable(add_listener)
         if add_listener is not None and self._manual:
             add_listener(self._on_advance)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+    ) -> InMemoryScheduler:
+        """A scheduler with the ``ipf-scheduler.flowsched`` settings that apply in process:
+        ``redelivery { initial, maximum, factor }``, ``max-attempts`` and ``workers`` (see
+        ``docs/reference/configuration.md``; the MongoDB settings are not used here).
+
+        >>> from flowsched import SchedulingConfig
+        >>> config = SchedulingConfig.from_string(
+        ...     "ipf-scheduler.flowsched { max-attempts = 5, redelivery.initial = 1s }")
+        >>> with InMemoryScheduler.from_config(config) as scheduler:
+        ...     pass
+        """
+        settings = config.scheduler_settings()
+        redelivery = RedeliveryPolicy(
+            initial=settings.redelivery_initial,
+            maximum=settings.redelivery_maximum,
+            factor=settings.redelivery_factor,
+            max_attempts=settings.max_attempts,
+        )
+        return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
 
     # -- the port -----------------------------------------------------------------------
 

@@ -17,6 +17,11 @@ class MongoScheduler:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _missing("MongoScheduler")
 
+    @classmethod
+    def from_config(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        """Raises ``ImportError``, as the constructor does."""
+        _missing("MongoScheduler")
+
 
 class MongoFlowStore:
     """Raises ``ImportError``: the MongoDB driver is missing."""

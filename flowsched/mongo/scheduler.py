@@ -11,7 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import bson
 from pymongo.collection import Collection
@@ -41,6 +41,9 @@ from flowsched.port import (
     SchedulerPort,
     SchedulerUnavailable,
 )
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
 
 __all__ = ["MongoScheduler"]
 
@@ -83,7 +86,13 @@ class MongoScheduler(SchedulerPort):
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
     :meth:`run_due` after advancing the clock.
+
+    :meth:`from_config` builds one from the ``ipf-scheduler`` block of ``application.conf``.
     """
+
+    _owned_client: Any = None
+    """The client :meth:`from_config` created, closed by :meth:`close` (``None``: the
+    collection's client belongs to the caller)."""
 
     def __init__(
         self,
@@ -122,6 +131,31 @@ class MongoScheduler(SchedulerPort):
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        node_id: str | None = None,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        client_factory: Callable[..., Any] | None = None,
+    ) -> MongoScheduler:
+        """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
+        of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
+        ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
+        server-selection and connect timeouts of ``op-timeout``) and closed by :meth:`close`.
+        A missing ``uri`` or database is a :class:`~flowsched.ConfigError` naming the key.
+
+        >>> config = SchedulingConfig.from_file("config/application.conf")  # doctest: +SKIP
+        >>> with MongoScheduler.from_config(config) as scheduler: ...     # doctest: +SKIP
+        """
+        from flowsched.mongo.from_config import build
+
+        return build(cls, config, node_id, clock, observer, client_factory)
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -362,7 +396,7 @@ class MongoScheduler(SchedulerPort):
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
 
         Claimed items whose handler had not started are given back at once. The collection's
-        client is not closed: it belongs to the caller."""
+        client is not closed (it belongs to the caller), unless :meth:`from_config` made it."""
         with self._lock:
             if self._closed:
                 return
@@ -370,6 +404,8 @@ class MongoScheduler(SchedulerPort):
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop()
+        if self._owned_client is not None:
+            self._owned_client.close()
 
     def _warn_if_unrouted(self) -> bool:
         """Log one warning if the collection holds items stored before routing (one

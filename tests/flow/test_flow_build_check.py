@@ -82,11 +82,42 @@ def test_other_libraries_keys_in_the_same_file_do_not_stop_the_build(
 ) -> None:
     conf = """
     alpakka.s3.retry-settings { max-retries = 3, min-backoff = 200ms, max-backoff = 10s }
+    storage.s3.retry-settings { max-retries = 3, min-backoff = 200ms, max-backoff = 10s }
     Any.CheckingFraud.CheckFraud.max-retries = 1
     """
     with caplog.at_level(logging.DEBUG, logger="flowsched.flow"):
         h = harness(conf)
 
     assert h.domain is not None
-    assert any("alpakka.s3.retry-settings.max-retries" in r.message for r in caplog.records)
+    # alpakka is a known library block, never read; storage has the shape of a root action
+    # key of a flow "storage", which no flow is: logged as not ours.
+    assert any("storage.s3.retry-settings.max-retries" in r.message for r in caplog.records)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_root_key_of_a_registered_flow_that_does_not_fit_is_refused(
+    harness: HarnessFactory,
+) -> None:
+    conf = """
+    OBCreditTransfer.CheckingFraud.timeout-duration = 2s
+    obcredittransfer.CheckingFraud.CheckFraud.retries = 2
+    Kafka.Consumer.Group.retries = 3
+    """
+
+    with pytest.raises(FlowConfigError) as caught:
+        harness(conf)
+
+    shown = {p.key: str(p) for p in caught.value.problems}
+    assert set(shown) == {
+        "OBCreditTransfer.CheckingFraud.timeout-duration",
+        "obcredittransfer.CheckingFraud.CheckFraud.retries",
+    }  # Kafka is no registered flow: somebody else's key
+    assert (
+        "did you mean OBCreditTransfer.CheckingFraud.Any.timeout-duration?"
+        in shown["OBCreditTransfer.CheckingFraud.timeout-duration"]
+    )
+
+
+def test_a_misspelt_state_is_suggested_whatever_its_case(harness: HarnessFactory) -> None:
+    with pytest.raises(FlowConfigError, match="did you mean 'CheckingFraud'"):
+        harness("Any.checkingfraud.CheckFraud.timeout-duration = 20s")

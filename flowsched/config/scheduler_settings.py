@@ -1,0 +1,303 @@
+"""Internal: the schedulers' own settings, from the ``ipf-scheduler`` block of a config.
+
+::
+
+    ipf-scheduler {
+      mongodb {                      # IPF's persistent-scheduler settings
+        uri = "mongodb://localhost/ipf"
+        database-name = "scheduled"
+        collection = "timers"        # ours; default "timers"
+      }
+      flowsched {                    # ours: how our schedulers run
+        poll-interval = 1s
+        lease = 30s
+        batch-size = 100
+        workers = 8
+        op-timeout = 10s
+        redelivery { initial = 3s, maximum = 30s, factor = 2 }
+        max-attempts = null          # a whole number >= 1 moves an item to the dead letters
+        node-id = null               # default: <host>:<pid>:<random>
+      }
+    }
+
+Every key is validated like a flow key: an unknown or misspelt name, a wrong type or a
+negative value is a :class:`~flowsched.ConfigError` naming the key (with the name probably
+meant). The adapters' ``from_config`` read the resulting :class:`SchedulerSettings`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import unquote, urlsplit
+
+from pyhocon import ConfigTree
+
+from flowsched.config.hocon import format_key
+from flowsched.config.suggest import closest, is_near
+from flowsched.durations import hocon_text, parse_duration
+from flowsched.errors import ConfigError, ConfigProblem
+
+__all__ = ["BLOCK", "SchedulerSettings", "read_scheduler_settings"]
+
+BLOCK = "ipf-scheduler"
+"""The root block the scheduler settings live in (IPF's name)."""
+
+_MONGODB = "mongodb"
+_OURS = "flowsched"
+_REDELIVERY = "redelivery"
+_DB_NAME = re.compile(r'[^/\\. "$*<>:|?]{1,63}')
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings:
+    """The validated ``ipf-scheduler`` settings, defaults filled in.
+
+    ``uri`` / ``database_name`` are ``None`` when not configured (``database_name`` falls
+    back on the database named in ``uri``). ``configured`` holds the keys the file set.
+    """
+
+    uri: str | None = None
+    database_name: str | None = None
+    collection: str = "timers"
+    poll_interval: timedelta = timedelta(seconds=1)
+    lease: timedelta = timedelta(seconds=30)
+    batch_size: int = 100
+    workers: int = 8
+    op_timeout: timedelta = timedelta(seconds=10)
+    redelivery_initial: timedelta = timedelta(seconds=3)
+    redelivery_maximum: timedelta = timedelta(seconds=30)
+    redelivery_factor: float = 2.0
+    max_attempts: int | None = None
+    node_id: str | None = None
+    configured: frozenset[str] = field(default=frozenset())
+
+    def database(self) -> str:
+        """The database to use: ``database-name``, else the one named in ``uri``.
+
+        :class:`ConfigError` naming the keys when neither says."""
+        if self.database_name:
+            return self.database_name
+        if self.uri:
+            path = unquote(urlsplit(self.uri).path.lstrip("/"))
+            if path:
+                return path
+        raise ConfigError.single(
+            f"no database for the MongoDB scheduler: set {BLOCK}.{_MONGODB}.database-name "
+            f'(e.g. "scheduled") or name one in {BLOCK}.{_MONGODB}.uri',
+            key=f"{BLOCK}.{_MONGODB}.database-name",
+        )
+
+    def mongo_uri(self) -> str:
+        """``uri``, or :class:`ConfigError` naming the key when it is not set."""
+        if not self.uri:
+            raise ConfigError.single(
+                f'not set: the MongoDB scheduler needs {BLOCK}.{_MONGODB}.uri = "mongodb://host/db"',
+                key=f"{BLOCK}.{_MONGODB}.uri",
+            )
+        return self.uri
+
+
+_Parse = Callable[[object], object]
+
+
+def _duration_above_zero(value: object) -> object:
+    found = parse_duration(value)
+    if found <= timedelta(0):
+        raise ValueError("must be a duration above zero (e.g. 1s, 500ms)")
+    return found
+
+
+def _count(value: object) -> object:
+    if isinstance(value, str) and value.strip().isdigit():  # "3", as HOCON may quote it
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _optional_count(value: object) -> object:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    return _count(value)
+
+
+def _factor(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number >= 1")
+    if not math.isfinite(value) or value < 1:
+        raise ValueError("must be a number >= 1")
+    return float(value)
+
+
+def _text(value: object) -> object:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _optional_text(value: object) -> object:
+    return None if value is None else _text(value)
+
+
+def _uri(value: object) -> object:
+    text = _text(value)
+    assert isinstance(text, str)
+    if not text.startswith(("mongodb://", "mongodb+srv://")):
+        raise ValueError('must be a MongoDB connection string ("mongodb://host/db")')
+    return text
+
+
+def _database(value: object) -> object:
+    text = _text(value)
+    assert isinstance(text, str)
+    if not _DB_NAME.fullmatch(text):
+        raise ValueError('must be a MongoDB database name (no / \\ . " $ or spaces)')
+    return text
+
+
+def _collection(value: object) -> object:
+    text = _text(value)
+    assert isinstance(text, str)
+    if "$" in text or "\0" in text or text.startswith("system."):
+        raise ValueError("must be a MongoDB collection name (no $, not system.*)")
+    return text
+
+
+_MONGODB_KEYS: Mapping[str, tuple[str, _Parse]] = {
+    "uri": ("uri", _uri),
+    "database-name": ("database_name", _database),
+    "collection": ("collection", _collection),
+}
+_OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
+    "poll-interval": ("poll_interval", _duration_above_zero),
+    "lease": ("lease", _duration_above_zero),
+    "batch-size": ("batch_size", _count),
+    "workers": ("workers", _count),
+    "op-timeout": ("op_timeout", _duration_above_zero),
+    "max-attempts": ("max_attempts", _optional_count),
+    "node-id": ("node_id", _optional_text),
+}
+_REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
+    "initial": ("redelivery_initial", _duration_above_zero),
+    "maximum": ("redelivery_maximum", _duration_above_zero),
+    "factor": ("redelivery_factor", _factor),
+}
+_SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
+    _MONGODB: _MONGODB_KEYS,
+    _OURS: None,  # holds _OUR_KEYS and the redelivery block
+}
+
+
+def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[ConfigProblem]]:
+    """The settings in ``tree`` (a whole configuration) and every problem found in them."""
+    problems: list[ConfigProblem] = []
+    values: dict[str, object] = {}
+    configured: set[str] = set()
+    for key in tree:
+        if key != BLOCK and is_near(key.strip('"'), (BLOCK,), cutoff=0.85):
+            problems.append(_unknown((key,), BLOCK))
+    block = tree.get(BLOCK, None)
+    if block is None:
+        return SchedulerSettings(), problems
+    if not isinstance(block, ConfigTree):
+        problems.append(_wrong((BLOCK,), block, "must be an object (mongodb { ... })"))
+        return SchedulerSettings(), problems
+    for name, section in block.items():
+        path = (BLOCK, name)
+        if name == _MONGODB:
+            _read(section, path, _MONGODB_KEYS, values, configured, problems)
+        elif name == _OURS:
+            _read_ours(section, path, values, configured, problems)
+        else:
+            problems.append(_unknown(path, closest(name, _SECTIONS)))
+    settings = SchedulerSettings(**values, configured=frozenset(configured))  # type: ignore[arg-type]
+    if settings.redelivery_maximum < settings.redelivery_initial:
+        key = format_key((BLOCK, _OURS, _REDELIVERY, "maximum"))
+        problems.append(
+            ConfigProblem(
+                key,
+                hocon_text(settings.redelivery_maximum),
+                f"must be at least redelivery initial ({hocon_text(settings.redelivery_initial)})",
+            )
+        )
+    return settings, problems
+
+
+def _read_ours(
+    section: object,
+    path: tuple[str, ...],
+    values: dict[str, object],
+    configured: set[str],
+    problems: list[ConfigProblem],
+) -> None:
+    if not isinstance(section, ConfigTree):
+        problems.append(_wrong(path, section, "must be an object (poll-interval = 1s, ...)"))
+        return
+    for raw_name, value in section.items():
+        name = raw_name.strip('"')
+        if name == _REDELIVERY:
+            _read(value, (*path, name), _REDELIVERY_KEYS, values, configured, problems)
+        elif name in _OUR_KEYS:
+            _set((*path, name), _OUR_KEYS[name], value, values, configured, problems)
+        else:
+            problems.append(_unknown((*path, name), closest(name, [*_OUR_KEYS, _REDELIVERY])))
+
+
+def _read(
+    section: object,
+    path: tuple[str, ...],
+    keys: Mapping[str, tuple[str, _Parse]],
+    values: dict[str, object],
+    configured: set[str],
+    problems: list[ConfigProblem],
+) -> None:
+    if not isinstance(section, ConfigTree):
+        problems.append(_wrong(path, section, f"must be an object ({', '.join(keys)})"))
+        return
+    for raw_name, value in section.items():
+        name = raw_name.strip('"')
+        if name in keys:
+            _set((*path, name), keys[name], value, values, configured, problems)
+        else:
+            problems.append(_unknown((*path, name), closest(name, keys)))
+
+
+def _set(
+    path: tuple[str, ...],
+    spec: tuple[str, _Parse],
+    value: object,
+    values: dict[str, object],
+    configured: set[str],
+    problems: list[ConfigProblem],
+) -> None:
+    attribute, parse = spec
+    key = format_key(path)
+    try:
+        values[attribute] = parse(value)
+    except ConfigError as exc:  # from parse_duration, which did not know the key
+        problems.extend(ConfigProblem(key, p.value, p.message) for p in exc.problems)
+    except ValueError as exc:
+        problems.append(ConfigProblem(key, hocon_text(value), str(exc)))
+    else:
+        configured.add(key)
+
+
+def _unknown(path: tuple[str, ...], meant: str | None) -> ConfigProblem:
+    key = format_key(path)
+    if meant is None:
+        return ConfigProblem(key, None, f"unknown scheduler setting {path[-1]!r}")
+    fixed = format_key((*path[:-1], meant))
+    return ConfigProblem(
+        key,
+        None,
+        f"unknown scheduler setting {path[-1]!r}; did you mean {fixed}?",
+        suggestion=fixed,
+    )
+
+
+def _wrong(path: tuple[str, ...], value: object, message: str) -> ConfigProblem:
+    return ConfigProblem(format_key(path), hocon_text(value), message)

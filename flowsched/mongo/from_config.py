@@ -1,0 +1,84 @@
+"""Internal: ``MongoScheduler.from_config``, the collection and settings a config gives.
+
+Kept apart from the scheduler so that it stays thin: everything read and validated lives in
+:class:`~flowsched.config.SchedulerSettings`; this module only turns it into a client, a
+collection and the constructor's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from flowsched.clock import Clock
+from flowsched.config import SchedulerSettings, SchedulingConfig
+from flowsched.delivery import Observer, RedeliveryPolicy
+
+if TYPE_CHECKING:
+    from flowsched.mongo.scheduler import MongoScheduler
+
+__all__ = ["build", "client_options", "redelivery_policy"]
+
+
+def client_options(settings: SchedulerSettings) -> dict[str, Any]:
+    """The driver options ``from_config`` gives ``MongoClient`` besides the URI (the URI's
+    own options win where both set one)."""
+    millis = max(1, int(settings.op_timeout / timedelta(milliseconds=1)))
+    return {
+        "tz_aware": True,
+        "appname": "flowsched",
+        "serverSelectionTimeoutMS": millis,
+        "connectTimeoutMS": millis,
+    }
+
+
+def redelivery_policy(settings: SchedulerSettings) -> RedeliveryPolicy:
+    """The redelivery backoff ``ipf-scheduler.flowsched.redelivery`` and ``max-attempts`` set."""
+    return RedeliveryPolicy(
+        initial=settings.redelivery_initial,
+        maximum=settings.redelivery_maximum,
+        factor=settings.redelivery_factor,
+        max_attempts=settings.max_attempts,
+    )
+
+
+def build(
+    cls: type[MongoScheduler],
+    config: SchedulingConfig,
+    node_id: str | None,
+    clock: Clock | None,
+    observer: Observer | None,
+    client_factory: Callable[..., Any] | None,
+) -> MongoScheduler:
+    """See :meth:`MongoScheduler.from_config`."""
+    settings = config.scheduler_settings()
+    uri = settings.mongo_uri()
+    database = settings.database()
+    if client_factory is None:
+        from pymongo import MongoClient
+
+        client_factory = MongoClient
+    options = client_options(settings)
+    for name in list(options):  # an option the URI sets is the URI's
+        if f"{name.lower()}=" in uri.lower():
+            del options[name]
+    client = client_factory(uri, **options)
+    try:
+        scheduler = cls(
+            client[database][settings.collection],
+            node_id=node_id or settings.node_id,
+            poll_interval=settings.poll_interval,
+            clock=clock,
+            redelivery=redelivery_policy(settings),
+            observer=observer,
+            batch_size=settings.batch_size,
+            lease=settings.lease,
+            workers=settings.workers,
+            op_timeout=settings.op_timeout,
+        )
+    except BaseException:
+        client.close()
+        raise
+    scheduler._owned_client = client
+    return scheduler

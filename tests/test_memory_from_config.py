@@ -1,0 +1,65 @@
+"""InMemoryScheduler.from_config: redelivery, max-attempts and workers from application.conf."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from flowsched import ConfigError, InMemoryScheduler, ManualClock, SchedulingConfig
+from flowsched.port import ScheduleItem, ScheduleKind
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+
+
+def test_redelivery_and_max_attempts_come_from_the_file() -> None:
+    config = SchedulingConfig.from_string(
+        """
+        ipf-scheduler.mongodb.uri = "mongodb://localhost/ipf"   # not used in process
+        ipf-scheduler.flowsched {
+          redelivery { initial = 2s, maximum = 5s }
+          max-attempts = 3
+        }
+        """
+    )
+    clock = ManualClock(START)
+    attempts: list[datetime] = []
+
+    def failing(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(clock.now())
+        raise RuntimeError("down")
+
+    with InMemoryScheduler.from_config(config, clock=clock) as scheduler:
+        scheduler.subscribe(ScheduleKind.TIMER, failing)
+        scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, START + SECOND))
+        for wait in (1, 2, 4):  # step by step: each redelivery counts from the failure
+            clock.advance(wait * SECOND)
+
+        # Delivered at 1s, redelivered 2s later, then 4s later; dead after the third failure.
+        assert [(a - START) / SECOND for a in attempts] == [1, 3, 7]
+        assert [d.item.id for d in scheduler.dead_letters()] == ["t-1"]
+
+
+def test_without_settings_the_defaults_apply() -> None:
+    clock = ManualClock(START)
+    attempts: list[datetime] = []
+
+    def failing(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(clock.now())
+        raise RuntimeError("down")
+
+    scheduler = InMemoryScheduler.from_config(SchedulingConfig.empty(), clock=clock)
+    scheduler.subscribe(ScheduleKind.TIMER, failing)
+    scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, START + SECOND))
+    for wait in (1, 3, 6):
+        clock.advance(wait * SECOND)
+    scheduler.close()
+
+    assert [(a - START) / SECOND for a in attempts] == [1, 4, 10]  # 3s, then 6s
+    assert scheduler.dead_letters() == []
+
+
+def test_a_bad_setting_never_reaches_the_scheduler() -> None:
+    with pytest.raises(ConfigError, match=r"ipf-scheduler\.flowsched\.max-attempts = 0"):
+        SchedulingConfig.from_string("ipf-scheduler.flowsched.max-attempts = 0")
