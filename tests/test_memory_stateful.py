@@ -1,8 +1,9 @@
 """InMemoryScheduler against a plain reference model, driven by random operation sequences.
 
 The model is the specification in a few lines: an item is delivered once the clock reaches
-its due time and a handler for its kind exists, in (due, schedule order) order; a failing
-delivery comes back ``RedeliveryPolicy.delay(failures)`` later with ``attempt`` + 1, or is
+its due time and a handler for its kind exists, in (due, schedule order) order, at its due
+time (virtual time steps through each advance); a failing delivery comes back
+``RedeliveryPolicy.delay(failures)`` after it failed with ``attempt`` + 1, or is
 dead-lettered at ``max_attempts``; replace, cancel and cancel_flow drop the old form. The
 scheduler must deliver exactly the same (id, generation, attempt) sequence and agree on
 ``exists``, ``pending`` and the dead letters after every step.
@@ -128,13 +129,20 @@ class SchedulerVersusModel(RuleBasedStateMachine):
             self.advance_once(step_ms)
 
     def advance_once(self, step_ms: int) -> None:
-        now = self.clock.advance(timedelta(milliseconds=step_ms))
-        due = sorted(
-            (p.due, p.generation, item_id)
-            for item_id, p in self.items.items()
-            if p.due <= now and p.kind in self.subscribed
-        )
-        for _, generation, item_id in due:
+        now = self.clock.now()
+        target = self.clock.advance(timedelta(milliseconds=step_ms))
+        # Virtual time: one item at a time, in (due, schedule order) order, each at its own
+        # due time (or now, if it was already due); redeliveries inside the window come too.
+        while True:
+            due = sorted(
+                (p.due, p.generation, item_id)
+                for item_id, p in self.items.items()
+                if p.due <= target and p.kind in self.subscribed
+            )
+            if not due:
+                break
+            when, generation, item_id = due[0]
+            now = max(now, when)
             planned = self.items[item_id]
             self.expected.append((item_id, generation, planned.attempt))
             if item_id not in self.failing:

@@ -39,7 +39,7 @@ class Collect:
 
 
 @pytest.fixture
-def scheduler():
+def make_threaded():
     built: list[InMemoryScheduler] = []
 
     def make(**options) -> InMemoryScheduler:
@@ -52,8 +52,8 @@ def scheduler():
         s.close()
 
 
-def test_items_fire_in_due_order(scheduler):
-    s = scheduler(workers=1)  # one worker: handlers run one at a time, in claim order
+def test_items_fire_in_due_order(make_threaded):
+    s = make_threaded(workers=1)  # one worker: handlers run one at a time, in claim order
     seen = Collect(4)
     s.subscribe(TIMER, seen)
     for item_id, ms in (("c", 300), ("a", 100), ("d", 400), ("b", 200)):
@@ -64,9 +64,9 @@ def test_items_fire_in_due_order(scheduler):
     assert seen.ids == ["a", "b", "c", "d"]
 
 
-def test_an_earlier_item_wakes_the_sleeping_timer_thread(scheduler):
+def test_an_earlier_item_wakes_the_sleeping_timer_thread(make_threaded):
     # max_wait of an hour: only the wake-up can make "soon" fire before the test gives up.
-    s = scheduler(max_wait=timedelta(hours=1))
+    s = make_threaded(max_wait=timedelta(hours=1))
     seen = Collect(1)
     s.subscribe(TIMER, seen)
     s.schedule(ScheduleItem("late", TIMER, in_ms(3_600_000)))
@@ -79,8 +79,8 @@ def test_an_earlier_item_wakes_the_sleeping_timer_thread(scheduler):
     assert s.exists("late")
 
 
-def test_close_waits_for_handlers_in_flight(scheduler):
-    s = scheduler()
+def test_close_waits_for_handlers_in_flight(make_threaded):
+    s = make_threaded()
     started, release = threading.Event(), threading.Event()
     events: list[str] = []
 
@@ -103,8 +103,8 @@ def test_close_waits_for_handlers_in_flight(scheduler):
     assert events == ["handler returned", "close returned"]
 
 
-def test_a_handler_can_schedule_and_cancel_on_its_own_scheduler(scheduler):
-    s = scheduler()
+def test_a_handler_can_schedule_and_cancel_on_its_own_scheduler(make_threaded):
+    s = make_threaded()
     seen = Collect(2)
 
     def chain(item: ScheduleItem, attempt: int) -> None:
@@ -123,8 +123,8 @@ def test_a_handler_can_schedule_and_cancel_on_its_own_scheduler(scheduler):
     assert not s.exists("never")
 
 
-def test_a_replacement_made_while_the_old_form_runs_survives_it(scheduler):
-    s = scheduler()
+def test_a_replacement_made_while_the_old_form_runs_survives_it(make_threaded):
+    s = make_threaded()
     running, release = threading.Event(), threading.Event()
     keys: list[str] = []
     second_done = threading.Event()
@@ -148,8 +148,8 @@ def test_a_replacement_made_while_the_old_form_runs_survives_it(scheduler):
     assert keys == [first.key, second.key]
 
 
-def test_a_burst_is_delivered_exactly_once_each(scheduler):
-    s = scheduler(workers=4)
+def test_a_burst_is_delivered_exactly_once_each(make_threaded):
+    s = make_threaded(workers=4)
     n = 2_000
     seen = Collect(n)
     s.subscribe(TIMER, seen)
@@ -162,8 +162,8 @@ def test_a_burst_is_delivered_exactly_once_each(scheduler):
     assert s.pending() == 0
 
 
-def test_run_due_delivers_on_the_calling_thread_without_start(scheduler):
-    s = scheduler()
+def test_run_due_delivers_on_the_calling_thread_without_start(make_threaded):
+    s = make_threaded()
     threads: list[str] = []
     s.subscribe(TIMER, lambda item, attempt: threads.append(threading.current_thread().name))
     s.schedule(ScheduleItem("t", TIMER, in_ms(-1)))
@@ -187,9 +187,9 @@ class JumpingClock:
         return time.monotonic()
 
 
-def test_a_forward_jump_fires_what_became_due_once(scheduler):
+def test_a_forward_jump_fires_what_became_due_once(make_threaded):
     clock = JumpingClock()
-    s = scheduler(clock=clock, max_wait=timedelta(milliseconds=50))
+    s = make_threaded(clock=clock, max_wait=timedelta(milliseconds=50))
     fired = Collect(3)
     s.subscribe(TIMER, fired)
     for i in range(3):
@@ -204,9 +204,9 @@ def test_a_forward_jump_fires_what_became_due_once(scheduler):
     assert s.pending() == 1
 
 
-def test_a_backward_jump_loses_nothing(scheduler):
+def test_a_backward_jump_loses_nothing(make_threaded):
     clock = JumpingClock()
-    s = scheduler(clock=clock, max_wait=timedelta(milliseconds=50))
+    s = make_threaded(clock=clock, max_wait=timedelta(milliseconds=50))
     fired = Collect(1)
     s.subscribe(TIMER, fired)
     s.schedule(ScheduleItem("t", TIMER, clock.now() + timedelta(milliseconds=200)))
@@ -220,8 +220,8 @@ def test_a_backward_jump_loses_nothing(scheduler):
     assert fired.ids == ["t"]
 
 
-def test_blocking_handlers_run_in_parallel_up_to_the_pool_size(scheduler):
-    s = scheduler(workers=4)
+def test_blocking_handlers_run_in_parallel_up_to_the_pool_size(make_threaded):
+    s = make_threaded(workers=4)
     together = threading.Barrier(4, timeout=PATIENCE)  # breaks unless 4 handlers overlap
     met = Collect(4)
 
@@ -238,8 +238,8 @@ def test_blocking_handlers_run_in_parallel_up_to_the_pool_size(scheduler):
     assert sorted(met.ids) == ["t-0", "t-1", "t-2", "t-3"]
 
 
-def test_a_handler_may_close_the_running_scheduler(scheduler):
-    s = scheduler()
+def test_a_handler_may_close_the_running_scheduler(make_threaded):
+    s = make_threaded()
     closed = threading.Event()
 
     def closing(item: ScheduleItem, attempt: int) -> None:

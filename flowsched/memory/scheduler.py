@@ -63,12 +63,13 @@ class InMemoryScheduler(SchedulerPort):
       that wall-clock jumps are noticed), claims what is due in a batch and delivers it,
       while another worker takes over the clock; more workers join while claimed items wait
       (see :mod:`flowsched.memory.pool`).
-    * **Manual time** (a clock with ``add_listener``, such as
+    * **Manual time** (a clock with ``attach``, such as
       :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
       ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
-      due by the new time, in due order (same due: schedule order), including items that
-      handlers schedule or that fall due while it runs. Nothing fires until the clock is
-      advanced; an item already due fires on the next advance, even ``advance(timedelta(0))``.
+      due by the new time, in due order (same due: schedule order), each with the clock set
+      to its due time, including items that handlers schedule or that fall due while it
+      runs. Nothing fires until the clock is advanced; an item already due fires on the next
+      advance, even ``advance(timedelta(0))``.
 
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
@@ -131,10 +132,10 @@ class InMemoryScheduler(SchedulerPort):
         # Outcomes of worker deliveries, not yet applied (see _deliver_claimed and _settle).
         self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
         self._pool: WorkerPool | None = None
-        add_listener = getattr(self._clock, "add_listener", None)
-        self._manual = callable(add_listener)
-        if add_listener is not None and self._manual:
-            add_listener(self._on_advance)
+        attach = getattr(self._clock, "attach", None)
+        self._manual = callable(attach)
+        if attach is not None and self._manual:
+            attach(self)
 
     @classmethod
     def from_config(
@@ -306,9 +307,9 @@ class InMemoryScheduler(SchedulerPort):
             self._sleep_until = None
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
-            remove_listener = getattr(self._clock, "remove_listener", None)
-            if remove_listener is not None:
-                remove_listener(self._on_advance)
+            detach = getattr(self._clock, "detach", None)
+            if detach is not None:
+                detach(self)
         if self._pool is not None:
             self._pool.close()
         own = self._state.depth
@@ -345,14 +346,34 @@ class InMemoryScheduler(SchedulerPort):
             state.draining = False
         return delivered
 
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """The earliest due time (at or before ``until``, after ``after`` if given) of a
+        scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time.
+
+        Items already due but for a route nobody handles here count until ``run_due`` sets
+        them aside; ``after`` (asked only then) costs a scan of the items."""
+        with self._lock:
+            self._settle()
+            if self._closed:
+                return None
+            head = self._store.next_due()
+            if head is None or head > until:
+                return None
+            if after is None or head > after:
+                return head
+            routes = self._core.routes()
+            later = (
+                item.due
+                for item in self._store.items.values()
+                if after < item.due <= until and item.route in routes
+            )
+            return min(later, default=None)
+
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"
         return f"InMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"
 
     # -- delivery -----------------------------------------------------------------------
-
-    def _on_advance(self, now: datetime) -> None:
-        self.run_due()
 
     def _deliver_inline(self, claim: Claim) -> None:
         """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""

@@ -84,8 +84,9 @@ class MongoScheduler(SchedulerPort):
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.port.SchedulerUnavailable`.
 
-    With a :class:`~flowsched.clock.ManualClock` there is no background thread: call
-    :meth:`run_due` after advancing the clock.
+    With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
+    started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
+    time, like the in-memory adapter; :meth:`run_due` delivers what is due now.
 
     :meth:`from_config` builds one from the ``ipf-scheduler`` block of ``application.conf``.
     """
@@ -276,8 +277,8 @@ class MongoScheduler(SchedulerPort):
         (a recurring item's tick counts as one).
 
         Sweeps until a claim finds nothing more, so items made due by the deliveries
-        themselves (a redelivery or a new schedule due by now) run too. This is how a test
-        with a ManualClock fires: ``clock.advance(...)`` then ``scheduler.run_due()``.
+        themselves (a redelivery or a new schedule due by now) run too. A started scheduler
+        on a ManualClock is run this way by ``clock.advance(...)``, step by step.
         """
         delivered = 0
         while True:
@@ -291,6 +292,15 @@ class MongoScheduler(SchedulerPort):
                 delivered += self._deliver_batch(harvest, stamp)
             finally:
                 self._fence.close(stamp)
+
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """When the earliest item this node would claim is ready (at or before ``until``,
+        after ``after`` if given): one indexed query. How a started scheduler on a
+        :class:`~flowsched.clock.ManualClock` steps through time."""
+        routes = sorted(self._core.routes())
+        if not routes or self._closed:
+            return None
+        return self._call("next_due", lambda: self._store.next_ready(routes, until, after))
 
     def _deliver_batch(self, harvest: Harvest, stamp: int) -> int:
         """Deliver a claimed batch in this thread and write the outcomes; how many ran.
@@ -366,7 +376,8 @@ class MongoScheduler(SchedulerPort):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background sweeper (not with a ManualClock: use ``run_due``).
+        """Start the background sweeper; on a :class:`~flowsched.clock.ManualClock`, no
+        thread: attach to the clock, whose ``advance`` then delivers (idempotent).
 
         Once, at start, looks for items stored before routing (no ``route``: no node claims
         them) and logs a warning asking to run ``flowsched timers migrate`` if there are
@@ -378,6 +389,7 @@ class MongoScheduler(SchedulerPort):
                 return
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
+                self._clock.attach(self)
                 self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
@@ -402,6 +414,8 @@ class MongoScheduler(SchedulerPort):
                 return
             self._closed = True
             sweeper, self._sweeper = self._sweeper, None
+        if isinstance(self._clock, ManualClock):
+            self._clock.detach(self)
         if sweeper is not None:
             sweeper.stop()
         if self._owned_client is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, DeleteOne, ReplaceOne, UpdateOne
@@ -139,6 +140,24 @@ class TimerStore:
 
     def exists(self, item_id: str) -> bool:
         return self.items.find_one({"_id": item_id}, {"_id": 1}) is not None
+
+    def next_ready(
+        self, routes: Sequence[str], until: datetime, after: datetime | None = None
+    ) -> datetime | None:
+        """The earliest ``ready_at`` (at or before ``until``, after ``after`` if given) among
+        items of ``routes``: one query on the claim index, one document, ``ready_at`` only."""
+        bounds: dict[str, datetime] = {"$lte": until}
+        if after is not None:
+            bounds["$gt"] = after
+        found = self.items.find_one(
+            {"route": {"$in": list(routes)}, "ready_at": bounds},
+            {"_id": 0, "ready_at": 1},
+            sort=[("ready_at", ASCENDING)],
+        )
+        ready = None if found is None else found.get("ready_at")
+        if not isinstance(ready, datetime):
+            return None
+        return ready if ready.tzinfo else ready.replace(tzinfo=UTC)
 
     def unrouted_sample(self) -> Doc | None:
         """One item document without a ``route`` (stored before routing), or ``None``.

@@ -1,9 +1,10 @@
-"""The contract suite runs against every SchedulerPort adapter.
+"""Fixtures for the contract tests that are not part of ``check_scheduler_port``.
 
-``make_scheduler(clock, **options)`` builds the adapter under test; ``fire(scheduler)``
-delivers whatever is due by the clock's current time (a no-op for the in-memory adapter,
-which fires inside ``ManualClock.advance``; one sweep for MongoDB). Options every adapter
-accepts: ``redelivery`` (a ``RedeliveryPolicy``) and ``observer``.
+The port's contract itself lives in :mod:`flowsched.testing` and runs on every adapter in
+``test_check_scheduler_port.py``. The tests here cover what a plain ``factory(clock)``
+cannot reach (observers, handler-name validation, MongoDB's claims), on every adapter:
+``make_scheduler(clock, **options)`` builds and starts the adapter under test. Options every
+adapter accepts: ``redelivery`` (a ``RedeliveryPolicy``) and ``observer``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def make_scheduler(request: pytest.FixtureRequest, adapter_name: str) -> Iterato
     def make(clock: ManualClock, **options: Any) -> SchedulerPort:
         scheduler = factory(clock, **options)
         built.append(scheduler)
+        scheduler.start()  # on a ManualClock: no thread, attached to the clock
         return scheduler
 
     yield make
@@ -73,17 +75,8 @@ def make_scheduler(request: pytest.FixtureRequest, adapter_name: str) -> Iterato
 
 
 def fire(scheduler: SchedulerPort) -> None:
-    """Deliver what is due now: one sweep for MongoDB, nothing for the in-memory adapter.
-
-    The in-memory adapter must already have delivered inside ``ManualClock.advance`` (the
-    contract), so calling its ``run_due`` here would hide a missed inline delivery."""
-    from flowsched.memory import InMemoryScheduler
-
-    if isinstance(scheduler, InMemoryScheduler):
-        return
-    run_due = getattr(scheduler, "run_due", None)
-    if run_due is not None:
-        run_due()
+    """Nothing: every adapter, once started, has delivered inside ``ManualClock.advance``
+    (the contract), so calling ``run_due`` here would hide a missed delivery."""
 
 
 # -- helpers for the contract tests ------------------------------------------------------

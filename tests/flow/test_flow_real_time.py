@@ -45,14 +45,14 @@ SCHEDULERS: dict[str, Callable[[pytest.FixtureRequest], SchedulerPort]] = {
 
 
 @pytest.fixture(params=list(SCHEDULERS))
-def scheduler(request: pytest.FixtureRequest) -> Any:
+def real_time_scheduler(request: pytest.FixtureRequest) -> Any:
     built = SCHEDULERS[request.param](request)
     with built:
         yield built
 
 
 def test_an_unanswered_fraud_check_times_out_on_the_scheduler_threads(
-    scheduler: SchedulerPort,
+    real_time_scheduler: SchedulerPort,
 ) -> None:
     timed_out = threading.Event()
     invoked: list[int] = []
@@ -64,7 +64,7 @@ def test_an_unanswered_fraud_check_times_out_on_the_scheduler_threads(
     domain = (
         FlowDomain.builder()
         .with_config(SchedulingConfig.from_string(CONF))
-        .with_scheduler_adapter(scheduler)
+        .with_scheduler_adapter(real_time_scheduler)
         .with_flow(credit_transfer())
         .with_action_adapter("ValidateAgainstSchemeRules", lambda r: SchemeRulesValidated())
         .with_action_adapter("CheckFraud", lambda r: invoked.append(r.attempt))

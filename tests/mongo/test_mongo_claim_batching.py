@@ -61,10 +61,27 @@ def test_nothing_is_due_before_the_manual_clock_moves(make, clock):
     fired: list[str] = []
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
     scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now() + timedelta(seconds=1)))
-    scheduler.start()  # no background thread with a ManualClock
     assert scheduler.run_due() == 0
-    clock.advance(timedelta(seconds=1))
+    clock.advance(timedelta(seconds=1))  # not started: the clock does not drive it
+    assert fired == []
     assert scheduler.run_due() == 1 and fired == ["t"]
+
+
+def test_once_started_on_a_manual_clock_advance_delivers(make, clock):
+    scheduler = make()
+    seen: list[tuple[str, object]] = []
+    scheduler.subscribe(
+        ScheduleKind.TIMER, lambda item, attempt: seen.append((item.id, clock.now()))
+    )
+    scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now() + timedelta(seconds=1)))
+    scheduler.start()  # no background thread with a ManualClock: attached to it instead
+    clock.advance(timedelta(seconds=5))
+    assert seen == [("t", clock.now() - timedelta(seconds=4))]
+    assert scheduler.run_due() == 0
+    scheduler.close()
+    scheduler.schedule(ScheduleItem("u", ScheduleKind.TIMER, clock.now()))
+    clock.advance(timedelta(seconds=1))  # closed: detached from the clock
+    assert [item_id for item_id, _ in seen] == ["t"]
 
 
 def test_the_claim_query_tells_when_the_next_item_falls_due(make, clock):

@@ -1,0 +1,80 @@
+"""The test kit's fixtures reach a user's test file with no conftest: pytest loads them from
+flowsched's ``pytest11`` entry point."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = """
+from datetime import timedelta
+
+from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
+
+TIMER = ScheduleKind.TIMER
+
+def test_the_clock_starts_at_new_year(manual_clock):
+    assert isinstance(manual_clock, ManualClock)
+    assert manual_clock.now().isoformat() == "2026-01-01T00:00:00+00:00"
+
+def test_memory_scheduler(memory_scheduler, manual_clock):
+    assert isinstance(memory_scheduler, InMemoryScheduler)
+    seen = []
+    memory_scheduler.subscribe(TIMER, lambda item, attempt: seen.append(manual_clock.now()))
+    memory_scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now() + timedelta(seconds=5)))
+    manual_clock.advance(timedelta(minutes=1))
+    assert seen == [manual_clock.now() - timedelta(seconds=55)]
+
+def test_mongo_scheduler_starts_empty(mongo_scheduler, manual_clock):
+    assert type(mongo_scheduler).__name__ == "MongoScheduler"
+    assert not mongo_scheduler.exists("t")
+    mongo_scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now()))
+    assert mongo_scheduler.exists("t")
+
+def test_scheduler_delivers_inside_advance_at_the_due_time(scheduler, manual_clock):
+    seen = []
+    def handler(item, attempt):
+        seen.append((item.id, attempt, manual_clock.now() - item.due))
+        if attempt == 0:
+            raise RuntimeError("first delivery fails")
+    scheduler.subscribe(TIMER, handler)
+    scheduler.schedule(ScheduleItem("t", TIMER, manual_clock.now() + timedelta(seconds=1)))
+    manual_clock.advance(timedelta(seconds=10))
+    assert seen == [("t", 0, timedelta(0)), ("t", 1, timedelta(0))]
+    assert not scheduler.exists("t")
+"""
+
+
+@pytest.fixture
+def user_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)  # mongomock, as for a new user
+    pytester.makepyfile(test_my_flows=USER_TESTS)
+    assert not list(pytester.path.glob("conftest.py")) and not list(pytester.path.glob("*.ini"))
+    return pytester
+
+
+def test_a_user_test_file_uses_the_four_fixtures_without_a_conftest(
+    user_dir: pytest.Pytester,
+) -> None:
+    result = user_dir.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_scheduler_delivers_inside_advance_at_the_due_time?memory? PASSED*",
+            "*test_scheduler_delivers_inside_advance_at_the_due_time?mongo? PASSED*",
+        ]
+    )
+
+
+def test_the_fixtures_are_listed_by_pytest_as_flowscheds(user_dir: pytest.Pytester) -> None:
+    result = user_dir.runpytest_subprocess("--fixtures", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "*fixtures defined from flowsched.testing.plugin*",
+            "manual_clock -- *",
+            "*memory_scheduler -- *",
+            "*mongo_scheduler -- *",
+            "*scheduler -- *",
+        ]
+    )
