@@ -168,7 +168,7 @@ class ScheduleItem:
     # The schedule path of every timer (bench/memory_bench.py): the constructor checks with
     # cheap type tests and builds error messages only on failure; fields are set through the
     # slot descriptors (object.__setattr__ per field is several times slower). Seven slots
-    # (96 bytes): the payload, and for a recurring item its recurrence and last slot, share
+    # (88 bytes): the payload, and for a recurring item its recurrence and last slot, share
     # ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous).
     __slots__ = ("_extra", "due", "flow_id", "generation", "handler", "id", "kind")
     __match_args__ = ("id", "kind", "due", "flow_id", "payload")
@@ -194,13 +194,13 @@ class ScheduleItem:
         handler: str | None = None,
     ) -> None:
         if id.__class__ is not str or not id:
-            _bad_id(id)
+            _check_id(id)
         if kind.__class__ is not ScheduleKind:
             kind = _kind(id, kind)
         if due.__class__ is not datetime or due.tzinfo is not UTC:
             due = _utc(id, due, "due")
         if flow_id is not None and flow_id.__class__ is not str:
-            raise TypeError(f"ScheduleItem {id!r}: flow_id must be a string (got {flow_id!r})")
+            _check_flow_id(id, flow_id)
         _set_id(self, id)
         _set_kind(self, kind)
         _set_due(self, due)
@@ -377,8 +377,16 @@ def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
 # -- the constructor's slow paths: a value that is not already of the usual type -----------
 
 
-def _bad_id(item_id: object) -> None:
-    raise ValueError(f"ScheduleItem id must be a non-empty string (got {item_id!r})")
+def _check_id(item_id: object) -> None:
+    if not isinstance(item_id, str) or not item_id:
+        raise ValueError(f"ScheduleItem id must be a non-empty string (got {item_id!r})")
+
+
+def _check_flow_id(item_id: str, flow_id: object) -> None:
+    if not isinstance(flow_id, str) or not flow_id:
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: flow_id must be a non-empty string (got {flow_id!r})"
+        )
 
 
 def _kind(item_id: str, kind: object) -> ScheduleKind:

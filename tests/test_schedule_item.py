@@ -55,7 +55,7 @@ def test_a_kind_given_by_name_and_a_due_in_another_zone_are_normalised() -> None
         (("t", "LATER", T0), ValueError, "unknown kind 'LATER'"),
         (("t", TIMER, "2026-01-05"), TypeError, "due must be a datetime"),
         (("t", TIMER, datetime(2026, 1, 5)), ValueError, "timezone-aware"),
-        (("t", TIMER, T0, 5), TypeError, "flow_id must be a string"),
+        (("t", TIMER, T0, 5), ValueError, "flow_id must be a non-empty string"),
         (("t", TIMER, T0, None, ["x"]), ValueError, "payload must be a JSON object"),
     ],
 )
