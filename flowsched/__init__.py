@@ -15,7 +15,7 @@ from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError, ConfigProblem
+from flowsched.errors import ConfigError, ConfigProblem, FlowschedError
 from flowsched.flow import (
     ANY_STATE,
     ActionAdapter,
@@ -72,6 +72,7 @@ __all__ = [
     "FlowDomain",
     "FlowInstance",
     "FlowStore",
+    "FlowschedError",
     "Handler",
     "Happened",
     "InMemoryFlowStore",

@@ -19,7 +19,14 @@ def ensure_utc(value: datetime, what: str = "datetime") -> datetime:
     """Return ``value`` in UTC; reject naive datetimes (their meaning depends on the host)."""
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise ValueError(f"{what} must be timezone-aware (got naive {value.isoformat()})")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00+05:00 is in the year 0 in UTC (and 9999-12-31T23:00-05:00 in 10000).
+        raise ValueError(
+            f"{what} {value.isoformat()} is outside the range of UTC datetimes "
+            "(0001-01-01 to 9999-12-31)"
+        ) from None
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ must make sure no other delivery of the same item can apply it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,14 +87,16 @@ class RedeliveryPolicy:
         """The wait after the ``failures``-th consecutive failure (1-based)."""
         if failures < 1:
             raise ValueError(f"failures is 1-based (got {failures})")
-        # Compare in seconds before multiplying, so huge failure counts cannot overflow.
+        # In closed form, compared in logarithms before multiplying: a huge failure count (a
+        # counter read from a document) neither overflows nor loops a billion times.
         seconds = self.initial.total_seconds()
         cap = self.maximum.total_seconds()
-        for _ in range(failures - 1):
-            seconds *= self.factor
-            if seconds >= cap:
-                return self.maximum
-        return min(timedelta(seconds=seconds), self.maximum)
+        steps = failures - 1
+        if steps == 0 or self.factor == 1 or seconds >= cap:
+            return min(self.initial, self.maximum)
+        if steps >= math.log(cap / seconds) / math.log(self.factor):
+            return self.maximum
+        return min(timedelta(seconds=seconds * self.factor**steps), self.maximum)
 
 
 class Observer:
@@ -178,6 +181,8 @@ class DeliveryCore:
         kind = type(self.observer)
         self._observe_fired = kind.fired is not Observer.fired
         self._observe_completed = kind.completed is not Observer.completed
+        self._observe_scheduled = kind.scheduled is not Observer.scheduled
+        self.observes_cancelled = kind.cancelled is not Observer.cancelled
         # Route -> handler, and the routes as a set: replaced (never changed) under the
         # lock, so readers on other threads need no lock.
         self._handlers: dict[str, Handler] = {}
@@ -278,6 +283,17 @@ class DeliveryCore:
         if item.recurrence is not None:
             return NextSlot(item.due, item.recurrence.next_slot(item.due))
         return _COMPLETED
+
+    def scheduled(self, item: ScheduleItem) -> None:
+        """Tell the observer ``item`` was scheduled; an observer error is logged, never
+        raised (the write has happened: the caller must not see it as failed)."""
+        if self._observe_scheduled:
+            self._notify(self.observer.scheduled, item)
+
+    def cancelled(self, item_id: str) -> None:
+        """Tell the observer ``item_id`` was cancelled; an observer error is logged only."""
+        if self.observes_cancelled:
+            self._notify(self.observer.cancelled, item_id)
 
     @staticmethod
     def _notify(call: Callable[..., object], *args: object) -> None:

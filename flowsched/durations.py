@@ -102,7 +102,10 @@ def _is_relativedelta(value: object) -> bool:
 def _fixed_length(value: Any, key: str | None) -> timedelta:
     if value.years or value.months:
         raise _error(key, value, f"months and years have no fixed length; {_VALID}")
-    return _days_and_less(value)
+    try:
+        return _days_and_less(value)
+    except OverflowError:
+        raise _error(key, value, f"too long; the longest duration is {timedelta.max}") from None
 
 
 def _days_and_less(value: Any) -> timedelta:
@@ -115,9 +118,16 @@ def _days_and_less(value: Any) -> timedelta:
     )
 
 
+_MAX_TEXT = 64
+"""Longest duration text read (the longest duration, in nanoseconds, has 24 digits)."""
+
+
 def _parse_text(text: str, key: str | None) -> timedelta:
     if not text.strip():
         raise _error(key, text, f"empty; {_VALID}")
+    if len(text) > _MAX_TEXT:
+        # Also keeps thousands of digits away from int(), which has a digit limit.
+        raise _error(key, text, f"too long for a duration ({len(text)} characters); {_VALID}")
     match = _DURATION.fullmatch(text)
     if match is None:
         raise _error(key, text, f"not a duration; {_VALID}")
@@ -143,7 +153,10 @@ def _from_micros(micros: Fraction, key: str | None, original: object) -> timedel
 
 
 def _error(key: str | None, value: object, message: str) -> ConfigError:
-    return ConfigError.single(message, key=key, value=hocon_text(value))
+    text = hocon_text(value)
+    if len(text) > 2 * _MAX_TEXT:
+        text = f"{text[:_MAX_TEXT]}... ({len(text)} characters)"
+    return ConfigError.single(message, key=key, value=text)
 
 
 def format_duration(value: timedelta) -> str:
@@ -181,6 +194,9 @@ def hocon_text(value: object) -> str:
         return "[" + ", ".join(hocon_text(item) for item in value) + "]"
     if isinstance(value, dict):  # a HOCON object (pyhocon's ConfigTree is a dict)
         return "{...}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        # str() of an int with thousands of digits raises ValueError (the digit limit).
+        return f"<a {len(hex(value)) - 2}-hex-digit integer>"
     if _is_relativedelta(value):
         return _relativedelta_text(value)
     return str(value)
@@ -188,7 +204,10 @@ def hocon_text(value: object) -> str:
 
 def _relativedelta_text(value: Any) -> str:
     calendar = [f"{n}{unit}" for n, unit in ((value.years, "y"), (value.months, "mo")) if n]
-    fixed = _days_and_less(value)
+    try:
+        fixed = _days_and_less(value)
+    except OverflowError:
+        return f"{value.days} days"
     if calendar:
         return " ".join(calendar + ([format_duration(fixed)] if fixed else []))
     return format_duration(fixed)

@@ -1,8 +1,14 @@
-"""Internal: configuration errors — one exception that carries every problem found.
+"""Internal: the error family - :class:`FlowschedError` and the configuration errors.
 
-Kept outside :mod:`flowsched.config` so that :mod:`flowsched.durations` and
-:mod:`flowsched.backoff` (which the config package imports) can raise it without an import
-cycle. Import it as ``flowsched.ConfigError`` or ``flowsched.config.ConfigError``.
+Every error flowsched raises on purpose derives from :class:`FlowschedError`; a class that
+reports a bad argument also derives from ``ValueError``/``TypeError`` (or ``KeyError``,
+``RuntimeError``) as Python users expect, so ``except ValueError`` keeps working. No input -
+a config file, a duration, a payload, an id, a stored document - makes flowsched raise
+anything else (``RecursionError``, ``OverflowError``, ``UnicodeDecodeError``, a driver error).
+
+Kept free of imports of our own so that every module (:mod:`flowsched.durations`,
+:mod:`flowsched.port`, the adapters, the flow domain) can raise these without an import
+cycle. Import them as ``flowsched.FlowschedError`` and ``flowsched.ConfigError``.
 """
 
 from __future__ import annotations
@@ -10,7 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigProblem"]
+__all__ = ["ConfigError", "ConfigProblem", "FlowschedError"]
+
+
+class FlowschedError(Exception):
+    """Base of every error flowsched raises on purpose.
+
+    >>> from flowsched import ConfigError, FlowschedError, parse_duration
+    >>> try:
+    ...     parse_duration("2 fortnights")
+    ... except FlowschedError as exc:
+    ...     isinstance(exc, ConfigError) and isinstance(exc, ValueError)
+    True
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +61,7 @@ class ConfigProblem:
         return f"{place}: {text}"
 
 
-class ConfigError(ValueError):
+class ConfigError(FlowschedError, ValueError):
     """The configuration is invalid. ``problems`` lists everything found, not just the first.
 
     The message names each key and value::

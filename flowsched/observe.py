@@ -12,6 +12,7 @@ dependency); ``flowsched.metrics_prometheus`` exports the same events to Prometh
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import threading
@@ -22,6 +23,8 @@ from flowsched.delivery import Observer
 from flowsched.port import DeadLetter, ScheduleItem
 
 __all__ = ["Lateness", "Metrics", "MetricsObserver", "Observers"]
+
+log = logging.getLogger("flowsched.observe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,31 +133,35 @@ def _percentile(ordered: list[float], fraction: float) -> float:
 
 
 class Observers(Observer):
-    """Send every event to several observers in turn (say, in-process metrics and Prometheus)."""
+    """Send every event to several observers in turn (say, in-process metrics and Prometheus).
+
+    Each observer is called on its own: one that raises is logged and does not keep the
+    others from seeing the event."""
 
     def __init__(self, *observers: Observer) -> None:
         self._observers = observers
 
-    def scheduled(self, item: ScheduleItem) -> None:
+    def _each(self, hook: str, *args: object) -> None:
         for observer in self._observers:
-            observer.scheduled(item)
+            try:
+                getattr(observer, hook)(*args)
+            except Exception:
+                log.exception("observer %s.%s failed (ignored)", type(observer).__name__, hook)
+
+    def scheduled(self, item: ScheduleItem) -> None:
+        self._each("scheduled", item)
 
     def cancelled(self, item_id: str) -> None:
-        for observer in self._observers:
-            observer.cancelled(item_id)
+        self._each("cancelled", item_id)
 
     def fired(self, item: ScheduleItem, attempt: int, lateness: timedelta) -> None:
-        for observer in self._observers:
-            observer.fired(item, attempt, lateness)
+        self._each("fired", item, attempt, lateness)
 
     def completed(self, item: ScheduleItem, attempt: int) -> None:
-        for observer in self._observers:
-            observer.completed(item, attempt)
+        self._each("completed", item, attempt)
 
     def failed(self, item: ScheduleItem, attempt: int, error: str) -> None:
-        for observer in self._observers:
-            observer.failed(item, attempt, error)
+        self._each("failed", item, attempt, error)
 
     def dead_lettered(self, dead: DeadLetter) -> None:
-        for observer in self._observers:
-            observer.dead_lettered(dead)
+        self._each("dead_lettered", dead)

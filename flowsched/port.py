@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import FrozenInstanceError, dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -31,11 +31,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from flowsched.clock import ensure_utc
+from flowsched.errors import FlowschedError
 from flowsched.recurrence import Recurrence
 
 __all__ = [
     "MAX_HANDLER_NAME",
+    "MAX_ID_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_PAYLOAD_DEPTH",
     "DeadLetter",
     "FailedHandler",
     "Handler",
@@ -44,6 +47,7 @@ __all__ = [
     "ScheduleKind",
     "SchedulerPort",
     "SchedulerUnavailable",
+    "check_id",
     "check_handler_name",
     "encode_payload",
     "kind_route",
@@ -52,6 +56,12 @@ __all__ = [
 
 MAX_PAYLOAD_BYTES = 1024
 """Largest payload, in bytes of compact UTF-8 JSON. Pass an id, not the data."""
+
+MAX_PAYLOAD_DEPTH = 32
+"""Deepest nesting of objects and lists in a payload (checked before encoding it)."""
+
+MAX_ID_BYTES = 1024
+"""Longest item id (and flow id), in UTF-8 bytes. Both adapters accept the same ids."""
 
 
 class ScheduleKind(StrEnum):
@@ -80,6 +90,10 @@ def check_handler_name(name: object) -> str:
         )
     if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in name):
         raise ValueError(f"handler name {name!r} contains a control character")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"handler name {name!r} is not valid Unicode (a lone surrogate)") from None
     return name
 
 
@@ -104,12 +118,61 @@ def name_route(name: str) -> str:
     return f"h:{name}"
 
 
-class SchedulerUnavailable(RuntimeError):
+class SchedulerUnavailable(FlowschedError, RuntimeError):
     """The scheduler's store could not be reached in time; the call did not take effect."""
 
 
+def check_id(value: object, what: str = "id") -> str:
+    """``value`` if it is a usable id: a non-empty string of at most :data:`MAX_ID_BYTES`
+    UTF-8 bytes, without NUL characters or lone surrogates (which MongoDB cannot store);
+    ``ValueError`` naming ``what`` otherwise. The same rule on every adapter."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string (got {_short(value)})")
+    if len(value) > MAX_ID_BYTES:  # cheap bound first: a character is at least one byte
+        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_BYTES} bytes")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what} {_short(value)} is not valid Unicode text (a lone surrogate)"
+        ) from None
+    if size > MAX_ID_BYTES:
+        raise ValueError(f"{what} is {size} bytes in UTF-8; the limit is {MAX_ID_BYTES} bytes")
+    if "\x00" in value:
+        raise ValueError(f"{what} {_short(value)} contains a NUL character")
+    return value
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _check_depth(payload: Mapping[str, Any]) -> None:
+    """``ValueError`` if ``payload`` nests deeper than :data:`MAX_PAYLOAD_DEPTH` (checked
+    without recursion, so a payload nested thousands deep cannot raise RecursionError)."""
+    stack: list[tuple[object, int]] = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            if any(isinstance(key, str) and "\x00" in key for key in value):
+                raise ValueError("payload has a key with a NUL character (MongoDB cannot store it)")
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise ValueError(
+                f"payload nests objects/lists more than {MAX_PAYLOAD_DEPTH} deep "
+                "(pass an id and let the handler read the data)"
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON or over the limit."""
+    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON, nested more than
+    :data:`MAX_PAYLOAD_DEPTH` deep, or over the limit."""
     return _payload_text(payload).encode("utf-8")
 
 
@@ -121,8 +184,15 @@ def _payload_text(payload: Mapping[str, Any]) -> str:
     state, for example) share one string in memory, however many items carry them."""
     try:
         text: str = _JSON.encode(payload)
+    except RecursionError:
+        _check_depth(payload)  # raises, naming the limit
+        raise ValueError("payload must be JSON-serialisable: nested too deep") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
+    # Nesting past the limit takes more brackets than the limit, and a NUL shows as an
+    # escape: only then is the payload walked (a flat one costs two scans of its text).
+    if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH or "\\u0000" in text:
+        _check_depth(payload)
     size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(
@@ -193,14 +263,28 @@ class ScheduleItem:
         previous: datetime | None = None,
         handler: str | None = None,
     ) -> None:
-        if id.__class__ is not str or not id:
-            _check_id(id)
+        # Ids: the full check (check_id) unless plainly fine - ASCII (so as many UTF-8
+        # bytes as characters, no lone surrogate), within the limit, no NUL.
+        if (
+            id.__class__ is not str
+            or not id
+            or len(id) > MAX_ID_BYTES
+            or not id.isascii()
+            or "\x00" in id
+        ):
+            check_id(id, "ScheduleItem id")
         if kind.__class__ is not ScheduleKind:
             kind = _kind(id, kind)
         if due.__class__ is not datetime or due.tzinfo is not UTC:
             due = _utc(id, due, "due")
-        if flow_id is not None and flow_id.__class__ is not str:
-            _check_flow_id(id, flow_id)
+        if flow_id is not None and (
+            flow_id.__class__ is not str
+            or not flow_id
+            or len(flow_id) > MAX_ID_BYTES
+            or not flow_id.isascii()
+            or "\x00" in flow_id
+        ):
+            check_id(flow_id, f"ScheduleItem {id!r}: flow_id")
         _set_id(self, id)
         _set_kind(self, kind)
         _set_due(self, due)
@@ -375,18 +459,6 @@ def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
 
 
 # -- the constructor's slow paths: a value that is not already of the usual type -----------
-
-
-def _check_id(item_id: object) -> None:
-    if not isinstance(item_id, str) or not item_id:
-        raise ValueError(f"ScheduleItem id must be a non-empty string (got {item_id!r})")
-
-
-def _check_flow_id(item_id: str, flow_id: object) -> None:
-    if not isinstance(flow_id, str) or not flow_id:
-        raise ValueError(
-            f"ScheduleItem {item_id!r}: flow_id must be a non-empty string (got {flow_id!r})"
-        )
 
 
 def _kind(item_id: str, kind: object) -> ScheduleKind:

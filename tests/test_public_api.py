@@ -35,6 +35,7 @@ PUBLIC = {
     "FlowDomain",
     "FlowInstance",
     "FlowStore",
+    "FlowschedError",
     "Handler",
     "Happened",
     "InMemoryFlowStore",

@@ -22,6 +22,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from flowsched.cli import quarantine_render
 from flowsched.cli import timers_render as render
 from flowsched.cli._output import console, fail
 from flowsched.cli.mongo_target import (
@@ -83,6 +84,7 @@ class TimersCli:
         app.command("cancel")(self.cancel)
         app.command("dead-letters")(self.dead_letters)
         app.command("requeue")(self.requeue)
+        app.command("quarantined")(self.quarantined)
         app.command("stats")(self.stats)
         app.command("migrate")(self.migrate)
         return app
@@ -181,6 +183,29 @@ class TimersCli:
             return
         title = f"dead letters in {target.namespace}_dead at {target.shown}"
         paging.print(title, render.dead_letters_table(result.documents), result, "dead letters")
+
+    def quarantined(
+        self,
+        limit: LimitOption = 50,
+        page: PageOption = None,
+        after: AfterOption = None,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """List documents moved aside as unusable (malformed, poison), oldest first."""
+        paging = Paging.of(limit, page, after)
+        with self._session(uri, db, collection, timeout) as (target, store):
+            result = paging.fetch(Pager(store.quarantine, "quarantined_at"), {})
+        if as_json:
+            rows = [quarantine_render.quarantine_json(doc) for doc in result.documents]
+            _echo_json({**paging.as_json(result), "quarantined": rows})
+            return
+        title = f"quarantined documents in {target.namespace}_quarantine at {target.shown}"
+        table = quarantine_render.quarantine_table(result.documents)
+        paging.print(title, table, result, "quarantined documents")
 
     def requeue(
         self,

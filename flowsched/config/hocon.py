@@ -28,6 +28,30 @@ _NANOS_OR_SKIP = re.compile(
     r"|(?<![\w.+\-$])(?P<nanos>\d+ *(?:nanoseconds|nanosecond|nanos|nano|ns))(?![\w])"
 )
 _PLAIN_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
+# Strings and comments are skipped; the brackets outside them are counted.
+_BRACKET_OR_SKIP = re.compile(r'"""[\s\S]*?"""+|"(?:[^"\\\n]|\\.)*"|(?:#|//)[^\n]*|[{}\[\]]')
+
+MAX_DEPTH = 32
+"""Deepest nesting of objects and lists read (pyhocon's parser recurses per level; a file
+nested a few dozen deep would otherwise end in RecursionError)."""
+
+
+_TOO_DEEP = "nested too deeply to read"
+
+
+def _check_depth(text: str, source: str) -> None:
+    depth = 0
+    for match in _BRACKET_OR_SKIP.finditer(text):
+        token = match[0]
+        if token in "{[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                message = f"objects and lists nest more than {MAX_DEPTH} deep"
+                problem = ConfigProblem(None, None, message, source=source, line=line)
+                raise ConfigError([problem])
+        elif token in "}]":
+            depth = max(0, depth - 1)
 
 
 def _quote_nanos(text: str) -> str:
@@ -46,12 +70,20 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
     line that opened it). ``include`` d files are parsed by pyhocon directly (their
     nanoseconds truncated).
     """
+    _check_depth(text, source)
     try:
         tree = ConfigFactory.parse_string(_quote_nanos(text), basedir=basedir)
     except ParseBaseException as exc:
         raise ConfigError([_syntax_problem(text, source, exc)]) from None
     except ConfigException as exc:
         raise ConfigError([ConfigProblem(None, None, str(exc), source=source)]) from None
+    except RecursionError:  # a shape the depth check does not see (an include, say)
+        raise ConfigError([ConfigProblem(None, None, _TOO_DEEP, source=source)]) from None
+    except (OverflowError, ValueError, TypeError, LookupError, AttributeError) as exc:
+        # pyhocon's own conversions fail on some values (``99999999999999 days`` overflows
+        # while parsing): still a mistake in the file, reported as one.
+        message = f"cannot read: {type(exc).__name__}: {exc}"
+        raise ConfigError([ConfigProblem(None, None, message, source=source)]) from None
     if not isinstance(tree, ConfigTree):  # a file whose root is a list
         raise ConfigError(
             [ConfigProblem(None, None, "the root must be an object, not a list", source=source)]

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Self, TypeVar
 
+from flowsched.errors import FlowschedError
+
 __all__ = [
     "ANY_STATE",
     "Flow",
@@ -45,7 +47,7 @@ ANY_STATE = "*"
 """Use as ``in_state`` for a transition that applies in every non-terminal state."""
 
 
-class FlowDefinitionError(ValueError):
+class FlowDefinitionError(FlowschedError, ValueError):
     """A flow definition is inconsistent; the message names the flow and what is wrong."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol, runtime_checkable
 
+from flowsched.errors import FlowschedError
 from flowsched.flow.instance import FlowInstance
 
 __all__ = [
@@ -21,11 +22,11 @@ __all__ = [
 ]
 
 
-class ConcurrentUpdateError(RuntimeError):
+class ConcurrentUpdateError(FlowschedError, RuntimeError):
     """The instance changed since it was loaded; reload and decide again."""
 
 
-class FlowAlreadyExistsError(ValueError):
+class FlowAlreadyExistsError(FlowschedError, ValueError):
     """An instance with this flow id is already stored."""
 
 

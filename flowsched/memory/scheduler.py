@@ -114,9 +114,8 @@ class InMemoryScheduler(SchedulerPort):
             raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
-        self._observer = self._core.observer
         # Skip the observer call on the schedule() hot path when nobody listens to it.
-        self._observe_scheduled = type(self._observer).scheduled is not Observer.scheduled
+        self._observe_scheduled = type(self._core.observer).scheduled is not Observer.scheduled
         self._store = TimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()
@@ -195,7 +194,7 @@ class InMemoryScheduler(SchedulerPort):
         finally:
             lock.release()
         if self._observe_scheduled:
-            self._observer.scheduled(stored)
+            self._core.scheduled(stored)
         return stored
 
     def now(self) -> datetime:
@@ -214,7 +213,7 @@ class InMemoryScheduler(SchedulerPort):
             item_id,
             extra={"item_id": item_id, "kind": item.kind.value},
         )
-        self._observer.cancelled(item_id)
+        self._core.cancelled(item_id)
         return True
 
     def cancel_flow(self, flow_id: str) -> int:
@@ -223,7 +222,7 @@ class InMemoryScheduler(SchedulerPort):
             self._settle()
             ids = self._store.remove_flow(flow_id)
         for item_id in ids:
-            self._observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return len(ids)
 
     def exists(self, item_id: str) -> bool:
@@ -278,7 +277,7 @@ class InMemoryScheduler(SchedulerPort):
             return False
         extra = {"item_id": item.id, "kind": item.kind.value}
         log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=extra)
-        self._observer.scheduled(item)
+        self._core.scheduled(item)
         return True
 
     def start(self) -> None:

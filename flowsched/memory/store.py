@@ -4,7 +4,10 @@ The id map holds the one *current* form of every scheduled id: a :class:`Schedul
 carrying its generation (and, after a failure, its moved due time). The heap holds entries
 ``(due, generation, id)``; replacing or cancelling an item leaves its entry in the heap, and
 an entry whose id no longer maps to an item of that generation and due time is dropped when
-it reaches the top (lazy deletion).
+it reaches the top (lazy deletion). So that memory follows the *live* timers (not every
+timer ever cancelled or replaced before its due time), the heap is compacted - stale entries
+dropped, the rest re-heapified, O(n) - whenever it holds more than twice as many entries as
+there are items (and more than :data:`COMPACT_AT`): amortised O(1) per write.
 
 A delivery is handed a *claim*, ``(item, attempt)``. It is current while ``items[item.id] is
 item``: every new form (a replacement, a redelivery) is a new object, so that identity check
@@ -26,11 +29,14 @@ import itertools
 import logging
 from collections.abc import Collection
 from datetime import datetime
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from flowsched.port import DeadLetter, ScheduleItem
 
-__all__ = ["Claim", "TimerStore"]
+__all__ = ["COMPACT_AT", "Claim", "TimerStore"]
+
+COMPACT_AT = 1024
+"""The heap is not compacted below this many entries (cheap to keep, costly to rebuild often)."""
 
 log = logging.getLogger("flowsched.memory")
 
@@ -74,6 +80,7 @@ class TimerStore:
         heappush(self.heap, (item.due, item.generation, key))
         if old is not None:
             self._forget(old)
+            self._compact_if_stale()
         flow_id = item.flow_id
         if flow_id is not None:
             ids = self.flows.get(flow_id)
@@ -93,6 +100,7 @@ class TimerStore:
         item = self.items.pop(item_id, None)
         if item is not None:
             self._forget(item)
+            self._compact_if_stale()
         return item
 
     def remove_flow(self, flow_id: str) -> list[str]:
@@ -102,6 +110,7 @@ class TimerStore:
             del self.items[item_id]
             self.attempts.pop(item_id, None)
             self.parked.pop(item_id, None)
+        self._compact_if_stale()
         return sorted(ids)
 
     def pop_due(self, now: datetime, routes: Collection[str]) -> Claim | None:
@@ -208,6 +217,25 @@ class TimerStore:
             item.id,
             extra={"item_id": item.id, "kind": item.kind.value, "route": item.route},
         )
+
+    def _compact_if_stale(self) -> None:
+        heap = self.heap
+        if len(heap) > COMPACT_AT and len(heap) > 2 * len(self.items):
+            self.compact()
+
+    def compact(self) -> None:
+        """Drop every stale heap entry (cancelled, replaced or moved forms).
+
+        Only entries that :meth:`pop_due` would still deliver are kept, so an item being
+        delivered now (claimed, out of the heap) or parked is not put back by this."""
+        items = self.items
+        live = []
+        for entry in self.heap:
+            item = items.get(entry[2])
+            if item is not None and item.generation == entry[1] and item.due == entry[0]:
+                live.append(entry)
+        heapify(live)
+        self.heap[:] = live  # in place: callers may hold a reference to the list
 
     def _forget(self, item: ScheduleItem) -> None:
         """Drop the indexes of a form that is no longer current."""

@@ -7,11 +7,21 @@ two round trips):
    ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``
    sorted by ``ready_at`` (index ``route, ready_at``: one index range each, so documents of
    routes this node does not serve are never examined), merged in due order. A node never
-   claims a document it cannot run (no claim-then-release);
+   claims a document it cannot run (no claim-then-release). Each document found is checked
+   before it is claimed or counted (:func:`flowsched.mongo.poison.claim_problem`): one that
+   cannot be claimed is quarantined, unclaimed, and never holds up the others;
 2. ``update_many`` those ids *where they are still claimable* (``ready_at <= now``), setting a
    fresh claim token, the lease's end and ``ready_at`` = lease end. The condition is checked
-   per document atomically by the server, so two nodes never both win one document;
+   per document atomically by the server, so two nodes never both win one document. If the
+   server refuses the update for good (a document too large to take a claim), the ids are
+   claimed one by one and the refused ones quarantined;
 3. ``find`` by ids and token: exactly the documents this node won.
+
+Attempts count handlers that started, not claims (see :mod:`flowsched.mongo.documents`):
+``run_due`` runs what it claims at once, so its claim sets ``deliveries`` (``counted``); the
+background sweeper hands claims to a pool and marks each one started (:meth:`Claims.settle`
+``starts``) in a bulk write before its handler runs, so the claims of a node that dies
+before reaching them come back after the lease with no attempt counted and no backoff.
 
 While a handler runs, the node renews the lease (``renew``). When it stops renewing (it
 died), ``ready_at`` passes and step 1 finds the document again on any node.
@@ -46,6 +56,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.errors import WriteError
 
 from flowsched.delivery import Completed, DeadLettered, NextSlot, Redeliver
 from flowsched.mongo.documents import (
@@ -54,6 +65,8 @@ from flowsched.mongo.documents import (
     quarantine_document,
     truncate_ms,
 )
+from flowsched.mongo.outage import is_transient
+from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
 from flowsched.mongo.store import Doc, TimerStore, Write
 from flowsched.port import ScheduleItem
 
@@ -73,9 +86,11 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """Give a claimed item back undelivered (closing): claimable again at ``due``."""
+    """Give a claimed item back undelivered (closing): claimable again at ``due``, its
+    delivery uncounted (``deliveries`` back to its ``attempt``)."""
 
     due: datetime
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +141,15 @@ class Claimed:
     documents: list[Doc] = field(default_factory=list)
     due: int = 0
     next_ready: datetime | None = None
+    counted: bool = False
+    quarantined: int = 0
 
 
-def _countable(doc: Doc) -> bool:
-    """Whether ``$inc`` can add to the document's ``deliveries`` (a number, or missing)."""
-    if "deliveries" not in doc:
-        return True
-    value = doc["deliveries"]
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _ready_key(doc: Doc) -> datetime:
+    """``ready_at`` to merge by; one that is not a date (a poison document) sorts first, so
+    it is met - and quarantined - rather than skipped."""
+    ready = doc.get("ready_at")
+    return _utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
 
 
 def _utc(when: datetime) -> datetime:
@@ -151,6 +167,7 @@ class Claims:
         self.store = store
         self.owner = owner
         self.lease = lease
+        self.poison = Quarantiner(store, owner)
         # (id, token) of dead settlements whose item removal was tried, until their settle
         # call completes: see _dead_letter.
         self._tried: set[tuple[Any, str]] = set()
@@ -161,48 +178,47 @@ class Claims:
         now: datetime,
         limit: int,
         lookahead: timedelta = timedelta(0),
+        *,
+        counted: bool = False,
     ) -> Claimed:
         """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
         The first queries also look ``lookahead`` past ``now`` (same index range, same round
-        trip), so the caller learns when the next item falls due and can wake for it."""
+        trip), so the caller learns when the next item falls due and can wake for it.
+        ``counted``: the claim itself marks the deliveries started (the caller runs every
+        claimed handler at once); otherwise the caller marks each with :meth:`settle`."""
         token = uuid.uuid4().hex
         wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
         found = self._candidates(wanted, now + lookahead, limit)
-        due = [doc for doc in found if _utc(doc["ready_at"]) <= now]
-        upcoming = [_utc(doc["ready_at"]) for doc in found if _utc(doc["ready_at"]) > now]
-        next_ready = min(upcoming, default=None)
-        # The claim's $inc would fail on a non-numeric counter and stop the whole batch:
-        # such documents are quarantined here, unclaimed, instead.
-        unclaimable = [doc for doc in due if not _countable(doc)]
-        if unclaimable:
-            self._quarantine_unclaimed(unclaimable, now)
-        ids = [doc["_id"] for doc in due if _countable(doc)]
+        due, next_ready, quarantined = self._usable(found, now)
+        ids = [doc["_id"] for doc in due]
         if not ids:
-            return Claimed(token, due=len(due), next_ready=next_ready)
+            return Claimed(token, [], len(due), next_ready, counted, quarantined)
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
-        won = self.store.items.update_many(
-            # route again: a document replaced meanwhile by one for another route is not ours.
-            {"_id": {"$in": ids}, "route": {"$in": wanted}, "ready_at": {"$lte": now}},
-            {"$set": {"claim": claim, "ready_at": lease_until}, "$inc": {"deliveries": 1}},
-        )
-        if not won.modified_count:
-            return Claimed(token, due=len(due), next_ready=next_ready)
+        update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
+        if counted:
+            update["$inc"] = {"deliveries": 1}
+        # route again: a document replaced meanwhile by one for another route is not ours.
+        where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
+        taken, refused = self._take(ids, where, update, due, now)
+        quarantined += refused
+        if not taken:
+            return Claimed(token, [], len(due), next_ready, counted, quarantined)
         query = {"_id": {"$in": ids}, "claim.token": token}
         # limit = batch size: the reply closes the cursor, no getMore round trip.
         documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
         # Deliver in the order the claim query found them (oldest first), not storage order.
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
-        return Claimed(token, documents, len(due), next_ready)
+        return Claimed(token, documents, len(due), next_ready, counted, quarantined)
 
     def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
         """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
         index range per route, merged."""
-        fields = {"_id": 1, "ready_at": 1, "deliveries": 1}
+        fields = dict.fromkeys(CLAIM_FIELDS, 1)
         ranges: list[list[Doc]] = []
         for route in routes:
             query = {"route": route, "ready_at": {"$lte": horizon}}
@@ -211,21 +227,62 @@ class Claims:
             ranges.append(list(cursor.limit(limit).batch_size(limit)))
         if len(ranges) == 1:
             return ranges[0]
-        merged = heapq.merge(*ranges, key=lambda doc: _utc(doc["ready_at"]))
+        merged = heapq.merge(*ranges, key=_ready_key)
         return list(itertools.islice(merged, limit))
 
-    def _quarantine_unclaimed(self, found: Sequence[Doc], now: datetime) -> None:
+    def _usable(
+        self, found: Sequence[Doc], now: datetime
+    ) -> tuple[list[Doc], datetime | None, int]:
+        """The claimable documents due by ``now``, the next ``ready_at`` after it, and how
+        many unusable documents were moved aside.
+
+        Every document is checked before it is claimed or counted; a due one that cannot be
+        claimed is quarantined here, unclaimed (see :mod:`flowsched.mongo.poison`)."""
+        due: list[Doc] = []
+        upcoming: list[datetime] = []
+        poison: list[tuple[Doc, str]] = []
         for doc in found:
-            full = self.store.items.find_one({"_id": doc["_id"]})
-            if full is None:
-                continue
-            reason = f"deliveries must be an integer >= 0, got {doc['deliveries']!r}"
-            log.error("quarantining %s %r: %s", self.store.name, doc["_id"], reason)
-            record = quarantine_document(full, reason, self.owner, now)
-            record["_id"] = f"unclaimed:{doc['_id']!r}:{full.get('generation')!r}"
-            self.store.put_quarantined([record])
-            # Fenced on the bad value: a replacement written meanwhile is left alone.
-            self.store.items.delete_one({"_id": doc["_id"], "deliveries": doc["deliveries"]})
+            problem = claim_problem(doc)
+            if problem is not None:
+                poison.append((doc, problem))
+            elif (ready := _utc(doc["ready_at"])) > now:
+                upcoming.append(ready)
+            else:
+                due.append(doc)
+        removed = self.poison.unclaimed(poison, CLAIM_FIELDS, now) if poison else 0
+        return due, min(upcoming, default=None), removed
+
+    def _take(
+        self,
+        ids: list[Any],
+        where: dict[str, Any],
+        update: dict[str, Any],
+        due: Sequence[Doc],
+        now: datetime,
+    ) -> tuple[bool, int]:
+        """The claiming update: whether it may have won anything, and how many documents it
+        quarantined.
+
+        One ``update_many``; if the server refuses it for good, one update per id, and the
+        documents it still refuses (one at the 16 MiB limit cannot take a claim) are
+        quarantined with the server's reason."""
+        try:
+            won = self.store.items.update_many({"_id": {"$in": ids}, **where}, update)
+            return bool(won.modified_count), 0
+        except WriteError as exc:
+            if is_transient(exc):
+                raise
+            log.warning("claim refused by the server, claiming one by one: %s", exc)
+        refused: list[tuple[Doc, str]] = []
+        for doc in due:
+            try:
+                self.store.items.update_one({"_id": doc["_id"], **where}, update)
+            except WriteError as exc:
+                if is_transient(exc):
+                    raise
+                refused.append((doc, f"the server refused to claim it: {exc}"[:1000]))
+        removed = self.poison.unclaimed(refused, CLAIM_FIELDS, now) if refused else 0
+        return True, removed  # the third query tells what was won (the first update may have)
 
     def fence_slots(self, claims: Sequence[Claim]) -> list[Claim]:
         """Take the slot of each recurring claim (``item.due``, after ``item.previous``):
@@ -276,13 +333,18 @@ class Claims:
         )
         return int(result.modified_count)
 
-    def settle(self, settlements: Sequence[Settlement], now: datetime) -> None:
-        """Write every outcome, fenced; safe to repeat after an error (all writes idempotent)."""
+    def settle(
+        self, settlements: Sequence[Settlement], now: datetime, starts: Sequence[Claim] = ()
+    ) -> None:
+        """Write every outcome, fenced, and mark ``starts`` started (``deliveries`` =
+        ``attempt + 1``), in one bulk write; safe to repeat after an error (every write is
+        idempotent)."""
         dead = [s for s in settlements if isinstance(s.action, DeadLettered)]
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
             self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
         writes = [w for s in settlements if (w := _write(s)) is not None]
+        writes.extend(_started(claim) for claim in starts)
         self.store.write(self.store.items, writes)
         if dead:
             self._dead_letter(dead)
@@ -347,9 +409,16 @@ def _write(settlement: Settlement) -> Write | None:
         }
         return Write(fence, {"$set": _unapplied(changes, settlement)})
     if isinstance(action, Release):
-        changes = {"claim": None, "ready_at": truncate_ms(action.due)}
-        return Write(fence, {"$set": _unapplied(changes, settlement), "$inc": {"deliveries": -1}})
+        changes = {"claim": None, "ready_at": truncate_ms(action.due), "deliveries": action.attempt}
+        return Write(fence, {"$set": _unapplied(changes, settlement)})
     return None  # DeadLettered: written separately (two collections)
+
+
+def _started(claim: Claim) -> Write:
+    """Mark ``claim``'s delivery started: ``deliveries`` = its attempt + 1 (a set, not an
+    increment, so a repeated write counts it once)."""
+    fence = {"_id": claim.item.id, "generation": claim.item.generation, "claim.token": claim.token}
+    return Write(fence, {"$set": {"deliveries": claim.attempt + 1}})
 
 
 def _unapplied(changes: dict[str, Any], settlement: Settlement) -> dict[str, Any]:

@@ -19,9 +19,13 @@ A scheduled item's document::
 * ``generation`` is a fresh random 63-bit integer on every schedule: together with ``_id``
   it names one schedule, and every write made on behalf of a delivery is fenced on it.
 * ``attempts`` counts failed deliveries (what a handler sees as ``attempt``);
-  ``deliveries`` counts claims. Between claims they are equal; a claim adds one to
-  ``deliveries``, so a claimer that finds ``deliveries - 1 > attempts`` knows an earlier
-  delivery was lost (its node died while holding the claim) and counts it as a failure.
+  ``deliveries`` counts *started* deliveries: a claimer sets it to ``attempts + 1`` before
+  the handler starts (the background sweeper in the same bulk write as other outcomes;
+  ``run_due``, which runs what it claims at once, in the claim itself). Between deliveries
+  they are equal, so a claimer that finds ``deliveries > attempts`` knows an earlier delivery
+  started and never finished (its node died mid-handler) and counts it as a failure; a claim
+  whose handler never started leaves them equal and costs no attempt. Both are at most
+  :data:`MAX_COUNT` (a larger value is a malformed document: ``$inc`` could overflow).
 * ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
   lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
   both due items and items whose claimer stopped renewing its lease.
@@ -42,9 +46,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flowsched.errors import FlowschedError
 from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_RECORD_BYTES",
     "MalformedDocument",
     "StoredItem",
     "dead_letter_document",
@@ -53,12 +60,22 @@ __all__ = [
     "new_generation",
     "optional_ms",
     "quarantine_document",
+    "short_repr",
     "stored_item",
     "truncate_ms",
 ]
 
 
-class MalformedDocument(ValueError):
+MAX_COUNT = 1_000_000_000
+"""Largest ``attempts``/``deliveries`` a document may hold (a billion failures at the 30 s
+cap is 950 years); a claim checks ``deliveries < MAX_COUNT`` before adding to it."""
+
+MAX_RECORD_BYTES = 16 * 1024 * 1024 - 64 * 1024
+"""Largest quarantine record written: MongoDB's 16 MiB document limit, less some room for
+the server's own overhead. A bigger original is kept field by field as far as this allows."""
+
+
+class MalformedDocument(FlowschedError, ValueError):
     """A stored document that is not a valid item; ``reason`` says which field and why."""
 
     def __init__(self, item_id: object, reason: str) -> None:
@@ -75,10 +92,10 @@ class StoredItem:
     attempts: int
     deliveries: int
 
-    @property
-    def lost(self) -> int:
-        """Deliveries started by earlier claims that neither completed nor failed."""
-        return max(0, self.deliveries - 1 - self.attempts)
+    def lost(self, counted: bool) -> int:
+        """Deliveries started by earlier claims that neither completed nor failed;
+        ``counted``: the claim that read this document already counted its own delivery."""
+        return max(0, self.deliveries - (1 if counted else 0) - self.attempts)
 
 
 def truncate_ms(when: datetime) -> datetime:
@@ -203,8 +220,10 @@ def _date(doc: Mapping[str, Any], name: str, item_id: object) -> datetime:
 
 def _count(doc: Mapping[str, Any], name: str, item_id: object, default: int = 0) -> int:
     value = doc.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise MalformedDocument(item_id, f"{name} must be an integer >= 0, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise MalformedDocument(
+            item_id, f"{name} must be an integer >= 0 and <= {MAX_COUNT}, got {value!r}"
+        )
     return value
 
 
@@ -239,11 +258,45 @@ def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:
 def quarantine_document(
     doc: Mapping[str, Any], reason: str, node_id: str, when: datetime
 ) -> dict[str, Any]:
-    """The record kept in ``<collection>_quarantine``: the original document and why."""
-    return {
+    """The record kept in ``<collection>_quarantine``: the original document and why.
+
+    The original is kept whole when the record fits :data:`MAX_RECORD_BYTES`; otherwise its
+    largest fields are replaced by a note of their type and size (``trimmed`` lists them)
+    until it fits, so that even a 16 MiB document can be moved aside."""
+    record: dict[str, Any] = {
         "item_id": doc.get("_id"),
         "document": dict(doc),
         "reason": reason,
         "node": node_id,
         "quarantined_at": truncate_ms(when),
     }
+    if _size(record) <= MAX_RECORD_BYTES:
+        return record
+    sizes = sorted(((_size({"v": v}), k) for k, v in doc.items()), reverse=True)
+    kept = dict(doc)
+    trimmed: list[str] = []
+    for size, key in sizes:
+        kept[key] = f"<{type(doc[key]).__name__} of {size} bytes: too large to keep>"
+        trimmed.append(key)
+        record["document"] = kept
+        if key == "_id":
+            record["item_id"] = short_repr(doc.get("_id"))
+        if _size(record) + 1024 <= MAX_RECORD_BYTES:
+            break
+    record["trimmed"] = trimmed
+    return record
+
+
+def short_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 16 MB id in a log line helps no one)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _size(document: Mapping[str, Any]) -> int:
+    import bson  # here: the rest of this module is read without the driver (the CLI)
+
+    try:
+        return len(bson.encode(document))
+    except (bson.errors.BSONError, OverflowError, TypeError, ValueError):
+        return MAX_RECORD_BYTES + 1  # cannot even be encoded: trim it

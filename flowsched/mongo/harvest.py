@@ -17,10 +17,14 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from pymongo.errors import PyMongoError
+
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, NextSlot
 from flowsched.mongo.claims import Claim, Claims, Quarantine, Settlement
-from flowsched.mongo.documents import MalformedDocument, StoredItem, stored_item
+from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
+from flowsched.mongo.outage import is_transient
+from flowsched.mongo.poison import Audit
 
 __all__ = ["Harvest", "Harvester"]
 
@@ -35,6 +39,7 @@ class Harvest:
 
     won: int = 0
     due: int = 0
+    quarantined: int = 0
     deliver: list[Claim] = field(default_factory=list)
     settle: list[Settlement] = field(default_factory=list)
     next_ready: datetime | None = None
@@ -47,39 +52,64 @@ class Harvester:
         self.claims = claims
         self.core = core
         self.clock = clock
+        self.audit = Audit(claims.poison)
 
-    def take(self, limit: int, lookahead: timedelta = timedelta(0)) -> Harvest:
+    def _audit(self) -> None:
+        """Look for documents the claim query cannot find, at the first claim and then every
+        few minutes (see :class:`~flowsched.mongo.poison.Audit`); an audit that fails is
+        logged and tried again at its next time, never holding up the claim."""
+        monotonic = self.clock.monotonic()
+        if not self.audit.due(monotonic):
+            return
+        try:
+            self.audit.run(self.clock.now(), monotonic)
+        except PyMongoError as exc:
+            if is_transient(exc):
+                raise
+            log.warning(
+                "audit of %s for unusable documents failed: %s", self.claims.store.name, exc
+            )
+
+    def take(
+        self, limit: int, lookahead: timedelta = timedelta(0), *, counted: bool = False
+    ) -> Harvest:
         """Claim up to ``limit`` due items (one ``find`` per route served, then two round
         trips; none if nothing is subscribed or registered).
 
         ``harvest.due`` counts the due items found (won or lost to another node): when it
-        reaches ``limit``, more may be due."""
+        reaches ``limit``, more may be due. ``counted``: the claim marks the deliveries
+        started (the caller runs them all at once: ``run_due``); otherwise the caller marks
+        each one before its handler starts (:meth:`Claims.settle` ``starts``)."""
         harvest = Harvest()
         routes = self.core.routes()
         if not routes or limit < 1:
             return harvest
-        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
+        self._audit()
+        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead, counted=counted)
         token, documents = claimed.token, claimed.documents
         harvest.won, harvest.due, harvest.next_ready = (
             len(documents),
             claimed.due,
             claimed.next_ready,
         )
+        harvest.quarantined = claimed.quarantined
         ticks: list[Claim] = []
         for document in documents:
             try:
                 stored = stored_item(document)
             except MalformedDocument as exc:
-                log.error("quarantining %s: %s", self.claims.store.name, exc)
+                where = short_repr(exc.item_id)
+                log.error("quarantining %s %s: %s", self.claims.store.name, where, exc.reason)
                 action = Quarantine(document, exc.reason)
                 harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             if stored.item.recurrence is not None:
-                self._tick(stored, token, harvest, ticks)
+                self._tick(stored, claimed.counted, token, harvest, ticks)
                 continue
             claim = Claim(stored.item, stored.attempts, token)
-            if stored.lost:
-                failures = stored.attempts + stored.lost
+            lost = stored.lost(claimed.counted)
+            if lost:
+                failures = stored.attempts + lost
                 outcome = self.core.failure(stored.item, failures - 1, LOST)
                 harvest.settle.append(Settlement.of(claim, outcome))
             else:
@@ -88,8 +118,10 @@ class Harvester:
             harvest.deliver.extend(self.claims.fence_slots(ticks))
         return harvest
 
-    def _tick(self, stored: StoredItem, token: str, harvest: Harvest, ticks: list[Claim]) -> None:
-        if stored.lost:
+    def _tick(
+        self, stored: StoredItem, counted: bool, token: str, harvest: Harvest, ticks: list[Claim]
+    ) -> None:
+        if stored.lost(counted):
             log.warning(
                 "an earlier tick of %s was lost (its node stopped renewing the lease); a slot "
                 "it took counts as applied",

@@ -266,13 +266,17 @@ def route_stats(items: Any, nodes: tuple[NodeInfo, ...]) -> tuple[RouteStats, ..
     groups = items.aggregate(
         [{"$group": {"_id": "$route", "n": {"$sum": 1}, "oldest": {"$min": "$due"}}}]
     )
+    merged: dict[str | None, tuple[int, datetime | None]] = {}
+    for group in groups:
+        # A route that is not text (a poison document) counts with the route-less ones.
+        route = group["_id"] if isinstance(group["_id"], str) else None
+        count, oldest = merged.get(route, (0, None))
+        first = _utc(group.get("oldest"))
+        if oldest is None or (first is not None and first < oldest):
+            oldest = first
+        merged[route] = (count + int(group["n"]), oldest)
     found = [
-        RouteStats(
-            group["_id"] if isinstance(group["_id"], str) else None,
-            int(group["n"]),
-            _utc(group.get("oldest")),
-            tuple(node.node_id for node in nodes if group["_id"] in node.routes),
-        )
-        for group in groups
+        RouteStats(route, count, oldest, tuple(n.node_id for n in nodes if route in n.routes))
+        for route, (count, oldest) in merged.items()
     ]
     return tuple(sorted(found, key=lambda r: (r.route is None, r.route or "")))

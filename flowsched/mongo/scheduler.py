@@ -40,6 +40,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    check_id,
 )
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ class MongoScheduler(SchedulerPort):
             previous=document.get("applied"),
             handler=item.handler,
         ).with_generation(document["generation"])
-        self._core.observer.scheduled(stored)
+        self._core.scheduled(stored)
         sweeper = self._sweeper
         if sweeper is not None:
             sweeper.poke(stored.due)
@@ -208,12 +209,14 @@ class MongoScheduler(SchedulerPort):
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
+        if not _storable(item_id):
+            return False  # an id no item can have (as in memory): no round trip
         try:
             removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
         finally:
             self._fence.touch(item_id)
         if removed:
-            self._core.observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
@@ -221,27 +224,32 @@ class MongoScheduler(SchedulerPort):
 
         With an observer that overrides ``cancelled``, the ids are read first (one more round
         trip) to report each; an item another caller removed meanwhile may be reported too."""
+        if not _storable(flow_id):
+            return 0
         what = f"cancel_flow({flow_id!r})"
-        observer = self._core.observer
         ids: list[str] = []
-        if type(observer).cancelled is not Observer.cancelled:
+        if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
         try:
             removed = self._call(what, lambda: self._store.delete_flow(flow_id))
         finally:
             self._fence.touch_flow(flow_id)
         for item_id in ids[:removed]:
-            observer.cancelled(item_id)
+            self._core.cancelled(item_id)
         return removed
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
+        if not _storable(item_id):
+            return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
 
         A malformed document reads as ``None`` (and is logged); the sweep quarantines it."""
+        if not _storable(item_id):
+            return None
         document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
         if document is None:
             return None
@@ -285,9 +293,9 @@ class MongoScheduler(SchedulerPort):
             stamp = self._fence.open()
             try:
                 harvest = self._call(
-                    "run_due claim", lambda: self._harvester.take(self._batch_size)
+                    "run_due claim", lambda: self._harvester.take(self._batch_size, counted=True)
                 )
-                if not harvest.won:
+                if not harvest.won and not harvest.quarantined:
                     return delivered
                 delivered += self._deliver_batch(harvest, stamp)
             finally:
@@ -314,7 +322,7 @@ class MongoScheduler(SchedulerPort):
         try:
             for claim in harvest.deliver:
                 if self._fence.stale(stamp, claim.item):
-                    settle.append(Settlement.of(claim, Release(claim.item.due)))
+                    settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 else:
                     outcome = self._core.deliver(claim.item, claim.attempt)
                     settle.append(Settlement.of(claim, outcome))
@@ -322,7 +330,9 @@ class MongoScheduler(SchedulerPort):
                 done += 1
         except BaseException:
             rest = harvest.deliver[done:]
-            settle.extend(Settlement.of(claim, Release(claim.item.due)) for claim in rest)
+            settle.extend(
+                Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
+            )
             try:
                 self._call("run_due settle", functools.partial(self._settle, settle))
             except Exception as exc:
@@ -450,6 +460,15 @@ class MongoScheduler(SchedulerPort):
             return operation()
 
         return within(self._op_timeout, what, run)
+
+
+def _storable(value: object) -> bool:
+    """Whether ``value`` is an id an item can have (:func:`check_id`); others match nothing."""
+    try:
+        check_id(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_positive(name: str, value: timedelta) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bson.codec_options import DatetimeConversion
 from pymongo import ASCENDING, DeleteOne, ReplaceOne, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
@@ -55,11 +56,40 @@ LEGACY_CLAIM_INDEX = "claim"
 """The claim index of versions before routing: ``(kind, ready_at)``."""
 
 
+def _tolerant(collection: Collection[Any]) -> Collection[Any]:
+    """``collection`` reading every document it can hold: a date beyond Python's range comes
+    back as ``DatetimeMS`` and invalid UTF-8 as U+FFFD, instead of failing the whole query
+    (and so every sweep) on one bad document. The checks then find and quarantine it."""
+    if not isinstance(collection, Collection):
+        return collection  # a stand-in (mongomock) that has no such codec options
+    options = collection.codec_options.with_options(
+        datetime_conversion=DatetimeConversion.DATETIME_AUTO,
+        unicode_decode_error_handler="replace",
+    )
+    return collection.with_options(codec_options=options)
+
+
+def _marker(record: Doc, refusal: str) -> dict[str, Any]:
+    """What is kept of a quarantine record the server would not store."""
+    document = record.get("document")
+    fields = sorted(map(str, document)) if isinstance(document, Mapping) else []
+    return {
+        "_id": record["_id"],
+        "item_id": repr(record.get("item_id"))[:200],
+        "document": None,
+        "fields": fields,
+        "reason": record.get("reason"),
+        "node": record.get("node"),
+        "quarantined_at": record.get("quarantined_at"),
+        "not_kept": f"the original could not be stored: {refusal[:500]}",
+    }
+
+
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
     def __init__(self, collection: Collection[Any]) -> None:
-        self.items = collection
+        self.items = _tolerant(collection)
         database = collection.database
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
@@ -189,11 +219,24 @@ class TimerStore:
             query["generation"] = generation
         return self.dead.delete_one(query).deleted_count > 0
 
-    def put_quarantined(self, records: Sequence[Doc]) -> None:
-        """Insert quarantine records; ones already there (a retried write) are kept as they are."""
+    def put_quarantined(self, records: Sequence[Doc], *, markers: bool = True) -> int:
+        """Insert quarantine records; how many were new. Ones already there (a retried write,
+        another node) are kept as they are. A record the server refuses for another reason
+        (a field name it cannot store, say) is replaced by a marker: its ``_id``, the
+        reason, and the refusal - the original document is then lost, the marker says so."""
+        if not records:
+            return 0
+        records = list(records)
         try:
-            self.quarantine.insert_many(list(records), ordered=False)
+            self.quarantine.insert_many(records, ordered=False)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
-            if any(error.get("code") != _DUPLICATE_KEY for error in errors) or not errors:
+            if not errors:
                 raise
+            refused = [e for e in errors if e.get("code") != _DUPLICATE_KEY]
+            written = len(records) - len(errors)
+            if refused and markers:
+                kept = [_marker(records[e["index"]], e.get("errmsg", "")) for e in refused]
+                written += self.put_quarantined(kept, markers=False)
+            return written
+        return len(records)

@@ -14,8 +14,17 @@ Every node runs one; there is no leader. Each turn of the loop:
    ahead, same round trip; not sooner than a tenth of a poll, so that items due close
    together share a claim), so items fire within about a tenth of a poll, not a whole one.
 
+A claim's handler does not start until its start is marked in the collection
+(``deliveries`` = attempt + 1, :meth:`Claims.settle` ``starts``): a worker about to run a
+claim asks, the loop writes every mark asked for in the bulk write of the outcomes it is
+writing anyway, then the handlers start. So a node that dies leaves its queued, never
+started claims uncounted: they come back after the lease with the same attempt and no
+backoff; a claim whose handler had started counts as a failed attempt.
+
 Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
 unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
+An outcome the server refuses for good, or that cannot be encoded, is dropped on its own
+(the others are written): its claim runs out and the item is delivered again.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+import bson
 import pymongo
 from pymongo.errors import BulkWriteError, WriteError
 
@@ -45,6 +55,10 @@ log = logging.getLogger("flowsched.mongo")
 
 FLUSH_INTERVAL = 0.05
 """While deliveries are running, finished ones are written at least this often (seconds)."""
+
+START_GATHER = 0.002
+"""How long the first start mark asked for may wait for other workers to ask too, so that
+one write marks a whole wave (seconds); not at all when no other worker can ask."""
 
 
 class Sweeper:
@@ -79,6 +93,9 @@ class Sweeper:
         self._batch = batch_size
         self._op_timeout = op_timeout
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
+        self._workers = workers
+        self._queued = 0  # claims handed to the pool that no worker has taken yet
+        self._asked_at = math.inf  # when the oldest start mark not yet written was asked
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when a handler returns
         self._running = 0  # handlers running now
@@ -88,7 +105,13 @@ class Sweeper:
         self._stop = threading.Event()
         self._closing = False
         self._held: dict[tuple[Any, str], Claim] = {}
+        # Start marks: asked for by workers, being written, written (until its worker reads it).
+        self._starting: list[Claim] = []
+        self._marking: list[Claim] = []
+        self._marked: set[tuple[Any, str]] = set()
+        self._marks = threading.Condition(self._lock)
         self._finished: list[Settlement] = []
+        self._finished_at = math.inf  # when the oldest unwritten outcome in _finished came
         self._unwritten: list[Settlement] = []
         self._next_poll = 0.0
         # The earliest sweep asked for by poke() while a claim query ran: that query may not
@@ -122,6 +145,7 @@ class Sweeper:
         with self._lock:
             self._closing = True  # queued deliveries now release their claim instead of running
             self._flush_inline = inside
+            self._marks.notify_all()  # workers waiting for a start mark give their claim back
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
@@ -213,7 +237,8 @@ class Sweeper:
             self._fence.hold(stamp, len(harvest.deliver))  # released by each delivery
         finally:
             self._fence.close(stamp)
-        self._behind = harvest.due >= free
+        # Quarantined documents took places in the batch: more may be due behind them.
+        self._behind = harvest.due + harvest.quarantined >= free
         with self._lock:
             self._unwritten.extend(harvest.settle)
             for claim in harvest.deliver:
@@ -230,6 +255,8 @@ class Sweeper:
             self._next_poll = min(self._next_poll, self._poked)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
+        with self._lock:
+            self._queued += len(harvest.deliver)
         for claim in harvest.deliver:
             self._pool.submit(self._deliver, claim, stamp)
         if harvest.settle:
@@ -253,20 +280,44 @@ class Sweeper:
                 deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
             if self._finished or self._unwritten:
                 deadline = min(deadline, now + FLUSH_INTERVAL)
+            if self._starting:  # handlers wait for their start mark
+                deadline = now if self._wave_complete() else self._asked_at + START_GATHER
         return max(0.0, min(deadline - now, self._poll))
 
     # -- delivery, settlement, leases --------------------------------------------------------
+
+    def _outcomes_due(self) -> bool:
+        """With start marks to write: whether the outcomes go too (under the lock). They are
+        another command (deletes), so they are gathered for up to FLUSH_INTERVAL."""
+        if self._closing or len(self._finished) >= len(self._held):
+            return True
+        return self._clock.monotonic() >= self._finished_at + FLUSH_INTERVAL
+
+    def _starts_due(self) -> bool:
+        """Whether to write the start marks asked for now (under the lock)."""
+        gathered = self._clock.monotonic() >= self._asked_at + START_GATHER
+        return gathered or self._wave_complete() or self._closing
+
+    def _wave_complete(self) -> bool:
+        """Whether no other worker can ask for a start mark now (under the lock): write."""
+        waiting = len(self._starting) + len(self._marking)
+        idle = self._workers - self._running - waiting
+        return idle <= 0 or self._queued <= 0
 
     def _deliver(self, claim: Claim, stamp: int) -> None:
         self._worker.on = True
         try:
             with self._lock:
+                self._queued -= 1
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._fence.stale(stamp, claim.item)
+            skip = skip or not self._await_start(claim)
+            with self._lock:
+                skip = skip or self._closing or self._fence.stale(stamp, claim.item)
                 if not skip:
                     self._running += 1
             if skip:
-                self._finish(Settlement.of(claim, Release(claim.item.due)))
+                self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 return
             try:
                 self._finish(self._outcome(claim))
@@ -276,6 +327,25 @@ class Sweeper:
                     self._idle.notify_all()
         finally:
             self._fence.close(stamp)
+
+    def _await_start(self, claim: Claim) -> bool:
+        """Ask the loop to mark ``claim`` started and wait until it is written; ``False``
+        if the node closes first (the claim is then given back, never counted)."""
+        key = (claim.item.id, claim.token)
+        with self._marks:
+            if self._closing:
+                return False
+            if not self._starting:
+                self._asked_at = self._clock.monotonic()
+            self._starting.append(claim)
+            self._wake.set()
+            while key not in self._marked:
+                if self._closing and claim in self._starting:
+                    self._starting.remove(claim)  # not written yet: withdraw it
+                    return False
+                self._marks.wait()
+            self._marked.discard(key)
+            return True
 
     def _outcome(self, claim: Claim) -> Settlement:
         try:
@@ -293,6 +363,8 @@ class Sweeper:
 
     def _finish(self, settlement: Settlement) -> None:
         with self._lock:
+            if not self._finished:
+                self._finished_at = self._clock.monotonic()
             self._finished.append(settlement)
             batch_done = len(self._finished) >= len(self._held)
             inline = self._flush_inline
@@ -303,30 +375,62 @@ class Sweeper:
 
     def _flush(self) -> None:
         with self._lock:
-            batch = self._unwritten + self._finished
-            self._unwritten, self._finished = [], []
-        if not batch:
+            if self._starting and not self._starts_due():
+                return  # gathering a wave of start marks: outcomes go with it, shortly
+            if not self._starting or self._outcomes_due():
+                batch = self._unwritten + self._finished
+                self._unwritten, self._finished = [], []
+                self._finished_at = math.inf
+            else:  # only marks: outcomes (a delete command) wait to be written with more
+                batch = []
+            starts, self._starting = self._starting, []
+            self._marking = starts
+            self._asked_at = math.inf
+        if not batch and not starts:
             return
         try:
-            self._claims.settle(batch, self._clock.now())
+            self._claims.settle(batch, self._clock.now(), starts)
         except (BulkWriteError, WriteError) as exc:
             if is_transient(exc):
-                self._keep(batch)
+                self._keep(batch, starts)
                 raise
             # The server refused a write for good (a validation rule?): retrying would stall
             # the sweep. Stop holding these claims: their leases run out and any node
-            # delivers them again.
+            # delivers them again. Marks asked for count as written: those handlers run.
             log.error("dropping %d outcomes the server refused: %s", len(batch), exc)
+        except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
+            # Not the server: one outcome that cannot be encoded. Write the others.
+            log.error("an outcome cannot be written (%s): writing them one by one", exc)
+            self._settle_each(batch, starts)
         except BaseException:
-            self._keep(batch)
+            self._keep(batch, starts)
             raise
         with self._lock:
             for settlement in batch:
                 self._held.pop((settlement.item_id, settlement.token), None)
+            self._marked.update((claim.item.id, claim.token) for claim in starts)
+            self._marking = []
+            self._marks.notify_all()
 
-    def _keep(self, batch: list[Settlement]) -> None:
+    def _settle_each(self, batch: list[Settlement], starts: list[Claim]) -> None:
+        """Write ``batch`` one outcome at a time, dropping (and logging) the ones that
+        cannot be written; their claims run out and the items are delivered again."""
+        self._claims.settle([], self._clock.now(), starts)
+        for settlement in batch:
+            try:
+                self._claims.settle([settlement], self._clock.now())
+            except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
+                log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
+
+    def _keep(self, batch: list[Settlement], starts: list[Claim]) -> None:
         with self._lock:
             self._unwritten = batch + self._unwritten
+            # Not known to be written (a retry sets the same value, so no double count).
+            self._starting = starts + self._starting
+            if starts:
+                self._asked_at = -math.inf  # due at once on the next try
+            self._marking = []
+            self._marks.notify_all()
 
     def _beat(self) -> None:
         heartbeat = self._heartbeat

@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--handler-seconds", type=float, default=0.0)
     parser.add_argument("--redelivery", type=float, default=0.5)
+    parser.add_argument("--max-attempts", type=int, default=0)  # 0: no maximum
+    parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
 
@@ -39,13 +41,21 @@ def main() -> None:
 
     def record(item: ScheduleItem, attempt: int) -> None:
         deliveries.insert_one(
-            {"item": item.id, "node": args.node, "attempt": attempt, "generation": item.generation}
+            {
+                "item": item.id,
+                "node": args.node,
+                "attempt": attempt,
+                "generation": item.generation,
+                "at": time.time(),
+            }
         )
         if args.handler_seconds:
             time.sleep(args.handler_seconds)
 
     redelivery = RedeliveryPolicy(
-        initial=timedelta(seconds=args.redelivery), maximum=timedelta(seconds=args.redelivery * 4)
+        initial=timedelta(seconds=args.redelivery),
+        maximum=timedelta(seconds=args.redelivery * 4),
+        max_attempts=args.max_attempts or None,
     )
     scheduler = MongoScheduler(
         database["timers"],
@@ -54,6 +64,7 @@ def main() -> None:
         lease=timedelta(seconds=args.lease),
         redelivery=redelivery,
         op_timeout=timedelta(seconds=5),
+        workers=args.workers,
     )
     scheduler.subscribe(ScheduleKind.TIMER, record)
     stop = threading.Event()

@@ -124,8 +124,13 @@ def test_reading_back_rebuilds_the_item_with_counters():
     stored = stored_item(good_doc())
     assert stored.item.due == datetime(2026, 1, 1, tzinfo=UTC)
     assert (stored.item.generation, stored.attempts, stored.deliveries) == (42, 1, 2)
-    assert stored.lost == 0  # one claim in progress beyond the recorded failure
-    assert stored_item(good_doc(deliveries=4)).lost == 2
+    # Read back by a claim that counted itself (run_due): its own delivery is the second.
+    assert stored.lost(counted=True) == 0
+    # Read back by the background sweeper's claim (not counted yet): one started delivery
+    # never settled - its node died mid-handler.
+    assert stored.lost(counted=False) == 1
+    assert stored_item(good_doc(deliveries=4)).lost(counted=True) == 2
+    assert stored_item(good_doc(deliveries=1)).lost(counted=False) == 0
 
 
 @pytest.mark.parametrize(
@@ -141,6 +146,8 @@ def test_reading_back_rebuilds_the_item_with_counters():
         ({"payload": {"blob": "x" * 2000}}, "payload is 2011 bytes"),
         ({"payload": {"at": datetime(2026, 1, 1)}}, "JSON-serialisable"),
         ({"attempts": -1}, "attempts must be an integer >= 0"),
+        ({"attempts": 2**63 - 1}, "attempts must be an integer >= 0 and <= 1000000000"),
+        ({"deliveries": 2**31}, "deliveries must be an integer >= 0 and <= 1000000000"),
     ],
 )
 def test_malformed_documents_are_refused_with_the_reason(changes, reason):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
 from flowsched.mongo.claims import Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
@@ -75,7 +77,8 @@ def test_a_lost_delivery_counts_as_a_failure_and_is_redelivered_with_backoff(mak
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
     a.schedule(timer("t", clock.now()))
-    a._harvester.take(10)  # claimed by a, which dies before delivering
+    # Claimed and marked started by a (its handler may have run), which dies mid-delivery.
+    a._harvester.take(10, counted=True)
 
     clock.advance(LEASE - timedelta(seconds=1))
     assert b.run_due() == 0 and attempts == []  # the lease still holds
@@ -95,7 +98,7 @@ def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
     a.schedule(timer("poison", clock.now()))
-    a._harvester.take(10)
+    a._harvester.take(10, counted=True)  # started, then a died
     clock.advance(LEASE)
     b.run_due()
     assert calls == []
@@ -103,6 +106,42 @@ def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
     assert (dead.item.id, dead.attempts) == ("poison", 1)
     assert "delivery lost" in dead.error
     assert not b.exists("poison")
+
+
+@pytest.mark.parametrize("max_attempts", [1, None])
+def test_a_claim_whose_handler_never_started_comes_back_uncounted_at_lease_end(
+    make, clock, max_attempts
+):
+    a = make(lease=LEASE)
+    b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=max_attempts))
+    attempts: list[int] = []
+    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
+    a.schedule(timer("t", clock.now()))
+    assert a._harvester.take(10).won == 1  # claimed by a, which dies before starting it
+
+    clock.advance(LEASE - timedelta(seconds=1))
+    assert b.run_due() == 0  # the lease still holds
+    clock.advance(timedelta(seconds=1))
+    assert b.run_due() == 1  # at lease end: no backoff, no attempt counted, not dead
+    assert attempts == [0]
+    assert b.dead_letters() == [] and not b.exists("t")
+
+
+def test_a_start_mark_makes_a_lost_claim_count(make, clock):
+    a = make(lease=LEASE)
+    b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=1))
+    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    a.schedule(timer("t", clock.now()))
+    (claim,) = a._harvester.take(10).deliver
+    a._claims.settle([], clock.now(), starts=[claim])  # what the sweeper writes first
+    a._claims.settle([], clock.now(), starts=[claim])  # a repeated write counts once
+
+    clock.advance(LEASE)
+    assert b.run_due() == 0
+    (dead,) = b.dead_letters()
+    assert (dead.item.id, dead.attempts) == ("t", 1)
 
 
 def test_two_nodes_never_claim_the_same_document(make, clock):

@@ -84,7 +84,9 @@ def test_a_tick_given_back_on_close_leaves_its_slot_to_run(make, clock, collecti
     [claim] = harvest.deliver
     assert collection.find_one({"_id": "sweep"})["applied"] is not None
 
-    closing._claims.settle([Settlement.of(claim, Release(claim.item.due))], clock.now())
+    closing._claims.settle(
+        [Settlement.of(claim, Release(claim.item.due, claim.attempt))], clock.now()
+    )
     other.run_due()
 
     assert ran == [first.due]

@@ -1,0 +1,183 @@
+"""Internal: poison documents - what the sweeper cannot use is moved aside, not retried.
+
+A document in the timers collection may have been written by hand, by an old or newer
+version, or damaged: a sub-document ``_id``, a counter at the largest 64-bit integer, a due
+time that is not a date, no ``kind``, 16 MiB of junk. None of them may stop a node or delay
+the good timers. Three places look:
+
+* the claim (:func:`claim_problem`): every document the claim query finds is checked before
+  it is claimed or counted - the fields the claim itself reads or writes (``_id``,
+  ``ready_at``, ``deliveries``); the claiming update of a batch that the server still refuses
+  (a document at the 16 MiB limit cannot take a claim) is retried per document, and the ones
+  refused are moved aside with the server's reason;
+* the harvest, after the claim: the whole document (:func:`~flowsched.mongo.documents.
+  stored_item`); a malformed one is settled as quarantined under its claim;
+* the audit (:class:`Audit`): documents the claim query can never find - ``ready_at``, ``due``
+  not dates, ``kind`` missing or not text - found by a cheap, infrequent query (at start,
+  then every :data:`AUDIT_EVERY`).
+
+Moving aside = one record in ``<collection>_quarantine`` (the original as far as 16 MiB
+allows, the reason, the node, the time; see :func:`~flowsched.mongo.documents.
+quarantine_document`), then deleting the original fenced on the values read, so a timer
+scheduled under that id meanwhile is left alone. Records have a deterministic ``_id``: two
+nodes quarantining one document write one record, and only the node that wrote it logs an
+error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from flowsched.mongo.documents import MAX_COUNT, quarantine_document, short_repr
+from flowsched.mongo.store import Doc, TimerStore
+from flowsched.port import check_id
+
+__all__ = ["AUDIT_EVERY", "AUDIT_LIMIT", "Audit", "Quarantiner", "claim_problem"]
+
+log = logging.getLogger("flowsched.mongo")
+
+AUDIT_EVERY = timedelta(minutes=5)
+"""How often each node looks for documents the claim query can never find."""
+
+AUDIT_LIMIT = 100
+"""Most documents one audit moves aside (the next audit takes the rest)."""
+
+CLAIM_FIELDS = ("_id", "ready_at", "deliveries")
+"""What the claim query reads of each document it finds (and all :func:`claim_problem` needs)."""
+
+
+def claim_problem(doc: Mapping[str, Any]) -> str | None:
+    """Why ``doc`` (as the claim query read it) must not be claimed; ``None`` if it may be."""
+    try:
+        check_id(doc.get("_id"), "_id")
+    except ValueError as exc:
+        return str(exc)
+    ready = doc.get("ready_at")
+    if not isinstance(ready, datetime):
+        return f"ready_at must be a date, got {short_repr(ready)}"
+    if "deliveries" in doc:
+        value = doc["deliveries"]
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_COUNT:
+            return (
+                f"deliveries must be an integer >= 0 and < {MAX_COUNT} (the claim adds to it), "
+                f"got {short_repr(value)}"
+            )
+    return None
+
+
+def _fence(doc: Doc, fields: Sequence[str]) -> dict[str, Any]:
+    """A filter that matches ``doc`` only while ``fields`` still hold what was read.
+
+    ``$eq`` throughout: an odd ``_id`` (a sub-document) is compared, never read as operators."""
+    fence: dict[str, Any] = {}
+    for name in fields:
+        fence[name] = {"$eq": doc[name]} if name in doc else {"$exists": False}
+    return fence
+
+
+def _record_id(doc: Doc, fields: Sequence[str]) -> str:
+    """The same for the same document as read, on every node (one record per document)."""
+    seen = repr([(name, doc.get(name)) for name in fields])
+    digest = hashlib.sha256(seen.encode("utf-8", "replace")).hexdigest()[:24]
+    return f"{short_repr(doc.get('_id'), 80)}:{digest}"
+
+
+class Quarantiner:
+    """Moves unusable documents of one store aside, as node ``owner``."""
+
+    def __init__(self, store: TimerStore, owner: str) -> None:
+        self.store = store
+        self.owner = owner
+
+    def unclaimed(
+        self, found: Sequence[tuple[Doc, str]], fields: Sequence[str], now: datetime
+    ) -> int:
+        """Move aside documents read by a query that fetched ``fields`` (``(doc, reason)``
+        pairs, claimed by no one): each is re-read whole, recorded, and deleted if those
+        fields still hold what was read (missing ones still missing). How many went."""
+        removed = 0
+        for doc, reason in found:
+            fence = _fence(doc, fields)
+            full = self.store.items.find_one(fence)
+            if full is None:
+                continue  # gone or changed since it was read: the next look decides
+            if self.record(full, reason, now, _record_id(doc, fields)):
+                removed += self.store.items.delete_one(fence).deleted_count
+        return removed
+
+    def record(self, doc: Doc, reason: str, now: datetime, record_id: str) -> bool:
+        """Write the quarantine record; log an error only if this call wrote it. Whether the
+        record is there (``False``: not even a marker could be stored - the original is then
+        kept where it is, and the error logged, until a record can be written)."""
+        record = quarantine_document(doc, reason, self.owner, now)
+        record["_id"] = record_id
+        written = self.store.put_quarantined([record])
+        where = short_repr(doc.get("_id"))
+        if written:
+            if record.get("trimmed"):
+                log.error(
+                    "quarantining %s %s: %s (fields %s too large to keep in the record)",
+                    self.store.name,
+                    where,
+                    reason,
+                    ", ".join(map(str, record["trimmed"])),
+                )
+            else:
+                log.error("quarantining %s %s: %s", self.store.name, where, reason)
+            return True
+        if self.store.quarantine.find_one({"_id": record_id}, {"_id": 1}) is not None:
+            log.debug("%s %s was already quarantined: %s", self.store.name, where, reason)
+            return True
+        log.error(
+            "cannot quarantine %s %s (%s): the record was refused; the document stays",
+            self.store.name,
+            where,
+            reason,
+        )
+        return False
+
+
+class Audit:
+    """Finds, now and then, documents the claim query can never find, and moves them aside."""
+
+    QUERY: ClassVar[dict[str, Any]] = {
+        "$or": [
+            {"kind": {"$not": {"$type": "string"}}},
+            {"ready_at": {"$not": {"$type": "date"}}},
+            {"due": {"$not": {"$type": "date"}}},
+        ]
+    }
+
+    def __init__(self, quarantiner: Quarantiner, every: timedelta = AUDIT_EVERY) -> None:
+        self.quarantiner = quarantiner
+        self.every = every.total_seconds()
+        self._next = 0.0  # monotonic seconds; 0: at the first chance
+
+    def due(self, monotonic: float) -> bool:
+        return monotonic >= self._next
+
+    def run(self, now: datetime, monotonic: float) -> int:
+        """One audit (one query, plus two writes per poison document found); how many went.
+
+        The next audit is planned before the query, so a failing one is not retried at
+        once on every sweep turn."""
+        self._next = monotonic + self.every
+        found = list(self.quarantiner.store.items.find(self.QUERY).limit(AUDIT_LIMIT))
+        if not found:
+            return 0
+        found_with = [(doc, _audit_reason(doc)) for doc in found]
+        return self.quarantiner.unclaimed(found_with, ("_id", "kind", "ready_at", "due"), now)
+
+
+def _audit_reason(doc: Doc) -> str:
+    problems = []
+    for name, wanted in (("kind", str), ("ready_at", datetime), ("due", datetime)):
+        value = doc.get(name)
+        if not isinstance(value, wanted):
+            kind = "a string" if wanted is str else "a date"
+            problems.append(f"{name} must be {kind}, got {short_repr(value)}")
+    return "; ".join(problems)

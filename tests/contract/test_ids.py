@@ -1,0 +1,50 @@
+"""Every adapter accepts and refuses the same ids: at most 1024 UTF-8 bytes, valid Unicode
+(no lone surrogate), no NUL. An id no item can have is simply not there (cancel/exists)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from flowsched import ScheduleItem, ScheduleKind
+from flowsched.port import MAX_ID_BYTES
+
+BAD_IDS = {
+    "17 MB": "x" * (17 * 1024 * 1024),
+    "1025 bytes": "x" * (MAX_ID_BYTES + 1),
+    "513 two-byte characters": "é" * 513,
+    "lone surrogate": "timer-\ud800",
+    "NUL": "timer\x00one",
+    "empty": "",
+}
+GOOD_IDS = {
+    "1024 bytes": "x" * MAX_ID_BYTES,
+    "512 two-byte characters": "é" * 512,
+    "emoji": "timer-\U0001f600",
+    "dots and dollars": "$a.b.c$",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_IDS))
+def test_a_bad_id_is_a_value_error_on_every_adapter(make_scheduler, clock, name: str) -> None:
+    scheduler = make_scheduler(clock)
+    with pytest.raises(ValueError, match="ScheduleItem id"):
+        scheduler.schedule(ScheduleItem(BAD_IDS[name], ScheduleKind.TIMER, clock.now()))
+    assert scheduler.cancel(BAD_IDS[name]) is False
+    assert scheduler.exists(BAD_IDS[name]) is False
+    assert scheduler.cancel_flow(BAD_IDS[name]) == 0
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_IDS))
+def test_a_good_id_round_trips_on_every_adapter(make_scheduler, clock, fire, name: str) -> None:
+    scheduler = make_scheduler(clock)
+    seen: list[str] = []
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: seen.append(item.id))
+    item_id = GOOD_IDS[name]
+    scheduler.schedule(ScheduleItem(item_id, ScheduleKind.TIMER, clock.now(), flow_id=item_id))
+    assert scheduler.exists(item_id)
+    clock.advance(timedelta(seconds=1))
+    fire(scheduler)
+    assert seen == [item_id]
+    assert not scheduler.exists(item_id)

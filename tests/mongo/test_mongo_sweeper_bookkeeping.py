@@ -1,0 +1,95 @@
+"""The background sweeper's own bookkeeping survives bad documents and failed turns: odd ids
+never reach its held set, and a turn that fails after claiming leaves nothing half-held (the
+claims come back at lease end, uncounted)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pymongo.errors import OperationFailure
+
+from flowsched.clock import SystemClock
+from flowsched.port import ScheduleItem, ScheduleKind
+
+WAIT = 20.0
+
+
+def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def settled(scheduler: Any) -> bool:
+    sweeper = scheduler._sweeper
+    with sweeper._lock:
+        return not (sweeper._held or sweeper._starting or sweeper._marking or sweeper._marked)
+
+
+def test_odd_ids_never_reach_the_held_set_and_no_turn_fails(make, collection, caplog):
+    now = SystemClock().now()
+    timer = {"kind": "TIMER", "route": "k:TIMER", "due": now, "ready_at": now, "generation": 1}
+    for odd in ({"sub": 1}, 7, 1.5):
+        collection.insert_one({**timer, "_id": odd, "attempts": 0, "deliveries": 0})
+    scheduler = make(clock=SystemClock(), poll_interval=timedelta(milliseconds=50))
+    fired: list[str] = []
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
+    caplog.set_level(logging.WARNING, logger="flowsched")
+    with scheduler:
+        for n in range(5):
+            scheduler.schedule(ScheduleItem(f"good-{n}", ScheduleKind.TIMER, now))
+        assert eventually(lambda: collection.count_documents({}) == 0)
+        assert eventually(lambda: settled(scheduler))
+    assert sorted(fired) == [f"good-{n}" for n in range(5)]
+    assert not [r for r in caplog.records if "sweeper" in r.getMessage()]
+
+
+class FailsReadingBack:
+    """The collection, except that reading back a claim (``claim.token`` query) fails once."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.failed = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def find(self, query: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(query, dict) and "claim.token" in query and not self.failed.is_set():
+            self.failed.set()
+            raise OperationFailure("injected: the read-back failed", code=8000)
+        return self._inner.find(query, *args, **kwargs)
+
+
+def test_a_turn_that_fails_after_claiming_leaves_the_claims_to_come_back_uncounted(
+    make, collection
+):
+    failing = FailsReadingBack(collection)
+    scheduler = make(
+        collection=failing,
+        clock=SystemClock(),
+        poll_interval=timedelta(milliseconds=50),
+        lease=timedelta(milliseconds=600),
+    )
+    attempts: dict[str, int] = {}
+    scheduler.subscribe(
+        ScheduleKind.TIMER, lambda item, attempt: attempts.setdefault(item.id, attempt)
+    )
+    now = SystemClock().now()
+    with scheduler:
+        for n in range(3):
+            scheduler.schedule(ScheduleItem(f"t-{n}", ScheduleKind.TIMER, now))
+        assert failing.failed.wait(WAIT)
+        assert eventually(lambda: len(attempts) == 3)
+        assert eventually(lambda: collection.count_documents({}) == 0)
+        assert eventually(lambda: settled(scheduler))
+    # The failed turn had claimed them and never started them: no attempt counted.
+    assert attempts == {"t-0": 0, "t-1": 0, "t-2": 0}

@@ -1,0 +1,181 @@
+"""The hostile inputs of issue 10, kept as plain regression tests: each one is refused with
+a FlowschedError / ValueError naming what is wrong - never RecursionError, OverflowError,
+UnicodeDecodeError or Python's digit-limit message."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import flowsched
+from flowsched import (
+    ConfigError,
+    FlowschedError,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulingConfig,
+    parse_duration,
+)
+from flowsched.cli import build_app
+from flowsched.flow import (
+    ConcurrentUpdateError,
+    FlowAlreadyExistsError,
+    FlowConfigError,
+    FlowDefinitionError,
+    TimerAheadOfInstanceError,
+    UnknownFlowError,
+)
+from flowsched.mongo.documents import MalformedDocument
+from flowsched.port import SchedulerUnavailable
+
+TIMER = ScheduleKind.TIMER
+
+
+def nested_payload(depth: int) -> dict[str, Any]:
+    payload: dict[str, Any] = {}
+    inner = payload
+    for _ in range(depth - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    return payload
+
+
+def test_flowsched_error_is_exported_and_every_error_class_derives_from_it() -> None:
+    assert "FlowschedError" in flowsched.__all__
+    family = (
+        ConfigError,
+        FlowConfigError,
+        FlowDefinitionError,
+        UnknownFlowError,
+        TimerAheadOfInstanceError,
+        ConcurrentUpdateError,
+        FlowAlreadyExistsError,
+        SchedulerUnavailable,
+        MalformedDocument,
+    )
+    for error in family:
+        assert issubclass(error, FlowschedError), error
+    # Bad arguments stay what Python users catch.
+    assert issubclass(ConfigError, ValueError) and issubclass(FlowDefinitionError, ValueError)
+    assert issubclass(UnknownFlowError, KeyError)
+
+
+@pytest.mark.parametrize("depth", [33, 50, 1000])
+def test_deeply_nested_hocon_objects_are_a_config_error(depth: int) -> None:
+    with pytest.raises(ConfigError, match="nest more than 32 deep"):
+        SchedulingConfig.from_string("a {" * depth + "}" * depth)
+
+
+def test_deeply_nested_hocon_lists_are_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="nest more than 32 deep"):
+        SchedulingConfig.from_string("a = " + "[" * 300 + "]" * 300)
+
+
+def test_nesting_within_the_limit_is_read() -> None:
+    text = "x {" * 31 + "Any.Any.Any.timeout-duration = 2s" + "}" * 31
+    SchedulingConfig.from_string(text)  # root keys under x: ignored, not refused
+
+
+def test_a_thousand_part_dotted_key_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        SchedulingConfig.from_string("a." * 1000 + "b = 1")
+
+
+def test_brackets_inside_strings_and_comments_do_not_count() -> None:
+    text = 'note = "' + "{" * 100 + '"\n# ' + "[" * 100 + "\nAny.Any.Any.max-retries = 2\n"
+    assert SchedulingConfig.from_string(text).action("F", "S", "A").retry.max_retries == 2
+
+
+def test_a_non_utf8_file_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    conf = tmp_path / "latin1.conf"
+    conf.write_bytes("# café\nAny.Any.Any.timeout-duration = 1s\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.conf.*not UTF-8 text \(byte 0xe9"):
+        SchedulingConfig.from_file(conf)
+
+
+def test_flowsched_check_on_deep_nesting_prints_no_traceback(tmp_path: Path) -> None:
+    conf = tmp_path / "deep.conf"
+    conf.write_text("a {" * 60 + "}" * 60, encoding="utf-8")
+    result = CliRunner().invoke(build_app(), ["check", str(conf)])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+    assert len(result.stderr.splitlines()) <= 2
+    assert "nest more than 32 deep" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["1" * 5000 + "s", "0." + "1" * 5000 + "s", "1" * 5000, " " * 10_000 + "1s"]
+)
+def test_durations_with_thousands_of_characters_are_a_config_error(text: str) -> None:
+    with pytest.raises(ConfigError, match="too long for a duration") as caught:
+        parse_duration(text, key="Any.Any.Any.timeout-duration")
+    assert len(str(caught.value)) < 500
+
+
+def test_a_huge_integer_duration_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="too long"):
+        parse_duration(10**5000)
+
+
+def test_a_hocon_period_pyhocon_cannot_convert_is_a_config_error() -> None:
+    # pyhocon overflows while parsing, or (with python-dateutil installed) hands back a
+    # relativedelta too long for a timedelta: a ConfigError either way.
+    with pytest.raises(ConfigError, match=r"cannot read|too long"):
+        SchedulingConfig.from_string("Any.Any.Any.timeout-duration = 99999999999999 days")
+
+
+def test_a_payload_nested_3000_deep_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="nests objects/lists more than 32 deep"):
+        ScheduleItem("deep", TIMER, datetime(2026, 1, 1, tzinfo=UTC), payload=nested_payload(3000))
+
+
+def test_a_payload_nested_to_the_limit_is_accepted() -> None:
+    ScheduleItem("ok", TIMER, datetime(2026, 1, 1, tzinfo=UTC), payload=nested_payload(32))
+
+
+@pytest.mark.parametrize(
+    "due",
+    [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))),
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))),
+    ],
+)
+def test_a_due_outside_the_utc_range_is_a_value_error(due: datetime) -> None:
+    with pytest.raises(ValueError, match="outside the range of UTC datetimes"):
+        ScheduleItem("edge", TIMER, due)
+
+
+def test_a_17_mb_id_is_a_value_error_not_document_too_large() -> None:
+    with pytest.raises(ValueError, match="the limit is 1024 bytes"):
+        ScheduleItem("x" * (17 * 1024 * 1024), TIMER, datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_a_lone_surrogate_id_or_flow_id_is_a_value_error() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        ScheduleItem("t-\udc80", TIMER, when)
+    with pytest.raises(ValueError, match="flow_id"):
+        ScheduleItem("t", TIMER, when, flow_id="f-\ud800")
+
+
+def test_a_lone_surrogate_handler_name_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="handler name"):
+        ScheduleItem("t", TIMER, datetime(2026, 1, 1, tzinfo=UTC), handler="send-\ud800")
+
+
+def test_a_payload_key_with_nul_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        ScheduleItem("t", TIMER, datetime(2026, 1, 1, tzinfo=UTC), payload={"a\x00b": 1})
+
+
+def test_redelivery_delay_for_a_billion_failures_is_computed_not_looped() -> None:
+    from flowsched.delivery import RedeliveryPolicy
+
+    assert RedeliveryPolicy(factor=1).delay(10**9) == timedelta(seconds=3)
+    assert RedeliveryPolicy(factor=1.0000001).delay(10**9) == timedelta(seconds=30)
+    assert RedeliveryPolicy().delay(2**63) == timedelta(seconds=30)
+    assert [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)] == [3, 6, 12, 24, 30, 30]
