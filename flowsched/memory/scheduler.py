@@ -15,7 +15,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import DeliveryCore, Observer, Outcome, RedeliveryPolicy
+from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_WORKERS
+from flowsched.delivery import (
+    DeliveryCore,
+    Observer,
+    Outcome,
+    RedeliveryPolicy,
+    redelivery_policy,
+)
 from flowsched.memory.inline import InlineDelivery, ThreadState
 from flowsched.memory.pool import WorkerPool
 from flowsched.memory.realtime import ThreadedDelivery
@@ -94,10 +101,15 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         """``workers``: handler threads (real time only), the most handlers running at once.
         ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
         again (how late a jump of the wall clock can be noticed)."""
-        if workers < 1:
-            raise ValueError(f"InMemoryScheduler workers must be >= 1 (got {workers})")
-        if max_wait <= timedelta(0):
-            raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ValueError(
+                f"InMemoryScheduler workers must be from 1 to {MAX_WORKERS} (got {workers})"
+            )
+        if not timedelta(0) < max_wait <= LONGEST_SETTING:
+            raise ValueError(
+                f"InMemoryScheduler max_wait must be positive and at most {LONGEST_SETTING.days}"
+                f" days (got {max_wait})"
+            )
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
@@ -141,12 +153,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         ...     pass
         """
         settings = config.scheduler_settings()
-        redelivery = RedeliveryPolicy(
-            initial=settings.redelivery_initial,
-            maximum=settings.redelivery_maximum,
-            factor=settings.redelivery_factor,
-            max_attempts=settings.max_attempts,
-        )
+        redelivery = redelivery_policy(settings)
         return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
 
     # -- the port -----------------------------------------------------------------------
