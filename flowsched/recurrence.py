@@ -200,7 +200,7 @@ class Recurrence:
                 start=start,
                 retry_failed=retry_failed,
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, OverflowError) as exc:  # overflow: an endless interval
             raise ValueError(f"malformed recurrence {data!r}: {exc}") from None
 
 

@@ -98,6 +98,12 @@ def test_bad_recurrences_name_the_value(make: object, message: str) -> None:
         make()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("seconds", [1e30, float("inf"), "1e400", 10**400])
+def test_a_stored_interval_too_long_for_a_timedelta_is_a_value_error(seconds: object) -> None:
+    with pytest.raises(ValueError, match="malformed recurrence"):
+        Recurrence.from_json({"every_seconds": seconds})
+
+
 def test_a_recurrence_without_start_cannot_compute_slots() -> None:
     with pytest.raises(ValueError, match="no start"):
         Recurrence.every(HOUR).next_slot(T0)

@@ -62,6 +62,7 @@ POISON = {
     "text ready_at": ({"_id": "text-ready", "ready_at": "now"}, "ready_at must be a date"),
     "huge generation": ({"_id": "gen", "generation": 2.5}, "generation must be an integer"),
     "bad recurrence": ({"_id": "rec", "recurrence": {"every": "x"}}, "recurrence"),
+    "endless recurrence": ({"_id": "rec-inf", "recurrence": {"every_seconds": 1e30}}, "recurrence"),
 }
 
 
