@@ -187,6 +187,7 @@ def test_redelivery_delay_for_a_billion_failures_is_computed_not_looped() -> Non
         ("lease", "999999999d", "at most 365d"),
         ("poll-interval", "366d", "at most 365d"),
         ("op-timeout", "2000000h", "at most 365d"),
+        ("op-timeout", "12d", "at most 1d"),
         ("redelivery.maximum", "1000d", "at most 365d"),
         ("workers", "100000000000000000000", "from 1 to 10,000"),
         ("batch-size", "9223372036854775808", "from 1 to 100,000"),
@@ -216,7 +217,7 @@ def test_in_memory_scheduler_arguments_too_large_to_run_are_a_value_error() -> N
 
 def test_the_largest_allowed_scheduler_settings_are_accepted() -> None:
     text = """ipf-scheduler.flowsched {
-      lease = 365d, poll-interval = 365d, op-timeout = 365d, workers = 10000,
+      lease = 365d, poll-interval = 365d, op-timeout = 1d, workers = 10000,
       batch-size = 100000, redelivery { initial = 365d, maximum = 365d }
     }"""
     settings = SchedulingConfig.from_string(text).scheduler_settings()

@@ -43,6 +43,7 @@ from flowsched.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "BLOCK",
+    "LONGEST_OP_TIMEOUT",
     "LONGEST_SETTING",
     "MAX_BATCH_SIZE",
     "MAX_WORKERS",
@@ -56,6 +57,9 @@ BLOCK = "ipf-scheduler"
 LONGEST_SETTING = timedelta(days=365)
 """The longest a scheduler's duration setting may be (poll interval, lease, time-outs,
 redelivery waits): a longer one is a mistake, and some overflow the platform's timeouts."""
+LONGEST_OP_TIMEOUT = timedelta(days=1)
+"""The longest ``op-timeout``: it is also the driver's connection time-outs, which MongoDB
+drivers take below a billion milliseconds (11.5 days)."""
 MAX_WORKERS = 10_000
 """The most handler threads a scheduler may have (each is an operating-system thread)."""
 MAX_BATCH_SIZE = 100_000
@@ -123,6 +127,14 @@ def _duration_above_zero(value: object) -> object:
     found = parse_duration(value)
     if found <= timedelta(0) or found > LONGEST_SETTING:
         raise ValueError("must be a duration above zero and at most 365d (e.g. 1s, 500ms)")
+    return found
+
+
+def _op_timeout(value: object) -> object:
+    found = _duration_above_zero(value)
+    assert isinstance(found, timedelta)
+    if found > LONGEST_OP_TIMEOUT:
+        raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
     return found
 
 
@@ -203,7 +215,7 @@ _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "lease": ("lease", _duration_above_zero),
     "batch-size": ("batch_size", _count_up_to(MAX_BATCH_SIZE)),
     "workers": ("workers", _count_up_to(MAX_WORKERS)),
-    "op-timeout": ("op_timeout", _duration_above_zero),
+    "op-timeout": ("op_timeout", _op_timeout),
     "max-attempts": ("max_attempts", _optional_count),
     "node-id": ("node_id", _optional_text),
 }
