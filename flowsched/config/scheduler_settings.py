@@ -164,6 +164,11 @@ def _optional_count(value: object) -> object:
 
 
 def _factor(value: object) -> object:
+    if isinstance(value, str):  # "2", as HOCON may quote it (like the counts above)
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError("must be a number >= 1") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError("must be a number >= 1")
     if not math.isfinite(value) or value < 1:
