@@ -45,9 +45,17 @@ lint: $(STAMP)
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-bench: $(STAMP)
+# The flow bench's peer, the `transitions` state machine, in a virtualenv of its own.
+PEER_VENV := bench/.venv-transitions
+$(PEER_VENV)/.installed:
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q --disable-pip-version-check 'transitions==0.9.3'
+	touch $@
+
+bench: $(STAMP) $(PEER_VENV)/.installed
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
+	$(PY) bench/flow_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 
 mongo-start:

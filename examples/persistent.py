@@ -7,7 +7,8 @@ server, or use ``bash tools/with-mongo.sh python examples/persistent.py``) and t
 Timers live in ``MongoScheduler``'s collection (built from ``config/application.conf`` with
 ``MongoScheduler.from_config``) and flow instances in ``MongoFlowStore``'s,
 so nothing of the flow lives only in a process. This script runs two real processes on one
-fresh database, with a compressed clock (a ManualClock both agree on):
+fresh database, with a compressed clock (a ManualClock both agree on; a started scheduler
+delivers inside ``clock.advance``, each timer at its due time, so hours pass at once):
 
 1. the first starts tx-1; the fraud service is down; it retries at +10 s, then the process
    exits with the next retry and the 2 h action timeout still pending;
@@ -35,8 +36,7 @@ from credit_transfer import (
 )
 from pymongo import MongoClient
 
-from flowsched import FlowDomain, ManualClock, MongoScheduler, SchedulingConfig
-from flowsched.mongo.flow_store import MongoFlowStore
+from flowsched import FlowDomain, ManualClock, MongoFlowStore, MongoScheduler, SchedulingConfig
 
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "application.conf"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -67,20 +67,12 @@ def build(db: Any, clock: ManualClock, node: str) -> tuple[FlowDomain, MongoSche
     return domain, scheduler
 
 
-def advance_through(
-    domain: FlowDomain, scheduler: MongoScheduler, clock: ManualClock, until: datetime
-) -> None:
-    """The compressed clock: jump to each due timer of tx-1 (up to ``until``) and sweep."""
-    while (timers := domain.timers("tx-1")) and timers[0].due <= until:
-        clock.set(max(timers[0].due, clock.now()))
-        scheduler.run_due()
-
-
 def first_process(db: Any) -> None:
     clock = ManualClock(START)
     domain, scheduler = build(db, clock, "process-1")
+    scheduler.start()
     domain.start(FLOW, "tx-1", offsets={"AcceptedAt": START})
-    advance_through(domain, scheduler, clock, RESTART_AT)
+    clock.advance(RESTART_AT - clock.now())
     print(f"-- process {os.getpid()} exits; pending in MongoDB:")
     for item in domain.timers("tx-1"):
         print(f"     {item.kind.value:<18} due +{item.due - START}")
@@ -96,7 +88,8 @@ def second_process(db: Any) -> None:
         f"-- process {os.getpid()} starts; reloaded tx-1 in {instance.state} "
         f"(attempts so far: {instance.actions[0].attempts})"
     )
-    advance_through(domain, scheduler, clock, START + timedelta(hours=3))
+    scheduler.start()
+    clock.advance(START + timedelta(hours=3) - clock.now())
     scheduler.close()
     final = domain.instance("tx-1")
     print(f"\ntx-1 ended in {final.state if final else 'unknown'}")

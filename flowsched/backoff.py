@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
-from fractions import Fraction
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 _MAX_MICROS = timedelta.max // timedelta(microseconds=1)
+_PRECOMPUTED = 32
+"""Retries whose jitter bounds a policy works out once, when it is made (later ones on demand)."""
 _WHOLE = re.compile(r"\s*\+?\d+\s*")
 _TRUE = {"true", "yes", "on"}
 _FALSE = {"false", "no", "off"}
@@ -155,6 +157,21 @@ class RetryPolicy(BaseModel):
             raise ValueError("backoff type USER_DEFINED needs custom_backoffs, e.g. [10s, 30m]")
         return self
 
+    def model_post_init(self, context: Any, /) -> None:
+        # The jitter bounds of the first retries, worked out once: delay() is on the flow
+        # domain's hot path. Kept outside the fields (equality, hashing, dumps ignore it).
+        bounds: tuple[tuple[int, int], ...] = ()
+        if self.jitter_enabled and self.jitter_factor != 0:
+            top = min(self.max_retries, _PRECOMPUTED)
+            bounds = tuple(self._jitter_bounds(self._base_delay(n)) for n in range(1, top + 1))
+        object.__setattr__(self, "_bounds", bounds)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (see pydantic); the precomputed jitter bounds follow the updated fields."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.model_post_init(None)
+        return copy
+
     def delay(self, n: int, rng: random.Random | None = None) -> timedelta:
         """The wait before retry ``n`` (1-based), measured from the previous attempt.
 
@@ -164,10 +181,14 @@ class RetryPolicy(BaseModel):
         (else from the :mod:`random` module). Waits too long for a ``timedelta`` saturate at
         ``timedelta.max``.
         """
-        base = self._base_delay(n)
-        if not self.jitter_enabled or self.jitter_factor == 0:
-            return base
-        low, high = self._jitter_bounds(base)
+        bounds: tuple[tuple[int, int], ...] = self.__dict__.get("_bounds", ())
+        if 0 < n <= len(bounds):
+            low, high = bounds[n - 1]
+        else:
+            base = self._base_delay(n)
+            if not self.jitter_enabled or self.jitter_factor == 0:
+                return base
+            low, high = self._jitter_bounds(base)
         return timedelta(microseconds=(rng or random).randint(low, high))
 
     def delays(self) -> list[timedelta]:
@@ -263,9 +284,10 @@ class RetryPolicy(BaseModel):
         return timedelta(microseconds=min(micros, _MAX_MICROS))
 
     def _jitter_bounds(self, base: timedelta) -> tuple[int, int]:
-        # Exact arithmetic: the bounds are whole microseconds inside [d*(1-f), d*(1+f)].
+        # Exact integer arithmetic on the factor's exact ratio f = p/q (a float is one): the
+        # bounds are the whole microseconds inside [d*(1-f), d*(1+f)].
         micros = base // timedelta(microseconds=1)
-        factor = Fraction(self.jitter_factor)
-        low = math.ceil(micros * (1 - factor))
-        high = min(math.floor(micros * (1 + factor)), _MAX_MICROS)
+        p, q = self.jitter_factor.as_integer_ratio()
+        low = -(-micros * (q - p) // q)  # ceil
+        high = min(micros * (q + p) // q, _MAX_MICROS)
         return (low, high) if low <= high else (micros, micros)

@@ -26,10 +26,11 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
+from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
 from flowsched.port import (
     DeadLetter,
     FailedHandler,
@@ -50,6 +51,7 @@ __all__ = [
     "Outcome",
     "Redeliver",
     "RedeliveryPolicy",
+    "redelivery_policy",
 ]
 
 log = logging.getLogger("flowsched.delivery")
@@ -60,7 +62,7 @@ class RedeliveryPolicy:
     """Backoff for failed deliveries: ``initial``, times ``factor`` per failure, capped.
 
     ``max_attempts`` (``None``: retry for as long as it fails) is the number of failed
-    deliveries after which the item goes to the dead letters.
+    deliveries after which the item goes to the dead letters. ``maximum`` is at most 365 days.
 
     >>> [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)]
     [3, 6, 12, 24, 30, 30]
@@ -74,6 +76,11 @@ class RedeliveryPolicy:
     def __post_init__(self) -> None:
         if self.initial <= timedelta(0):
             raise ValueError(f"redelivery initial must be positive (got {self.initial})")
+        if self.maximum > LONGEST_SETTING:
+            raise ValueError(
+                f"redelivery maximum must be at most {LONGEST_SETTING.days} days "
+                f"(got {self.maximum})"
+            )
         if self.maximum < self.initial:
             raise ValueError(
                 f"redelivery maximum ({self.maximum}) must be at least initial ({self.initial})"
@@ -97,6 +104,16 @@ class RedeliveryPolicy:
         if steps >= math.log(cap / seconds) / math.log(self.factor):
             return self.maximum
         return min(timedelta(seconds=seconds * self.factor**steps), self.maximum)
+
+
+def redelivery_policy(settings: SchedulerSettings) -> RedeliveryPolicy:
+    """The policy ``ipf-scheduler.flowsched.redelivery`` and ``max-attempts`` set."""
+    return RedeliveryPolicy(
+        initial=settings.redelivery_initial,
+        maximum=settings.redelivery_maximum,
+        factor=settings.redelivery_factor,
+        max_attempts=settings.max_attempts,
+    )
 
 
 class Observer:
@@ -252,7 +269,7 @@ class DeliveryCore:
             floor = item.previous or recurrence.start
             assert floor is not None  # a recurring ScheduleItem's recurrence has a start
             return NextSlot(item.previous, recurrence.next_slot(floor))
-        return replace(item, due=slot)
+        return item.moved(slot, item.previous)
 
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
         """Call the handler for ``item`` and return what happens next; never raises, except

@@ -21,10 +21,11 @@ Guarantees every adapter keeps:
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import FrozenInstanceError, dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
@@ -172,30 +173,46 @@ def _check_depth(payload: Mapping[str, Any]) -> None:
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
     """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON, nested more than
     :data:`MAX_PAYLOAD_DEPTH` deep, or over the limit."""
-    _check_depth(payload)
+    return _payload_text(payload).encode("utf-8")
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _payload_text(payload: Mapping[str, Any]) -> str:
+    """Compact JSON of ``payload``, interned: equal payloads (the flow domain's timers of one
+    state, for example) share one string in memory, however many items carry them."""
     try:
-        encoded = json.dumps(
-            payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:
+        text: str = _JSON.encode(payload)
+    except RecursionError:
+        _check_depth(payload)  # raises, naming the limit
+        raise ValueError("payload must be JSON-serialisable: nested too deep") from None
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
-    if len(encoded) > MAX_PAYLOAD_BYTES:
+    # Nesting past the limit takes more brackets than the limit, and a NUL shows as an
+    # escape: only then is the payload walked (a flat one costs two scans of its text).
+    if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH or "\\u0000" in text:
+        _check_depth(payload)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > MAX_PAYLOAD_BYTES:
         raise ValueError(
-            f"payload is {len(encoded)} bytes encoded as JSON; the limit is "
+            f"payload is {size} bytes encoded as JSON; the limit is "
             f"{MAX_PAYLOAD_BYTES} bytes (pass an id and let the handler read the data)"
         )
-    return encoded
+    return sys.intern(text)
 
 
-@dataclass(frozen=True, slots=True)
 class ScheduleItem:
     """One timer: deliver ``kind`` for ``id`` at ``due``.
 
     ``id`` is the timer's identity: scheduling again under one id replaces the earlier
     schedule. ``due`` must be timezone-aware (it is kept in UTC). ``payload`` is a JSON object
-    of at most 1024 encoded bytes. ``generation`` is set by the scheduler each time the item
-    is scheduled; :attr:`key` (``"<id>#<generation>"``) is stable across redeliveries of one
-    schedule and is a good idempotency key for a handler's side effects.
+    of at most 1024 encoded bytes; the item keeps it encoded (compact JSON, equal payloads
+    sharing one string), and
+    :attr:`payload` decodes a fresh dict on each read, so changing it changes nothing stored.
+    ``generation`` is set by the scheduler each time the item is scheduled; :attr:`key`
+    (``"<id>#<generation>"``) is stable across redeliveries of one schedule and is a good
+    idempotency key for a handler's side effects.
 
     ``handler`` addresses the item to a named handler (see :meth:`SchedulerPort.register`);
     ``None`` routes it by ``kind`` (see :meth:`SchedulerPort.subscribe`). :attr:`route` is
@@ -207,76 +224,103 @@ class ScheduleItem:
     (``None`` before the first tick). Delivered, ``due`` is the slot the tick runs for and
     ``previous`` the slot applied before it; :attr:`slot_key` names the tick.
 
+    Immutable, compared by value (``generation`` and ``previous`` aside) and hashed by
+    ``(id, generation)``. A scheduler stores a newly built item as it is, setting its
+    ``generation`` (so ``schedule(item)`` returns that very object); an item that already
+    has a generation (one returned by a scheduler) is copied instead. Do not hand one new
+    item object to two schedulers at the same instant from two threads.
+
     >>> from datetime import UTC, datetime
     >>> ScheduleItem("expire-o-1", ScheduleKind.TIMER, datetime(2026, 1, 1, tzinfo=UTC)).id
     'expire-o-1'
     """
 
+    # The schedule path of every timer (bench/memory_bench.py): the constructor checks with
+    # cheap type tests and builds error messages only on failure; fields are set through the
+    # slot descriptors (object.__setattr__ per field is several times slower). Seven slots
+    # (88 bytes): the payload, and for a recurring item its recurrence and last slot, share
+    # ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous).
+    __slots__ = ("_extra", "due", "flow_id", "generation", "handler", "id", "kind")
+    __match_args__ = ("id", "kind", "due", "flow_id", "payload")
+
     id: str
     kind: ScheduleKind
     due: datetime
-    flow_id: str | None = None
-    payload: Mapping[str, Any] | None = None
-    generation: int = field(default=0, compare=False)
-    recurrence: Recurrence | None = None
-    previous: datetime | None = field(default=None, compare=False)
-    handler: str | None = None
+    flow_id: str | None
+    generation: int
+    handler: str | None
+    _extra: str | tuple[str | None, Recurrence, datetime | None] | None
 
-    def __post_init__(self) -> None:
-        check_id(self.id, "ScheduleItem id")
-        if self.flow_id is not None:
-            check_id(self.flow_id, f"ScheduleItem {self.id!r}: flow_id")
-        if not isinstance(self.kind, ScheduleKind):
-            try:
-                object.__setattr__(self, "kind", ScheduleKind(self.kind))
-            except ValueError:
-                valid = ", ".join(k.value for k in ScheduleKind)
-                raise ValueError(
-                    f"ScheduleItem {self.id!r}: unknown kind {self.kind!r} (valid: {valid})"
-                ) from None
-        if not isinstance(self.due, datetime):
-            raise TypeError(f"ScheduleItem {self.id!r}: due must be a datetime")
-        object.__setattr__(self, "due", ensure_utc(self.due, f"ScheduleItem {self.id!r} due"))
-        if self.payload is not None:
-            if not isinstance(self.payload, Mapping):
-                raise ValueError(
-                    f"ScheduleItem {self.id!r}: payload must be a JSON object (dict), "
-                    f"got {type(self.payload).__name__}"
-                )
-            try:
-                encoded = encode_payload(self.payload)
-            except ValueError as exc:
-                raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
-            # Keep a private copy, so later changes to the caller's dict change nothing here.
-            object.__setattr__(self, "payload", json.loads(encoded))
-        if self.recurrence is not None or self.previous is not None:
-            self._check_recurring()
-        if self.handler is not None:
-            try:
-                check_handler_name(self.handler)
-            except ValueError as exc:
-                raise ValueError(f"ScheduleItem {self.id!r}: {exc}") from None
+    def __init__(
+        self,
+        id: str,
+        kind: ScheduleKind,
+        due: datetime,
+        flow_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        generation: int = 0,
+        recurrence: Recurrence | None = None,
+        previous: datetime | None = None,
+        handler: str | None = None,
+    ) -> None:
+        # Ids: the full check (check_id) unless plainly fine - ASCII (so as many UTF-8
+        # bytes as characters, no lone surrogate), within the limit, no NUL.
+        if (
+            id.__class__ is not str
+            or not id
+            or len(id) > MAX_ID_BYTES
+            or not id.isascii()
+            or "\x00" in id
+        ):
+            check_id(id, "ScheduleItem id")
+        if kind.__class__ is not ScheduleKind:
+            kind = _kind(id, kind)
+        if due.__class__ is not datetime or due.tzinfo is not UTC:
+            due = _utc(id, due, "due")
+        if flow_id is not None and (
+            flow_id.__class__ is not str
+            or not flow_id
+            or len(flow_id) > MAX_ID_BYTES
+            or not flow_id.isascii()
+            or "\x00" in flow_id
+        ):
+            check_id(flow_id, f"ScheduleItem {id!r}: flow_id")
+        _set_id(self, id)
+        _set_kind(self, kind)
+        _set_due(self, due)
+        _set_flow_id(self, flow_id)
+        _set_generation(self, generation)
+        if handler is not None:
+            handler = _handler(id, handler)
+        _set_handler(self, handler)
+        encoded = None if payload is None else _encoded(id, payload)
+        if recurrence is None and previous is None:
+            _set_extra(self, encoded)
+        else:
+            _set_extra(self, (encoded, *_recurring(id, recurrence, previous)))
 
-    def _check_recurring(self) -> None:
-        if self.recurrence is None:
-            raise ValueError(f"ScheduleItem {self.id!r}: previous is only for recurring items")
-        if not isinstance(self.recurrence, Recurrence):
-            raise ValueError(
-                f"ScheduleItem {self.id!r}: recurrence must be a Recurrence "
-                f"(got {self.recurrence!r})"
-            )
-        if self.recurrence.start is None:
-            raise ValueError(
-                f"ScheduleItem {self.id!r}: the recurrence has no start; use "
-                "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
-                "give Recurrence.every(..., start=...)"
-            )
-        if self.previous is not None:
-            previous = ensure_utc(self.previous, f"ScheduleItem {self.id!r} previous")
-            object.__setattr__(self, "previous", previous)
+    @property
+    def payload(self) -> dict[str, Any] | None:
+        """The payload as a new dict (decoded from the JSON the item keeps), or ``None``."""
+        encoded = self._payload
+        return None if encoded is None else dict(json.loads(encoded))
 
-    def __hash__(self) -> int:
-        return hash((self.id, self.generation))
+    @property
+    def recurrence(self) -> Recurrence | None:
+        """How a recurring item repeats (``None``: a one-shot item)."""
+        extra = self._extra
+        return extra[1] if isinstance(extra, tuple) else None
+
+    @property
+    def previous(self) -> datetime | None:
+        """A recurring item's last applied slot (``None`` before its first tick)."""
+        extra = self._extra
+        return extra[2] if isinstance(extra, tuple) else None
+
+    @property
+    def _payload(self) -> str | None:
+        extra = self._extra
+        return extra[0] if isinstance(extra, tuple) else extra
 
     @property
     def route(self) -> str:
@@ -309,46 +353,170 @@ class ScheduleItem:
 
     def with_generation(self, generation: int) -> ScheduleItem:
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
-        # On every schedule() call of the in-memory adapter: slot descriptors are about three
-        # times faster than object.__setattr__ in a loop.
+        return self._copy(self.due, self._extra, generation)
+
+    def moved(self, due: datetime, previous: datetime | None = None) -> ScheduleItem:
+        """A copy due at ``due`` (and, for a recurring item, with ``previous`` as its last
+        applied slot), same generation: how a scheduler moves a redelivered or ticked item."""
+        if due.__class__ is not datetime or due.tzinfo is not UTC:
+            due = _utc(self.id, due, "due")
+        extra = self._extra
+        if isinstance(extra, tuple):
+            if previous is not None and (
+                previous.__class__ is not datetime or previous.tzinfo is not UTC
+            ):
+                previous = _utc(self.id, previous, "previous")
+            extra = (extra[0], extra[1], previous)
+        return self._copy(due, extra, self.generation)
+
+    def _copy(
+        self,
+        due: datetime,
+        extra: str | tuple[str | None, Recurrence, datetime | None] | None,
+        generation: int,
+    ) -> ScheduleItem:
         copy: ScheduleItem = _new_object(ScheduleItem)
         _set_id(copy, self.id)
         _set_kind(copy, self.kind)
-        _set_due(copy, self.due)
+        _set_due(copy, due)
         _set_flow_id(copy, self.flow_id)
-        _set_payload(copy, self.payload)
         _set_generation(copy, generation)
-        _set_recurrence(copy, self.recurrence)
-        _set_previous(copy, self.previous)
         _set_handler(copy, self.handler)
+        _set_extra(copy, extra)
         return copy
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not ScheduleItem:
+            return NotImplemented
+        assert isinstance(other, ScheduleItem)
+        return (
+            self.id == other.id
+            and self.kind == other.kind
+            and self.due == other.due
+            and self.flow_id == other.flow_id
+            and self.recurrence == other.recurrence
+            and self.handler == other.handler
+            and (self._payload == other._payload or self.payload == other.payload)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.generation))
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduleItem(id={self.id!r}, kind={self.kind!r}, due={self.due!r}, "
+            f"flow_id={self.flow_id!r}, payload={self.payload!r}, "
+            f"generation={self.generation!r}, recurrence={self.recurrence!r}, "
+            f"previous={self.previous!r}, handler={self.handler!r})"
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = (
+            self.id,
+            self.kind,
+            self.due,
+            self.flow_id,
+            self.generation,
+            self.handler,
+            self._extra,
+        )
+        return (_rebuild, (state,))
 
 
 _new_object = object.__new__
-(
-    _set_id,
-    _set_kind,
-    _set_due,
-    _set_flow_id,
-    _set_payload,
-    _set_generation,
-    _set_recurrence,
-    _set_previous,
-    _set_handler,
-) = (
+_set_id, _set_kind, _set_due, _set_flow_id, _set_generation, _set_handler, _set_extra = (
     ScheduleItem.__dict__[name].__set__
-    for name in (
-        "id",
-        "kind",
-        "due",
-        "flow_id",
-        "payload",
-        "generation",
-        "recurrence",
-        "previous",
-        "handler",
-    )
+    for name in ("id", "kind", "due", "flow_id", "generation", "handler", "_extra")
 )
+
+
+# For schedulers: ``set_generation(item, generation)`` gives a newly built item (generation
+# 0) the generation it is stored under, in place (see ScheduleItem: no copy on the schedule
+# path). The slot's own setter: a function around it would cost a call per schedule().
+set_generation = _set_generation
+
+
+def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
+    item: ScheduleItem = _new_object(ScheduleItem)
+    setters = (
+        _set_id,
+        _set_kind,
+        _set_due,
+        _set_flow_id,
+        _set_generation,
+        _set_handler,
+        _set_extra,
+    )
+    for set_field, value in zip(setters, state, strict=True):
+        set_field(item, value)
+    return item
+
+
+# -- the constructor's slow paths: a value that is not already of the usual type -----------
+
+
+def _kind(item_id: str, kind: object) -> ScheduleKind:
+    try:
+        return ScheduleKind(str(kind))
+    except ValueError:
+        valid = ", ".join(k.value for k in ScheduleKind)
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: unknown kind {kind!r} (valid: {valid})"
+        ) from None
+
+
+def _utc(item_id: str, value: object, what: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"ScheduleItem {item_id!r}: {what} must be a datetime (got {value!r})")
+    return ensure_utc(value, f"ScheduleItem {item_id!r} {what}")
+
+
+def _handler(item_id: str, handler: object) -> str:
+    # Interned: a service has a few handler names, each carried by many items.
+    if isinstance(handler, str) and 0 < len(handler) <= MAX_HANDLER_NAME and handler.isprintable():
+        return sys.intern(handler)  # the usual name: no control character (else checked below)
+    try:
+        return sys.intern(check_handler_name(handler))
+    except ValueError as exc:
+        raise ValueError(f"ScheduleItem {item_id!r}: {exc}") from None
+
+
+def _encoded(item_id: str, payload: object) -> str:
+    if not isinstance(payload, Mapping):
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: payload must be a JSON object (dict), "
+            f"got {type(payload).__name__}"
+        )
+    try:
+        return _payload_text(payload)
+    except ValueError as exc:
+        raise ValueError(f"ScheduleItem {item_id!r}: {exc}") from None
+
+
+def _recurring(
+    item_id: str, recurrence: object, previous: datetime | None
+) -> tuple[Recurrence, datetime | None]:
+    if recurrence is None:
+        raise ValueError(f"ScheduleItem {item_id!r}: previous is only for recurring items")
+    if not isinstance(recurrence, Recurrence):
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: recurrence must be a Recurrence (got {recurrence!r})"
+        )
+    if recurrence.start is None:
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: the recurrence has no start; use "
+            "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
+            "give Recurrence.every(..., start=...)"
+        )
+    if previous is not None:
+        previous = _utc(item_id, previous, "previous")
+    return recurrence, previous
 
 
 Handler = Callable[[ScheduleItem, int], object]

@@ -127,7 +127,17 @@ class Recurrence:
         return self.start
 
     def next_slot(self, after: datetime) -> datetime:
-        """The first slot strictly after ``after`` (and after the start)."""
+        """The first slot strictly after ``after`` (and after the start); ``ValueError`` if
+        there is none before the year 10000."""
+        try:
+            return self._next_slot(after)
+        except OverflowError:
+            what = f"every {self.interval}" if self.interval else f"cron {self.cron_expr!r}"
+            raise ValueError(
+                f"recurrence {what} has no slot after {after.isoformat()} before the year 10000"
+            ) from None
+
+    def _next_slot(self, after: datetime) -> datetime:
         anchor = self._anchor()
         after = max(ensure_utc(after, "after"), anchor)
         if self.interval is not None:
@@ -200,7 +210,7 @@ class Recurrence:
                 start=start,
                 retry_failed=retry_failed,
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, OverflowError) as exc:  # overflow: an endless interval
             raise ValueError(f"malformed recurrence {data!r}: {exc}") from None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -185,3 +186,31 @@ def test_an_action_policy_validates_its_timeout() -> None:
         ActionPolicy("F", "S", "A", timeout=-S)
     with pytest.raises(TypeError, match="RetryPolicy"):
         ActionPolicy("F", "S", "A", retry={"max_retries": 1})  # type: ignore[arg-type]
+
+
+@given(policies, st.integers(min_value=1, max_value=40))
+def test_jitter_range_is_every_whole_microsecond_inside_the_exact_bounds(
+    retry: RetryPolicy, n: int
+) -> None:
+    # Bounds of the first retries are worked out once per policy, later ones on demand:
+    # both are the exact ceil / floor of d*(1-f) and d*(1+f).
+    base = RetryPolicy(**{**retry.model_dump(), "jitter_enabled": False}).delay(n)
+    d = Fraction(base // timedelta(microseconds=1))
+    f = Fraction(retry.jitter_factor)
+    low, high = retry.jitter_range(n)
+    most = timedelta.max // timedelta(microseconds=1)  # longer waits saturate
+    expected = (math.ceil(d * (1 - f)), min(math.floor(d * (1 + f)), most))
+    if expected[0] > expected[1]:
+        expected = (int(d), int(d))
+    assert (low // timedelta(microseconds=1), high // timedelta(microseconds=1)) == expected
+    for seed in range(3):
+        assert low <= retry.delay(n, random.Random(seed)) <= high
+
+
+def test_a_copy_with_other_fields_draws_from_its_own_bounds() -> None:
+    retry = RetryPolicy(max_retries=3, initial_interval="10s", jitter_factor=0.1)
+    wider = retry.model_copy(update={"jitter_factor": 0.5})
+    assert wider.jitter_range(1) == (timedelta(seconds=5), timedelta(seconds=15))
+    assert wider == RetryPolicy(max_retries=3, initial_interval="10s", jitter_factor=0.5)
+    rng = random.Random(7)
+    assert any(wider.delay(1, rng) > timedelta(seconds=11) for _ in range(50))

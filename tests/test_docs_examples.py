@@ -2,12 +2,14 @@
 
 Every ``>>>`` example on every page under ``docs/`` is a doctest (one namespace per page, so
 each page's examples must import what they use). The pages below must keep theirs: an
-example deleted by mistake would otherwise pass unnoticed.
+example deleted by mistake would otherwise pass unnoticed. A Python block without ``>>>`` is
+either run by another test or listed in ``NOT_DOCTESTED`` with the reason it cannot run here.
 """
 
 from __future__ import annotations
 
 import doctest
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,51 @@ MUST_HAVE_EXAMPLES = {
     "guides/timed-actions.md",  # named handlers, create_single_timer, on_failed
     "reference/port.md",  # virtual time with ManualClock
 }
+
+
+RUN_ELSEWHERE = {
+    (
+        "guides/testing.md",
+        "def test_",
+    ): "tests/test_docs_testing_guide.py runs them as a user's tests",
+    ("tutorial.md", "credit_transfer = ("): "tests/flow/test_tutorial_flow.py runs it",
+}
+
+NOT_DOCTESTED = {
+    ("guides/durable.md", 'MongoClient("mongodb://db1'): "connects to a replica set",
+    ("guides/durable.md", "db = MongoClient(uri"): "a service's wiring: needs a MongoDB server",
+    ("guides/metrics.md", "start_http_server"): "starts an HTTP server on port 9100",
+    ("guides/timed-actions.md", 'MongoClient("mongodb://localhost'): "needs a MongoDB server",
+    ("reference/configuration.md", "MongoScheduler.from_config"): "needs a MongoDB server",
+    ("reference/port.md", "InMemoryScheduler(clock=None"): "a signature, not a program",
+    ("tutorial.md", "fraud_client.submit"): "a fragment: calls the reader's fraud service",
+    ("tutorial.md", "def start_sanctions_check"): "a fragment of the domain built above",
+    ("tutorial.md", "def test_fraud_check_times_out"): "a fragment: uses the tutorial's flows",
+    ("tutorial.md", "db = MongoClient(uri)"): "a service's wiring: needs a MongoDB server",
+}
+
+
+def python_blocks_without_examples() -> list[tuple[str, str]]:
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```python\n(.*?)```", text, re.S):
+            if ">>> " not in block:
+                found.append((str(page.relative_to(DOCS)), block))
+    return found
+
+
+def test_every_python_block_is_run_or_says_why_not() -> None:
+    known = {**RUN_ELSEWHERE, **NOT_DOCTESTED}
+    used = set()
+    unexplained = []
+    for page, block in python_blocks_without_examples():
+        keys = [key for key in known if key[0] == page and key[1] in block]
+        if len(keys) != 1:
+            unexplained.append(f"docs/{page}: {block.splitlines()[0]!r}")
+        used.update(keys)
+    assert unexplained == [], "make these doctests (>>>) or list them in NOT_DOCTESTED"
+    assert set(known) - used == set(), "listed blocks no longer on their page"
 
 
 def pages_with_examples() -> list[str]:

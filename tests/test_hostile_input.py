@@ -179,3 +179,50 @@ def test_redelivery_delay_for_a_billion_failures_is_computed_not_looped() -> Non
     assert RedeliveryPolicy(factor=1.0000001).delay(10**9) == timedelta(seconds=30)
     assert RedeliveryPolicy().delay(2**63) == timedelta(seconds=30)
     assert [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)] == [3, 6, 12, 24, 30, 30]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("lease", "999999999d", "at most 365d"),
+        ("poll-interval", "366d", "at most 365d"),
+        ("op-timeout", "2000000h", "at most 365d"),
+        ("op-timeout", "12d", "at most 1d"),
+        ("redelivery.maximum", "1000d", "at most 365d"),
+        ("workers", "100000000000000000000", "from 1 to 10,000"),
+        ("batch-size", "9223372036854775808", "from 1 to 100,000"),
+    ],
+)
+def test_scheduler_settings_too_large_to_run_are_a_config_error(
+    setting: str, value: str, message: str
+) -> None:
+    """Left through, each overflowed (a lease past the year 9999, a wait beyond the
+    platform's timeout, a batch beyond 64 bits) or tried to start that many threads."""
+    key = f"ipf-scheduler.flowsched.{setting}"
+    with pytest.raises(ConfigError, match=message) as raised:
+        SchedulingConfig.from_string(f"{key} = {value}").scheduler_settings()
+    assert raised.value.problems[0].key == key
+
+
+def test_in_memory_scheduler_arguments_too_large_to_run_are_a_value_error() -> None:
+    from flowsched import InMemoryScheduler, RedeliveryPolicy
+
+    with pytest.raises(ValueError, match="workers must be from 1 to 10000"):
+        InMemoryScheduler(workers=10**20)
+    with pytest.raises(ValueError, match="max_wait must be positive and at most 365 days"):
+        InMemoryScheduler(max_wait=timedelta(days=999_999_999))
+    with pytest.raises(ValueError, match="redelivery maximum must be at most 365 days"):
+        RedeliveryPolicy(maximum=timedelta(days=999_999_999))
+
+
+def test_the_largest_allowed_scheduler_settings_are_accepted() -> None:
+    text = """ipf-scheduler.flowsched {
+      lease = 365d, poll-interval = 365d, op-timeout = 1d, workers = 10000,
+      batch-size = 100000, redelivery { initial = 365d, maximum = 365d }
+    }"""
+    settings = SchedulingConfig.from_string(text).scheduler_settings()
+    assert (settings.lease, settings.workers, settings.batch_size) == (
+        timedelta(days=365),
+        10_000,
+        100_000,
+    )

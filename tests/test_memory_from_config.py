@@ -63,3 +63,18 @@ def test_without_settings_the_defaults_apply() -> None:
 def test_a_bad_setting_never_reaches_the_scheduler() -> None:
     with pytest.raises(ConfigError, match=r"ipf-scheduler\.flowsched\.max-attempts = 0"):
         SchedulingConfig.from_string("ipf-scheduler.flowsched.max-attempts = 0")
+
+
+@pytest.mark.parametrize(("text", "expected"), [('"3"', 3.0), ('"1.5"', 1.5), ("2", 2.0)])
+def test_a_quoted_factor_is_read_like_a_quoted_count(text: str, expected: float) -> None:
+    config = SchedulingConfig.from_string(
+        f'ipf-scheduler.flowsched {{ workers = "4", redelivery.factor = {text} }}'
+    )
+    settings = config.scheduler_settings()
+    assert (settings.workers, settings.redelivery_factor) == (4, expected)
+
+
+@pytest.mark.parametrize("text", ['"twice"', '"nan"', '"0.5"', '"1e999"'])
+def test_a_quoted_factor_that_is_no_number_from_1_is_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"redelivery\.factor = .*: must be a number >= 1"):
+        SchedulingConfig.from_string(f"ipf-scheduler.flowsched.redelivery.factor = {text}")

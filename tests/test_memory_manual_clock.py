@@ -190,7 +190,7 @@ def test_pending_counts_scheduled_items(clock):
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("workers", 0, "workers must be >= 1"),
+        ("workers", 0, "workers must be from 1 to 10000"),
         ("max_wait", timedelta(0), "max_wait must be positive"),
     ],
 )

@@ -98,6 +98,23 @@ def test_bad_recurrences_name_the_value(make: object, message: str) -> None:
         make()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("seconds", [1e30, float("inf"), "1e400", 10**400])
+def test_a_stored_interval_too_long_for_a_timedelta_is_a_value_error(seconds: object) -> None:
+    with pytest.raises(ValueError, match="malformed recurrence"):
+        Recurrence.from_json({"every_seconds": seconds})
+
+
+def test_a_recurrence_with_no_slot_before_the_year_10000_is_a_value_error() -> None:
+    from flowsched import InMemoryScheduler, ManualClock
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    every_9000_years = Recurrence.every(timedelta(days=365 * 9000))
+    with pytest.raises(ValueError, match="no slot after 2026-01-01T00:00:00\\+00:00 before the"):
+        every_9000_years.anchored(start).next_slot(start)
+    with pytest.raises(ValueError, match="before the year 10000"):
+        InMemoryScheduler(clock=ManualClock(start)).schedule_recurring("r", every_9000_years)
+
+
 def test_a_recurrence_without_start_cannot_compute_slots() -> None:
     with pytest.raises(ValueError, match="no start"):
         Recurrence.every(HOUR).next_slot(T0)

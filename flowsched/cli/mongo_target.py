@@ -22,6 +22,7 @@ from urllib.parse import unquote
 import typer
 
 from flowsched.cli._output import fail
+from flowsched.config.scheduler_settings import LONGEST_OP_TIMEOUT
 from flowsched.durations import parse_duration
 from flowsched.errors import ConfigError
 from flowsched.port import SchedulerUnavailable
@@ -111,6 +112,8 @@ class MongoTarget:
             fail(f"--timeout {timeout!r}: {exc.problems[0].message}")
         if wait <= timedelta(0):
             fail(f"--timeout {timeout!r}: must be more than 0 (e.g. 5s)")
+        if wait > LONGEST_OP_TIMEOUT:  # the driver takes less than a billion milliseconds
+            fail(f"--timeout {timeout!r}: must be at most 1d")
         return cls(uri or DEFAULT_URI, db, collection, wait)
 
     @property

@@ -41,10 +41,29 @@ from flowsched.config.suggest import closest, is_near
 from flowsched.durations import hocon_text, parse_duration
 from flowsched.errors import ConfigError, ConfigProblem
 
-__all__ = ["BLOCK", "SchedulerSettings", "read_scheduler_settings"]
+__all__ = [
+    "BLOCK",
+    "LONGEST_OP_TIMEOUT",
+    "LONGEST_SETTING",
+    "MAX_BATCH_SIZE",
+    "MAX_WORKERS",
+    "SchedulerSettings",
+    "read_scheduler_settings",
+]
 
 BLOCK = "ipf-scheduler"
 """The root block the scheduler settings live in (IPF's name)."""
+
+LONGEST_SETTING = timedelta(days=365)
+"""The longest a scheduler's duration setting may be (poll interval, lease, time-outs,
+redelivery waits): a longer one is a mistake, and some overflow the platform's timeouts."""
+LONGEST_OP_TIMEOUT = timedelta(days=1)
+"""The longest ``op-timeout``: it is also the driver's connection time-outs, which MongoDB
+drivers take below a billion milliseconds (11.5 days)."""
+MAX_WORKERS = 10_000
+"""The most handler threads a scheduler may have (each is an operating-system thread)."""
+MAX_BATCH_SIZE = 100_000
+"""The most items a MongoDB scheduler may claim in one round trip."""
 
 _MONGODB = "mongodb"
 _OURS = "flowsched"
@@ -106,8 +125,16 @@ _Parse = Callable[[object], object]
 
 def _duration_above_zero(value: object) -> object:
     found = parse_duration(value)
-    if found <= timedelta(0):
-        raise ValueError("must be a duration above zero (e.g. 1s, 500ms)")
+    if found <= timedelta(0) or found > LONGEST_SETTING:
+        raise ValueError("must be a duration above zero and at most 365d (e.g. 1s, 500ms)")
+    return found
+
+
+def _op_timeout(value: object) -> object:
+    found = _duration_above_zero(value)
+    assert isinstance(found, timedelta)
+    if found > LONGEST_OP_TIMEOUT:
+        raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
     return found
 
 
@@ -119,6 +146,17 @@ def _count(value: object) -> object:
     return value
 
 
+def _count_up_to(most: int) -> _Parse:
+    def count(value: object) -> object:
+        found = _count(value)
+        assert isinstance(found, int)
+        if found > most:
+            raise ValueError(f"must be a whole number from 1 to {most:,}")
+        return found
+
+    return count
+
+
 def _optional_count(value: object) -> object:
     if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
         return None
@@ -126,6 +164,11 @@ def _optional_count(value: object) -> object:
 
 
 def _factor(value: object) -> object:
+    if isinstance(value, str):  # "2", as HOCON may quote it (like the counts above)
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError("must be a number >= 1") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError("must be a number >= 1")
     if not math.isfinite(value) or value < 1:
@@ -175,9 +218,9 @@ _MONGODB_KEYS: Mapping[str, tuple[str, _Parse]] = {
 _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "poll-interval": ("poll_interval", _duration_above_zero),
     "lease": ("lease", _duration_above_zero),
-    "batch-size": ("batch_size", _count),
-    "workers": ("workers", _count),
-    "op-timeout": ("op_timeout", _duration_above_zero),
+    "batch-size": ("batch_size", _count_up_to(MAX_BATCH_SIZE)),
+    "workers": ("workers", _count_up_to(MAX_WORKERS)),
+    "op-timeout": ("op_timeout", _op_timeout),
     "max-attempts": ("max_attempts", _optional_count),
     "node-id": ("node_id", _optional_text),
 }

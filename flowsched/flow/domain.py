@@ -314,8 +314,9 @@ class FlowDomain:
 
     def _after(self, step: Step) -> None:
         """Outside the lock: tell listeners, invoke actions, feed back their responses."""
-        for entry in step.timeline:
-            self._tell(entry)
+        if self._listeners or log.isEnabledFor(logging.DEBUG):
+            for entry in step.timeline:
+                self._tell(entry)
         for request in step.invocations:
             response = self._invoke(request)
             if response is not None:

@@ -29,7 +29,7 @@ from typing import Any
 from flowsched.config import SchedulingConfig
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
-from flowsched.flow.instance import FlowInstance, json_object
+from flowsched.flow.instance import FlowInstance, Offsets, json_object
 from flowsched.flow.offsets import custom_offsets
 from flowsched.flow.step import Step
 from flowsched.flow.timekeeper import Timekeeper, processing_key
@@ -53,7 +53,9 @@ class Planner:
         *,
         cancel_retries_on_exit: bool = True,
     ) -> None:
-        self._time = Timekeeper(config, rng)
+        # A retry that outlives its state (retries not cancelled on exit) must carry its
+        # action's deadline; otherwise it is read from the run when the retry fires.
+        self._time = Timekeeper(config, rng, deadline_in_retries=not cancel_retries_on_exit)
         self._cancel_retries_on_exit = cancel_retries_on_exit
 
     # -- entry points ------------------------------------------------------------------
@@ -77,7 +79,7 @@ class Planner:
             offsets=custom,
             data=json_object(data, f"data of flow instance {flow_id!r}"),
         )
-        step = Step(now, base, changed=True)
+        step = Step(now, base, changed=True, draft=True)  # base: built here, held by no one
         names = ", ".join(f"{k}={v.isoformat()}" for k, v in custom.items())
         step.note(Happened.STARTED, f"offsets: {names}" if names else "no custom offsets")
         self._enter(definition, step, definition.initial)
@@ -118,7 +120,7 @@ class Planner:
         if stale or run is None:
             step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
             return step
-        step.update(instance.with_run(replace(run, timed_out=True)))
+        step.change(actions=instance.runs_with(replace(run, timed_out=True)))
         step.cancel(
             action_timer_id(instance.flow_id, timer.state, timer.entry, timer.action, _RETRY)
         )
@@ -172,14 +174,17 @@ class Planner:
             step.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
             return step
         if run is not None:
-            step.update(instance.with_run(replace(run, attempts=timer.attempt)))
+            step.change(actions=instance.runs_with(replace(run, attempts=timer.attempt)))
         policy = self._time.config.action(instance.flow, timer.state, timer.action)
         step.note(
             Happened.FIRED,
             f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
             self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
         )
-        following = replace(timer, attempt=timer.attempt + 1)
+        deadline = timer.deadline or (run.deadline if run is not None else None)
+        following = ActionTimer(
+            timer.flow, timer.state, timer.action, timer.entry, timer.attempt + 1, deadline
+        )
         self._time.schedule_retry(step, following, policy.retry, previous=planned)
         self._time.request(step, timer.state, timer.action, timer.attempt)
         return step
@@ -203,7 +208,7 @@ class Planner:
             step.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
             return step
         rest = tuple(d for d in instance.deadlines if d is not pending)
-        step.update(replace(instance, deadlines=rest))
+        step.change(deadlines=rest)
         event = ProcessingTimeElapsedEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -239,8 +244,8 @@ class Planner:
             self._leave(step)
         now = step.now
         before = step.instance
-        offsets = dict(before.offsets)
-        offsets[target] = now  # the latest entry: re-entering a state moves its offset
+        # The latest entry: re-entering a state moves its offset.
+        offsets = _offsets(before.offsets).with_time(target, now)
         reached = [d for d in before.deadlines if d.destination == target]
         for pending in reached:
             step.cancel(pending.item_id)
@@ -248,22 +253,23 @@ class Planner:
                 Happened.CANCELLED,
                 f"processing-time deadline {pending.source}->{target}: destination reached",
             )
-        step.update(
-            replace(
-                before,
-                state=target,
-                entry=before.entry + 1,
-                entered_at=now,
-                offsets=offsets,
-                actions=(),
-                deadlines=tuple(d for d in before.deadlines if d not in reached),
-            )
-        )
-        came_from = f" from {before.state}" if before.state else ""
-        step.note(Happened.ENTERED, f"{target}{came_from}")
         spec = definition.state(target)
+        came_from = f" from {before.state}" if before.state else ""
+        # One change for the whole entry (a terminal state also finishes the instance); the
+        # step's working copy may be changed in place: read nothing of ``before`` after it.
+        step.change(
+            state=target,
+            entry=before.entry + 1,
+            entered_at=now,
+            offsets=offsets,
+            actions=(),
+            deadlines=()
+            if spec.terminal or not before.deadlines
+            else tuple(d for d in before.deadlines if d not in reached),
+            finished=spec.terminal,
+        )
+        step.note(Happened.ENTERED, f"{target}{came_from}")
         if spec.terminal:
-            step.update(replace(step.instance, finished=True, deadlines=()))
             step.cancel_flow = True
             step.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
             return
@@ -300,7 +306,7 @@ class Planner:
         if not response.completing:
             step.note(Happened.RESPONDED, f"{name} to {run.action} (not completing)")
             return
-        step.update(instance.with_run(replace(run, completed=True)))
+        step.change(actions=instance.runs_with(replace(run, completed=True)))
         for kind in (_TIMEOUT, _RETRY):
             step.cancel(
                 action_timer_id(instance.flow_id, instance.state, instance.entry, run.action, kind)
@@ -322,3 +328,7 @@ class Planner:
         if run is None or not run.waiting:
             return f"{timer.action} already answered or timed out"
         return None
+
+
+def _offsets(offsets: Mapping[str, datetime]) -> Offsets:
+    return offsets if isinstance(offsets, Offsets) else Offsets(offsets.items())

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from flowsched.flow.events import ActionRequest
-from flowsched.flow.instance import FlowInstance
+from flowsched.flow.instance import FlowInstance, change_in_place
 from flowsched.flow.timeline import Happened, TimelineEntry
 from flowsched.port import ScheduleItem
 
@@ -32,12 +33,28 @@ class Step:
     cancels: list[str] = field(default_factory=list)
     cancel_flow: bool = False
     invocations: list[ActionRequest] = field(default_factory=list)
-    timeline: list[TimelineEntry] = field(default_factory=list)
+    # What happened, as (what, detail, config key, due): built into TimelineEntry objects
+    # only when someone reads :attr:`timeline` (a listener, or debug logging).
+    notes: list[tuple[Happened, str, str | None, datetime | None]] = field(default_factory=list)
     event: object | None = None
+    # Whether ``instance`` is this step's own copy (nobody else holds it yet).
+    draft: bool = False
 
     def update(self, instance: FlowInstance) -> None:
         """Replace the working copy; the instance will be stored."""
         self.instance = instance
+        self.changed = True
+        self.draft = False
+
+    def change(self, **fields: Any) -> None:
+        """Change fields of the working copy; the instance will be stored. The first change
+        of a step copies the instance, later ones set fields of that private copy: one copy
+        per decision, however many fields it changes."""
+        if self.draft:
+            change_in_place(self.instance, fields)
+        else:
+            self.instance = self.instance.evolve(**fields)
+            self.draft = True
         self.changed = True
 
     def schedule(self, item: ScheduleItem) -> None:
@@ -61,17 +78,13 @@ class Step:
         config_key: str | None = None,
         due: datetime | None = None,
     ) -> None:
-        self.timeline.append(
-            TimelineEntry(
-                self.now,
-                self.instance.flow_id,
-                self.instance.flow,
-                what,
-                detail,
-                config_key,
-                due,
-            )
-        )
+        self.notes.append((what, detail, config_key, due))
+
+    @property
+    def timeline(self) -> list[TimelineEntry]:
+        """The notes as timeline entries, in order."""
+        at, flow_id, flow = self.now, self.instance.flow_id, self.instance.flow
+        return [TimelineEntry(at, flow_id, flow, *note) for note in self.notes]
 
     def ignore(self, detail: str) -> None:
         """Nothing to do: the step changes nothing (and is a success)."""

@@ -9,8 +9,7 @@ reloads and retries on :class:`ConcurrentUpdateError`.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from flowsched.errors import FlowschedError
 from flowsched.flow.instance import FlowInstance
@@ -53,39 +52,38 @@ class FlowStore(Protocol):
 class InMemoryFlowStore:
     """A :class:`FlowStore` in a dict, for tests and single-process use.
 
-    Instances are kept as documents, so what comes back is exactly what a durable store
-    would return (and nothing is shared with the caller)."""
+    Instances are kept as the immutable :class:`FlowInstance` objects they are (documents
+    only at a durable store's boundary): a load returns the very object stored, which
+    nobody can change (its ``data`` is read-only at the top level; leave nested values
+    alone, as with any stored value)."""
 
     def __init__(self) -> None:
-        self._docs: dict[str, dict[str, Any]] = {}
+        self._instances: dict[str, FlowInstance] = {}
         self._lock = threading.Lock()
 
     def load(self, flow_id: str) -> FlowInstance | None:
-        with self._lock:
-            doc = self._docs.get(flow_id)
-        return None if doc is None else FlowInstance.from_document(doc)
+        return self._instances.get(flow_id)  # one dict read: atomic, no lock needed
 
     def insert(self, instance: FlowInstance) -> FlowInstance:
-        stored = replace(instance, version=1)
+        stored = instance.evolve(version=1)
         with self._lock:
-            if instance.flow_id in self._docs:
+            if instance.flow_id in self._instances:
                 raise FlowAlreadyExistsError(f"flow instance {instance.flow_id!r} already exists")
-            self._docs[instance.flow_id] = stored.to_document()
+            self._instances[instance.flow_id] = stored
         return stored
 
     def update(self, instance: FlowInstance) -> FlowInstance:
-        stored = replace(instance, version=instance.version + 1)
+        stored = instance.evolve(version=instance.version + 1)
         with self._lock:
-            current = self._docs.get(instance.flow_id)
-            if current is None or current["version"] != instance.version:
-                found = None if current is None else current["version"]
+            current = self._instances.get(instance.flow_id)
+            if current is None or current.version != instance.version:
+                found = None if current is None else current.version
                 raise ConcurrentUpdateError(
                     f"flow instance {instance.flow_id!r}: expected version {instance.version},"
                     f" found {found}"
                 )
-            self._docs[instance.flow_id] = stored.to_document()
+            self._instances[instance.flow_id] = stored
         return stored
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._docs)
+        return len(self._instances)

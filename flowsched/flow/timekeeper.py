@@ -9,7 +9,6 @@ retries (previous attempt + backoff, never at or after the timeout), processing-
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from datetime import datetime
 
 from flowsched.backoff import RetryPolicy
@@ -33,9 +32,14 @@ _EXPLAIN_CACHE = 10_000
 class Timekeeper:
     """Adds to a :class:`Step` the timers and invocations the configuration calls for."""
 
-    def __init__(self, config: SchedulingConfig, rng: random.Random) -> None:
+    def __init__(
+        self, config: SchedulingConfig, rng: random.Random, *, deadline_in_retries: bool = True
+    ) -> None:
+        """``deadline_in_retries``: put the action's deadline in each retry's payload (needed
+        only when retries outlive their state; the planner reads it from the run otherwise)."""
         self.config = config
         self._rng = rng
+        self._deadline_in_retries = deadline_in_retries
         self._explained: dict[tuple[str, str, str], Explanation] = {}
 
     def invoke_first(self, step: Step, action: str) -> None:
@@ -44,14 +48,17 @@ class Timekeeper:
         instance = step.instance
         policy = self.config.action(instance.flow, instance.state, action)
         deadline = policy.deadline(step.now)  # None: no timeout, or one past the year 9999
-        step.update(
-            replace(instance, actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
-        )
+        step.change(actions=(*instance.actions, ActionRun(action, 1, step.now, deadline)))
         timer = ActionTimer(instance.flow, instance.state, action, instance.entry, 2, deadline)
         if deadline is not None:
             self._add(
                 step,
-                replace(timer, attempt=1).item(instance.flow_id, _TIMEOUT, deadline),
+                # Without the deadline in its payload (it is the run's, read from the
+                # instance when it fires): the timeouts of every instance entering this
+                # state then carry equal payloads, which share one string.
+                ActionTimer(instance.flow, instance.state, action, instance.entry, 1).item(
+                    instance.flow_id, _TIMEOUT, deadline
+                ),
                 f"action timeout of {action}",
                 self.key(instance.flow, instance.state, action, "timeout-duration"),
             )
@@ -82,6 +89,10 @@ class Timekeeper:
                 key,
             )
             return
+        if not self._deadline_in_retries and timer.deadline is not None:
+            # Without it, the retries of every instance in this state carry equal payloads,
+            # which share one string (see ScheduleItem).
+            timer = ActionTimer(timer.flow, timer.state, timer.action, timer.entry, timer.attempt)
         item = timer.item(step.instance.flow_id, _RETRY, due)
         self._add(step, item, f"retry {n} of {timer.action} (attempt {timer.attempt})", key)
 
@@ -120,7 +131,7 @@ class Timekeeper:
             for old in earlier:
                 step.cancel(old.item_id)
             kept = tuple(d for d in step.instance.deadlines if d not in earlier)
-            step.update(replace(step.instance, deadlines=(*kept, pending)))
+            step.change(deadlines=(*kept, pending))
             offset = f"offset {policy.offset_id}" if policy.offset_id else f"entry of {source}"
             self._add(step, item, f"processing time {source}->{destination} from {offset}", key)
 

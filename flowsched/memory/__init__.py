@@ -1,7 +1,9 @@
 """Internal: the in-memory scheduler adapter (timers in process, on a heap, fired by threads).
 
-``store`` holds the data structure (heap + id map, fenced by record identity); ``scheduler``
-the threads, the inline manual-clock delivery and the port methods.
+``scheduler`` holds ``InMemoryScheduler`` and the port's calls; ``store`` the data structure
+(heap + id map, fenced by record identity); ``outcomes`` running a claim and applying its
+outcome; ``inline`` delivery on the calling thread (manual clock, ``run_due``); ``realtime``
+and ``pool`` the worker threads.
 """
 
 from flowsched.memory.scheduler import InMemoryScheduler

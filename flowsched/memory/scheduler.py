@@ -1,4 +1,10 @@
-"""Internal: ``InMemoryScheduler``, timers kept in process, testable with a manual clock."""
+"""Internal: ``InMemoryScheduler``, timers kept in process, testable with a manual clock.
+
+The port's calls, ``start`` and ``close`` live here; delivering is in
+:mod:`flowsched.memory.inline` (manual clock, ``run_due``) and
+:mod:`flowsched.memory.realtime` (worker threads), both applying outcomes through
+:mod:`flowsched.memory.outcomes`.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +15,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_WORKERS
 from flowsched.delivery import (
-    Completed,
     DeliveryCore,
-    NextSlot,
     Observer,
     Outcome,
-    Redeliver,
     RedeliveryPolicy,
+    redelivery_policy,
 )
+from flowsched.memory.inline import InlineDelivery, ThreadState
 from flowsched.memory.pool import WorkerPool
-from flowsched.memory.store import Claim, TimerStore
+from flowsched.memory.realtime import ThreadedDelivery
+from flowsched.memory.store import TimerStore
 from flowsched.port import (
     DeadLetter,
     FailedHandler,
@@ -28,6 +35,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    set_generation,
 )
 
 if TYPE_CHECKING:
@@ -37,21 +45,8 @@ __all__ = ["InMemoryScheduler"]
 
 log = logging.getLogger("flowsched.memory")
 
-_CLAIM_BATCH = 256
-"""Due items claimed per hold of the lock: bounds how long ``schedule()`` can wait for it,
-and how many claimed items wait for a free worker (the rest stay in the heap, where
-replace and cancel are cheapest)."""
 
-
-class _ThreadState(threading.local):
-    """Per thread: deliveries running on it (``close`` must not wait for its own caller) and
-    whether it is draining inline (a handler that advances the clock must not recurse)."""
-
-    depth = 0
-    draining = False
-
-
-class InMemoryScheduler(SchedulerPort):
+class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
     """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
 
     Two ways to run it:
@@ -107,10 +102,15 @@ class InMemoryScheduler(SchedulerPort):
         """``workers``: handler threads (real time only), the most handlers running at once.
         ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
         again (how late a jump of the wall clock can be noticed)."""
-        if workers < 1:
-            raise ValueError(f"InMemoryScheduler workers must be >= 1 (got {workers})")
-        if max_wait <= timedelta(0):
-            raise ValueError(f"InMemoryScheduler max_wait must be positive (got {max_wait})")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ValueError(
+                f"InMemoryScheduler workers must be from 1 to {MAX_WORKERS} (got {workers})"
+            )
+        if not timedelta(0) < max_wait <= LONGEST_SETTING:
+            raise ValueError(
+                f"InMemoryScheduler max_wait must be positive and at most {LONGEST_SETTING.days}"
+                f" days (got {max_wait})"
+            )
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
@@ -121,7 +121,7 @@ class InMemoryScheduler(SchedulerPort):
         # The leading worker sleeps on it; close() waits on it for inline deliveries.
         self._wake = threading.Condition(self._lock)
         self._sleep_until: datetime | None = None
-        self._state = _ThreadState()
+        self._state = ThreadState()
         self._inflight = 0
         self._closed = False
         self._started = False
@@ -154,12 +154,7 @@ class InMemoryScheduler(SchedulerPort):
         ...     pass
         """
         settings = config.scheduler_settings()
-        redelivery = RedeliveryPolicy(
-            initial=settings.redelivery_initial,
-            maximum=settings.redelivery_maximum,
-            factor=settings.redelivery_factor,
-            max_attempts=settings.max_attempts,
-        )
+        redelivery = redelivery_policy(settings)
         return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
 
     # -- the port -----------------------------------------------------------------------
@@ -180,7 +175,13 @@ class InMemoryScheduler(SchedulerPort):
                 raise SchedulerUnavailable(
                     f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
                 )
-            stored = item.with_generation(next(self._generations))
+            if item.generation:
+                # Already stored (returned by a scheduler): a new form needs its own object,
+                # the identity of a stored form being its fence (see memory/store.py).
+                stored = item.with_generation(next(self._generations))
+            else:
+                stored = item  # newly built: stored as it is, no copy
+                set_generation(item, next(self._generations))
             self._store.put(stored)
             if self._sleep_until is not None and stored.due < self._sleep_until:
                 self._wake_timer()
@@ -310,34 +311,6 @@ class InMemoryScheduler(SchedulerPort):
                 self._wake.wait()
             self._settle()
 
-    def run_due(self) -> int:
-        """Deliver every item due by the clock's now on the calling thread; return how many.
-
-        Called from inside a handler that is itself being delivered inline (for instance one
-        that advances a manual clock) it returns 0 at once: the delivery loop already running
-        on this thread picks up whatever became due."""
-        state = self._state
-        if state.draining:
-            return 0
-        state.draining = True
-        delivered = 0
-        try:
-            while True:
-                with self._lock:
-                    self._settle()
-                    if self._closed:
-                        break
-                    claim = self._store.pop_due(self._clock.now(), self._core.routes())
-                    if claim is None:
-                        break
-                    # Claimed (fence checked) under the lock; close() waits for it.
-                    self._inflight += 1
-                self._deliver_inline(claim)
-                delivered += 1
-        finally:
-            state.draining = False
-        return delivered
-
     def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
         """The earliest due time (at or before ``until``, after ``after`` if given) of a
         scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time.
@@ -364,141 +337,3 @@ class InMemoryScheduler(SchedulerPort):
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"
         return f"InMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"
-
-    # -- delivery -----------------------------------------------------------------------
-
-    def _deliver_inline(self, claim: Claim) -> None:
-        """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""
-        state = self._state
-        state.depth += 1
-        try:
-            outcome = self._run(claim)
-        except BaseException:
-            with self._lock:
-                self._inflight -= 1
-                self._store.restore(claim[0])
-                self._wake.notify_all()
-            raise
-        finally:
-            state.depth -= 1
-        with self._lock:
-            self._settle()
-            self._inflight -= 1
-            self._apply(claim[0], outcome)
-            if self._closed:
-                self._wake.notify_all()
-
-    def _run(self, claim: Claim) -> Outcome:
-        """Call the handler through the delivery core; never raises an ``Exception``.
-
-        A recurring item is delivered as the slot it ticks for. Its slot cannot run twice:
-        the claimed form left the heap, and only this delivery's outcome (applied under the
-        lock, fenced by identity) puts the item back, moved past the slot."""
-        item, attempt = claim
-        try:
-            if item.recurrence is not None:
-                ticked = self._core.tick(item)
-                if isinstance(ticked, NextSlot):
-                    return ticked
-                item = ticked
-            return self._core.deliver(item, attempt)
-        except Exception as exc:
-            # deliver() turns every handler error into an outcome and ignores observer
-            # errors; this is a recurrence that cannot compute its slot. Redeliver rather
-            # than lose the item.
-            return self._core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
-
-    def _settle(self) -> None:
-        """Apply the outcomes workers have queued (called under the lock, before anything else)."""
-        settling = self._settling
-        while settling:
-            item, outcome = settling.popleft()
-            self._apply(item, outcome)
-
-    def _apply(self, item: ScheduleItem, outcome: Outcome) -> None:
-        """Apply a delivery's outcome if ``item`` is still current (under the lock)."""
-        store = self._store
-        if isinstance(outcome, Completed):
-            applied = store.complete(item)
-        elif isinstance(outcome, Redeliver):
-            applied = store.reschedule(item, outcome.due, outcome.attempt)
-            until = self._sleep_until
-            if applied and until is not None and outcome.due < until:
-                self._wake_timer()
-        elif isinstance(outcome, NextSlot):
-            applied = store.advance(item, outcome.applied, outcome.due)
-            until = self._sleep_until
-            if applied and until is not None and outcome.due < until:
-                self._wake_timer()
-        else:
-            applied = store.bury(item, outcome.dead)
-        if not applied:
-            log.debug(
-                "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)",
-                item.key,
-                extra={"item_id": item.id, "kind": item.kind.value},
-            )
-
-    def _wake_timer(self) -> None:
-        """Make the leading worker look at the heap again (called under the lock)."""
-        self._sleep_until = None
-        self._wake.notify()
-
-    # -- real time ----------------------------------------------------------------------
-
-    def _claim(self, batch: list[Claim], deadline: float | None) -> bool:
-        """The leading worker, lock held: wait until items are due and claim up to a batch of
-        them, or until the monotonic ``deadline`` passes (batch left empty); False once
-        closed. See :class:`~flowsched.memory.pool.WorkerPool`."""
-        clock = self._clock
-        while not self._closed:
-            self._settle()
-            now = clock.now()
-            self._store.pop_due_batch(now, self._core.routes(), _CLAIM_BATCH, batch)
-            if batch:
-                return True
-            # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a
-            # jump of the wall clock is noticed within one slice (forward: what became due
-            # fires once; backward: items wait for their due time, none is lost).
-            until = now + self._max_wait
-            head = self._store.next_due()
-            if head is not None and head < until:
-                until = head
-            timeout = (until - now).total_seconds()
-            if deadline is not None:
-                left = deadline - clock.monotonic()
-                if left <= 0:
-                    return True
-                timeout = min(timeout, left)
-            self._sleep_until = until
-            self._wake.wait(timeout)
-            self._sleep_until = None
-        return False
-
-    def _deliver_claimed(self, claim: Claim) -> None:
-        """A worker delivers an item the leader claimed."""
-        item = claim[0]
-        # The fence, right before the handler: one dict lookup, atomic without the lock (it
-        # reads the id's current form at one instant, as a locked read would). close()
-        # joins the workers, so a handler started here is waited for.
-        if self._closed or self._store.items.get(item.id) is not item:
-            return
-        try:
-            outcome = self._run(claim)
-        except BaseException:
-            with self._lock:
-                self._store.restore(item)
-            raise
-        if isinstance(outcome, Redeliver | NextSlot):
-            # Rare (a handler failed, or a recurring item moves on): apply now, so that the
-            # leader can be woken for the item's new due time.
-            with self._lock:
-                self._settle()
-                self._apply(item, outcome)
-        else:
-            # Workers never take the lock for a success: the outcome waits in a lock-free
-            # queue that whoever next holds the lock applies first (every locked section
-            # settles before it reads or changes anything), so nobody can observe it
-            # unapplied. Blocking on the lock here would, under the GIL, form a convoy that
-            # hands the lock and the GIL over on every delivery.
-            self._settling.append((item, outcome))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Collection
-from dataclasses import replace
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
@@ -40,6 +39,8 @@ COMPACT_AT = 1024
 """The heap is not compacted below this many entries (cheap to keep, costly to rebuild often)."""
 
 log = logging.getLogger("flowsched.memory")
+
+_SMALL_FLOW = 16
 
 Claim = tuple[ScheduleItem, int]
 """One delivery to make, ``(item, attempt)``; ``attempt`` counts earlier failed deliveries."""
@@ -58,8 +59,10 @@ class TimerStore:
         # Due items of a route nobody handles yet, out of the heap until someone does.
         self.parked: dict[str, ScheduleItem] = {}
         self.dead: dict[str, DeadLetter] = {}
-        # flow id -> ids of its scheduled items, so cancel_flow does not scan every item.
-        self.flows: dict[str, set[str]] = {}
+        # flow id -> ids of its scheduled items, so cancel_flow does not scan every item: a
+        # tuple while there are few (a flow instance has a handful: 64 bytes, a set 216), a
+        # set past _SMALL_FLOW (so that adding and removing stay O(1) for big flows).
+        self.flows: dict[str, tuple[str, ...] | set[str]] = {}
         self.generations = itertools.count(1)
 
     def __len__(self) -> int:
@@ -78,8 +81,16 @@ class TimerStore:
         if old is not None:
             self._forget(old)
             self._compact_if_stale()
-        if item.flow_id is not None:
-            self.flows.setdefault(item.flow_id, set()).add(key)
+        flow_id = item.flow_id
+        if flow_id is not None:
+            ids = self.flows.get(flow_id)
+            if ids is None:
+                self.flows[flow_id] = (key,)
+            elif isinstance(ids, tuple):
+                if key not in ids:
+                    self.flows[flow_id] = (*ids, key) if len(ids) < _SMALL_FLOW else {*ids, key}
+            else:
+                ids.add(key)
         if self.dead:
             # A new schedule under the id supersedes its dead letter.
             self.dead.pop(key, None)
@@ -94,7 +105,7 @@ class TimerStore:
 
     def remove_flow(self, flow_id: str) -> list[str]:
         """Drop every item of ``flow_id``; return their ids."""
-        ids = self.flows.pop(flow_id, set())
+        ids = self.flows.pop(flow_id, ())
         for item_id in ids:
             del self.items[item_id]
             self.attempts.pop(item_id, None)
@@ -151,8 +162,7 @@ class TimerStore:
         """Deliver ``item`` again at ``due`` (same generation), if it is still current."""
         if self.items.get(item.id) is not item:
             return False
-        # Rare path (a handler failed), so the validating dataclass copy is fine here.
-        moved = replace(item, due=due)
+        moved = item.moved(due, item.previous)
         self.items[item.id] = moved
         self.attempts[item.id] = attempt
         heappush(self.heap, (due, item.generation, item.id))
@@ -163,7 +173,7 @@ class TimerStore:
         ``applied`` as its last slot, due at ``due`` - if it is still current."""
         if self.items.get(item.id) is not item:
             return False
-        moved = replace(item, due=due, previous=applied)
+        moved = item.moved(due, applied)
         self.items[item.id] = moved
         self.attempts.pop(item.id, None)
         heappush(self.heap, (due, item.generation, item.id))
@@ -187,7 +197,7 @@ class TimerStore:
         dead = self.dead.pop(item_id, None)
         if dead is None:
             return None
-        item = replace(dead.item, due=due).with_generation(self.next_generation())
+        item = dead.item.moved(due, dead.item.previous).with_generation(self.next_generation())
         self.put(item)
         return item
 
@@ -234,9 +244,16 @@ class TimerStore:
             self.attempts.pop(key, None)
         if self.parked:
             self.parked.pop(key, None)
-        if item.flow_id is not None:
-            ids = self.flows.get(item.flow_id)
-            if ids is not None:
+        flow_id = item.flow_id
+        if flow_id is not None:
+            ids = self.flows.get(flow_id)
+            if isinstance(ids, tuple):
+                if key in ids:
+                    if len(ids) == 1:
+                        del self.flows[flow_id]
+                    else:
+                        self.flows[flow_id] = tuple(i for i in ids if i != key)
+            elif ids is not None:
                 ids.discard(key)
                 if not ids:
-                    del self.flows[item.flow_id]
+                    del self.flows[flow_id]

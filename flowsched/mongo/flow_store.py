@@ -7,7 +7,6 @@ for one instance at once cannot lose either decision — one of them reloads and
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
@@ -32,7 +31,7 @@ class MongoFlowStore:
         return None if doc is None else FlowInstance.from_document(doc)
 
     def insert(self, instance: FlowInstance) -> FlowInstance:
-        stored = replace(instance, version=1)
+        stored = instance.evolve(version=1)
         try:
             self.collection.insert_one({"_id": instance.flow_id, **stored.to_document()})
         except DuplicateKeyError:
@@ -42,7 +41,7 @@ class MongoFlowStore:
         return stored
 
     def update(self, instance: FlowInstance) -> FlowInstance:
-        stored = replace(instance, version=instance.version + 1)
+        stored = instance.evolve(version=instance.version + 1)
         result = self.collection.replace_one(
             {"_id": instance.flow_id, "version": instance.version},
             {"_id": instance.flow_id, **stored.to_document()},

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.clock import Clock
 from flowsched.config import SchedulerSettings, SchedulingConfig
-from flowsched.delivery import Observer, RedeliveryPolicy
+from flowsched.delivery import Observer, redelivery_policy
 
 if TYPE_CHECKING:
     from flowsched.mongo.scheduler import MongoScheduler
 
-__all__ = ["build", "client_options", "redelivery_policy"]
+__all__ = ["build", "client_options"]
 
 
 def client_options(settings: SchedulerSettings) -> dict[str, Any]:
@@ -31,16 +31,6 @@ def client_options(settings: SchedulerSettings) -> dict[str, Any]:
         "serverSelectionTimeoutMS": millis,
         "connectTimeoutMS": millis,
     }
-
-
-def redelivery_policy(settings: SchedulerSettings) -> RedeliveryPolicy:
-    """The redelivery backoff ``ipf-scheduler.flowsched.redelivery`` and ``max-attempts`` set."""
-    return RedeliveryPolicy(
-        initial=settings.redelivery_initial,
-        maximum=settings.redelivery_maximum,
-        factor=settings.redelivery_factor,
-        max_attempts=settings.max_attempts,
-    )
 
 
 def build(

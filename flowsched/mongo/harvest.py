@@ -104,7 +104,12 @@ class Harvester:
                 harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             if stored.item.recurrence is not None:
-                self._tick(stored, claimed.counted, token, harvest, ticks)
+                try:
+                    self._tick(stored, claimed.counted, token, harvest, ticks)
+                except ValueError as exc:  # no slot left before the year 10000
+                    log.error("quarantining %s %s: %s", self.claims.store.name, stored.item.id, exc)
+                    action = Quarantine(document, f"recurrence: {exc}")
+                    harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             claim = Claim(stored.item, stored.attempts, token)
             lost = stored.lost(claimed.counted)

@@ -145,6 +145,7 @@ def test_json_gives_the_page_and_every_field(namespace, timers):
                               "PROCESSING_TIMEOUT, TIMER"),
         (["--timeout", "soon"], "--timeout 'soon':"),
         (["--timeout", "0s"], "--timeout '0s': must be more than 0"),
+        (["--timeout", "12d"], "--timeout '12d': must be at most 1d"),
     ],
 )  # fmt: skip
 def test_bad_options_are_one_line_and_exit_2(namespace, timers, args, message):

@@ -9,16 +9,14 @@ adapter accepts: ``redelivery`` (a ``RedeliveryPolicy``) and ``observer``.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from flowsched.clock import ManualClock
-from flowsched.port import ScheduleItem, SchedulerPort
+from flowsched.port import SchedulerPort
+from flowsched.testing._trial import CLOCK_START, Recorder
 
 Factory = Callable[..., SchedulerPort]
 
@@ -74,68 +72,15 @@ def make_scheduler(request: pytest.FixtureRequest, adapter_name: str) -> Iterato
         scheduler.close()
 
 
-def fire(scheduler: SchedulerPort) -> None:
-    """Nothing: every adapter, once started, has delivered inside ``ManualClock.advance``
-    (the contract), so calling ``run_due`` here would hide a missed delivery."""
-
-
 # -- helpers for the contract tests ------------------------------------------------------
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
+START = CLOCK_START
 """Where every contract test's clock starts (whole milliseconds: MongoDB stores ms)."""
 
 
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(START)
-
-
-@pytest.fixture(name="fire")
-def _fire_fixture() -> Callable[[SchedulerPort], None]:
-    return fire
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One handler call as the recorder saw it."""
-
-    item: ScheduleItem
-    attempt: int
-    at: datetime
-
-    @property
-    def id(self) -> str:
-        return self.item.id
-
-
-class Recorder:
-    """A handler that records every call, and fails for the ids it was told to fail."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.deliveries: list[Delivery] = []
-        self._failures: dict[str, int | None] = {}
-        self._lock = threading.Lock()
-
-    def fail(self, item_id: str, times: int | None = None) -> None:
-        """Raise for ``item_id``'s next ``times`` deliveries (``None``: always)."""
-        self._failures[item_id] = times
-
-    def __call__(self, item: ScheduleItem, attempt: int) -> None:
-        with self._lock:
-            self.deliveries.append(Delivery(item, attempt, self.clock.now()))
-            if item.id in self._failures:
-                left = self._failures[item.id]
-                if left is None or left > 0:
-                    self._failures[item.id] = None if left is None else left - 1
-                    raise RuntimeError(f"handler failed for {item.id}")
-
-    @property
-    def ids(self) -> list[str]:
-        return [d.id for d in self.deliveries]
-
-    def of(self, item_id: str) -> list[Delivery]:
-        return [d for d in self.deliveries if d.id == item_id]
 
 
 @pytest.fixture

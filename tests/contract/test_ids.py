@@ -37,7 +37,7 @@ def test_a_bad_id_is_a_value_error_on_every_adapter(make_scheduler, clock, name:
 
 
 @pytest.mark.parametrize("name", sorted(GOOD_IDS))
-def test_a_good_id_round_trips_on_every_adapter(make_scheduler, clock, fire, name: str) -> None:
+def test_a_good_id_round_trips_on_every_adapter(make_scheduler, clock, name: str) -> None:
     scheduler = make_scheduler(clock)
     seen: list[str] = []
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: seen.append(item.id))
@@ -45,6 +45,5 @@ def test_a_good_id_round_trips_on_every_adapter(make_scheduler, clock, fire, nam
     scheduler.schedule(ScheduleItem(item_id, ScheduleKind.TIMER, clock.now(), flow_id=item_id))
     assert scheduler.exists(item_id)
     clock.advance(timedelta(seconds=1))
-    fire(scheduler)
     assert seen == [item_id]
     assert not scheduler.exists(item_id)

@@ -34,7 +34,7 @@ def test_a_bad_handler_name_is_refused_naming_it(make_scheduler, clock, name, me
         ScheduleItem("t", ScheduleKind.TIMER, clock.now(), handler=name or "")  # type: ignore[arg-type]
 
 
-def test_on_failed_gets_the_dead_letter_beside_the_observer(make_scheduler, clock, recorder, fire):
+def test_on_failed_gets_the_dead_letter_beside_the_observer(make_scheduler, clock, recorder):
     s = make_scheduler(clock, redelivery=RedeliveryPolicy(max_attempts=2))
     failed: list[DeadLetter] = []
     s.register("charge", recorder, on_failed=failed.append)
@@ -45,9 +45,7 @@ def test_on_failed_gets_the_dead_letter_beside_the_observer(make_scheduler, cloc
     s.create_single_timer("o-1", S, "other")
 
     clock.advance(S)
-    fire(s)
     clock.advance(timedelta(seconds=3))
-    fire(s)
 
     [dead] = failed
     assert (dead.item.id, dead.item.handler, dead.item.payload) == ("c-1", "charge", {"card": "x"})
@@ -55,9 +53,7 @@ def test_on_failed_gets_the_dead_letter_beside_the_observer(make_scheduler, cloc
     assert sorted(d.item.id for d in s.dead_letters()) == ["c-1", "o-1"]  # o-1: no hook
 
 
-def test_a_raising_on_failed_is_logged_and_changes_nothing(
-    make_scheduler, clock, recorder, fire, caplog
-):
+def test_a_raising_on_failed_is_logged_and_changes_nothing(make_scheduler, clock, recorder, caplog):
     s = make_scheduler(clock, redelivery=RedeliveryPolicy(max_attempts=1))
 
     def broken(dead: DeadLetter) -> None:
@@ -70,7 +66,6 @@ def test_a_raising_on_failed_is_logged_and_changes_nothing(
 
     with caplog.at_level(logging.ERROR):
         clock.advance(S)
-        fire(s)
 
     assert [d.item.id for d in s.dead_letters()] == ["c-1"]
     assert not s.exists("c-1") and not s.exists("c-2")
@@ -99,9 +94,7 @@ def test_mongo_never_claims_an_unserved_route(make_scheduler, adapter_name, cloc
     assert [(d.id, d.attempt) for d in recorder.deliveries] == [("for-gamma", 0)]
 
 
-def test_a_recurring_schedule_can_be_addressed_to_a_named_handler(
-    make_scheduler, clock, recorder, fire
-):
+def test_a_recurring_schedule_can_be_addressed_to_a_named_handler(make_scheduler, clock, recorder):
     s = make_scheduler(clock)
     s.register("sweep", recorder)
     stored = s.schedule_recurring("sweep-no-shows", Recurrence.every(S * 60), handler="sweep")
@@ -109,7 +102,6 @@ def test_a_recurring_schedule_can_be_addressed_to_a_named_handler(
 
     for _ in range(2):
         clock.advance(S * 60)
-        fire(s)
     assert [(d.id, d.item.handler) for d in recorder.deliveries] == [
         ("sweep-no-shows", "sweep"),
         ("sweep-no-shows", "sweep"),

@@ -64,5 +64,11 @@ def test_child_offsets_counts_the_childs_deadline_from_the_parents_accepted_offs
 def test_persistent_survives_a_process_restart(mongo_uri: str) -> None:
     out = _run("persistent.py", FLOWSCHED_MONGO_URI=mongo_uri)
 
-    assert "reloaded tx-1 in CheckingFraud" in out
-    assert "tx-1 ended in FraudTimedOut" in out
+    first, restart, second = out.partition("starts; reloaded tx-1 in CheckingFraud")
+    assert restart, out
+    assert "ACTION_RETRY       due +0:30:10" in first
+    assert _times_of(first, "tx-1  invoked   CheckFraud") == ["+0:00:00", "+0:00:10"]
+    # The second process knows only the collections: it runs the rest at their due times.
+    assert _times_of(second, "tx-1  invoked   CheckFraud") == ["+0:30:10", "+1:00:10", "+1:30:10"]
+    assert _times_of(second, "fired     action timeout: CheckFraud") == ["+2:00:00"]
+    assert "tx-1 ended in FraudTimedOut" in second

@@ -77,3 +77,23 @@ def test_even_with_ipf_behaviour_a_finished_flow_gets_no_retries(harness: Harnes
 
     assert h.attempts("Poll") == [0 * S]
     assert h.state() == "Done"
+
+
+def test_with_ipf_behaviour_retries_that_outlive_their_state_still_stop_at_the_timeout(
+    harness: HarnessFactory,
+) -> None:
+    # Waits 10, 20, 30 s: retries due at 10, 30, 60 s; the 50 s timeout cuts the third. The
+    # state is left after the first retry: the second still knows its action's deadline.
+    h = harness(
+        CONF.replace("timeout-duration = 5m", "timeout-duration = 50s"),
+        flows=(_flow(),),
+        cancel_retries_on_exit=False,
+    )
+    h.domain.start(FLOW, "tx-1")
+    h.advance(10 * S)
+    h.domain.handle("tx-1", Skip())
+
+    h.advance(600 * S)
+
+    assert h.attempts("Poll") == [0 * S, 10 * S, 30 * S]
+    assert h.state() == "Waiting"

@@ -63,6 +63,11 @@ POISON = {
     "text ready_at": ({"_id": "text-ready", "ready_at": "now"}, "ready_at must be a date"),
     "huge generation": ({"_id": "gen", "generation": 2.5}, "generation must be an integer"),
     "bad recurrence": ({"_id": "rec", "recurrence": {"every": "x"}}, "recurrence"),
+    "recurrence past 9999": (
+        {"_id": "rec-9999", "recurrence": {"every_seconds": 1, "start": "9999-12-31T23:59:59Z"}},
+        "before the year 10000",
+    ),
+    "endless recurrence": ({"_id": "rec-inf", "recurrence": {"every_seconds": 1e30}}, "recurrence"),
 }
 
 

@@ -1,4 +1,5 @@
-"""The README's quickstart runs as pasted, from an empty directory, and prints what it shows."""
+"""The README's Python blocks (the quickstart, timed actions) run as pasted, from an empty
+directory, and print what the README shows."""
 
 from __future__ import annotations
 
@@ -7,23 +8,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def quickstart() -> tuple[str, str]:
-    """The quickstart's code and the output the README says it prints."""
+def pasteable_blocks() -> list[tuple[str, str]]:
+    """Each Python block of the README with the output the README says it prints."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Quickstart") :]
-    section = section[: section.index("\n## ", 1)]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    output = re.search(r"It prints:\n\n```text\n(.*?)```", section, re.S)
-    assert code is not None and output is not None, "the quickstart lost its code or output"
-    return code.group(1), output.group(1)
+    blocks = re.findall(r"```python\n(.*?)```\n\nIt prints[^\n]*:\n\n```text\n(.*?)```", text, re.S)
+    assert len(blocks) == text.count("```python"), "a Python block of the README shows no output"
+    return blocks
 
 
-def test_the_quickstart_prints_what_the_readme_shows(tmp_path: Path) -> None:
-    code, expected = quickstart()
-    script = tmp_path / "quickstart.py"
+def test_the_quickstart_and_the_timed_actions_are_pasteable() -> None:
+    text = README.read_text(encoding="utf-8")
+    for section in ("## Quickstart", "## Timed actions"):
+        body = text[text.index(section) :]
+        assert "```python" in body[: body.index("\n## ", 1)], f"{section} lost its code"
+
+
+@pytest.mark.parametrize("block", range(len(pasteable_blocks())))
+def test_a_readme_block_prints_what_the_readme_shows(block: int, tmp_path: Path) -> None:
+    code, expected = pasteable_blocks()[block]
+    script = tmp_path / "snippet.py"
     script.write_text(code, encoding="utf-8")
     result = subprocess.run(
         [sys.executable, str(script)],
