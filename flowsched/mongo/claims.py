@@ -17,11 +17,18 @@ two round trips):
    claimed one by one and the refused ones quarantined;
 3. ``find`` by ids and token: exactly the documents this node won.
 
-Attempts count handlers that started, not claims (see :mod:`flowsched.mongo.documents`):
-``run_due`` runs what it claims at once, so its claim sets ``deliveries`` (``counted``); the
-background sweeper hands claims to a pool and marks each one started (:meth:`Claims.settle`
-``starts``) in a bulk write before its handler runs, so the claims of a node that dies
-before reaching them come back after the lease with no attempt counted and no backoff.
+Attempts count handlers that started or may have started, not claims (see
+:mod:`flowsched.mongo.documents`). A fresh claim - the document carried no earlier claim -
+runs its handler unmarked: if it fails, the failure is counted when its outcome is written;
+if its node dies first, the document comes back at the lease's end still carrying that
+claim, with no attempt counted and no backoff. A claim that finds such an earlier, unsettled
+claim of another token (the claim query reads the ``claim`` field: no extra round trip) is
+*suspect* (:attr:`Claim.suspect`): the earlier claimer may have started the handler and
+died. Only a suspect claim is marked started (``deliveries`` = ``attempts + 1``) before its
+handler runs (:meth:`Claims.settle` ``starts``, a wave of them in one bulk write); a claim
+that finds that mark still there counts the lost delivery as a failure. Every normal
+settlement (failure, next slot, release, requeue, replace) clears ``claim``; only lease
+renewals keep it, so only lost claims look suspect.
 
 While a handler runs, the node renews the lease (``renew``). When it stops renewing (it
 died), ``ready_at`` passes and step 1 finds the document again on any node.
@@ -82,6 +89,9 @@ class Claim:
     item: ScheduleItem
     attempt: int
     token: str
+    suspect: bool = False
+    """The document carried an earlier claim that was never settled (its node died or was
+    cut off, maybe mid-handler): mark this delivery started before its handler runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +119,16 @@ class Settlement:
     """What to write for one claimed document (``generation`` None: fence on token only).
 
     ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
-    the same slot (redelivered, or released undelivered): ``applied`` is set back to this."""
+    the same slot (redelivered, or released undelivered): ``applied`` is set back to this.
+    ``suspect``: the claim was suspect (:attr:`Claim.suspect`); released undelivered, it keeps
+    its ``claim``, so the next claimer marks its start too."""
 
     item_id: Any
     generation: int | None
     token: str
     action: Action
     unapply: tuple[datetime | None] | None = None
+    suspect: bool = False
 
     @classmethod
     def of(cls, claim: Claim, action: Action) -> Settlement:
@@ -123,7 +136,7 @@ class Settlement:
         unapply = None
         if item.recurrence is not None and isinstance(action, Redeliver | Release):
             unapply = (item.previous,)
-        return cls(item.id, item.generation, claim.token, action, unapply)
+        return cls(item.id, item.generation, claim.token, action, unapply, claim.suspect)
 
     def fence(self) -> dict[str, Any]:
         fence: dict[str, Any] = {"_id": self.item_id, "claim.token": self.token}
@@ -135,14 +148,16 @@ class Settlement:
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """One claim's result: the ``documents`` won under ``token`` out of ``due`` candidates,
-    and when the next item not yet due becomes ready (``None``: none within the lookahead)."""
+    and when the next item not yet due becomes ready (``None``: none within the lookahead).
+    ``suspects``: ``repr`` of the ids won whose document carried an earlier claim when the
+    claim query read it (see :attr:`Claim.suspect`)."""
 
     token: str
     documents: list[Doc] = field(default_factory=list)
     due: int = 0
     next_ready: datetime | None = None
-    counted: bool = False
     quarantined: int = 0
+    suspects: frozenset[str] = frozenset()
 
 
 def _ready_key(doc: Doc) -> datetime:
@@ -178,15 +193,13 @@ class Claims:
         now: datetime,
         limit: int,
         lookahead: timedelta = timedelta(0),
-        *,
-        counted: bool = False,
     ) -> Claimed:
         """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
         The first queries also look ``lookahead`` past ``now`` (same index range, same round
-        trip), so the caller learns when the next item falls due and can wake for it.
-        ``counted``: the claim itself marks the deliveries started (the caller runs every
-        claimed handler at once); otherwise the caller marks each with :meth:`settle`."""
+        trip), so the caller learns when the next item falls due and can wake for it. The
+        claim counts nothing: the caller marks the suspect claims started with
+        :meth:`settle` ``starts`` before their handlers run."""
         token = uuid.uuid4().hex
         wanted = sorted(routes)
         if not wanted:
@@ -195,30 +208,31 @@ class Claims:
         due, next_ready, quarantined = self._usable(found, now)
         ids = [doc["_id"] for doc in due]
         if not ids:
-            return Claimed(token, [], len(due), next_ready, counted, quarantined)
+            return Claimed(token, [], len(due), next_ready, quarantined)
         lease_until = truncate_ms(now + self.lease)
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
-        if counted:
-            update["$inc"] = {"deliveries": 1}
         # route again: a document replaced meanwhile by one for another route is not ours.
         where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
         taken, refused = self._take(ids, where, update, due, now)
         quarantined += refused
         if not taken:
-            return Claimed(token, [], len(due), next_ready, counted, quarantined)
+            return Claimed(token, [], len(due), next_ready, quarantined)
         query = {**self.store.keys(ids), "claim.token": token}
         # limit = batch size: the reply closes the cursor, no getMore round trip.
         documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
         # Deliver in the order the claim query found them (oldest first), not storage order.
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
-        return Claimed(token, documents, len(due), next_ready, counted, quarantined)
+        # Read before this claim replaced it: an earlier claim nobody settled.
+        suspects = frozenset(repr(doc["_id"]) for doc in due if doc.get("claim") is not None)
+        return Claimed(token, documents, len(due), next_ready, quarantined, suspects)
 
     def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
         """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
         index range per route and bucket, merged (one of each with the default one bucket)."""
-        fields = dict.fromkeys(CLAIM_FIELDS, 1)
+        # ``claim`` too: a document still carrying an earlier claim is suspect (see Claim).
+        fields = dict.fromkeys((*CLAIM_FIELDS, "claim"), 1)
         ranges: list[list[Doc]] = []
         for route in routes:
             for bucket in self.store.served:
@@ -436,7 +450,9 @@ def _write(settlement: Settlement, fence: dict[str, Any]) -> Write | None:
         }
         return Write(fence, {"$set": _unapplied(changes, settlement)})
     if isinstance(action, Release):
-        changes = {"claim": None, "ready_at": truncate_ms(action.due), "deliveries": action.attempt}
+        changes = {"ready_at": truncate_ms(action.due), "deliveries": action.attempt}
+        if not settlement.suspect:  # a suspect one stays suspect (its earlier claim was lost)
+            changes["claim"] = None
         return Write(fence, {"$set": _unapplied(changes, settlement)})
     return None  # DeadLettered: written separately (two collections)
 

@@ -24,13 +24,18 @@ A scheduled item's document::
 * ``generation`` is a fresh random 63-bit integer on every schedule: together with ``_id``
   it names one schedule, and every write made on behalf of a delivery is fenced on it.
 * ``attempts`` counts failed deliveries (what a handler sees as ``attempt``);
-  ``deliveries`` counts *started* deliveries: a claimer sets it to ``attempts + 1`` before
-  the handler starts (the background sweeper in the same bulk write as other outcomes;
-  ``run_due``, which runs what it claims at once, in the claim itself). Between deliveries
-  they are equal, so a claimer that finds ``deliveries > attempts`` knows an earlier delivery
-  started and never finished (its node died mid-handler) and counts it as a failure; a claim
-  whose handler never started leaves them equal and costs no attempt. Both are at most
-  :data:`MAX_COUNT` (a larger value is a malformed document: ``$inc`` could overflow).
+  ``deliveries`` counts deliveries that started or may have started. Between deliveries
+  they are equal. A fresh claim (``claim`` was null) runs its handler without touching
+  them: a failure sets both to the new count when its outcome is written. A claim that finds
+  an earlier claim nobody settled (``claim`` not null: its node died or was cut off,
+  perhaps mid-handler) is suspect and sets ``deliveries`` to ``attempts + 1`` before its
+  handler starts (see :mod:`flowsched.mongo.claims`). So a claimer that finds
+  ``deliveries > attempts`` knows a marked delivery started and never finished and counts it
+  as a failure; a lost claim whose handler never started (or started unmarked) costs no
+  attempt. Both are at most :data:`MAX_COUNT` (a larger value is a malformed document).
+* ``claim`` is null except while a node holds the item: every settlement that leaves the
+  document in place (failure, next slot, release) clears it - except the release of a
+  suspect claim, which stays suspect - so a claim found there at claim time is a lost one.
 * ``ready_at`` is when the document may next be claimed: ``due`` while unclaimed, the
   lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
   both due items and items whose claimer stopped renewing its lease.
@@ -99,10 +104,9 @@ class StoredItem:
     attempts: int
     deliveries: int
 
-    def lost(self, counted: bool) -> int:
-        """Deliveries started by earlier claims that neither completed nor failed;
-        ``counted``: the claim that read this document already counted its own delivery."""
-        return max(0, self.deliveries - (1 if counted else 0) - self.attempts)
+    def lost(self) -> int:
+        """Deliveries marked started by earlier claims that neither completed nor failed."""
+        return max(0, self.deliveries - self.attempts)
 
 
 def truncate_ms(when: datetime) -> datetime:

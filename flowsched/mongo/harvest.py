@@ -2,13 +2,16 @@
 
 Shared by the background sweeper and the synchronous ``run_due``. A claimed document is
 either delivered, moved to quarantine (malformed), or - when an earlier claim of it was lost
-because its node died mid-delivery - settled as a failed delivery through the shared
-delivery core (backoff, or dead letter at ``max_attempts``) without calling the handler now.
+after marking its delivery started (its node died mid-delivery) - settled as a failed
+delivery through the shared delivery core (backoff, or dead letter at ``max_attempts``)
+without calling the handler now. A delivered claim that found an earlier lost claim is
+suspect (:attr:`Claim.suspect`): its start is marked before its handler runs.
 
 A recurring item is ticked instead (:meth:`DeliveryCore.tick`): delivered as the latest due
 slot once :meth:`Claims.fence_slots` has taken that slot for this claim, or moved on to its
-next slot when none is due. A lost earlier tick needs no special case: if its node took the
-slot, ``applied`` says so and that slot is not run again.
+next slot when none is due. A lost earlier tick needs no special case (and no start mark: a
+tick's failures are not counted towards a dead letter): if its node took the slot,
+``applied`` says so and that slot is not run again.
 """
 
 from __future__ import annotations
@@ -71,21 +74,22 @@ class Harvester:
             )
 
     def take(
-        self, limit: int, lookahead: timedelta = timedelta(0), *, counted: bool = False
+        self, limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
     ) -> Harvest:
         """Claim up to ``limit`` due items (one ``find`` per route served, then two round
         trips; none if nothing is subscribed or registered).
 
         ``harvest.due`` counts the due items found (won or lost to another node): when it
-        reaches ``limit``, more may be due. ``counted``: the claim marks the deliveries
-        started (the caller runs them all at once: ``run_due``); otherwise the caller marks
-        each one before its handler starts (:meth:`Claims.settle` ``starts``)."""
+        reaches ``limit``, more may be due. Suspect claims (:attr:`Claim.suspect`) must be
+        marked started before their handlers run: ``mark``, here and now, in one more round
+        trip when there are any (the caller runs them all at once: ``run_due``); otherwise
+        the caller marks each one (:meth:`Claims.settle` ``starts``)."""
         harvest = Harvest()
         routes = self.core.routes()
         if not routes or limit < 1:
             return harvest
         self._audit()
-        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead, counted=counted)
+        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
         token, documents = claimed.token, claimed.documents
         harvest.won, harvest.due, harvest.next_ready = (
             len(documents),
@@ -105,14 +109,16 @@ class Harvester:
                 continue
             if stored.item.recurrence is not None:
                 try:
-                    self._tick(stored, claimed.counted, token, harvest, ticks)
+                    suspect = repr(stored.item.id) in claimed.suspects
+                    self._tick(stored, suspect, token, harvest, ticks)
                 except ValueError as exc:  # no slot left before the year 10000
                     log.error("quarantining %s %s: %s", self.claims.store.name, stored.item.id, exc)
                     action = Quarantine(document, f"recurrence: {exc}")
                     harvest.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
-            claim = Claim(stored.item, stored.attempts, token)
-            lost = stored.lost(claimed.counted)
+            suspect = repr(stored.item.id) in claimed.suspects
+            claim = Claim(stored.item, stored.attempts, token, suspect)
+            lost = stored.lost()
             if lost:
                 failures = stored.attempts + lost
                 outcome = self.core.failure(stored.item, failures - 1, LOST)
@@ -121,12 +127,15 @@ class Harvester:
                 harvest.deliver.append(claim)
         if ticks:
             harvest.deliver.extend(self.claims.fence_slots(ticks))
+        starts = [claim for claim in harvest.deliver if claim.suspect]
+        if mark and starts:
+            self.claims.settle([], self.clock.now(), starts)
         return harvest
 
     def _tick(
-        self, stored: StoredItem, counted: bool, token: str, harvest: Harvest, ticks: list[Claim]
+        self, stored: StoredItem, suspect: bool, token: str, harvest: Harvest, ticks: list[Claim]
     ) -> None:
-        if stored.lost(counted):
+        if suspect:
             log.warning(
                 "an earlier tick of %s was lost (its node stopped renewing the lease); a slot "
                 "it took counts as applied",

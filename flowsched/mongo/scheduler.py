@@ -314,7 +314,7 @@ class MongoScheduler(SchedulerPort):
             stamp = self._fence.open()
             try:
                 harvest = self._call(
-                    "run_due claim", lambda: self._harvester.take(self._batch_size, counted=True)
+                    "run_due claim", lambda: self._harvester.take(self._batch_size, mark=True)
                 )
                 if not harvest.won and not harvest.quarantined:
                     return delivered

@@ -14,12 +14,14 @@ Every node runs one; there is no leader. Each turn of the loop:
    ahead, same round trip; not sooner than 50 ms, so that items due close together share a
    claim), so items fire within about 50 ms, not a whole poll.
 
-A claim's handler does not start until its start is marked in the collection
-(``deliveries`` = attempt + 1, :meth:`Claims.settle` ``starts``): a worker about to run a
-claim asks, the loop writes every mark asked for in the bulk write of the outcomes it is
-writing anyway, then the handlers start. So a node that dies leaves its queued, never
-started claims uncounted: they come back after the lease with the same attempt and no
-backoff; a claim whose handler had started counts as a failed attempt.
+A fresh claim's handler starts at once, unmarked: its failure is counted when its outcome is
+written, and if the node dies first its claim comes back at the lease's end with no attempt
+counted and no backoff. A *suspect* claim (:attr:`Claim.suspect`: the document still carried
+an earlier claim that was never settled) does not start until its start is marked in the
+collection (``deliveries`` = attempt + 1, :meth:`Claims.settle` ``starts``): a worker about
+to run one asks, the loop writes every mark asked for in the bulk write of the outcomes it
+is writing anyway, then those handlers start. A handler that kills its node thus runs at
+most twice per counted attempt (fresh, then suspect and marked; the next claim counts it).
 
 Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
 unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
@@ -67,8 +69,9 @@ BATCH_GAP = 0.05
 """Seconds: the shortest wait for the next item the claim query saw coming (see _after)."""
 
 START_GATHER = 0.002
-"""How long the first start mark asked for may wait for other workers to ask too, so that
-one write marks a whole wave (seconds); not at all when no other worker can ask."""
+"""How long the first start mark asked for (suspect claims only) may wait for other workers
+to ask too, so that one write marks a whole wave (seconds); not at all when no other worker
+can ask."""
 
 
 class Sweeper:
@@ -337,7 +340,8 @@ class Sweeper:
                 self._queued -= 1
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._fence.stale(stamp, claim.item)
-            skip = skip or not self._await_start(claim)
+            # Only a suspect claim waits for its start mark (see the module's docstring).
+            skip = skip or (claim.suspect and not self._await_start(claim))
             with self._lock:
                 skip = skip or self._closing or self._fence.stale(stamp, claim.item)
                 if not skip:

@@ -29,7 +29,7 @@ class Nodes:
         self.module = module
         self.running: dict[str, subprocess.Popen[str]] = {}
 
-    def start(self, *names: str, **options: float) -> None:
+    def start(self, *names: str, **options: float | str) -> None:
         """Start one process per name and wait until each reports ``ready``."""
         flags = [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
         for name in names:

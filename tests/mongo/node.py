@@ -1,14 +1,16 @@
 """One scheduler node for the multi-process tests: ``python -m tests.mongo.node URI DB NODE``.
 
 Subscribes a TIMER handler that records ``{item, node, attempt, generation}`` in the
-``deliveries`` collection (then optionally sleeps, to have deliveries in flight), starts the
-sweeper on ``timers``, prints ``ready`` and runs until SIGTERM (graceful close) or SIGKILL.
+``deliveries`` collection (then optionally sleeps, to have deliveries in flight, or - for
+an item whose id starts with ``--kill-prefix`` - kills its own process), starts the sweeper
+on ``timers``, prints ``ready`` and runs until SIGTERM (graceful close) or SIGKILL.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import threading
 import time
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("--redelivery", type=float, default=0.5)
     parser.add_argument("--max-attempts", type=int, default=0)  # 0: no maximum
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--kill-prefix", default="")  # a handler for these ids kills -9 us
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
 
@@ -49,6 +52,8 @@ def main() -> None:
                 "at": time.time(),
             }
         )
+        if args.kill_prefix and item.id.startswith(args.kill_prefix):
+            os.kill(os.getpid(), signal.SIGKILL)
         if args.handler_seconds:
             time.sleep(args.handler_seconds)
 

@@ -1,15 +1,19 @@
-"""kill -9 with max_attempts=1: a dead node's claims whose handler never started are not
-failures. They come back at lease end - no attempt counted, no backoff, no dead letter -
-and only the delivery whose handler had started counts (and, at max_attempts=1, dies)."""
+"""kill -9 with max_attempts=1: a dead node's claims are not failures by themselves. They
+come back at lease end - no attempt counted, no backoff, no dead letter - and run again;
+only a delivery marked started (a run that found an earlier lost claim) counts when it is
+lost in turn. So a handler that kills its node runs twice, then is dead-lettered."""
 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from mongo_nodes import Nodes, deliveries, schedule_spread, wait_until
+
+from flowsched.mongo import MongoScheduler
+from flowsched.port import ScheduleItem, ScheduleKind
 
 pytestmark = [pytest.mark.wire, pytest.mark.slow]
 
@@ -17,9 +21,7 @@ LEASE = 3.0
 POLL = 0.2
 
 
-def test_never_started_claims_of_a_killed_node_are_redelivered_uncounted(
-    nodes: Nodes, mongo_db: Any
-) -> None:
+def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_db: Any) -> None:
     # One worker, a handler that sleeps: the victim starts one delivery and holds the rest
     # of its batch queued, unstarted.
     victim = {"lease": LEASE, "poll": POLL, "workers": 1, "handler_seconds": 60.0}
@@ -34,23 +36,49 @@ def test_never_started_claims_of_a_killed_node_are_redelivered_uncounted(
         60,
         "the victim to hold every item and run one",
     )
+    # Claimed fresh: nothing is counted before a handler fails.
+    assert timers.count_documents({"deliveries": {"$ne": 0}}) == 0
     nodes.start("rescuer", max_attempts=1, lease=LEASE, poll=POLL)
     time.sleep(0.5)  # the rescuer polls; every item is still leased to the victim
     assert mongo_db["deliveries"].count_documents({"node": "rescuer"}) == 0
     nodes.kill("victim")
     killed_at = time.time()
 
-    dead = mongo_db["timers_dead"]
     wait_until(lambda: timers.count_documents({}) == 0, 60, "every item delivered or dead")
     records = deliveries(mongo_db)
     (started,) = [r["item"] for r in records if r["node"] == "victim"]
     rescued = [r for r in records if r["node"] == "rescuer"]
 
-    # The one delivery that started died with its node: at max_attempts=1 that is its end.
-    assert [d["_id"] for d in dead.find()] == [started]
-    # Every other item ran, once, on the rescuer, as a first attempt.
-    assert sorted(r["item"] for r in rescued) == sorted(ids - {started})
+    # None dead-lettered: the never-started claims had no handler run, and the one that
+    # started was not marked (a fresh claim): it runs again, marked, and completes.
+    assert list(mongo_db["timers_dead"].find()) == []
+    # Every item ran once on the rescuer, as a first attempt (the started one a second time).
+    assert sorted(r["item"] for r in rescued) == sorted(ids)
     assert {r["attempt"] for r in rescued} == {0}
+    assert started in ids
     # ... as soon as the victim's lease ran out: no redelivery backoff on top.
     latest = max(r["at"] for r in rescued) - killed_at
     assert latest <= LEASE + POLL + 1.0, f"last redelivery {latest:.2f}s after the kill"
+
+
+def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(
+    nodes: Nodes, mongo_db: Any
+) -> None:
+    # Every node's handler kills its process on "kill-*": three nodes, two will die.
+    options: dict[str, float | str] = {"lease": LEASE, "poll": POLL, "kill_prefix": "kill-"}
+    nodes.start("n1", "n2", "n3", max_attempts=1, **options)
+    scheduler = MongoScheduler(mongo_db["timers"], node_id="test")
+    scheduler.schedule(ScheduleItem("kill-1", ScheduleKind.TIMER, datetime.now(UTC)))
+    dead = mongo_db["timers_dead"]
+    wait_until(lambda: dead.count_documents({}) == 1, 60, "the killer to be dead-lettered")
+
+    runs = deliveries(mongo_db)
+    # Run fresh (unmarked: not counted), then marked; the third claim counts the lost run.
+    assert [r["attempt"] for r in runs] == [0, 0], runs
+    assert len({r["node"] for r in runs}) == 2 and len(nodes.alive()) == 1
+    (letter,) = dead.find()
+    assert (letter["_id"], letter["attempts"]) == ("kill-1", 1)
+    assert "delivery lost" in letter["error"]
+    assert mongo_db["timers"].count_documents({}) == 0
+    time.sleep(LEASE + POLL)  # and it never runs again
+    assert len(deliveries(mongo_db)) == 2

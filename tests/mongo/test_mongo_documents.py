@@ -139,13 +139,10 @@ def test_reading_back_rebuilds_the_item_with_counters():
     stored = stored_item(good_doc())
     assert stored.item.due == datetime(2026, 1, 1, tzinfo=UTC)
     assert (stored.item.generation, stored.attempts, stored.deliveries) == (42, 1, 2)
-    # Read back by a claim that counted itself (run_due): its own delivery is the second.
-    assert stored.lost(counted=True) == 0
-    # Read back by the background sweeper's claim (not counted yet): one started delivery
-    # never settled - its node died mid-handler.
-    assert stored.lost(counted=False) == 1
-    assert stored_item(good_doc(deliveries=4)).lost(counted=True) == 2
-    assert stored_item(good_doc(deliveries=1)).lost(counted=False) == 0
+    # One delivery marked started was never settled: its node died mid-handler.
+    assert stored.lost() == 1
+    assert stored_item(good_doc(deliveries=4)).lost() == 3
+    assert stored_item(good_doc(deliveries=1)).lost() == 0
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
-from flowsched.mongo.claims import Settlement
+from flowsched.mongo.claims import Release, Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
 
 LEASE = timedelta(seconds=30)
@@ -77,8 +77,9 @@ def test_a_lost_delivery_counts_as_a_failure_and_is_redelivered_with_backoff(mak
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
     a.schedule(timer("t", clock.now()))
-    # Claimed and marked started by a (its handler may have run), which dies mid-delivery.
-    a._harvester.take(10, counted=True)
+    # Claimed and marked started by a (as a suspect claim is), which dies mid-delivery.
+    (claim,) = a._harvester.take(10).deliver
+    a._claims.settle([], clock.now(), starts=[claim])
 
     clock.advance(LEASE - timedelta(seconds=1))
     assert b.run_due() == 0 and attempts == []  # the lease still holds
@@ -98,7 +99,8 @@ def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
     a.schedule(timer("poison", clock.now()))
-    a._harvester.take(10, counted=True)  # started, then a died
+    (claim,) = a._harvester.take(10).deliver
+    a._claims.settle([], clock.now(), starts=[claim])  # marked started, then a died
     clock.advance(LEASE)
     b.run_due()
     assert calls == []
@@ -126,6 +128,75 @@ def test_a_claim_whose_handler_never_started_comes_back_uncounted_at_lease_end(
     assert b.run_due() == 1  # at lease end: no backoff, no attempt counted, not dead
     assert attempts == [0]
     assert b.dead_letters() == [] and not b.exists("t")
+
+
+def test_a_fresh_claim_is_not_marked_and_one_finding_a_lost_claim_is(make, clock, collection):
+    a, b = make(lease=LEASE), make(lease=LEASE)
+    for node in (a, b):
+        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    a.schedule(timer("t", clock.now()))
+    (fresh,) = a._harvester.take(10).deliver
+    assert not fresh.suspect
+    assert collection.find_one({"_id": "t"})["deliveries"] == 0  # nothing counted
+
+    clock.advance(LEASE)  # a died, maybe mid-handler: its claim is still on the document
+    (suspect,) = b._harvester.take(10, mark=True).deliver
+    assert suspect.suspect and suspect.attempt == 0
+    doc = collection.find_one({"_id": "t"})
+    assert (doc["attempts"], doc["deliveries"]) == (0, 1)  # marked before its handler runs
+
+
+def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(make, clock):
+    policy = RedeliveryPolicy(max_attempts=1)
+    nodes = [make(lease=LEASE, redelivery=policy) for _ in range(3)]
+    runs: list[int] = []
+    for node in nodes:
+        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: runs.append(attempt))
+    nodes[0].schedule(timer("t", clock.now()))
+    for node in nodes[:2]:  # each claims and starts the handler, which kills the node
+        (claim,) = node._harvester.take(10, mark=True).deliver
+        node._core.deliver(claim.item, claim.attempt)  # the handler runs; no outcome written
+        clock.advance(LEASE)
+    assert runs == [0, 0]
+    assert nodes[2].run_due() == 0  # the second, marked run was lost: counted, no third run
+    (dead,) = nodes[2].dead_letters()
+    assert (dead.item.id, dead.attempts) == ("t", 1) and "delivery lost" in dead.error
+    assert runs == [0, 0]
+
+
+def test_every_settlement_that_keeps_the_document_clears_its_claim(make, clock, collection):
+    scheduler = make(lease=LEASE, redelivery=RedeliveryPolicy(initial=timedelta(seconds=1)))
+    attempts: list[int] = []
+
+    def fail_once(item: ScheduleItem, attempt: int) -> None:
+        attempts.append(attempt)
+        if attempt == 0:
+            raise RuntimeError("once")
+
+    scheduler.subscribe(ScheduleKind.TIMER, fail_once)
+    scheduler.schedule(timer("t", clock.now()))
+    assert scheduler.run_due() == 1
+    doc = collection.find_one({"_id": "t"})
+    assert doc["claim"] is None and (doc["attempts"], doc["deliveries"]) == (1, 1)
+    clock.advance(timedelta(seconds=1))
+    (claim,) = scheduler._harvester.take(10).deliver
+    assert not claim.suspect  # a failure is no lost claim: no start mark for the retry
+
+
+def test_a_suspect_claim_given_back_unrun_stays_suspect(make, clock, collection):
+    a, b, c = (make(lease=LEASE) for _ in range(3))
+    for node in (a, b, c):
+        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+    a.schedule(timer("t", clock.now()))
+    a._harvester.take(10)
+    clock.advance(LEASE)  # a died
+    (suspect,) = b._harvester.take(10, mark=True).deliver
+    release = Release(suspect.item.due, suspect.attempt)
+    b._claims.settle([Settlement.of(suspect, release)], clock.now())  # b closes: unrun
+    doc = collection.find_one({"_id": "t"})
+    assert doc["deliveries"] == 0 and doc["claim"] is not None  # uncounted, still suspect
+    (again,) = c._harvester.take(10).deliver
+    assert again.suspect
 
 
 def test_a_start_mark_makes_a_lost_claim_count(make, clock):

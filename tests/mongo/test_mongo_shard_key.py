@@ -138,6 +138,11 @@ def test_every_command_on_the_timers_names_the_bucket(monitored):
 
     assert [letter.item.id for letter in scheduler.dead_letters()] == ["always-fails"]
     assert "fails-once" in ran and ran.count("hourly") == 1
+    scheduler.schedule(ScheduleItem("lost", TIMER, clock.now()))
+    assert scheduler._claims.claim(["k:TIMER"], clock.now(), 10).documents  # then lost
+    clock.advance(timedelta(minutes=1))  # past the lease
+    assert scheduler.run_due() == 1  # suspect: marked started (a fenced update), then run
+    assert ran[-1] == "lost"
     # The poison audit (every 5 minutes) looks for documents the claim query can never
     # find, those without a bucket among them: a deliberate scan of every shard.
     sent = [
