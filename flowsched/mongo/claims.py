@@ -121,7 +121,7 @@ class Settlement:
     ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
     the same slot (redelivered, or released undelivered): ``applied`` is set back to this.
     ``suspect``: the claim was suspect (:attr:`Claim.suspect`); released undelivered, it keeps
-    its ``claim``, so the next claimer marks its start too."""
+    its ``claim`` (its lease ended), so the next claimer marks its start too."""
 
     item_id: Any
     generation: int | None
@@ -451,7 +451,9 @@ def _write(settlement: Settlement, fence: dict[str, Any]) -> Write | None:
         return Write(fence, {"$set": _unapplied(changes, settlement)})
     if isinstance(action, Release):
         changes = {"ready_at": truncate_ms(action.due), "deliveries": action.attempt}
-        if not settlement.suspect:  # a suspect one stays suspect (its earlier claim was lost)
+        if settlement.suspect:  # stays suspect (its earlier claim was lost); its lease ends
+            changes["claim.lease_until"] = truncate_ms(action.due)
+        else:
             changes["claim"] = None
         return Write(fence, {"$set": _unapplied(changes, settlement)})
     return None  # DeadLettered: written separately (two collections)

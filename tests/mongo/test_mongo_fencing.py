@@ -195,6 +195,7 @@ def test_a_suspect_claim_given_back_unrun_stays_suspect(make, clock, collection)
     b._claims.settle([Settlement.of(suspect, release)], clock.now())  # b closes: unrun
     doc = collection.find_one({"_id": "t"})
     assert doc["deliveries"] == 0 and doc["claim"] is not None  # uncounted, still suspect
+    assert doc["claim"]["lease_until"] == doc["ready_at"]  # not held: claimable at once
     (again,) = c._harvester.take(10).deliver
     assert again.suspect
 
