@@ -10,9 +10,10 @@ two round trips):
    claims a document it cannot run (no claim-then-release). Each document found is checked
    before it is claimed or counted (:func:`flowsched.mongo.poison.claim_problem`): one that
    cannot be claimed is quarantined, unclaimed, and never holds up the others;
-2. ``update_many`` those ids *where they are still claimable* (``ready_at <= now``), setting a
-   fresh claim token, the lease's end and ``ready_at`` = lease end. The condition is checked
-   per document atomically by the server, so two nodes never both win one document. If the
+2. ``update_many`` those ids (one bulk write, ids in chunks) *where they are still claimable*
+   (``ready_at <= now``), setting a fresh claim token, the lease's end and ``ready_at`` =
+   lease end. The condition is checked per document atomically by the server, so two nodes
+   never both win one document. If the
    server refuses the update for good (a document too large to take a claim), the ids are
    claimed one by one and the refused ones quarantined;
 3. ``find`` by ids and token: exactly the documents this node won.
@@ -63,7 +64,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
-from pymongo.errors import WriteError
+from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import Completed, DeadLettered, NextSlot, Redeliver
 from flowsched.mongo.documents import (
@@ -74,7 +75,7 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
-from flowsched.mongo.store import Doc, TimerStore, Write
+from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
 from flowsched.port import ScheduleItem
 
 __all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
@@ -278,13 +279,17 @@ class Claims:
         """The claiming update: whether it may have won anything, and how many documents it
         quarantined.
 
-        One ``update_many``; if the server refuses it for good, one update per id, and the
-        documents it still refuses (one at the 16 MiB limit cannot take a claim) are
-        quarantined with the server's reason."""
+        One bulk write of ``update_many`` operations (ids in chunks, see
+        :data:`~flowsched.mongo.store.ID_CHUNK`); if the server refuses it for good, one
+        update per id, and the documents it still refuses (one at the 16 MiB limit cannot
+        take a claim) are quarantined with the server's reason."""
+        writes = [
+            Write({**self.store.keys(chunk), **where}, update, many=True)
+            for chunk in id_chunks(ids)
+        ]
         try:
-            won = self.store.items.update_many({**self.store.keys(ids), **where}, update)
-            return bool(won.modified_count), 0
-        except WriteError as exc:
+            return bool(self.store.write(self.store.items, writes)), 0
+        except (BulkWriteError, WriteError) as exc:
             if is_transient(exc):
                 raise
             log.warning("claim refused by the server, claiming one by one: %s", exc)
@@ -400,7 +405,8 @@ def _fence(settlement: Settlement, store: TimerStore) -> dict[str, Any]:
 
 
 def _writes(settlements: Sequence[Settlement], store: TimerStore) -> list[Write]:
-    """The writes for ``settlements``: completed items one delete per claim token.
+    """The writes for ``settlements``: completed items one delete per claim token (per
+    chunk of ids, see :data:`~flowsched.mongo.store.ID_CHUNK`).
 
     A claim token is fresh for every claim and a replaced or requeued document carries no
     claim, so ``_id`` + token fence a completed item as exactly as ``_id`` + generation +
@@ -414,10 +420,11 @@ def _writes(settlements: Sequence[Settlement], store: TimerStore) -> list[Write]
         elif (write := _write(settlement, _fence(settlement, store))) is not None:
             writes.append(write)
     for token, ids in completed.items():
-        if len(ids) == 1:
-            writes.append(Write({**store.key(ids[0]), "claim.token": token}))
-        else:
-            writes.append(Write({**store.keys(ids), "claim.token": token}, many=True))
+        for chunk in id_chunks(ids):  # one round trip still, see ID_CHUNK
+            if len(chunk) == 1:
+                writes.append(Write({**store.key(chunk[0]), "claim.token": token}))
+            else:
+                writes.append(Write({**store.keys(chunk), "claim.token": token}, many=True))
     return writes
 
 

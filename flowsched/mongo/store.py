@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson.codec_options import DatetimeConversion
-from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateOne
+from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
@@ -43,11 +43,13 @@ class Write:
     update: Mapping[str, Any] | None = None
     replacement: Mapping[str, Any] | None = None
     upsert: bool = False
-    many: bool = False  # a delete of every document the filter matches
+    many: bool = False  # a delete or update of every document the filter matches
 
-    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | ReplaceOne[Any]:
+    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
         if self.replacement is not None:
             return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
+        if self.update is not None and self.many:
+            return UpdateMany(self.filter, self.update, upsert=self.upsert)
         if self.update is not None:
             return UpdateOne(self.filter, self.update, upsert=self.upsert)
         if self.many:
@@ -61,6 +63,21 @@ CLAIM_INDEX = "claim_by_route_bucket"
 CLAIM_INDEX_KEYS = [("route", ASCENDING), ("bucket", ASCENDING), ("ready_at", ASCENDING)]
 LEGACY_CLAIM_INDEX = "claim"
 """The claim index of versions before routing: ``(kind, ready_at)``."""
+
+
+ID_CHUNK = 25
+"""Most ids one operation of a batch write names (``_id`` in a list): a batch over more
+ids is split into several operations of one ``bulk_write`` (the same single round trip).
+A server that matches each document against the whole list pays for the list's length
+per document; on the wire server measured here a 100-id delete cost 0.17 ms a document,
+four 25-id deletes in one bulk write 0.085 ms. On MongoDB each operation is an ``_id``
+index lookup either way."""
+
+
+def id_chunks(item_ids: Sequence[Any]) -> list[list[Any]]:
+    """``item_ids`` in order, in lists of at most :data:`ID_CHUNK`."""
+    ids = list(item_ids)
+    return [ids[n : n + ID_CHUNK] for n in range(0, len(ids), ID_CHUNK)]
 
 
 def _one_or_in(buckets: list[int]) -> Any:
@@ -133,6 +150,10 @@ class TimerStore:
             if w.replacement is not None:
                 modified += collection.replace_one(
                     w.filter, w.replacement, upsert=w.upsert
+                ).modified_count
+            elif w.update is not None and w.many:
+                modified += collection.update_many(
+                    w.filter, w.update, upsert=w.upsert
                 ).modified_count
             elif w.update is not None:
                 modified += collection.update_one(
