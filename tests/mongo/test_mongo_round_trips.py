@@ -16,6 +16,7 @@ from pymongo import MongoClient, monitoring
 
 from flowsched.clock import ManualClock
 from flowsched.mongo import MongoScheduler
+from flowsched.mongo.store import ID_CHUNK
 from flowsched.port import Recurrence, ScheduleItem, ScheduleKind
 
 pytestmark = pytest.mark.wire
@@ -143,9 +144,13 @@ def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
     finally:
         client.drop_database(name)
         client.close()
+    # One delete command (one round trip) for the whole batch: statements of at most
+    # ID_CHUNK ids each (limit 0: every match), each fenced by the claim token.
     [statements] = deletes.statements
-    # One statement for the whole batch (limit 0: every match), fenced by the claim token.
-    [statement] = statements
-    assert statement["limit"] == 0
-    assert len(statement["q"]["_id"]["$in"]) == 50
-    assert "claim.token" in statement["q"]
+    assert [len(s["q"]["_id"]["$in"]) for s in statements] == [ID_CHUNK, 50 - ID_CHUNK]
+    assert sorted(i for s in statements for i in s["q"]["_id"]["$in"]) == [
+        f"t-{n:02}" for n in range(50)
+    ]
+    tokens = {s["q"]["claim.token"] for s in statements}
+    assert len(tokens) == 1
+    assert all(s["limit"] == 0 for s in statements)
