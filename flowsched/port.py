@@ -52,6 +52,7 @@ __all__ = [
     "encode_payload",
     "kind_route",
     "name_route",
+    "route_target",
 ]
 
 MAX_PAYLOAD_BYTES = 1024
@@ -97,16 +98,19 @@ def check_handler_name(name: object) -> str:
     return name
 
 
-_KIND_ROUTES: dict[str, str] = {kind: f"k:{kind.value}" for kind in ScheduleKind}
+_NAME_PREFIX = "h:"
+_KIND_PREFIX = "k:"
+_KIND_ROUTES: dict[str, str] = {kind: _KIND_PREFIX + kind.value for kind in ScheduleKind}
 
 
-def kind_route(kind: ScheduleKind) -> str:
-    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"``.
+def kind_route(kind: str) -> str:
+    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"`` (``kind``: a
+    :class:`ScheduleKind`, or a kind name as stored).
 
     >>> kind_route(ScheduleKind.TIMER)
     'k:TIMER'
     """
-    return _KIND_ROUTES[kind]
+    return _KIND_ROUTES.get(kind) or _KIND_PREFIX + kind
 
 
 def name_route(name: str) -> str:
@@ -115,7 +119,22 @@ def name_route(name: str) -> str:
     >>> name_route("send-reminder")
     'h:send-reminder'
     """
-    return f"h:{name}"
+    return _NAME_PREFIX + name
+
+
+def route_target(route: object) -> tuple[str | None, str | None]:
+    """``(handler, kind)`` of a stored route: one of them is set for a route made by
+    :func:`name_route` or :func:`kind_route`, neither for anything else.
+
+    >>> route_target("h:send-reminder"), route_target("k:TIMER"), route_target(None)
+    (('send-reminder', None), (None, 'TIMER'), (None, None))
+    """
+    if isinstance(route, str):
+        if route.startswith(_NAME_PREFIX):
+            return route[len(_NAME_PREFIX) :], None
+        if route.startswith(_KIND_PREFIX):
+            return None, route[len(_KIND_PREFIX) :]
+    return None, None
 
 
 class SchedulerUnavailable(FlowschedError, RuntimeError):
@@ -336,7 +355,7 @@ class ScheduleItem:
         handler = self.handler
         if handler is None:
             return _KIND_ROUTES[self.kind]
-        return f"h:{handler}"
+        return _NAME_PREFIX + handler
 
     @property
     def key(self) -> str:
