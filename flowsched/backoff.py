@@ -27,6 +27,7 @@ __all__ = [
     "parse_flag",
     "parse_jitter_factor",
     "parse_max_retries",
+    "whole_number",
 ]
 
 _MAX_MICROS = timedelta.max // timedelta(microseconds=1)
@@ -53,13 +54,26 @@ class BackoffType(StrEnum):
 # whose message says what would be valid (the caller adds the key and the value).
 
 
+def whole_number(value: object, least: int) -> int | None:
+    """``value`` as a whole number >= ``least`` (an int, or a string of digits as HOCON
+    may quote it), ``None`` when it is not one.
+
+    >>> whole_number(" 3 ", 1), whole_number(0, 1), whole_number(True, 0), whole_number("2.5", 0)
+    (3, None, None, None)
+    """
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    return None
+
+
 def parse_max_retries(value: object) -> int:
     """A whole number >= 0 (an int, or a string of digits as HOCON allows)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and _WHOLE.fullmatch(value):
-        return int(value)
-    raise ValueError("must be a whole number >= 0 (0 means no retries)")
+    found = whole_number(value, 0)
+    if found is None:
+        raise ValueError("must be a whole number >= 0 (0 means no retries)")
+    return found
 
 
 def parse_jitter_factor(value: object) -> float:

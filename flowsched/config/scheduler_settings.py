@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from pyhocon import ConfigTree
 
+from flowsched.backoff import whole_number
 from flowsched.config.hocon import format_key
 from flowsched.config.suggest import closest, is_near
 from flowsched.durations import hocon_text, parse_duration
@@ -138,18 +139,16 @@ def _op_timeout(value: object) -> object:
     return found
 
 
-def _count(value: object) -> object:
-    if isinstance(value, str) and value.strip().isdigit():  # "3", as HOCON may quote it
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _count(value: object) -> int:
+    found = whole_number(value, 1)  # also "3", as HOCON may quote it
+    if found is None:
         raise ValueError("must be a whole number >= 1")
-    return value
+    return found
 
 
 def _count_up_to(most: int) -> _Parse:
     def count(value: object) -> object:
         found = _count(value)
-        assert isinstance(found, int)
         if found > most:
             raise ValueError(f"must be a whole number from 1 to {most:,}")
         return found
