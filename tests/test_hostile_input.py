@@ -1,4 +1,4 @@
-"""The hostile inputs of issue 10, kept as plain regression tests: each one is refused with
+"""Hostile inputs kept as plain regression tests: each one is refused with
 a FlowschedError / ValueError naming what is wrong - never RecursionError, OverflowError,
 UnicodeDecodeError or Python's digit-limit message."""
 
