@@ -53,6 +53,7 @@ __all__ = [
     "kind_route",
     "name_route",
     "route_target",
+    "short_repr",
 ]
 
 MAX_PAYLOAD_BYTES = 1024
@@ -146,23 +147,24 @@ def check_id(value: object, what: str = "id") -> str:
     UTF-8 bytes, without NUL characters or lone surrogates (which MongoDB cannot store);
     ``ValueError`` naming ``what`` otherwise. The same rule on every adapter."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string (got {_short(value)})")
+        raise ValueError(f"{what} must be a non-empty string (got {short_repr(value, 80)})")
     if len(value) > MAX_ID_BYTES:  # cheap bound first: a character is at least one byte
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_BYTES} bytes")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValueError(
-            f"{what} {_short(value)} is not valid Unicode text (a lone surrogate)"
+            f"{what} {short_repr(value, 80)} is not valid Unicode text (a lone surrogate)"
         ) from None
     if size > MAX_ID_BYTES:
         raise ValueError(f"{what} is {size} bytes in UTF-8; the limit is {MAX_ID_BYTES} bytes")
     if "\x00" in value:
-        raise ValueError(f"{what} {_short(value)} contains a NUL character")
+        raise ValueError(f"{what} {short_repr(value, 80)} contains a NUL character")
     return value
 
 
-def _short(value: object, limit: int = 80) -> str:
+def short_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 16 MB id in a message helps no one)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 

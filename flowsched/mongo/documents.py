@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flowsched.errors import FlowschedError
-from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
+from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
 
 __all__ = [
     "MAX_COUNT",
@@ -309,12 +309,6 @@ def quarantine_document(
             break
     record["trimmed"] = trimmed
     return record
-
-
-def short_repr(value: object, limit: int = 200) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a 16 MB id in a log line helps no one)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _size(document: Mapping[str, Any]) -> int:
