@@ -26,6 +26,7 @@ __all__ = [
     "parse_backoffs",
     "parse_flag",
     "parse_jitter_factor",
+    "finite_number",
     "parse_max_retries",
     "whole_number",
 ]
@@ -76,17 +77,31 @@ def parse_max_retries(value: object) -> int:
     return found
 
 
-def parse_jitter_factor(value: object) -> float:
-    """A number in [0, 1] (an int or float, or a numeric string)."""
+def finite_number(value: object) -> float | None:
+    """``value`` as a finite float (an int or float, or a numeric string as HOCON may quote
+    it), ``None`` when it is not one.
+
+    >>> finite_number(" 2 "), finite_number(1), finite_number("nan"), finite_number(True)
+    (2.0, 1.0, None, None)
+    """
     number: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond a float
+            return None
     elif isinstance(value, str):
         try:
             number = float(value)
         except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or not 0 <= number <= 1:
+            return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def parse_jitter_factor(value: object) -> float:
+    """A number in [0, 1] (an int or float, or a numeric string)."""
+    number = finite_number(value)
+    if number is None or not 0 <= number <= 1:
         raise ValueError("must be a number from 0 to 1 (0.2 means +/-20%)")
     return number
 

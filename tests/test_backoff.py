@@ -232,3 +232,18 @@ def test_counts_and_max_retries_read_quoted_numbers_alike(text: str) -> None:
         retries = None
     expected = retries if retries is not None and retries >= 1 else None
     assert (None if problems else settings.batch_size) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("ipf-scheduler.flowsched.redelivery.factor", "must be a number >= 1"),
+        ("Any.Any.Any.jitter-factor", "must be a number from 0 to 1"),
+    ],
+)
+def test_a_number_too_large_for_a_float_is_a_config_error(key: str, message: str) -> None:
+    # An integer of 400 digits is valid HOCON; float() of it raised OverflowError.
+    from flowsched import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        SchedulingConfig.from_string(f"{key} = {'1' * 400}")
