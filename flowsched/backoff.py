@@ -63,7 +63,10 @@ def whole_number(value: object, least: int) -> int | None:
     (3, None, None, None)
     """
     if isinstance(value, str) and _WHOLE.fullmatch(value):
-        value = int(value)
+        try:
+            value = int(value)
+        except ValueError:  # more digits than Python converts (4,300): no count is that big
+            return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= least:
         return value
     return None

@@ -116,6 +116,19 @@ def test_durations_with_thousands_of_characters_are_a_config_error(text: str) ->
     assert len(str(caught.value)) < 500
 
 
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("ipf-scheduler.flowsched.batch-size", "must be a whole number >= 1"),
+        ("Any.Any.Any.max-retries", "must be a whole number >= 0"),
+    ],
+)
+def test_a_quoted_count_of_thousands_of_digits_is_a_config_error(key: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        SchedulingConfig.from_string(f'{key} = "{"9" * 5000}"')
+    assert "int_max_str_digits" not in str(caught.value)
+
+
 def test_a_huge_integer_duration_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="too long"):
         parse_duration(10**5000)
