@@ -61,6 +61,7 @@ from flowsched.errors import FlowschedError
 from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
 
 __all__ = [
+    "MAX_BUCKETS",
     "MAX_COUNT",
     "MAX_RECORD_BYTES",
     "MalformedDocument",
@@ -123,6 +124,11 @@ def optional_ms(when: datetime | None) -> datetime | None:
 def new_generation(rng: random.Random | None = None) -> int:
     """A random positive 63-bit integer (fits BSON int64); never 0, the "unset" value."""
     return (rng or random).getrandbits(63) or 1
+
+
+MAX_BUCKETS = 1024
+"""The most buckets a collection may be split into: a node sends one claim query per route
+and bucket it serves, and keeps their list (a few per shard is the advice)."""
 
 
 def bucket_of(item_id: object, buckets: int) -> int:

@@ -26,6 +26,7 @@ from flowsched.config.scheduler_settings import (
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.mongo.claims import Claims, Release, Settlement
 from flowsched.mongo.documents import (
+    MAX_BUCKETS,
     MalformedDocument,
     dead_letter_from_document,
     item_document,
@@ -138,7 +139,7 @@ class MongoScheduler(SchedulerPort):
         _check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
         _check_count("batch_size", batch_size, MAX_BATCH_SIZE)
         _check_count("workers", workers, MAX_WORKERS)
-        _check_count("buckets", buckets)
+        _check_count("buckets", buckets, MAX_BUCKETS)
         served = _check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()

@@ -159,6 +159,7 @@ def test_on_the_wire_server_timers_survive_a_new_scheduler(mongo_uri: str, mongo
         ("op_timeout", timedelta(days=2), "op_timeout"),
         ("batch_size", 2**70, "batch_size"),
         ("workers", 10**6, "workers"),
+        ("buckets", 10**12, "buckets"),  # the node lists its buckets: a MemoryError
     ],
 )
 def test_the_constructor_refuses_what_from_config_refuses(
