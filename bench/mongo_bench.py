@@ -495,7 +495,7 @@ def report(results: dict[str, Any]) -> None:
     rows.append(("cross-node wake-up p99, s (5 s poll)", cross["p99_lateness_s"], "n/a"))
     for label, a, b in rows:
         print(f"{label:46} {a!s:>12} {b!s:>12}")
-    print("\ntargets (issue 11):")
+    print("\ntargets:")
     for name, verdict in results["targets"].items():
         print(f"  {name:58} {'met' if verdict['met'] else 'NOT met'} ({verdict['value']})")
 

@@ -10,8 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from flowsched import ActionTimeoutEvent, ProcessingTimeElapsedEvent
-from flowsched.flow import ANY_STATE, ActionRequest, Flow, TimelineEntry
+from flowsched import (
+    ANY_STATE,
+    ActionRequest,
+    ActionTimeoutEvent,
+    Flow,
+    ProcessingTimeElapsedEvent,
+    TimelineEntry,
+)
 
 FLOW = "OBCreditTransfer"
 

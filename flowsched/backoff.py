@@ -26,7 +26,9 @@ __all__ = [
     "parse_backoffs",
     "parse_flag",
     "parse_jitter_factor",
+    "finite_number",
     "parse_max_retries",
+    "whole_number",
 ]
 
 _MAX_MICROS = timedelta.max // timedelta(microseconds=1)
@@ -53,26 +55,56 @@ class BackoffType(StrEnum):
 # whose message says what would be valid (the caller adds the key and the value).
 
 
+def whole_number(value: object, least: int) -> int | None:
+    """``value`` as a whole number >= ``least`` (an int, or a string of digits as HOCON
+    may quote it), ``None`` when it is not one.
+
+    >>> whole_number(" 3 ", 1), whole_number(0, 1), whole_number(True, 0), whole_number("2.5", 0)
+    (3, None, None, None)
+    """
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        try:
+            value = int(value)
+        except ValueError:  # more digits than Python converts (4,300): no count is that big
+            return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    return None
+
+
 def parse_max_retries(value: object) -> int:
     """A whole number >= 0 (an int, or a string of digits as HOCON allows)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and _WHOLE.fullmatch(value):
-        return int(value)
-    raise ValueError("must be a whole number >= 0 (0 means no retries)")
+    found = whole_number(value, 0)
+    if found is None:
+        raise ValueError("must be a whole number >= 0 (0 means no retries)")
+    return found
 
 
-def parse_jitter_factor(value: object) -> float:
-    """A number in [0, 1] (an int or float, or a numeric string)."""
+def finite_number(value: object) -> float | None:
+    """``value`` as a finite float (an int or float, or a numeric string as HOCON may quote
+    it), ``None`` when it is not one.
+
+    >>> finite_number(" 2 "), finite_number(1), finite_number("nan"), finite_number(True)
+    (2.0, 1.0, None, None)
+    """
     number: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond a float
+            return None
     elif isinstance(value, str):
         try:
             number = float(value)
         except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or not 0 <= number <= 1:
+            return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def parse_jitter_factor(value: object) -> float:
+    """A number in [0, 1] (an int or float, or a numeric string)."""
+    number = finite_number(value)
+    if number is None or not 0 <= number <= 1:
         raise ValueError("must be a number from 0 to 1 (0.2 means +/-20%)")
     return number
 

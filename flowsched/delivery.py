@@ -198,7 +198,7 @@ class DeliveryCore:
         kind = type(self.observer)
         self._observe_fired = kind.fired is not Observer.fired
         self._observe_completed = kind.completed is not Observer.completed
-        self._observe_scheduled = kind.scheduled is not Observer.scheduled
+        self.observes_scheduled = kind.scheduled is not Observer.scheduled
         self.observes_cancelled = kind.cancelled is not Observer.cancelled
         # Route -> handler, and the routes as a set: replaced (never changed) under the
         # lock, so readers on other threads need no lock.
@@ -304,7 +304,7 @@ class DeliveryCore:
     def scheduled(self, item: ScheduleItem) -> None:
         """Tell the observer ``item`` was scheduled; an observer error is logged, never
         raised (the write has happened: the caller must not see it as failed)."""
-        if self._observe_scheduled:
+        if self.observes_scheduled:
             self._notify(self.observer.scheduled, item)
 
     def cancelled(self, item_id: str) -> None:

@@ -52,6 +52,8 @@ __all__ = [
     "encode_payload",
     "kind_route",
     "name_route",
+    "route_target",
+    "short_repr",
 ]
 
 MAX_PAYLOAD_BYTES = 1024
@@ -97,16 +99,19 @@ def check_handler_name(name: object) -> str:
     return name
 
 
-_KIND_ROUTES: dict[str, str] = {kind: f"k:{kind.value}" for kind in ScheduleKind}
+_NAME_PREFIX = "h:"
+_KIND_PREFIX = "k:"
+_KIND_ROUTES: dict[str, str] = {kind: _KIND_PREFIX + kind.value for kind in ScheduleKind}
 
 
-def kind_route(kind: ScheduleKind) -> str:
-    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"``.
+def kind_route(kind: str) -> str:
+    """The route of items of ``kind`` without a handler name: ``"k:<KIND>"`` (``kind``: a
+    :class:`ScheduleKind`, or a kind name as stored).
 
     >>> kind_route(ScheduleKind.TIMER)
     'k:TIMER'
     """
-    return _KIND_ROUTES[kind]
+    return _KIND_ROUTES.get(kind) or _KIND_PREFIX + kind
 
 
 def name_route(name: str) -> str:
@@ -115,7 +120,22 @@ def name_route(name: str) -> str:
     >>> name_route("send-reminder")
     'h:send-reminder'
     """
-    return f"h:{name}"
+    return _NAME_PREFIX + name
+
+
+def route_target(route: object) -> tuple[str | None, str | None]:
+    """``(handler, kind)`` of a stored route: one of them is set for a route made by
+    :func:`name_route` or :func:`kind_route`, neither for anything else.
+
+    >>> route_target("h:send-reminder"), route_target("k:TIMER"), route_target(None)
+    (('send-reminder', None), (None, 'TIMER'), (None, None))
+    """
+    if isinstance(route, str):
+        if route.startswith(_NAME_PREFIX):
+            return route[len(_NAME_PREFIX) :], None
+        if route.startswith(_KIND_PREFIX):
+            return None, route[len(_KIND_PREFIX) :]
+    return None, None
 
 
 class SchedulerUnavailable(FlowschedError, RuntimeError):
@@ -127,23 +147,24 @@ def check_id(value: object, what: str = "id") -> str:
     UTF-8 bytes, without NUL characters or lone surrogates (which MongoDB cannot store);
     ``ValueError`` naming ``what`` otherwise. The same rule on every adapter."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string (got {_short(value)})")
+        raise ValueError(f"{what} must be a non-empty string (got {short_repr(value, 80)})")
     if len(value) > MAX_ID_BYTES:  # cheap bound first: a character is at least one byte
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_BYTES} bytes")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValueError(
-            f"{what} {_short(value)} is not valid Unicode text (a lone surrogate)"
+            f"{what} {short_repr(value, 80)} is not valid Unicode text (a lone surrogate)"
         ) from None
     if size > MAX_ID_BYTES:
         raise ValueError(f"{what} is {size} bytes in UTF-8; the limit is {MAX_ID_BYTES} bytes")
     if "\x00" in value:
-        raise ValueError(f"{what} {_short(value)} contains a NUL character")
+        raise ValueError(f"{what} {short_repr(value, 80)} contains a NUL character")
     return value
 
 
-def _short(value: object, limit: int = 80) -> str:
+def short_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 16 MB id in a message helps no one)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -336,7 +357,7 @@ class ScheduleItem:
         handler = self.handler
         if handler is None:
             return _KIND_ROUTES[self.kind]
-        return f"h:{handler}"
+        return _NAME_PREFIX + handler
 
     @property
     def key(self) -> str:

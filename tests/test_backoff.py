@@ -214,3 +214,36 @@ def test_a_copy_with_other_fields_draws_from_its_own_bounds() -> None:
     assert wider == RetryPolicy(max_retries=3, initial_interval="10s", jitter_factor=0.5)
     rng = random.Random(7)
     assert any(wider.delay(1, rng) > timedelta(seconds=11) for _ in range(50))
+
+
+@pytest.mark.parametrize("text", ["3", " 3 ", "+3", "0", "-1", "2.5", "three", ""])
+def test_counts_and_max_retries_read_quoted_numbers_alike(text: str) -> None:
+    # One reading of a quoted whole number for the scheduler's counts and max-retries.
+    from pyhocon import ConfigFactory
+
+    from flowsched.backoff import parse_max_retries
+    from flowsched.config.scheduler_settings import read_scheduler_settings
+
+    tree = ConfigFactory.from_dict({"ipf-scheduler": {"flowsched": {"batch-size": text}}})
+    settings, problems = read_scheduler_settings(tree)
+    try:
+        retries: int | None = parse_max_retries(text)
+    except ValueError:
+        retries = None
+    expected = retries if retries is not None and retries >= 1 else None
+    assert (None if problems else settings.batch_size) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("ipf-scheduler.flowsched.redelivery.factor", "must be a number >= 1"),
+        ("Any.Any.Any.jitter-factor", "must be a number from 0 to 1"),
+    ],
+)
+def test_a_number_too_large_for_a_float_is_a_config_error(key: str, message: str) -> None:
+    # An integer of 400 digits is valid HOCON; float() of it raised OverflowError.
+    from flowsched import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        SchedulingConfig.from_string(f"{key} = {'1' * 400}")

@@ -1,4 +1,4 @@
-"""The hostile inputs of issue 10, kept as plain regression tests: each one is refused with
+"""Hostile inputs kept as plain regression tests: each one is refused with
 a FlowschedError / ValueError naming what is wrong - never RecursionError, OverflowError,
 UnicodeDecodeError or Python's digit-limit message."""
 
@@ -114,6 +114,19 @@ def test_durations_with_thousands_of_characters_are_a_config_error(text: str) ->
     with pytest.raises(ConfigError, match="too long for a duration") as caught:
         parse_duration(text, key="Any.Any.Any.timeout-duration")
     assert len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("ipf-scheduler.flowsched.batch-size", "must be a whole number >= 1"),
+        ("Any.Any.Any.max-retries", "must be a whole number >= 0"),
+    ],
+)
+def test_a_quoted_count_of_thousands_of_digits_is_a_config_error(key: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        SchedulingConfig.from_string(f'{key} = "{"9" * 5000}"')
+    assert "int_max_str_digits" not in str(caught.value)
 
 
 def test_a_huge_integer_duration_is_a_config_error() -> None:

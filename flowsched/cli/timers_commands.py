@@ -38,7 +38,7 @@ from flowsched.cli.mongo_target import (
 from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
-from flowsched.mongo.documents import MalformedDocument
+from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
 from flowsched.port import ScheduleKind
 
@@ -276,6 +276,7 @@ class TimersCli:
             typer.Option(
                 "--buckets",
                 min=1,
+                max=MAX_BUCKETS,
                 help="The schedulers' buckets setting (MongoScheduler(buckets=...)), to give "
                 "timers stored before buckets theirs.",
             ),

@@ -91,11 +91,17 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
     return tree
 
 
+_LONGEST_WHAT = 120
+"""Longer parser explanations are the grammar spelt out; the line and caret say more."""
+
+
 def _syntax_problem(text: str, source: str, exc: ParseBaseException) -> ConfigProblem:
     # pyparsing's own message spells out the whole grammar: keep its first clause and show
     # the line instead.
     what = str(exc).split("  (at char", 1)[0].strip()
     what = what[:1].lower() + what[1:]
+    if len(what) > _LONGEST_WHAT:  # the grammar itself, which says nothing to a reader
+        what = "unexpected text here"
     lines = text.split("\n")
     line_no = exc.lineno
     message = f"not valid HOCON at line {line_no}, column {exc.col}: {what}"

@@ -27,7 +27,6 @@ meant). The adapters' ``from_config`` read the resulting :class:`SchedulerSettin
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 from pyhocon import ConfigTree
 
+from flowsched.backoff import finite_number, whole_number
 from flowsched.config.hocon import format_key
 from flowsched.config.suggest import closest, is_near
 from flowsched.durations import hocon_text, parse_duration
@@ -138,18 +138,16 @@ def _op_timeout(value: object) -> object:
     return found
 
 
-def _count(value: object) -> object:
-    if isinstance(value, str) and value.strip().isdigit():  # "3", as HOCON may quote it
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _count(value: object) -> int:
+    found = whole_number(value, 1)  # also "3", as HOCON may quote it
+    if found is None:
         raise ValueError("must be a whole number >= 1")
-    return value
+    return found
 
 
 def _count_up_to(most: int) -> _Parse:
     def count(value: object) -> object:
         found = _count(value)
-        assert isinstance(found, int)
         if found > most:
             raise ValueError(f"must be a whole number from 1 to {most:,}")
         return found
@@ -163,17 +161,11 @@ def _optional_count(value: object) -> object:
     return _count(value)
 
 
-def _factor(value: object) -> object:
-    if isinstance(value, str):  # "2", as HOCON may quote it (like the counts above)
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError("must be a number >= 1") from None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _factor(value: object) -> float:
+    found = finite_number(value)  # also "2", as HOCON may quote it
+    if found is None or found < 1:
         raise ValueError("must be a number >= 1")
-    if not math.isfinite(value) or value < 1:
-        raise ValueError("must be a number >= 1")
-    return float(value)
+    return found
 
 
 def _text(value: object) -> object:

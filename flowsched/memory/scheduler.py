@@ -114,7 +114,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
-        self._observe_scheduled = type(self._core.observer).scheduled is not Observer.scheduled
+        self._observe_scheduled = self._core.observes_scheduled  # read on the hot path
         self._store = TimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()

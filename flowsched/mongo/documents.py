@@ -58,9 +58,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flowsched.errors import FlowschedError
-from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind
+from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
 
 __all__ = [
+    "MAX_BUCKETS",
     "MAX_COUNT",
     "MAX_RECORD_BYTES",
     "MalformedDocument",
@@ -123,6 +124,11 @@ def optional_ms(when: datetime | None) -> datetime | None:
 def new_generation(rng: random.Random | None = None) -> int:
     """A random positive 63-bit integer (fits BSON int64); never 0, the "unset" value."""
     return (rng or random).getrandbits(63) or 1
+
+
+MAX_BUCKETS = 1024
+"""The most buckets a collection may be split into: a node sends one claim query per route
+and bucket it serves, and keeps their list (a few per shard is the advice)."""
 
 
 def bucket_of(item_id: object, buckets: int) -> int:
@@ -309,12 +315,6 @@ def quarantine_document(
             break
     record["trimmed"] = trimmed
     return record
-
-
-def short_repr(value: object, limit: int = 200) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a 16 MB id in a log line helps no one)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _size(document: Mapping[str, Any]) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.mongo.documents import StoredItem, stored_item
 from flowsched.mongo.nodes import NodeInfo, live_nodes
-from flowsched.port import ScheduleKind
+from flowsched.port import ScheduleKind, route_target
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import Doc, TimerStore
@@ -200,12 +200,12 @@ class RouteStats:
     @property
     def handler(self) -> str | None:
         """The handler name of an ``h:`` route."""
-        return self.route[2:] if self.route and self.route.startswith("h:") else None
+        return route_target(self.route)[0]
 
     @property
     def kind(self) -> str | None:
         """The kind of a ``k:`` route."""
-        return self.route[2:] if self.route and self.route.startswith("k:") else None
+        return route_target(self.route)[1]
 
     @property
     def served(self) -> bool:

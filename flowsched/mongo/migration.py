@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flowsched.port import check_handler_name, name_route
+from flowsched.port import check_handler_name, kind_route, name_route
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore
@@ -70,7 +70,7 @@ def add_routes(
         changes = {"route": name_route(handler), "handler": handler}
         _count(report, name_route(handler), items.update_many(query, {"$set": changes}))
     for kind in sorted(k for k in items.distinct("kind", UNROUTED) if isinstance(k, str)):
-        route = f"k:{kind}"
+        route = kind_route(kind)
         _count(
             report, route, items.update_many({**UNROUTED, "kind": kind}, {"$set": {"route": route}})
         )

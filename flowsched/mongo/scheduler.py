@@ -17,9 +17,16 @@ import bson
 from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
+from flowsched.config.scheduler_settings import (
+    LONGEST_OP_TIMEOUT,
+    LONGEST_SETTING,
+    MAX_BATCH_SIZE,
+    MAX_WORKERS,
+)
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.mongo.claims import Claims, Release, Settlement
 from flowsched.mongo.documents import (
+    MAX_BUCKETS,
     MalformedDocument,
     dead_letter_from_document,
     item_document,
@@ -125,12 +132,14 @@ class MongoScheduler(SchedulerPort):
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
     ) -> None:
-        _check_positive("poll_interval", poll_interval)
-        _check_positive("lease", lease)
-        _check_positive("op_timeout", op_timeout)
-        _check_count("batch_size", batch_size)
-        _check_count("workers", workers)
-        _check_count("buckets", buckets)
+        # The bounds from_config applies: longer waits overflow the platform's timeouts (or a
+        # lease never ends), and a larger batch or pool is beyond what a node can hold.
+        _check_positive("poll_interval", poll_interval, LONGEST_SETTING)
+        _check_positive("lease", lease, LONGEST_SETTING)
+        _check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
+        _check_count("batch_size", batch_size, MAX_BATCH_SIZE)
+        _check_count("workers", workers, MAX_WORKERS)
+        _check_count("buckets", buckets, MAX_BUCKETS)
         served = _check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
@@ -509,9 +518,12 @@ def _storable(value: object) -> bool:
     return True
 
 
-def _check_positive(name: str, value: timedelta) -> None:
-    if not isinstance(value, timedelta) or value <= timedelta(0):
-        raise ValueError(f"MongoScheduler {name} must be a positive timedelta (got {value!r})")
+def _check_positive(name: str, value: timedelta, most: timedelta) -> None:
+    if not isinstance(value, timedelta) or not timedelta(0) < value <= most:
+        raise ValueError(
+            f"MongoScheduler {name} must be a positive timedelta of at most {most.days} "
+            f"day(s) (got {value!r})"
+        )
 
 
 def _check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
@@ -528,9 +540,11 @@ def _check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...]
     return chosen
 
 
-def _check_count(name: str, value: int) -> None:
+def _check_count(name: str, value: int, most: int | None = None) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"MongoScheduler {name} must be an integer >= 1 (got {value!r})")
+    if most is not None and value > most:
+        raise ValueError(f"MongoScheduler {name} must be at most {most:,} (got {value!r})")
 
 
 def _check_bson(item: ScheduleItem, document: dict[str, Any]) -> None:

@@ -234,3 +234,14 @@ def test_a_file_of_plausible_but_wrong_keys_fails_check_naming_each(tmp_path: Pa
         assert f"{path}:{line}: " in err
         assert f"did you mean {fix}?" in err
     assert "8 problems" in err
+
+
+def test_a_syntax_error_never_spells_out_the_parser_grammar(tmp_path: Path) -> None:
+    path = conf(tmp_path, '"ipf-scheduler".flowsched.lease = 5s\n')
+
+    code, out, err = run("check", path)
+
+    assert (code, out) == (1, "")
+    assert f"{path}:1: not valid HOCON at line 1, column 16" in err
+    assert '"ipf-scheduler".flowsched.lease = 5s' in err
+    assert len(err) < 400, err

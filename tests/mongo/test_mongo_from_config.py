@@ -149,3 +149,24 @@ def test_on_the_wire_server_timers_survive_a_new_scheduler(mongo_uri: str, mongo
 
     assert fired == ["t-1"]
     assert mongo_db["timers"].count_documents({}) == 0
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "named"),
+    [
+        ("lease", timedelta(days=10**6), "lease"),
+        ("poll_interval", timedelta(days=366), "poll_interval"),
+        ("op_timeout", timedelta(days=2), "op_timeout"),
+        ("batch_size", 2**70, "batch_size"),
+        ("workers", 10**6, "workers"),
+        ("buckets", 10**12, "buckets"),  # the node lists its buckets: a MemoryError
+    ],
+)
+def test_the_constructor_refuses_what_from_config_refuses(
+    argument: str, value: object, named: str
+) -> None:
+    # Built directly, a scheduler has the same bounds as from a file (a huge lease never
+    # fired, a huge op_timeout or batch raised OverflowError only once running).
+    collection: Any = mongomock.MongoClient()["db"]["timers"]
+    with pytest.raises(ValueError, match=f"MongoScheduler {named} must be"):
+        MongoScheduler(collection, **{argument: value})
