@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from report import print_table
+
 from flowsched import InMemoryScheduler, SchedulingConfig
 from flowsched.flow import ActionRequest, ActionTimeoutEvent, Flow, FlowDomain
 from flowsched.flow import ProcessingTimeElapsedEvent as Elapsed
@@ -301,22 +303,6 @@ def figures(raw: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    columns = ["figure", "flowsched", "transitions", "target", "ok"]
-    cells = [
-        [("yes" if row[c] else "NO") if c == "ok" else str(row[c]) for c in columns] for row in rows
-    ]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    for values in (columns, None, *cells):
-        if values is None:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-            continue
-        padded = (v.ljust(w) for v, w in zip(values, widths, strict=True))
-        print("| " + " | ".join(padded) + " |")
-    for row in rows:
-        print(f"  {row['note']}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller N, one round")
@@ -337,7 +323,7 @@ def main() -> None:
     raw = run(sizes)
     rows = figures(raw)
     elapsed = time.perf_counter() - began
-    print_table(rows)
+    print_table(rows, "transitions")
     print(f"({elapsed:.0f} s; medians of {sizes.runs} processes each; results in {args.out})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {

@@ -56,6 +56,7 @@ import apscheduler
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
+from report import print_table
 
 from flowsched import InMemoryScheduler, ScheduleItem, ScheduleKind
 
@@ -475,23 +476,6 @@ def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:
     ]
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    columns = ["figure", "flowsched", "APScheduler", "target", "ok"]
-    cells = [
-        [("yes" if row[c] else "NO") if c == "ok" else str(row[c]) for c in columns] for row in rows
-    ]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-
-    def line(values: list[str]) -> str:
-        padded = (v.ljust(w) for v, w in zip(values, widths, strict=True))
-        return "| " + " | ".join(padded) + " |"
-
-    print(line(columns))
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in cells:
-        print(line(row))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller N: a smoke run")
@@ -518,7 +502,7 @@ def main() -> None:
     raw = run(sizes)
     rows = figures(raw, sizes)
     elapsed = time.perf_counter() - started
-    print_table(rows)
+    print_table(rows, "APScheduler")
     print(f"({elapsed:.0f} s; lateness: median of {sizes.runs} run(s); results in {args.out})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
