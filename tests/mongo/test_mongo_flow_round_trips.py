@@ -7,7 +7,6 @@ timer of the instance with one ``cancel_flow`` (no single cancels before it).
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from commands import Commands, monitored_database
 
 from flowsched import FlowDomain, ManualClock, SchedulingConfig
 from flowsched.flow import ActionRequest, Flow
@@ -36,34 +35,10 @@ class Sent:
     """The completing answer to Send."""
 
 
-class Commands(monitoring.CommandListener):
-    """(command, collection) of every command sent (one command = one round trip)."""
-
-    def __init__(self) -> None:
-        self.seen: Counter[tuple[str, str]] = Counter()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.seen[(event.command_name, str(event.command.get(event.command_name)))] += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def take(self) -> Counter[tuple[str, str]]:
-        seen, self.seen = self.seen, Counter()
-        return seen
-
-
 @pytest.fixture
 def counted(mongo_uri: str) -> Iterator[tuple[Any, Commands]]:
-    commands = Commands()
-    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
-    name = f"fs_flow_rt_{uuid.uuid4().hex[:10]}"
-    yield client[name], commands
-    client.drop_database(name)
-    client.close()
+    with monitored_database(mongo_uri, "fs_flow_rt") as monitored:
+        yield monitored
 
 
 def timers(seen: Counter[tuple[str, str]]) -> Counter[str]:
@@ -97,19 +72,19 @@ def test_an_instance_costs_four_round_trips_from_start_to_completion(counted):
         .build()
     )
     scheduler.exists("warm-up")  # index creation is not part of an instance's cost
-    commands.take()
+    commands.take_on()
 
     domain.start("Payment", "p-1")
     assert [r.action for r in requests] == ["Send"]
-    started = commands.take()
+    started = commands.take_on()
     # The Send timeout, its first retry and the Sending->Done deadline: one upsert each.
     assert timers(started) == {"update": 3}
     assert started[("insert", "instances")] == 1
     assert database["timers"].count_documents({"flow_id": "p-1"}) == 3
-    commands.take()  # that count is the test's, not the instance's
+    commands.take_on()  # that count is the test's, not the instance's
 
     domain.handle("p-1", Sent())
-    finished = commands.take()
+    finished = commands.take_on()
     # Sent completes Send (its timeout and retry go) and reaches Done (everything goes):
     # one cancel_flow, no single cancels.
     assert timers(finished) == {"delete": 1}

@@ -5,14 +5,12 @@ Target from the issue: at most 0.1 round trips per fired item with batches of 10
 
 from __future__ import annotations
 
-import uuid
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from commands import Commands, monitored_database
 
 from flowsched.clock import ManualClock
 from flowsched.mongo import MongoScheduler
@@ -22,34 +20,10 @@ from flowsched.port import Recurrence, ScheduleItem, ScheduleKind
 pytestmark = pytest.mark.wire
 
 
-class Commands(monitoring.CommandListener):
-    """Counts commands sent to the server (one command = one round trip)."""
-
-    def __init__(self) -> None:
-        self.seen: Counter[str] = Counter()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.seen[event.command_name] += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def take(self) -> Counter[str]:
-        seen, self.seen = self.seen, Counter()
-        return seen
-
-
 @pytest.fixture
 def counted(mongo_uri: str) -> Iterator[tuple[Any, Commands]]:
-    commands = Commands()
-    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
-    name = f"fs_rt_{uuid.uuid4().hex[:10]}"
-    yield client[name]["timers"], commands
-    client.drop_database(name)
-    client.close()
+    with monitored_database(mongo_uri, "fs_rt") as (database, commands):
+        yield database["timers"], commands
 
 
 def test_each_port_operation_is_one_round_trip(counted):
@@ -57,16 +31,16 @@ def test_each_port_operation_is_one_round_trip(counted):
     clock = ManualClock(datetime.now(UTC))
     scheduler = MongoScheduler(collection, clock=clock)
     scheduler.exists("warm-up")  # creates the indexes once
-    commands.take()
+    commands.take_names()
 
     scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now(), flow_id="f"))
-    assert commands.take() == {"update": 1}  # replace_one(upsert=True)
+    assert commands.take_names() == {"update": 1}  # replace_one(upsert=True)
     assert scheduler.exists("t")
-    assert commands.take() == {"find": 1}
+    assert commands.take_names() == {"find": 1}
     assert scheduler.cancel("t")
-    assert commands.take() == {"delete": 1}
+    assert commands.take_names() == {"delete": 1}
     assert scheduler.cancel_flow("f") == 0
-    assert commands.take() == {"delete": 1}
+    assert commands.take_names() == {"delete": 1}
 
 
 def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
@@ -78,10 +52,10 @@ def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
     scheduler.run_due()  # the first claim also audits the collection (then every 5 minutes)
     for n in range(200):
         scheduler.schedule(ScheduleItem(f"t-{n:03}", ScheduleKind.TIMER, clock.now()))
-    commands.take()
+    commands.take_names()
 
     assert scheduler.run_due() == 200
-    seen = commands.take()
+    seen = commands.take_names()
     assert len(set(fired)) == 200
     # Per batch of 100: find the ids, claim them (update), read them back (find), settle
     # (one bulk write: all deletes here). Then one find that comes back empty.
@@ -98,11 +72,11 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: ticks.append(item.due))
     scheduler.run_due()  # the first claim also audits the collection (then every 5 minutes)
     first = scheduler.schedule_recurring("sweep", Recurrence.every(timedelta(hours=1)))
-    commands.take()
+    commands.take_names()
 
     clock.advance(timedelta(hours=1))
     assert scheduler.run_due() == 1
-    seen = commands.take()
+    seen = commands.take_names()
 
     assert ticks == [first.due]
     # find the ids, claim (update), read back (find), take the slot (update), settle: move
@@ -112,41 +86,21 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     assert seen == {"find": 4, "update": 3}
 
 
-class Deletes(monitoring.CommandListener):
-    """The statements of every delete command."""
-
-    def __init__(self) -> None:
-        self.statements: list[list[dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name == "delete":
-            self.statements.append(list(event.command["deletes"]))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
 def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
-    deletes = Deletes()
-    client: Any = MongoClient(mongo_uri, event_listeners=[deletes], tz_aware=True)
-    name = f"fs_rt_{uuid.uuid4().hex[:10]}"
-    try:
+    with monitored_database(mongo_uri, "fs_rt") as (database, commands):
         clock = ManualClock(datetime.now(UTC))
-        scheduler = MongoScheduler(client[name]["timers"], clock=clock, batch_size=50)
+        scheduler = MongoScheduler(database["timers"], clock=clock, batch_size=50)
         scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
         for n in range(50):
             scheduler.schedule(ScheduleItem(f"t-{n:02}", ScheduleKind.TIMER, clock.now()))
         assert scheduler.run_due() == 50
-        assert client[name]["timers"].count_documents({}) == 0
-    finally:
-        client.drop_database(name)
-        client.close()
+        assert database["timers"].count_documents({}) == 0
+        deletes = [
+            list(command["deletes"]) for name, _, command in commands.sent if name == "delete"
+        ]
     # One delete command (one round trip) for the whole batch: statements of at most
     # ID_CHUNK ids each (limit 0: every match), each fenced by the claim token.
-    [statements] = deletes.statements
+    [statements] = deletes
     assert [len(s["q"]["_id"]["$in"]) for s in statements] == [ID_CHUNK, 50 - ID_CHUNK]
     assert sorted(i for s in statements for i in s["q"]["_id"]["$in"]) == [
         f"t-{n:02}" for n in range(50)

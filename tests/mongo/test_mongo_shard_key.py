@@ -10,13 +10,12 @@ dead letter). The one exception is the poison audit's periodic scan of the whole
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from commands import Commands, monitored_database
 
 from flowsched.clock import ManualClock
 from flowsched.delivery import Observer, RedeliveryPolicy
@@ -33,23 +32,6 @@ ADMIN = {"createIndexes", "dropIndexes", "listIndexes"}
 START_DUE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # the mongomock tests' clock start
 
 
-class Commands(monitoring.CommandListener):
-    """Every command on the ``timers`` collection, as sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command.get(event.command_name) == "timers":
-            self.sent.append((event.command_name, dict(event.command)))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
 class Cancelled(Observer):
     """An observer that hears of cancellations: cancel_flow reads the ids first."""
 
@@ -62,12 +44,8 @@ class Cancelled(Observer):
 
 @pytest.fixture
 def monitored(mongo_uri: str) -> Iterator[tuple[Any, Commands]]:
-    commands = Commands()
-    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
-    name = f"fs_shard_{uuid.uuid4().hex[:10]}"
-    yield client[name]["timers"], commands
-    client.drop_database(name)
-    client.close()
+    with monitored_database(mongo_uri, "fs_shard") as (database, commands):
+        yield database["timers"], commands
 
 
 def filters(name: str, command: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,8 +125,8 @@ def test_every_command_on_the_timers_names_the_bucket(monitored):
     # find, those without a bucket among them: a deliberate scan of every shard.
     sent = [
         (name, command)
-        for name, command in commands.sent
-        if name not in ADMIN and command.get("filter") != Audit.QUERY
+        for name, collection, command in commands.sent
+        if collection == "timers" and name not in ADMIN and command.get("filter") != Audit.QUERY
     ]
     assert {name for name, _ in sent} >= {"find", "update", "delete"}
     missing = [

@@ -1,0 +1,56 @@
+"""Command monitoring for wire tests: every command a client sends (one command = one round
+trip), as ``(name, collection, command)``."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pymongo import MongoClient, monitoring
+
+Sent = tuple[str, str, dict[str, Any]]
+
+
+class Commands(monitoring.CommandListener):
+    """Records the commands a client sends; :meth:`take` hands them over and starts afresh."""
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        name = event.command_name
+        self.sent.append((name, str(event.command.get(name)), dict(event.command)))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> list[Sent]:
+        sent, self.sent = self.sent, []
+        return sent
+
+    def take_names(self) -> Counter[str]:
+        """How many commands of each name were sent since the last take."""
+        return Counter(name for name, _, _ in self.take())
+
+    def take_on(self) -> Counter[tuple[str, str]]:
+        """How many commands of each (name, collection) were sent since the last take."""
+        return Counter((name, collection) for name, collection, _ in self.take())
+
+
+@contextmanager
+def monitored_database(mongo_uri: str, prefix: str) -> Iterator[tuple[Any, Commands]]:
+    """A fresh database on the wire server whose client records its commands; dropped after."""
+    commands = Commands()
+    client: Any = MongoClient(mongo_uri, event_listeners=[commands], tz_aware=True)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    try:
+        yield client[name], commands
+    finally:
+        client.drop_database(name)
+        client.close()
