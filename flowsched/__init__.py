@@ -9,6 +9,7 @@ change without notice.
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
 
 from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.clock import Clock, ManualClock, SystemClock
@@ -36,7 +37,6 @@ from flowsched.flow import (
     UnknownFlowError,
 )
 from flowsched.memory import InMemoryScheduler
-from flowsched.mongo import MongoFlowStore, MongoScheduler
 from flowsched.observe import MetricsObserver, Observers
 from flowsched.port import (
     DeadLetter,
@@ -47,6 +47,24 @@ from flowsched.port import (
     SchedulerUnavailable,
 )
 from flowsched.recurrence import Recurrence
+
+if TYPE_CHECKING:
+    from flowsched.mongo import MongoFlowStore, MongoScheduler
+
+_MONGO_NAMES = frozenset({"MongoFlowStore", "MongoScheduler"})
+
+
+def __getattr__(name: str) -> Any:
+    # The MongoDB classes load the driver (pymongo and bson, ~130 modules, 0.1 s, tens of
+    # thousands of objects the garbage collector walks): only when first asked for, so that a
+    # process using the in-memory adapter does not carry it.
+    if name in _MONGO_NAMES:
+        from flowsched import mongo
+
+        value = getattr(mongo, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
 
 try:
     __version__ = _version("flowsched")

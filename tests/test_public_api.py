@@ -89,6 +89,19 @@ def test_the_mongo_classes_are_the_public_subpackage_ones() -> None:
     assert set(flowsched.mongo.__all__) == {"MongoFlowStore", "MongoScheduler"}
 
 
+def test_importing_flowsched_does_not_load_the_mongodb_driver() -> None:
+    # In a fresh interpreter: the in-memory adapter's users do not carry pymongo; the MongoDB
+    # classes load it when first asked for.
+    code = (
+        "import sys, flowsched\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pymongo', 'bson')))\n"
+        "from flowsched import MongoScheduler\n"
+        "print(MongoScheduler.__module__, 'pymongo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "flowsched.mongo.scheduler True"]
+
+
 def test_every_module_says_whether_it_is_internal() -> None:
     """A module outside PUBLIC_MODULES (and not flowsched.testing) starts with 'Internal:'."""
     root = Path(flowsched.__file__).parent

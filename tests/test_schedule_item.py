@@ -41,6 +41,20 @@ def test_an_item_cannot_be_changed() -> None:
         del item.id  # type: ignore[misc]
 
 
+def test_a_built_item_is_a_plain_schedule_item_and_cannot_be_subclassed() -> None:
+    # The constructor fills the fields in under another class and turns the object back.
+    item = ScheduleItem("t", TIMER, T0, "f-1", {"a": 1}, 3, handler="h")
+    assert type(item) is ScheduleItem
+    assert (item.id, item.flow_id, item.generation, item.handler) == ("t", "f-1", 3, "h")
+    assert type(item.with_generation(4)) is ScheduleItem
+    assert type(item.moved(T0 + timedelta(seconds=1))) is ScheduleItem
+    assert type(pickle.loads(pickle.dumps(item))) is ScheduleItem
+    with pytest.raises(TypeError, match="cannot be subclassed"):
+
+        class Mine(ScheduleItem):  # type: ignore[misc]
+            pass
+
+
 def test_a_kind_given_by_name_and_a_due_in_another_zone_are_normalised() -> None:
     item = ScheduleItem("t", "TIMER", T0.astimezone(timezone(timedelta(hours=2))))  # type: ignore[arg-type]
     assert item.kind is TIMER
@@ -57,6 +71,8 @@ def test_a_kind_given_by_name_and_a_due_in_another_zone_are_normalised() -> None
         (("t", TIMER, datetime(2026, 1, 5)), ValueError, "timezone-aware"),
         (("t", TIMER, T0, 5), ValueError, "flow_id must be a non-empty string"),
         (("t", TIMER, T0, None, ["x"]), ValueError, "payload must be a JSON object"),
+        (("t", TIMER, T0, None, None, -1), ValueError, "generation must be a whole number"),
+        (("t", TIMER, T0, None, None, True), ValueError, "generation must be a whole number"),
     ],
 )
 def test_a_bad_argument_is_refused_naming_it(
