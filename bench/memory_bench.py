@@ -208,9 +208,7 @@ def schedule_cost_here(name: str, n: int, pending: int, collector: bool) -> floa
     return per_timer
 
 
-def schedule_cost(
-    kind: type[Contender], n: int, pending: int = 0, collector: bool = True
-) -> float:
+def schedule_cost(kind: type[Contender], n: int, pending: int = 0, collector: bool = True) -> float:
     """:func:`schedule_cost_here` in a child interpreter (nothing cached from earlier runs)."""
     command = [sys.executable, __file__, "--schedule-cost", kind.name, str(n), str(pending)]
     if not collector:
@@ -370,7 +368,22 @@ FULL = Sizes(
     traced_n=100_000,
     runs=3,
 )
-QUICK = Sizes(10_000, 5_000, 100_000, 10_000, 1.0, 2_000, 2.0, 10_000, 100_000, 20_000, 20_000, 2_000, 20_000, 1)
+QUICK = Sizes(
+    10_000,
+    5_000,
+    100_000,
+    10_000,
+    1.0,
+    2_000,
+    2.0,
+    10_000,
+    100_000,
+    20_000,
+    20_000,
+    2_000,
+    20_000,
+    1,
+)
 
 
 def step(text: str) -> None:
