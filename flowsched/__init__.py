@@ -66,6 +66,7 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
 
+
 try:
     __version__ = _version("flowsched")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
