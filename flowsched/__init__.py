@@ -67,6 +67,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _MONGO_NAMES)
+
+
 try:
     __version__ = _version("flowsched")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed

@@ -178,6 +178,8 @@ def reporting(target: MongoTarget) -> Iterator[None]:
     except SchedulerUnavailable as exc:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         fail(f"cannot reach MongoDB at {target.shown}: {_reason(target, cause)}")
+    except ConfigError as exc:
+        fail(str(exc))
     except Exception as exc:
         if not _is_driver_error(exc):
             raise

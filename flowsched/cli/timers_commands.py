@@ -272,15 +272,16 @@ class TimersCli:
             ),
         ] = False,
         buckets: Annotated[
-            int,
+            int | None,
             typer.Option(
                 "--buckets",
                 min=1,
                 max=MAX_BUCKETS,
                 help="The schedulers' buckets setting (MongoScheduler(buckets=...)), to give "
-                "timers stored before buckets theirs.",
+                "timers stored before buckets theirs [default: the count the collection's "
+                "nodes recorded, else 1].",
             ),
-        ] = 1,
+        ] = None,
         uri: UriOption = None,
         db: DbOption = "flowsched",
         collection: CollectionOption = "timers",
@@ -295,7 +296,8 @@ class TimersCli:
         from flowsched.mongo.store import TimerStore
 
         with self._session(uri, db, collection, timeout) as (target, opened):
-            store = TimerStore(opened.items, buckets)
+            # Checks (or records) the bucket count too: one the nodes disagree with is refused.
+            store = TimerStore(opened.items, buckets or opened.buckets, node=_cli_node())
             store.ensure_indexes()  # the route index, before nodes look for routes
             report = add_routes(
                 store,
@@ -332,16 +334,25 @@ class TimersCli:
                     f"no collection {target.namespace} at {target.shown} "
                     "(check --uri, --db and --collection)"
                 )
-            from flowsched.mongo.store import TimerStore
+            from flowsched.mongo.store import TimerStore, recorded_buckets
 
-            yield target, TimerStore(database[collection])
+            items = database[collection]
+            # Look-ups by id name the bucket: count them as the collection's nodes do.
+            yield target, TimerStore(items, recorded_buckets(items) or 1, node=_cli_node())
 
     def _scheduler(self, store: TimerStore, target: MongoTarget) -> MongoScheduler:
         # Never started: it only carries out this one call, with the scheduler's own fencing.
-        node = f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
         return MongoScheduler(
-            store.items, node_id=node, clock=self._clock, op_timeout=target.timeout
+            store.items,
+            node_id=_cli_node(),
+            clock=self._clock,
+            op_timeout=target.timeout,
+            buckets=store.buckets,
         )
+
+
+def _cli_node() -> str:
+    return f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
 
 
 def _kind(value: str | None) -> ScheduleKind | None:

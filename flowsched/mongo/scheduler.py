@@ -101,7 +101,9 @@ class MongoScheduler(SchedulerPort):
       stays the source of truth; without change streams the node polls only.
     * ``buckets``: how many buckets the ids are spread over (the shard key is
       ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
-      collection must use the same number; the default, 1, suits an unsharded collection.
+      collection must use the same number (the first node records it in ``<name>_settings``;
+      a node given another is refused with a ``ConfigError``); the default, 1, suits an
+      unsharded collection.
       ``serve_buckets``: the buckets this node claims from (default: all). A bucket no
       running node serves does not fire: give every bucket to at least two nodes.
 
@@ -144,7 +146,7 @@ class MongoScheduler(SchedulerPort):
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
-        self._store = TimerStore(collection, buckets, served)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._harvester = Harvester(self._claims, self._core, self._clock)
         self._fence = LocalFence()

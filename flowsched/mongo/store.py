@@ -8,6 +8,9 @@
 * ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
 * ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
+* ``<name>_settings``: what every node of the collection must agree on - one document,
+  ``{_id: "buckets", value: <n>, recorded_by: <node>}``, written by
+  the first node to use the collection (see :meth:`TimerStore.check_buckets`).
 
 Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
 unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on
@@ -24,13 +27,30 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson.codec_options import DatetimeConversion
-from pymongo import ASCENDING, DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
+from pymongo import (
+    ASCENDING,
+    DeleteMany,
+    DeleteOne,
+    ReplaceOne,
+    ReturnDocument,
+    UpdateMany,
+    UpdateOne,
+)
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
+from flowsched.errors import ConfigError
 from flowsched.mongo.documents import bucket_of
 
-__all__ = ["CLAIM_INDEX", "CLAIM_INDEX_KEYS", "LEGACY_CLAIM_INDEX", "Doc", "TimerStore", "Write"]
+__all__ = [
+    "CLAIM_INDEX",
+    "CLAIM_INDEX_KEYS",
+    "LEGACY_CLAIM_INDEX",
+    "Doc",
+    "TimerStore",
+    "Write",
+    "recorded_buckets",
+]
 
 Doc = Mapping[str, Any]
 
@@ -113,6 +133,15 @@ def _marker(record: Doc, refusal: str) -> dict[str, Any]:
     }
 
 
+def recorded_buckets(collection: Collection[Any]) -> int | None:
+    """The bucket count the nodes of ``collection`` use, as the first of them recorded it in
+    ``<name>_settings`` (``None``: none recorded yet). One round trip."""
+    settings = collection.database[f"{collection.name}_settings"]
+    recorded = settings.find_one({"_id": "buckets"})
+    value = None if recorded is None else recorded.get("value")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class TimerStore:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
@@ -121,8 +150,11 @@ class TimerStore:
         collection: Collection[Any],
         buckets: int = 1,
         served: Sequence[int] | None = None,
+        node: str = "?",
     ) -> None:
         self.items = _tolerant(collection)
+        self.node = node
+        """Who this store works for (recorded beside the bucket count it records)."""
         self.buckets = buckets
         self.served: tuple[int, ...] = tuple(range(buckets) if served is None else served)
         """The buckets this node claims from (all, unless told otherwise)."""
@@ -130,7 +162,9 @@ class TimerStore:
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]
+        self.settings = database[f"{collection.name}_settings"]
         self._indexed = False
+        self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
 
     @staticmethod
@@ -188,12 +222,17 @@ class TimerStore:
         return _one_or_in(list(range(self.buckets)))
 
     def ensure_indexes(self) -> None:
-        """Create the indexes once per process (idempotent on the server too)."""
+        """Create the indexes and check the bucket count (:meth:`check_buckets`) once per
+        process (idempotent on the server too). A bucket count that disagrees with the
+        collection's raises :class:`~flowsched.ConfigError`, then again on every call."""
         if self._indexed:
             return
         with self._index_lock:
+            if self._disagreement is not None:
+                raise self._disagreement
             if self._indexed:
                 return
+            self.check_buckets()
             # (route, bucket, ready_at): the sweep asks, per route and bucket it serves, for
             # ready_at <= now sorted by ready_at - one index range each; other routes are
             # never read.
@@ -206,6 +245,41 @@ class TimerStore:
                 self.items.drop_index("flow_id")
             self.dead.create_index([("dead_at", ASCENDING)], name="dead_at")
             self._indexed = True
+
+    def check_buckets(self) -> None:
+        """Record this store's bucket count if the collection has none yet, else compare.
+
+        Every filter by id names the item's bucket, ``crc32(id) mod buckets``: a node that
+        counts buckets differently would miss other nodes' items - a ``cancel`` returning
+        ``False`` for a timer that then fires, say. So a disagreement is refused, with a
+        :class:`~flowsched.ConfigError` naming both counts and who recorded the collection's.
+        One round trip."""
+        try:
+            recorded = self.settings.find_one_and_update(
+                {"_id": "buckets"},
+                {"$setOnInsert": {"value": self.buckets, "recorded_by": self.node}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:  # two first nodes at once: the other one's count stands
+            recorded = None
+        if recorded is None:  # some servers return no document for an upsert: read it back
+            recorded = self.settings.find_one({"_id": "buckets"})
+        value = None if recorded is None else recorded.get("value")
+        if value is None or (value == self.buckets and not isinstance(value, bool)):
+            return  # agreed (or nothing readable recorded: nothing to disagree with)
+        by = recorded.get("recorded_by") if recorded is not None else None
+        self._disagreement = ConfigError.single(
+            f"but {self.name} spreads its timers over {value!r} bucket(s) (recorded by "
+            f"{by!r} in {self.settings.full_name}), and every node of one collection must "
+            f"use the same count (each look-up by id names its bucket): give this node "
+            f"buckets={value!r}. Changing the count of a collection that holds timers is not "
+            "supported: use a new collection (for an empty one, delete that settings "
+            "document while no node runs).",
+            key="buckets",
+            value=str(self.buckets),
+        )
+        raise self._disagreement
 
     # -- the port's operations -------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
+from flowsched.errors import ConfigError
 from flowsched.mongo.claims import Claim, Claims, Release, Settlement
 from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
@@ -231,7 +232,9 @@ class Sweeper:
             self._wake.clear()
 
     def _log_failure(self, exc: Exception) -> None:
-        if is_transient(exc):
+        if isinstance(exc, ConfigError):  # this node's settings: no retry can mend them
+            log.error("sweeper of %s claims nothing: %s", self._claims.owner, exc)
+        elif is_transient(exc):
             log.warning("sweeper of %s: MongoDB unreachable, retrying: %s", self._claims.owner, exc)
         else:
             log.exception("sweeper of %s failed, retrying", self._claims.owner)
