@@ -13,8 +13,11 @@ the good timers. Three places look:
 * the harvest, after the claim: the whole document (:func:`~flowsched.mongo.documents.
   stored_item`); a malformed one is settled as quarantined under its claim;
 * the audit (:class:`Audit`): documents the claim query can never find - ``ready_at``, ``due``
-  not dates, ``kind`` missing or not text - found by a cheap, infrequent query (at start,
-  then every :data:`AUDIT_EVERY`).
+  not dates, ``kind`` missing or not text - found by an infrequent query (no index can serve
+  it: it reads the collection): by each node at its first claim, then by one node of the
+  collection at a time about every :data:`AUDIT_EVERY` - the nodes take turns through one
+  conditional update in ``<collection>_settings``, so the collection is read once per
+  period, however many nodes there are.
 
 Moving aside = one record in ``<collection>_quarantine`` (the original as far as 16 MiB
 allows, the reason, the node, the time; see :func:`~flowsched.mongo.documents.
@@ -32,6 +35,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
 from flowsched.mongo.documents import MAX_COUNT, quarantine_document, short_repr
 from flowsched.mongo.store import Doc, TimerStore
 from flowsched.port import check_id
@@ -41,7 +47,7 @@ __all__ = ["AUDIT_EVERY", "AUDIT_LIMIT", "Audit", "Quarantiner", "claim_problem"
 log = logging.getLogger("flowsched.mongo")
 
 AUDIT_EVERY = timedelta(minutes=5)
-"""How often each node looks for documents the claim query can never find."""
+"""How often one node of the collection looks for documents the claim query can never find."""
 
 AUDIT_LIMIT = 100
 """Most documents one audit moves aside (the next audit takes the rest)."""
@@ -156,22 +162,47 @@ class Audit:
         self.quarantiner = quarantiner
         self.every = every.total_seconds()
         self._next = 0.0  # monotonic seconds; 0: at the first chance
+        self._started = False  # the first audit runs whoever's turn it is
 
     def due(self, monotonic: float) -> bool:
         return monotonic >= self._next
 
     def run(self, now: datetime, monotonic: float) -> int:
-        """One audit (one query, plus two writes per poison document found); how many went.
+        """One audit - the node's first, or one on this node's turn (one round trip to take
+        it; then one query, plus two writes per poison document found); how many went.
 
         The next audit is planned before the query, so a failing one is not retried at
         once on every sweep turn."""
         self._next = monotonic + self.every
+        first, self._started = not self._started, True
+        # A node's first audit runs before its first claim, so that nothing found here is
+        # also being claimed by it; later ones only on this node's turn.
+        if not self._take_turn(now) and not first:
+            return 0
         found = list(self.quarantiner.store.items.find(self.QUERY).limit(AUDIT_LIMIT))
         if not found:
             return 0
         found_with = [(doc, _audit_reason(doc)) for doc in found]
         fields = ("_id", "bucket", "kind", "ready_at", "due")
         return self.quarantiner.unclaimed(found_with, fields, now)
+
+    def _take_turn(self, now: datetime) -> bool:
+        """Whether this node audits now: it moves the collection's next audit time from the
+        past to ``now + every`` (or records the first one), as one conditional upsert. When
+        another node's turn is still running (the time is in the future), the upsert's
+        insert meets the existing ``_id`` and this node skips: an audit is never run by two
+        nodes in one period, and is skipped rather than doubled when in doubt."""
+        store = self.quarantiner.store
+        try:
+            taken = store.settings.find_one_and_update(
+                {"_id": "audit", "next_at": {"$lte": now}},
+                {"$set": {"next_at": now + timedelta(seconds=self.every), "by": store.node}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:
+            return False
+        return taken is not None and taken.get("by") == store.node
 
 
 def _audit_reason(doc: Doc) -> str:

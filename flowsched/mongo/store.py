@@ -8,9 +8,10 @@
 * ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
 * ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
-* ``<name>_settings``: what every node of the collection must agree on - one document,
-  ``{_id: "buckets", value: <n>, recorded_by: <node>}``, written by
-  the first node to use the collection (see :meth:`TimerStore.check_buckets`).
+* ``<name>_settings``: what the nodes of the collection share - ``{_id: "buckets", value:
+  <n>, recorded_by: <node>}``, written by the first node to use the collection (see
+  :meth:`TimerStore.check_buckets`), and ``{_id: "audit", next_at: <date>, by: <node>}``,
+  whose turn the poison audit is (see :class:`flowsched.mongo.poison.Audit`).
 
 Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
 unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on

@@ -119,6 +119,27 @@ def test_the_audit_finds_documents_the_claim_query_never_sees(make, clock, store
     assert sorted(quarantined(store)) == ["'no-kind-no-route'", "'no-ready'", "'text-ready'"]
 
 
+def test_the_nodes_of_a_collection_take_turns_to_audit_it(make, clock, store):
+    # The audit reads the whole collection: each node at its first claim, then one node per
+    # period, not every node.
+    a, b = make(collection=store), make(collection=store)
+    for node in (a, b):
+        node.subscribe(TIMER, lambda item, attempt: None)
+        node.run_due()  # each node's first claim audits
+    clock.advance(AUDIT_EVERY)
+    a.run_due()  # a's turn
+    store.insert_one(raw(clock, _id="no-ready", ready_at=...))
+    b.run_due()  # within a's period: b does not read the collection
+    assert store.count_documents({}) == 1
+    clock.advance(AUDIT_EVERY)
+    b.run_due()  # the period is over: b's turn
+    a.run_due()
+    assert store.count_documents({}) == 0
+    assert list(quarantined(store)) == ["'no-ready'"]
+    turn = store.database[f"{store.name}_settings"].find_one({"_id": "audit"})
+    assert turn["by"] == b.node_id
+
+
 def test_a_timer_without_a_route_is_legacy_not_poison(make, clock, store):
     scheduler = make(collection=store)
     scheduler.subscribe(TIMER, lambda item, attempt: None)

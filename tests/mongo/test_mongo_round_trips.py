@@ -81,9 +81,10 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     assert ticks == [first.due]
     # find the ids, claim (update), read back (find), take the slot (update), settle: move
     # to the next slot (update); then one find that comes back empty. A one-shot item: the
-    # same without taking the slot, and a delete to settle. Plus one find: an hour has
-    # passed, so this claim also audits the collection (every 5 minutes).
-    assert seen == {"find": 4, "update": 3}
+    # same without taking the slot, and a delete to settle. Plus, an hour having passed,
+    # this claim also audits the collection (every 5 minutes): one findAndModify to take the
+    # collection's audit turn, and its find.
+    assert seen == {"find": 4, "update": 3, "findAndModify": 1}
 
 
 def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
