@@ -33,7 +33,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -104,47 +104,66 @@ class Quarantiner:
     ) -> int:
         """Move aside documents read by a query that fetched ``fields`` (``(doc, reason)``
         pairs, claimed by no one): each is re-read whole, recorded, and deleted if those
-        fields still hold what was read (missing ones still missing). How many went."""
+        fields still hold what was read (missing ones still missing). How many went.
+
+        If the document changed between the re-read and the delete (another node claimed it
+        - its harvest then moves it aside under its claim - or it was scheduled again), the
+        record this call wrote is withdrawn: one record per document, and one error line,
+        logged by the node whose record stands."""
         removed = 0
         for doc, reason in found:
             fence = _fence(doc, fields)
             full = self.store.items.find_one(fence)
             if full is None:
                 continue  # gone or changed since it was read: the next look decides
-            if self.record(full, reason, now, _record_id(doc, fields)):
-                removed += self.store.items.delete_one(fence).deleted_count
+            record_id = _record_id(doc, fields)
+            written = self._write(full, reason, now, record_id)
+            if written is None:
+                continue  # not even a marker could be stored: the document stays
+            if self.store.items.delete_one(fence).deleted_count:
+                removed += 1
+            elif self.store.items.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None:
+                if written:
+                    self.store.quarantine.delete_one({"_id": record_id, "node": self.owner})
+                continue
+            if written:
+                self._log(full, reason, written)
         return removed
 
-    def record(self, doc: Doc, reason: str, now: datetime, record_id: str) -> bool:
-        """Write the quarantine record; log an error only if this call wrote it. Whether the
-        record is there (``False``: not even a marker could be stored - the original is then
-        kept where it is, and the error logged, until a record can be written)."""
+    def _write(
+        self, doc: Doc, reason: str, now: datetime, record_id: str
+    ) -> dict[str, Any] | Literal[False] | None:
+        """Write the quarantine record: the record if this call wrote it, ``False`` if it was
+        there already (another node, a retried write), ``None`` if none could be stored (the
+        original then stays where it is, and an error is logged, until a record can be)."""
         record = quarantine_document(doc, reason, self.owner, now)
         record["_id"] = record_id
-        written = self.store.put_quarantined([record])
+        if self.store.put_quarantined([record]):
+            return record
         where = short_repr(doc.get("_id"))
-        if written:
-            if record.get("trimmed"):
-                log.error(
-                    "quarantining %s %s: %s (fields %s too large to keep in the record)",
-                    self.store.name,
-                    where,
-                    reason,
-                    ", ".join(map(str, record["trimmed"])),
-                )
-            else:
-                log.error("quarantining %s %s: %s", self.store.name, where, reason)
-            return True
         if self.store.quarantine.find_one({"_id": record_id}, {"_id": 1}) is not None:
             log.debug("%s %s was already quarantined: %s", self.store.name, where, reason)
-            return True
+            return False
         log.error(
             "cannot quarantine %s %s (%s): the record was refused; the document stays",
             self.store.name,
             where,
             reason,
         )
-        return False
+        return None
+
+    def _log(self, doc: Doc, reason: str, record: Mapping[str, Any]) -> None:
+        where = short_repr(doc.get("_id"))
+        if record.get("trimmed"):
+            log.error(
+                "quarantining %s %s: %s (fields %s too large to keep in the record)",
+                self.store.name,
+                where,
+                reason,
+                ", ".join(map(str, record["trimmed"])),
+            )
+        else:
+            log.error("quarantining %s %s: %s", self.store.name, where, reason)
 
 
 class Audit:

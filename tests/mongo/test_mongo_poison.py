@@ -11,7 +11,8 @@ import bson
 import pytest
 
 from flowsched.mongo.documents import MAX_COUNT
-from flowsched.mongo.poison import AUDIT_EVERY
+from flowsched.mongo.poison import AUDIT_EVERY, Audit, Quarantiner
+from flowsched.mongo.store import TimerStore
 from flowsched.port import ScheduleItem, ScheduleKind
 
 TIMER = ScheduleKind.TIMER
@@ -138,6 +139,33 @@ def test_the_nodes_of_a_collection_take_turns_to_audit_it(make, clock, store):
     assert list(quarantined(store)) == ["'no-ready'"]
     turn = store.database[f"{store.name}_settings"].find_one({"_id": "audit"})
     assert turn["by"] == b.node_id
+
+
+def test_a_document_claimed_while_the_audit_moves_it_aside_keeps_one_record(
+    clock, store, caplog
+):
+    # Another node claims the document between the audit's record and its (fenced) delete:
+    # the audit withdraws its record and says nothing; the claimer's harvest moves the
+    # document aside under its claim (one record, one error line, as for any document).
+    store.insert_one(raw(clock, _id="wrong-kind", kind=5))
+    timers = TimerStore(store, node="auditor")
+    write = timers.put_quarantined
+
+    def write_then_claimed_elsewhere(records, **options):
+        written = write(records, **options)
+        store.update_one(
+            {"_id": "wrong-kind"},
+            {"$set": {"ready_at": clock.now() + timedelta(seconds=30), "claim": {"t": "x"}}},
+        )
+        return written
+
+    timers.put_quarantined = write_then_claimed_elsewhere
+    with caplog.at_level(logging.ERROR, logger="flowsched.mongo"):
+        assert Audit(Quarantiner(timers, "auditor")).run(clock.now(), 0.0) == 0
+
+    assert quarantined(store) == {}
+    assert store.find_one({"_id": "wrong-kind"})["claim"] == {"t": "x"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_a_timer_without_a_route_is_legacy_not_poison(make, clock, store):
