@@ -63,6 +63,20 @@ class Nodes:
             self.kill(name)
 
 
+WAIT = 20.0
+"""Seconds a test waits for a background state: generous, for a loaded 2-core machine."""
+
+
+def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
+    """Poll ``condition`` until true or ``timeout`` seconds have passed; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

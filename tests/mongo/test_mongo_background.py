@@ -6,23 +6,12 @@ Real clock, short intervals; every wait is on an event with a generous timeout.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
+
+from mongo_nodes import WAIT, eventually
 
 from flowsched.clock import SystemClock
 from flowsched.port import ScheduleItem, ScheduleKind
-
-WAIT = 20.0  # seconds: generous, for a loaded 2-core machine
-
-
-def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def background(make, **options):

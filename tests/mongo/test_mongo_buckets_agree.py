@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from mongo_nodes import eventually
 
 from flowsched import ConfigError
 from flowsched.clock import SystemClock
@@ -63,15 +64,14 @@ def test_a_started_node_with_another_count_claims_nothing_and_says_why(
     writer = make(buckets=4, node_id="node-a")  # the ManualClock: START, long past
     item = writer.schedule(ScheduleItem(FAR, TIMER, writer.now()))
     delivered: list[str] = []
-    wrong = make(buckets=1, node_id="node-b", clock=SystemClock(), poll_interval=timedelta(0.05))
+    poll = timedelta(milliseconds=50)
+    wrong = make(buckets=1, node_id="node-b", clock=SystemClock(), poll_interval=poll)
     wrong.subscribe(TIMER, lambda item, attempt: delivered.append(item.id))
 
     with caplog.at_level(logging.ERROR, logger="flowsched.mongo"):
         wrong.start()
-        deadline = time.monotonic() + 30
-        while not refusals(caplog) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.2)  # a few more polls, none of which may claim
+        assert eventually(lambda: bool(refusals(caplog)))
+        time.sleep(0.5)  # more turns (retried after 0.1 s, 0.2 s, ...), none of which may claim
 
     assert len(refusals(caplog)) == 1  # said once, not every poll
     assert "sweeper of node-b claims nothing" in refusals(caplog)[0]

@@ -5,24 +5,14 @@ handler returns. Real background sweeper; every wait is on an event."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
+
+from mongo_nodes import WAIT, eventually
 
 from flowsched.clock import SystemClock
 from flowsched.port import ScheduleItem, ScheduleKind
 
-WAIT = 20.0  # seconds: generous, for a loaded 2-core machine
 TIMER = ScheduleKind.TIMER
-
-
-def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def test_close_from_a_handler_waits_for_the_others_and_writes_its_own_outcome(make, collection):

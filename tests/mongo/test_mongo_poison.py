@@ -141,9 +141,7 @@ def test_the_nodes_of_a_collection_take_turns_to_audit_it(make, clock, store):
     assert turn["by"] == b.node_id
 
 
-def test_a_document_claimed_while_the_audit_moves_it_aside_keeps_one_record(
-    clock, store, caplog
-):
+def test_a_document_claimed_while_the_audit_moves_it_aside_keeps_one_record(clock, store, caplog):
     # Another node claims the document between the audit's record and its (fenced) delete:
     # the audit withdraws its record and says nothing; the claimer's harvest moves the
     # document aside under its claim (one record, one error line, as for any document).

@@ -6,26 +6,14 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from mongo_nodes import WAIT, eventually
 from pymongo.errors import OperationFailure
 
 from flowsched.clock import SystemClock
 from flowsched.port import ScheduleItem, ScheduleKind
-
-WAIT = 20.0
-
-
-def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def settled(scheduler: Any) -> bool:
