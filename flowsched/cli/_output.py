@@ -48,11 +48,6 @@ def load(path: Path, strict: bool = True) -> SchedulingConfig:
         return SchedulingConfig.from_file(path, strict=strict)
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
-    except UnicodeDecodeError as exc:  # a ValueError, not an OSError: a Latin-1 file, say
-        fail(
-            f"cannot read {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}"
-            f" at offset {exc.start}); HOCON files are UTF-8"
-        )
     except ConfigError as exc:
         report_problems(str(path), exc.problems)
         raise typer.Exit(EXIT_INVALID) from None

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import unquote, urlsplit
 
@@ -76,7 +76,7 @@ class SchedulerSettings:
     """The validated ``ipf-scheduler`` settings, defaults filled in.
 
     ``uri`` / ``database_name`` are ``None`` when not configured (``database_name`` falls
-    back on the database named in ``uri``). ``configured`` holds the keys the file set.
+    back on the database named in ``uri``).
     """
 
     uri: str | None = None
@@ -92,7 +92,6 @@ class SchedulerSettings:
     redelivery_factor: float = 2.0
     max_attempts: int | None = None
     node_id: str | None = None
-    configured: frozenset[str] = field(default=frozenset())
 
     def database(self) -> str:
         """The database to use: ``database-name``, else the one named in ``uri``.
@@ -231,7 +230,6 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
     """The settings in ``tree`` (a whole configuration) and every problem found in them."""
     problems: list[ConfigProblem] = []
     values: dict[str, object] = {}
-    configured: set[str] = set()
     for key in tree:
         if key != BLOCK and is_near(key.strip('"'), (BLOCK,), cutoff=0.85):
             problems.append(_unknown((key,), BLOCK))
@@ -244,12 +242,12 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
     for name, section in block.items():
         path = (BLOCK, name)
         if name == _MONGODB:
-            _read(section, path, _MONGODB_KEYS, values, configured, problems)
+            _read(section, path, _MONGODB_KEYS, values, problems)
         elif name == _OURS:
-            _read_ours(section, path, values, configured, problems)
+            _read_ours(section, path, values, problems)
         else:
             problems.append(_unknown(path, closest(name, _SECTIONS)))
-    settings = SchedulerSettings(**values, configured=frozenset(configured))  # type: ignore[arg-type]
+    settings = SchedulerSettings(**values)  # type: ignore[arg-type]
     if settings.redelivery_maximum < settings.redelivery_initial:
         key = format_key((BLOCK, _OURS, _REDELIVERY, "maximum"))
         problems.append(
@@ -266,7 +264,6 @@ def _read_ours(
     section: object,
     path: tuple[str, ...],
     values: dict[str, object],
-    configured: set[str],
     problems: list[ConfigProblem],
 ) -> None:
     if not isinstance(section, ConfigTree):
@@ -275,9 +272,9 @@ def _read_ours(
     for raw_name, value in section.items():
         name = raw_name.strip('"')
         if name == _REDELIVERY:
-            _read(value, (*path, name), _REDELIVERY_KEYS, values, configured, problems)
+            _read(value, (*path, name), _REDELIVERY_KEYS, values, problems)
         elif name in _OUR_KEYS:
-            _set((*path, name), _OUR_KEYS[name], value, values, configured, problems)
+            _set((*path, name), _OUR_KEYS[name], value, values, problems)
         else:
             problems.append(_unknown((*path, name), closest(name, [*_OUR_KEYS, _REDELIVERY])))
 
@@ -287,7 +284,6 @@ def _read(
     path: tuple[str, ...],
     keys: Mapping[str, tuple[str, _Parse]],
     values: dict[str, object],
-    configured: set[str],
     problems: list[ConfigProblem],
 ) -> None:
     if not isinstance(section, ConfigTree):
@@ -296,7 +292,7 @@ def _read(
     for raw_name, value in section.items():
         name = raw_name.strip('"')
         if name in keys:
-            _set((*path, name), keys[name], value, values, configured, problems)
+            _set((*path, name), keys[name], value, values, problems)
         else:
             problems.append(_unknown((*path, name), closest(name, keys)))
 
@@ -306,7 +302,6 @@ def _set(
     spec: tuple[str, _Parse],
     value: object,
     values: dict[str, object],
-    configured: set[str],
     problems: list[ConfigProblem],
 ) -> None:
     attribute, parse = spec
@@ -317,8 +312,6 @@ def _set(
         problems.extend(ConfigProblem(key, p.value, p.message) for p in exc.problems)
     except ValueError as exc:
         problems.append(ConfigProblem(key, hocon_text(value), str(exc)))
-    else:
-        configured.add(key)
 
 
 def _unknown(path: tuple[str, ...], meant: str | None) -> ConfigProblem:

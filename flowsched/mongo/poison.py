@@ -180,8 +180,7 @@ class Audit:
     def __init__(self, quarantiner: Quarantiner, every: timedelta = AUDIT_EVERY) -> None:
         self.quarantiner = quarantiner
         self.every = every.total_seconds()
-        self._next = 0.0  # monotonic seconds; 0: at the first chance
-        self._started = False  # the first audit runs whoever's turn it is
+        self._next = 0.0  # monotonic seconds; 0: at the first chance, whoever's turn it is
 
     def due(self, monotonic: float) -> bool:
         return monotonic >= self._next
@@ -192,8 +191,8 @@ class Audit:
 
         The next audit is planned before the query, so a failing one is not retried at
         once on every sweep turn."""
+        first = self._next == 0.0
         self._next = monotonic + self.every
-        first, self._started = not self._started, True
         # A node's first audit runs before its first claim, so that nothing found here is
         # also being claimed by it; later ones only on this node's turn.
         if not self._take_turn(now) and not first:
