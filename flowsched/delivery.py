@@ -45,6 +45,7 @@ from flowsched.port import (
 __all__ = [
     "Completed",
     "DeadLettered",
+    "MAX_ERROR_CHARS",
     "DeliveryCore",
     "NextSlot",
     "Observer",
@@ -52,6 +53,7 @@ __all__ = [
     "Redeliver",
     "RedeliveryPolicy",
     "redelivery_policy",
+    "storable_error",
 ]
 
 log = logging.getLogger("flowsched.delivery")
@@ -85,8 +87,8 @@ class RedeliveryPolicy:
             raise ValueError(
                 f"redelivery maximum ({self.maximum}) must be at least initial ({self.initial})"
             )
-        if self.factor < 1:
-            raise ValueError(f"redelivery factor must be >= 1 (got {self.factor})")
+        if not self.factor >= 1:  # NaN too
+            raise ValueError(f"redelivery factor must be a number >= 1 (got {self.factor})")
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1 or None (got {self.max_attempts})")
 
@@ -175,6 +177,22 @@ class NextSlot:
 Outcome = Completed | Redeliver | DeadLettered | NextSlot
 
 _COMPLETED = Completed()
+
+
+MAX_ERROR_CHARS = 2000
+"""The most of a failure's text an outcome keeps (and a store writes as ``last_error``)."""
+
+
+def storable_error(text: str) -> str:
+    """``text`` as every store can keep it: valid UTF-8 (a lone surrogate, as in the message
+    of an ``OSError`` on an undecodable file name, escaped) and at most
+    :data:`MAX_ERROR_CHARS` characters. A text a store refused would lose the outcome, and
+    the item would be delivered again and again without its failures being counted."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "\u2026"
+    return text
 
 
 class DeliveryCore:
@@ -324,6 +342,7 @@ class DeliveryCore:
     def _counted(self, item: ScheduleItem, attempt: int, error: str) -> NextSlot:
         """A failed tick that counts as its slot's outcome: the next tick is the next slot."""
         assert item.recurrence is not None
+        error = storable_error(error)
         self._notify(self.observer.failed, item, attempt, error)
         following = item.recurrence.next_slot(item.due)
         log.warning(
@@ -339,6 +358,7 @@ class DeliveryCore:
 
     def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:
         """The outcome of a failed delivery (a raising handler, or one the adapter lost)."""
+        error = storable_error(error)
         failures = attempt + 1
         self._notify(self.observer.failed, item, attempt, error)
         limit = self.redelivery.max_attempts

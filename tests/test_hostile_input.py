@@ -15,12 +15,16 @@ import flowsched
 from flowsched import (
     ConfigError,
     FlowschedError,
+    InMemoryScheduler,
+    ManualClock,
+    RedeliveryPolicy,
     ScheduleItem,
     ScheduleKind,
     SchedulingConfig,
     parse_duration,
 )
 from flowsched.cli import build_app
+from flowsched.delivery import MAX_ERROR_CHARS
 from flowsched.flow import (
     ConcurrentUpdateError,
     FlowAlreadyExistsError,
@@ -239,3 +243,38 @@ def test_the_largest_allowed_scheduler_settings_are_accepted() -> None:
         10_000,
         100_000,
     )
+
+
+def test_a_nan_redelivery_factor_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="factor must be a number >= 1"):
+        RedeliveryPolicy(factor=float("nan"))
+
+
+@pytest.mark.parametrize("adapter", ["memory", "mongomock"])
+def test_a_failure_text_no_store_can_keep_is_kept_escaped_and_counted(adapter: str) -> None:
+    # An OSError on an undecodable file name carries a lone surrogate; MongoDB cannot store
+    # it. Unescaped, the outcome could not be written: the item came back every lease,
+    # its failures never counted, never dead-lettered.
+    clock = ManualClock(datetime(2026, 1, 5, tzinfo=UTC))
+    policy = RedeliveryPolicy(max_attempts=2)
+    if adapter == "memory":
+        scheduler: Any = InMemoryScheduler(clock=clock, redelivery=policy)
+    else:
+        mongomock = pytest.importorskip("mongomock")
+        from flowsched.mongo import MongoScheduler
+
+        collection = mongomock.MongoClient(tz_aware=True)["fs"]["timers"]
+        scheduler = MongoScheduler(collection, clock=clock, redelivery=policy)
+
+    def broken(item: ScheduleItem, attempt: int) -> None:
+        raise OSError("cannot open b'\\xff.csv': " + "\udcff" + "x" * 5000)
+
+    scheduler.subscribe(ScheduleKind.TIMER, broken)
+    scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now()))
+    scheduler.start()
+    clock.advance(timedelta(minutes=5))
+    [dead] = scheduler.dead_letters()
+    assert dead.attempts == 2
+    assert dead.error.startswith("OSError: cannot open b'\\xff.csv': \\udcffxxx")
+    assert len(dead.error) == MAX_ERROR_CHARS and dead.error.endswith("\u2026")
+    scheduler.close()
