@@ -440,7 +440,11 @@ class Sweeper:
         except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
             # Not the server: one outcome that cannot be encoded. Write the others.
             log.error("an outcome cannot be written (%s): writing them one by one", exc)
-            self._settle_each(batch, starts)
+            try:
+                self._settle_each(batch, starts)
+            except BaseException:  # an outage meanwhile: keep them all (settling repeats safely)
+                self._keep(batch, starts)
+                raise
         except BaseException:
             self._keep(batch, starts)
             raise

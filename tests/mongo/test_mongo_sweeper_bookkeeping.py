@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from mongo_nodes import WAIT, eventually
-from pymongo.errors import OperationFailure
+from pymongo.errors import AutoReconnect, OperationFailure
 
 from flowsched.clock import SystemClock
 from flowsched.port import ScheduleItem, ScheduleKind
@@ -82,3 +82,31 @@ def test_a_turn_that_fails_after_claiming_leaves_the_claims_to_come_back_uncount
         assert eventually(lambda: settled(scheduler))
     # The failed turn had claimed them and never started them: no attempt counted.
     assert attempts == {"t-0": 0, "t-1": 0, "t-2": 0}
+
+
+def test_outcomes_written_one_by_one_are_kept_when_the_server_fails_meanwhile(make, collection):
+    # A batch with an outcome that cannot be encoded is written one outcome at a time; if
+    # the server fails during that, the outcomes are kept and written on a later turn (not
+    # dropped while their claims are renewed for ever).
+    scheduler = make(clock=SystemClock(), poll_interval=timedelta(milliseconds=50))
+    claims = scheduler._claims
+    settle = claims.settle
+    calls = {"n": 0}
+
+    def flaky_settle(batch: Any, now: Any, starts: Any = ()) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1 and batch:
+            raise ValueError("injected: an outcome that cannot be encoded")
+        if calls["n"] == 2:
+            raise AutoReconnect("injected: the server went away")
+        return settle(batch, now, starts)
+
+    claims.settle = flaky_settle
+    done = threading.Event()
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: done.set())
+    with scheduler:
+        scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, SystemClock().now()))
+        assert done.wait(WAIT)
+        assert eventually(lambda: collection.count_documents({}) == 0)
+        assert eventually(lambda: settled(scheduler))
+    assert calls["n"] >= 3
