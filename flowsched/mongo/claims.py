@@ -258,7 +258,7 @@ class Claims:
         upcoming: list[datetime] = []
         poison: list[tuple[Doc, str]] = []
         for doc in found:
-            problem = claim_problem(doc)
+            problem = claim_problem(doc, self.store.buckets)
             if problem is not None:
                 poison.append((doc, problem))
             elif (ready := _utc(doc["ready_at"])) > now:

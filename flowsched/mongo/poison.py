@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from flowsched.mongo.documents import MAX_COUNT, quarantine_document, short_repr
+from flowsched.mongo.documents import MAX_COUNT, bucket_of, quarantine_document, short_repr
 from flowsched.mongo.store import Doc, TimerStore
 from flowsched.port import check_id
 
@@ -56,12 +56,21 @@ CLAIM_FIELDS = ("_id", "bucket", "ready_at", "deliveries")
 """What the claim query reads of each document it finds (and all :func:`claim_problem` needs)."""
 
 
-def claim_problem(doc: Mapping[str, Any]) -> str | None:
-    """Why ``doc`` (as the claim query read it) must not be claimed; ``None`` if it may be."""
+def claim_problem(doc: Mapping[str, Any], buckets: int = 1) -> str | None:
+    """Why ``doc`` (as the claim query read it) must not be claimed; ``None`` if it may be.
+
+    ``buckets``: the collection's bucket count. A document stored in another bucket than
+    its id's is found by the claim query but can never be claimed (the claiming update
+    names the id's bucket): left there, it would be found, never fire, and keep the node
+    claiming as if behind."""
     try:
         check_id(doc.get("_id"), "_id")
     except ValueError as exc:
         return str(exc)
+    wanted = bucket_of(doc["_id"], buckets)
+    if doc.get("bucket") != wanted:
+        found = short_repr(doc.get("bucket"))
+        return f"bucket must be {wanted} (crc32 of _id mod {buckets}), got {found}"
     ready = doc.get("ready_at")
     if not isinstance(ready, datetime):
         return f"ready_at must be a date, got {short_repr(ready)}"
@@ -69,7 +78,7 @@ def claim_problem(doc: Mapping[str, Any]) -> str | None:
         value = doc["deliveries"]
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_COUNT:
             return (
-                f"deliveries must be an integer >= 0 and < {MAX_COUNT} (the claim adds to it), "
+                f"deliveries must be an integer >= 0 and < {MAX_COUNT} (a start mark adds to it), "
                 f"got {short_repr(value)}"
             )
     return None

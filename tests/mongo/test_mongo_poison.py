@@ -10,7 +10,7 @@ from typing import Any
 import bson
 import pytest
 
-from flowsched.mongo.documents import MAX_COUNT
+from flowsched.mongo.documents import MAX_COUNT, bucket_of
 from flowsched.mongo.poison import AUDIT_EVERY, Audit, Quarantiner
 from flowsched.mongo.store import TimerStore
 from flowsched.port import ScheduleItem, ScheduleKind
@@ -164,6 +164,20 @@ def test_a_document_claimed_while_the_audit_moves_it_aside_keeps_one_record(cloc
     assert quarantined(store) == {}
     assert store.find_one({"_id": "wrong-kind"})["claim"] == {"t": "x"}
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_a_document_in_another_bucket_than_its_ids_is_moved_aside(make, clock, store):
+    # Found by the claim query (its bucket is served), never claimable (the claiming update
+    # names the id's bucket): left there it would never fire and keep the node busy.
+    scheduler = make(collection=store, buckets=4)
+    scheduler.subscribe(TIMER, lambda item, attempt: None)
+    wrong = (bucket_of("t", 4) + 1) % 4
+    store.insert_one(raw(clock, _id="t", bucket=wrong))
+    scheduler.run_due()
+    assert store.count_documents({}) == 0
+    assert quarantined(store) == {
+        "'t'": f"bucket must be {bucket_of('t', 4)} (crc32 of _id mod 4), got {wrong}"
+    }
 
 
 def test_a_timer_without_a_route_is_legacy_not_poison(make, clock, store):
