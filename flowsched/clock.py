@@ -17,6 +17,8 @@ __all__ = ["Clock", "ClockDriven", "ManualClock", "SystemClock", "ensure_utc"]
 
 def ensure_utc(value: datetime, what: str = "datetime") -> datetime:
     """Return ``value`` in UTC; reject naive datetimes (their meaning depends on the host)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be a datetime (got {value!r:.80})")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise ValueError(f"{what} must be timezone-aware (got naive {value.isoformat()})")
     try:

@@ -28,7 +28,7 @@ from dataclasses import FrozenInstanceError, dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, Self, cast, final
+from typing import Any, NoReturn, Self, cast, final
 
 from flowsched.clock import ensure_utc
 from flowsched.errors import FlowschedError
@@ -261,7 +261,8 @@ class ScheduleItem(_ItemSlots):
     ``previous`` the slot applied before it; :attr:`slot_key` names the tick.
 
     Immutable, compared by value (``generation`` and ``previous`` aside) and hashed by
-    ``(id, generation)``. A scheduler stores a newly built item as it is, setting its
+    ``id`` (equal items hash alike, and scheduling an item does not change its hash). A
+    scheduler stores a newly built item as it is, setting its
     ``generation`` (so ``schedule(item)`` returns that very object); an item that already
     has a generation (one returned by a scheduler) is copied instead. Do not hand one new
     item object to two schedulers at the same instant from two threads.
@@ -443,7 +444,7 @@ class ScheduleItem(_ItemSlots):
         )
 
     def __hash__(self) -> int:
-        return hash((self.id, self.generation))
+        return hash(self.id)
 
     def __repr__(self) -> str:
         return (
@@ -486,6 +487,12 @@ _set_generation = _ItemSlots.__dict__["generation"].__set__
 # 0) the generation it is stored under, in place (see ScheduleItem: no copy on the schedule
 # path). The slot's own setter: a function around it would cost a call per schedule().
 set_generation = _set_generation
+
+
+def not_an_item(value: object) -> NoReturn:
+    """For schedulers: what ``schedule(value)`` raises when ``value`` is no ScheduleItem (a
+    caller's slip that would otherwise end in an ``AttributeError`` deep inside)."""
+    raise TypeError(f"schedule() takes a ScheduleItem, got {type(value).__name__}: {value!r:.80}")
 
 
 def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:

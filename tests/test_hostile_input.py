@@ -278,3 +278,24 @@ def test_a_failure_text_no_store_can_keep_is_kept_escaped_and_counted(adapter: s
     assert dead.error.startswith("OSError: cannot open b'\\xff.csv': \\udcffxxx")
     assert len(dead.error) == MAX_ERROR_CHARS and dead.error.endswith("\u2026")
     scheduler.close()
+
+
+@pytest.mark.parametrize("adapter", ["memory", "mongomock"])
+@pytest.mark.parametrize("bad", [None, {"id": "t", "kind": "TIMER"}, "t"])
+def test_scheduling_something_that_is_no_item_is_a_type_error_naming_it(
+    adapter: str, bad: object
+) -> None:
+    if adapter == "memory":
+        scheduler: Any = InMemoryScheduler()
+    else:
+        mongomock = pytest.importorskip("mongomock")
+        from flowsched.mongo import MongoScheduler
+
+        scheduler = MongoScheduler(mongomock.MongoClient(tz_aware=True)["fs"]["timers"])
+    with pytest.raises(TypeError, match="schedule\\(\\) takes a ScheduleItem, got"):
+        scheduler.schedule(bad)
+
+
+def test_a_due_that_is_no_datetime_is_a_type_error_naming_it() -> None:
+    with InMemoryScheduler() as scheduler, pytest.raises(TypeError, match="must be a datetime"):
+        scheduler.requeue("t", "2026-01-01")  # type: ignore[arg-type]

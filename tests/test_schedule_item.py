@@ -110,3 +110,13 @@ def test_a_newly_built_item_is_stored_as_it_is_and_a_stored_one_is_copied() -> N
     assert again is not stored and again.generation > stored.generation
     assert scheduler.get("t") is again
     assert stored.key != again.key
+
+
+def test_an_items_hash_agrees_with_equality_and_survives_being_scheduled() -> None:
+    item = ScheduleItem("t", TIMER, T0)
+    seen = {item}
+    with InMemoryScheduler(clock=ManualClock(T0)) as scheduler:
+        stored = scheduler.schedule(item)
+    assert stored is item and item.generation > 0
+    assert item in seen
+    assert hash(item.with_generation(7)) == hash(item) and item.with_generation(7) == item

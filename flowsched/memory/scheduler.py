@@ -35,6 +35,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
     SchedulerUnavailable,
+    not_an_item,
     set_generation,
 )
 
@@ -166,6 +167,8 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         already started may finish, and its outcome is then ignored)."""
         # The hot path (see bench/memory_bench.py): explicit acquire/release is about twice
         # as fast as a with-block here.
+        if item.__class__ is not ScheduleItem:
+            not_an_item(item)
         lock = self._lock
         lock.acquire()
         try:

@@ -49,6 +49,7 @@ from flowsched.port import (
     SchedulerPort,
     SchedulerUnavailable,
     check_id,
+    not_an_item,
 )
 
 if TYPE_CHECKING:
@@ -199,6 +200,8 @@ class MongoScheduler(SchedulerPort):
         new ``generation``. Raises ``SchedulerUnavailable`` if MongoDB cannot be reached
         within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON.
         """
+        if item.__class__ is not ScheduleItem:
+            not_an_item(item)
         stored = self._store_item(item, replace=True)
         assert stored is not None  # a replacing write always stores
         return stored
