@@ -30,6 +30,8 @@ from types import MappingProxyType
 from typing import Any, Self, TypeVar
 
 from flowsched.errors import FlowschedError
+from flowsched.flow.timers import flow_handler
+from flowsched.port import check_handler_name
 
 __all__ = [
     "ANY_STATE",
@@ -149,6 +151,12 @@ class Flow:
             raise FlowDefinitionError(
                 f"flow name {name!r} must be non-empty and without '.' (it is a config key part)"
             )
+        try:  # every timer of the flow is addressed to the handler named after it
+            check_handler_name(flow_handler(name))
+        except ValueError as exc:
+            raise FlowDefinitionError(
+                f"flow name {name!r} cannot name its timers' handler: {exc}"
+            ) from None
         self.name = name
         self._states: dict[str, StateSpec] = {}
         self._transitions: list[Transition] = []
