@@ -267,10 +267,6 @@ class DeliveryCore:
             self._on_failed = {**self._on_failed, route: on_failed}
         self._routes = frozenset(self._handlers)
 
-    def handles(self, item: ScheduleItem) -> bool:
-        """Whether this scheduler can run ``item`` (its route has a handler here)."""
-        return item.route in self._handlers
-
     def routes(self) -> frozenset[str]:
         """Routes that have a handler here: an adapter takes only items of these routes."""
         return self._routes

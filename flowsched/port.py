@@ -49,7 +49,6 @@ __all__ = [
     "SchedulerUnavailable",
     "check_id",
     "check_handler_name",
-    "encode_payload",
     "kind_route",
     "name_route",
     "route_target",
@@ -189,12 +188,6 @@ def _check_depth(payload: Mapping[str, Any]) -> None:
                 "(pass an id and let the handler read the data)"
             )
         stack.extend((child, depth + 1) for child in children)
-
-
-def encode_payload(payload: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON of ``payload``; ``ValueError`` if not JSON, nested more than
-    :data:`MAX_PAYLOAD_DEPTH` deep, or over the limit."""
-    return _payload_text(payload).encode("utf-8")
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -117,7 +117,6 @@ class Guarantee:
     name: str
     check: Check
     redelivery: RedeliveryPolicy | None = None
-    tags: frozenset[str] = field(default_factory=frozenset)
 
 
 def try_guarantee(
