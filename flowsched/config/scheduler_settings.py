@@ -101,6 +101,13 @@ class SchedulerSettings:
             return self.database_name
         if self.uri:
             path = unquote(urlsplit(self.uri).path.lstrip("/"))
+            if path and not _DB_NAME.fullmatch(path):
+                raise ConfigError.single(
+                    f"names the database {path!r}, which is no MongoDB database name "
+                    '(no / \\ . " $ or spaces): fix it, or set '
+                    f"{BLOCK}.{_MONGODB}.database-name",
+                    key=f"{BLOCK}.{_MONGODB}.uri",
+                )
             if path:
                 return path
         raise ConfigError.single(
@@ -196,8 +203,10 @@ def _database(value: object) -> object:
 def _collection(value: object) -> object:
     text = _text(value)
     assert isinstance(text, str)
-    if "$" in text or "\0" in text or text.startswith("system."):
-        raise ValueError("must be a MongoDB collection name (no $, not system.*)")
+    if "$" in text or "\0" in text or text.startswith("system.") or "" in text.split("."):
+        raise ValueError(
+            "must be a MongoDB collection name (no $, not system.*, no empty part between dots)"
+        )
     return text
 
 

@@ -11,14 +11,19 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from pymongo.errors import ConfigurationError
+
 from flowsched.clock import Clock
 from flowsched.config import SchedulerSettings, SchedulingConfig
 from flowsched.delivery import Observer, redelivery_policy
+from flowsched.errors import ConfigError
 
 if TYPE_CHECKING:
     from flowsched.mongo.scheduler import MongoScheduler
 
 __all__ = ["build", "client_options"]
+
+URI_KEY = "ipf-scheduler.mongodb.uri"
 
 
 def client_options(settings: SchedulerSettings) -> dict[str, Any]:
@@ -53,7 +58,13 @@ def build(
     for name in list(options):  # an option the URI sets is the URI's
         if f"{name.lower()}=" in uri.lower():
             del options[name]
-    client = client_factory(uri, **options)
+    try:
+        client = client_factory(uri, **options)
+    except (ConfigurationError, ValueError, TypeError) as exc:  # InvalidURI is one
+        # The URI is not repeated: it may hold a password.
+        raise ConfigError.single(
+            f"the MongoDB driver refused it: {type(exc).__name__}: {exc}", key=URI_KEY
+        ) from None
     try:
         scheduler = cls(
             client[database][settings.collection],

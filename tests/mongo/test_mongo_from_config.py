@@ -116,6 +116,25 @@ def test_without_a_uri_or_a_database_the_error_names_the_key(conf: str, named: s
     assert factory.calls == []
 
 
+@pytest.mark.parametrize(
+    ("mongodb", "message"),
+    [
+        ('uri = "mongodb://h:99999/db"', "uri: the MongoDB driver refused it: ValueError: Port"),
+        ('uri = "mongodb+srv://h:27017/db"', "uri: the MongoDB driver refused it: InvalidURI"),
+        ('uri = "mongodb://h/bad.name"', "uri: names the database 'bad.name', which is no"),
+        ('uri = "mongodb://h/db", collection = "a..b"', 'collection = "a..b": must be a'),
+    ],
+)
+def test_a_uri_database_or_collection_the_driver_refuses_is_a_config_error_naming_the_key(
+    mongodb: str, message: str
+) -> None:
+    # The real driver (not the test factory): its own refusals become a ConfigError.
+    with pytest.raises(ConfigError) as caught:
+        config = SchedulingConfig.from_string(f"ipf-scheduler.mongodb {{ {mongodb} }}")
+        MongoScheduler.from_config(config).close()
+    assert f"ipf-scheduler.mongodb.{message}" in str(caught.value)
+
+
 def test_bad_scheduler_settings_are_rejected_when_the_file_is_loaded() -> None:
     with pytest.raises(ConfigError) as caught:
         SchedulingConfig.from_string("ipf-scheduler.flowsched { lease = -1s, batch-siz = 3 }")
