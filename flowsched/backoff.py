@@ -72,11 +72,20 @@ def whole_number(value: object, least: int) -> int | None:
     return None
 
 
+MAX_RETRIES = 10_000
+"""The most retries one action may have: more is a typo (a retry schedule is worked out and
+listed retry by retry, by ``delays()`` and ``flowsched backoff``, so a count of 10**25
+would never finish), and a flow that must wait longer needs a longer wait, not more of them."""
+
+
 def parse_max_retries(value: object) -> int:
-    """A whole number >= 0 (an int, or a string of digits as HOCON allows)."""
+    """A whole number from 0 to :data:`MAX_RETRIES` (an int, or a string of digits as HOCON
+    allows)."""
     found = whole_number(value, 0)
     if found is None:
         raise ValueError("must be a whole number >= 0 (0 means no retries)")
+    if found > MAX_RETRIES:
+        raise ValueError(f"must be a whole number >= 0 and at most {MAX_RETRIES}")
     return found
 
 

@@ -299,3 +299,14 @@ def test_scheduling_something_that_is_no_item_is_a_type_error_naming_it(
 def test_a_due_that_is_no_datetime_is_a_type_error_naming_it() -> None:
     with InMemoryScheduler() as scheduler, pytest.raises(TypeError, match="must be a datetime"):
         scheduler.requeue("t", "2026-01-01")  # type: ignore[arg-type]
+
+
+def test_a_retry_count_too_large_to_list_is_a_config_error() -> None:
+    # 10**25 retries: the retry schedule (delays(), flowsched backoff) would never finish.
+    with pytest.raises(
+        ConfigError,
+        match="max-retries = 10000000000000000000000000: must be a whole number >= 0 and at most",
+    ):
+        SchedulingConfig.from_string("ipf.flow.F.S.A.max-retries = 10000000000000000000000000")
+    config = SchedulingConfig.from_string("ipf.flow.F.S.A.max-retries = 10000")
+    assert config.action("F", "S", "A").retry.max_retries == 10_000

@@ -125,7 +125,9 @@ def test_a_flow_without_initial_state_is_refused() -> None:
         Flow("Empty").state("A").build()
 
 
-@pytest.mark.parametrize(("name", "why"), [("X" * 200, "the limit is"), ("a\tb", "control character")])
+@pytest.mark.parametrize(
+    ("name", "why"), [("X" * 200, "the limit is"), ("a\tb", "control character")]
+)
 def test_a_flow_name_that_cannot_name_its_handler_is_refused(name: str, why: str) -> None:
     with pytest.raises(FlowDefinitionError, match=f"cannot name its timers' handler: .*{why}"):
         Flow(name)
