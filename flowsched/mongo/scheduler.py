@@ -534,15 +534,15 @@ def _check_positive(name: str, value: timedelta, most: timedelta) -> None:
 def _check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
     if served is None:
         return None
-    chosen = tuple(sorted(set(served)))
-    if not chosen or any(
-        not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < buckets for b in chosen
+    given = list(served) if isinstance(served, Iterable) and not isinstance(served, str) else []
+    if not given or any(
+        not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < buckets for b in given
     ):
         raise ValueError(
             f"MongoScheduler serve_buckets must be a non-empty set of buckets in "
             f"0..{buckets - 1} (buckets={buckets}), got {served!r}"
         )
-    return chosen
+    return tuple(sorted(set(given)))
 
 
 def _check_count(name: str, value: int, most: int | None = None) -> None:

@@ -168,7 +168,7 @@ def test_a_node_claims_only_the_buckets_it_serves(make):
         assert fired[name] and all(bucket_of(i, 2) == bucket for i in fired[name])
 
 
-@pytest.mark.parametrize("served", [[], [2], [-1], [True]])
+@pytest.mark.parametrize("served", [[], [2], [-1], [True], [0, "1"], 3, "01"])
 def test_serve_buckets_must_name_existing_buckets(collection, served):
     with pytest.raises(ValueError, match="serve_buckets"):
         MongoScheduler(collection, buckets=2, serve_buckets=served)
