@@ -46,6 +46,7 @@ __all__ = [
     "LONGEST_OP_TIMEOUT",
     "LONGEST_SETTING",
     "MAX_BATCH_SIZE",
+    "MAX_BUCKETS",
     "MAX_WORKERS",
     "SchedulerSettings",
     "read_scheduler_settings",
@@ -64,6 +65,9 @@ MAX_WORKERS = 10_000
 """The most handler threads a scheduler may have (each is an operating-system thread)."""
 MAX_BATCH_SIZE = 100_000
 """The most items a MongoDB scheduler may claim in one round trip."""
+MAX_BUCKETS = 1024
+"""The most buckets a collection may be split into: a node sends one claim query per route
+and bucket it serves, and keeps their list (a few per shard is the advice)."""
 
 _MONGODB = "mongodb"
 _OURS = "flowsched"
@@ -85,6 +89,7 @@ class SchedulerSettings:
     poll_interval: timedelta = timedelta(seconds=1)
     lease: timedelta = timedelta(seconds=30)
     batch_size: int = 100
+    buckets: int = 1
     workers: int = 8
     op_timeout: timedelta = timedelta(seconds=10)
     redelivery_initial: timedelta = timedelta(seconds=3)
@@ -219,6 +224,7 @@ _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "poll-interval": ("poll_interval", _duration_above_zero),
     "lease": ("lease", _duration_above_zero),
     "batch-size": ("batch_size", _count_up_to(MAX_BATCH_SIZE)),
+    "buckets": ("buckets", _count_up_to(MAX_BUCKETS)),
     "workers": ("workers", _count_up_to(MAX_WORKERS)),
     "op-timeout": ("op_timeout", _op_timeout),
     "max-attempts": ("max_attempts", _optional_count),

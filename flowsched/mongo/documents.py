@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flowsched.config.scheduler_settings import MAX_BUCKETS
 from flowsched.errors import FlowschedError
 from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
 
@@ -124,11 +125,6 @@ def optional_ms(when: datetime | None) -> datetime | None:
 def new_generation(rng: random.Random | None = None) -> int:
     """A random positive 63-bit integer (fits BSON int64); never 0, the "unset" value."""
     return (rng or random).getrandbits(63) or 1
-
-
-MAX_BUCKETS = 1024
-"""The most buckets a collection may be split into: a node sends one claim query per route
-and bucket it serves, and keeps their list (a few per shard is the advice)."""
 
 
 def bucket_of(item_id: object, buckets: int) -> int:

@@ -76,6 +76,7 @@ def build(
             batch_size=settings.batch_size,
             lease=settings.lease,
             workers=settings.workers,
+            buckets=settings.buckets,
             op_timeout=settings.op_timeout,
         )
     except BaseException:

@@ -274,9 +274,10 @@ class TimerStore:
             f"but {self.name} spreads its timers over {value!r} bucket(s) (recorded by "
             f"{by!r} in {self.settings.full_name}), and every node of one collection must "
             f"use the same count (each look-up by id names its bucket): give this node "
-            f"buckets={value!r}. Changing the count of a collection that holds timers is not "
-            "supported: use a new collection (for an empty one, delete that settings "
-            "document while no node runs).",
+            f"buckets={value!r} (ipf-scheduler.flowsched.buckets in application.conf). "
+            "Changing the count of a collection that holds timers is not supported: use a "
+            "new collection (for an empty one, delete that settings document while no node "
+            "runs).",
             key="buckets",
             value=str(self.buckets),
         )

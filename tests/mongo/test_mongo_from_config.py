@@ -189,3 +189,12 @@ def test_the_constructor_refuses_what_from_config_refuses(
     collection: Any = mongomock.MongoClient()["db"]["timers"]
     with pytest.raises(ValueError, match=f"MongoScheduler {named} must be"):
         MongoScheduler(collection, **{argument: value})
+
+
+def test_the_bucket_count_comes_from_the_file() -> None:
+    factory = Factory()
+    config = SchedulingConfig.from_string(
+        'ipf-scheduler { mongodb.uri = "mongodb://h/db", flowsched.buckets = 4 }'
+    )
+    with MongoScheduler.from_config(config, clock=ManualClock(START), client_factory=factory) as s:
+        assert s._store.buckets == 4
