@@ -7,6 +7,7 @@ configuration's building blocks); every module whose docstring starts with "Inte
 change without notice.
 """
 
+from contextlib import suppress
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
@@ -16,17 +17,25 @@ from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError, ConfigProblem, FlowschedError
+from flowsched.errors import (
+    ConcurrentUpdateError,
+    ConfigError,
+    ConfigProblem,
+    FlowAlreadyExistsError,
+    FlowConfigError,
+    FlowDefinitionError,
+    FlowschedError,
+    MalformedDocument,
+    SchedulerUnavailable,
+    TimerAheadOfInstanceError,
+    UnknownFlowError,
+)
 from flowsched.flow import (
     ANY_STATE,
     ActionAdapter,
     ActionRequest,
     ActionTimeoutEvent,
-    ConcurrentUpdateError,
     Flow,
-    FlowAlreadyExistsError,
-    FlowConfigError,
-    FlowDefinitionError,
     FlowDomain,
     FlowInstance,
     FlowStore,
@@ -34,7 +43,6 @@ from flowsched.flow import (
     InMemoryFlowStore,
     ProcessingTimeElapsedEvent,
     TimelineEntry,
-    UnknownFlowError,
 )
 from flowsched.memory import InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
@@ -44,7 +52,6 @@ from flowsched.port import (
     ScheduleItem,
     ScheduleKind,
     SchedulerPort,
-    SchedulerUnavailable,
 )
 from flowsched.recurrence import Recurrence
 
@@ -69,6 +76,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | _MONGO_NAMES)
+
+
+def _present_as_public(namespace: dict[str, Any]) -> None:
+    # Reprs and tracebacks name what a user imports (``flowsched.ScheduleItem``), not the
+    # internal module that happens to define it (as APScheduler 4 does). Pickles still
+    # resolve: every class rewritten here is importable as ``flowsched.<name>``.
+    for name in __all__:
+        value = namespace.get(name)
+        if getattr(value, "__module__", "").startswith("flowsched."):
+            with suppress(AttributeError, TypeError):  # aliases (Handler) keep theirs
+                value.__module__ = __name__
 
 
 try:
@@ -100,6 +118,7 @@ __all__ = [
     "Happened",
     "InMemoryFlowStore",
     "InMemoryScheduler",
+    "MalformedDocument",
     "ManualClock",
     "MetricsObserver",
     "MongoFlowStore",
@@ -117,7 +136,10 @@ __all__ = [
     "SchedulerUnavailable",
     "SchedulingConfig",
     "SystemClock",
+    "TimerAheadOfInstanceError",
     "TimelineEntry",
     "UnknownFlowError",
     "parse_duration",
 ]
+
+_present_as_public(globals())

@@ -1,14 +1,33 @@
-"""Internal: the error family - :class:`FlowschedError` and the configuration errors.
+"""Internal: every error flowsched raises on purpose, in one place (import them from ``flowsched``).
 
-Every error flowsched raises on purpose derives from :class:`FlowschedError`; a class that
-reports a bad argument also derives from ``ValueError``/``TypeError`` (or ``KeyError``,
-``RuntimeError``) as Python users expect, so ``except ValueError`` keeps working. No input -
-a config file, a duration, a payload, an id, a stored document - makes flowsched raise
-anything else (``RecursionError``, ``OverflowError``, ``UnicodeDecodeError``, a driver error).
+The tree::
 
-Kept free of imports of our own so that every module (:mod:`flowsched.durations`,
-:mod:`flowsched.port`, the adapters, the flow domain) can raise these without an import
-cycle. Import them as ``flowsched.FlowschedError`` and ``flowsched.ConfigError``.
+    FlowschedError                      base of them all
+    ├── ConfigError (ValueError)        the scheduling configuration is invalid; ``problems``
+    │   └── FlowConfigError             config keys name no registered flow, state or action
+    ├── SchedulerUnavailable (RuntimeError)
+    │                                   the store could not be reached in time; nothing happened
+    ├── MalformedDocument (ValueError)  a stored timer document is not a valid item
+    ├── FlowDefinitionError (ValueError)
+    │                                   a flow definition is inconsistent
+    ├── UnknownFlowError (KeyError)     no flow definition or instance by that name/id
+    ├── FlowAlreadyExistsError (ValueError)
+    │                                   an instance with this flow id is already stored
+    ├── ConcurrentUpdateError (RuntimeError)
+    │                                   the instance changed since it was loaded; reload
+    └── TimerAheadOfInstanceError (RuntimeError)
+                                        a timer arrived before its instance's state entry
+
+:class:`ConfigProblem` (one thing wrong with a configuration) lives here too.
+
+Every class that reports a bad argument also derives from ``ValueError``/``TypeError`` (or
+``KeyError``, ``RuntimeError``) as Python users expect, so ``except ValueError`` keeps
+working. No input - a config file, a duration, a payload, an id, a stored document - makes
+flowsched raise anything else (``RecursionError``, ``OverflowError``, ``UnicodeDecodeError``,
+a driver error); a plain bad argument to a call is a ``ValueError``/``TypeError`` naming it.
+
+Kept free of imports of our own so that every module (:mod:`flowsched.durations`, the
+records, the adapters, the flow domain) can raise these without an import cycle.
 """
 
 from __future__ import annotations
@@ -16,7 +35,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigProblem", "FlowschedError"]
+__all__ = [
+    "ConcurrentUpdateError",
+    "ConfigError",
+    "ConfigProblem",
+    "FlowAlreadyExistsError",
+    "FlowConfigError",
+    "FlowDefinitionError",
+    "FlowschedError",
+    "MalformedDocument",
+    "SchedulerUnavailable",
+    "TimerAheadOfInstanceError",
+    "UnknownFlowError",
+]
 
 
 class FlowschedError(Exception):
@@ -92,3 +123,54 @@ class ConfigError(FlowschedError, ValueError):
         lines = [f"{len(self.problems)} problems in the scheduling configuration:"]
         lines.extend(f"  - {problem}" for problem in self.problems)
         return "\n".join(lines)
+
+
+class FlowConfigError(ConfigError):
+    """Configuration keys name flows, states or actions that no registered flow has.
+
+    A :class:`ConfigError`: ``problems`` has one entry per key, with the key, what matches
+    nothing, the nearest names and (``suggestion``) the key probably meant."""
+
+    def _render(self) -> str:
+        head = (
+            f"{len(self.problems)} configuration key(s) name no registered flow, state or action:"
+        )
+        return "\n  - ".join([head, *(str(p) for p in self.problems)])
+
+
+class SchedulerUnavailable(FlowschedError, RuntimeError):
+    """The scheduler's store could not be reached in time; the call did not take effect."""
+
+
+class MalformedDocument(FlowschedError, ValueError):
+    """A stored document that is not a valid item; ``reason`` says which field and why."""
+
+    def __init__(self, item_id: object, reason: str) -> None:
+        super().__init__(f"malformed schedule document {item_id!r}: {reason}")
+        self.item_id = item_id
+        self.reason = reason
+
+
+class FlowDefinitionError(FlowschedError, ValueError):
+    """A flow definition is inconsistent; the message names the flow and what is wrong."""
+
+
+class UnknownFlowError(FlowschedError, KeyError):
+    """No flow definition or no instance by that name/id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class FlowAlreadyExistsError(FlowschedError, ValueError):
+    """An instance with this flow id is already stored."""
+
+
+class ConcurrentUpdateError(FlowschedError, RuntimeError):
+    """The instance changed since it was loaded; reload and decide again."""
+
+
+class TimerAheadOfInstanceError(FlowschedError, RuntimeError):
+    """A timer fired for a state entry the stored instance has not reached yet: another node
+    scheduled it and has not stored its decision yet. Raised so the scheduler redelivers it
+    (at most ``flowsched.flow.domain.EARLY_TIMER_REDELIVERIES`` times)."""

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any, NoReturn, Self, cast, final
 
 from flowsched.clock import ensure_utc
-from flowsched.errors import FlowschedError
+from flowsched.errors import SchedulerUnavailable
 from flowsched.recurrence import Recurrence
 
 __all__ = [
@@ -135,10 +135,6 @@ def route_target(route: object) -> tuple[str | None, str | None]:
         if route.startswith(_KIND_PREFIX):
             return None, route[len(_KIND_PREFIX) :]
     return None, None
-
-
-class SchedulerUnavailable(FlowschedError, RuntimeError):
-    """The scheduler's store could not be reached in time; the call did not take effect."""
 
 
 def check_id(value: object, what: str = "id") -> str:

@@ -24,7 +24,7 @@ from typing import Literal, Self
 
 from flowsched.clock import Clock, SystemClock
 from flowsched.config import SchedulingConfig
-from flowsched.errors import ConfigError
+from flowsched.errors import FlowConfigError
 from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
@@ -38,19 +38,6 @@ __all__ = ["FlowConfigError", "FlowDomainBuilder"]
 log = logging.getLogger("flowsched.flow")
 
 ConfigCheck = Literal["error", "warn"]
-
-
-class FlowConfigError(ConfigError):
-    """Configuration keys name flows, states or actions that no registered flow has.
-
-    A :class:`~flowsched.ConfigError`: ``problems`` has one entry per key, with the key,
-    what matches nothing, the nearest names and (``suggestion``) the key probably meant."""
-
-    def _render(self) -> str:
-        head = (
-            f"{len(self.problems)} configuration key(s) name no registered flow, state or action:"
-        )
-        return "\n  - ".join([head, *(str(p) for p in self.problems)])
 
 
 class FlowDomainBuilder:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Self, TypeVar
 
-from flowsched.errors import FlowschedError
+from flowsched.errors import FlowDefinitionError
 from flowsched.flow.timers import flow_handler
 from flowsched.port import check_handler_name
 
@@ -47,10 +47,6 @@ _Event = TypeVar("_Event")
 
 ANY_STATE = "*"
 """Use as ``in_state`` for a transition that applies in every non-terminal state."""
-
-
-class FlowDefinitionError(FlowschedError, ValueError):
-    """A flow definition is inconsistent; the message names the flow and what is wrong."""
 
 
 @dataclass(frozen=True, slots=True)

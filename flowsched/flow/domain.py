@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from flowsched.clock import Clock
-from flowsched.errors import FlowschedError
+from flowsched.errors import TimerAheadOfInstanceError, UnknownFlowError
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
@@ -52,19 +52,6 @@ Decide = Callable[[FlowInstance | None, datetime], Step | None]
 EARLY_TIMER_REDELIVERIES = 3
 """How many times a timer that arrived before its instance was stored is handed back to the
 scheduler for redelivery (its backoff: 3 s, 6 s, 12 s by default) before it is dropped."""
-
-
-class UnknownFlowError(FlowschedError, KeyError):
-    """No flow definition or no instance by that name/id."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class TimerAheadOfInstanceError(FlowschedError, RuntimeError):
-    """A timer fired for a state entry the stored instance has not reached yet: another node
-    scheduled it and has not stored its decision yet. Raised so the scheduler redelivers it
-    (at most :data:`EARLY_TIMER_REDELIVERIES` times)."""
 
 
 class FlowDomain:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol, runtime_checkable
 
-from flowsched.errors import FlowschedError
+from flowsched.errors import ConcurrentUpdateError, FlowAlreadyExistsError
 from flowsched.flow.instance import FlowInstance
 
 __all__ = [
@@ -20,14 +20,6 @@ __all__ = [
     "FlowStore",
     "InMemoryFlowStore",
 ]
-
-
-class ConcurrentUpdateError(FlowschedError, RuntimeError):
-    """The instance changed since it was loaded; reload and decide again."""
-
-
-class FlowAlreadyExistsError(FlowschedError, ValueError):
-    """An instance with this flow id is already stored."""
 
 
 @runtime_checkable

@@ -14,9 +14,11 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without pymongo
     if (exc.name or "").partition(".")[0] not in {"pymongo", "bson"}:
         raise
-    from flowsched.mongo.no_driver import (  # type: ignore[assignment]
-        MongoFlowStore,
-        MongoScheduler,
-    )
+    from flowsched.mongo.no_driver import MissingDriverFlowStore as MongoFlowStore  # type: ignore[assignment]
+    from flowsched.mongo.no_driver import MissingDriverScheduler as MongoScheduler  # type: ignore[assignment]
 
 __all__ = ["MongoFlowStore", "MongoScheduler"]
+
+# Both are also public as flowsched.MongoScheduler / flowsched.MongoFlowStore: reprs and
+# tracebacks say so (see flowsched/__init__.py).
+MongoFlowStore.__module__ = MongoScheduler.__module__ = "flowsched"

@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flowsched.config.scheduler_settings import MAX_BUCKETS
-from flowsched.errors import FlowschedError
+from flowsched.errors import MalformedDocument
 from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
 
 __all__ = [
@@ -87,15 +87,6 @@ cap is 950 years); a claim checks ``deliveries < MAX_COUNT`` before adding to it
 MAX_RECORD_BYTES = 16 * 1024 * 1024 - 64 * 1024
 """Largest quarantine record written: MongoDB's 16 MiB document limit, less some room for
 the server's own overhead. A bigger original is kept field by field as far as this allows."""
-
-
-class MalformedDocument(FlowschedError, ValueError):
-    """A stored document that is not a valid item; ``reason`` says which field and why."""
-
-    def __init__(self, item_id: object, reason: str) -> None:
-        super().__init__(f"malformed schedule document {item_id!r}: {reason}")
-        self.item_id = item_id
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

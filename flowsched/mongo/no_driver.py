@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["MongoFlowStore", "MongoScheduler"]
+__all__ = ["MissingDriverFlowStore", "MissingDriverScheduler"]
 
 
-class MongoScheduler:
-    """Raises ``ImportError``: the MongoDB driver is missing."""
+class MissingDriverScheduler:
+    """Stands in for ``MongoScheduler``: raises ``ImportError``, the MongoDB driver is missing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _missing("MongoScheduler")
@@ -23,8 +23,8 @@ class MongoScheduler:
         _missing("MongoScheduler")
 
 
-class MongoFlowStore:
-    """Raises ``ImportError``: the MongoDB driver is missing."""
+class MissingDriverFlowStore:
+    """Stands in for ``MongoFlowStore``: raises ``ImportError``, the driver is missing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _missing("MongoFlowStore")
