@@ -46,13 +46,8 @@ from flowsched.flow import (
 )
 from flowsched.memory import InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
-from flowsched.port import (
-    DeadLetter,
-    Handler,
-    ScheduleItem,
-    ScheduleKind,
-    SchedulerPort,
-)
+from flowsched.port import Handler, SchedulerPort
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ the optional maximum of attempts and the dead letter, logging and observation. A
 :meth:`DeliveryCore.deliver` for one claimed item and applies the :data:`Outcome` it returns
 under its own fence (id + generation).
 
-Routing, written once here: an item's :attr:`~flowsched.port.ScheduleItem.route` is its
+Routing, written once here: an item's :attr:`~flowsched.ScheduleItem.route` is its
 handler name (``"h:<name>"``, from :meth:`DeliveryCore.register`) or, without one, its kind
 (``"k:<KIND>"``, from :meth:`DeliveryCore.subscribe`). :meth:`DeliveryCore.routes` is what this
 scheduler can run; an adapter only takes (claims, pops) items whose route is in it, so an item
@@ -31,16 +31,10 @@ from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
 from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
-from flowsched.port import (
-    DeadLetter,
-    FailedHandler,
-    Handler,
-    ScheduleItem,
-    ScheduleKind,
-    check_handler_name,
-    kind_route,
-    name_route,
-)
+from flowsched.limits import check_handler_name
+from flowsched.port import FailedHandler, Handler
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.routes import kind_route, name_route
 
 __all__ = [
     "Completed",

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from flowsched.delivery import Observer
-from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from flowsched.delivery import Observer
-from flowsched.port import DeadLetter, ScheduleItem
+from flowsched.records import DeadLetter, ScheduleItem
 
 __all__ = ["Lateness", "Metrics", "MetricsObserver", "Observers"]
 

@@ -24,8 +24,7 @@ import typer
 from flowsched.cli._output import fail
 from flowsched.config.scheduler_settings import LONGEST_OP_TIMEOUT
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError
-from flowsched.port import SchedulerUnavailable
+from flowsched.errors import ConfigError, SchedulerUnavailable
 
 __all__ = [
     "DEFAULT_URI",

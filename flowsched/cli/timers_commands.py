@@ -40,7 +40,7 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
-from flowsched.port import ScheduleKind
+from flowsched.records import ScheduleKind
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore

@@ -31,7 +31,7 @@ from typing import Any, Self, TypeVar
 
 from flowsched.errors import FlowDefinitionError
 from flowsched.flow.timers import flow_handler
-from flowsched.port import check_handler_name
+from flowsched.limits import check_handler_name
 
 __all__ = [
     "ANY_STATE",

@@ -1,7 +1,7 @@
 """Internal: ``FlowDomain``, which runs flow instances and handles their time through the port.
 
 Build one with :meth:`FlowDomain.builder`. The domain talks to the scheduler only through
-:class:`~flowsched.port.SchedulerPort`: it registers one named handler per flow it runs,
+:class:`~flowsched.SchedulerPort`: it registers one named handler per flow it runs,
 ``flow:<FlowName>`` (:func:`~flowsched.flow.timers.flow_handler`), addresses every timer it
 schedules (``ACTION_TIMEOUT``, ``ACTION_RETRY``, ``PROCESSING_TIMEOUT``) to its flow's handler,
 and tells the kinds apart when one fires. So several domains with different flows can share
@@ -33,7 +33,8 @@ from flowsched.flow.step import Step
 from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
 from flowsched.flow.timeline import Listener, TimelineEntry
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id, flow_handler
-from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
+from flowsched.port import SchedulerPort
+from flowsched.records import ScheduleItem, ScheduleKind
 
 if TYPE_CHECKING:
     from flowsched.flow.builder import FlowDomainBuilder

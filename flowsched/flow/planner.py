@@ -35,7 +35,7 @@ from flowsched.flow.step import Step
 from flowsched.flow.timekeeper import Timekeeper, processing_key
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
-from flowsched.port import ScheduleKind
+from flowsched.records import ScheduleKind
 
 __all__ = ["Planner"]
 

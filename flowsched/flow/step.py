@@ -17,7 +17,7 @@ from typing import Any
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance, change_in_place
 from flowsched.flow.timeline import Happened, TimelineEntry
-from flowsched.port import ScheduleItem
+from flowsched.records import ScheduleItem
 
 __all__ = ["Step"]
 

@@ -20,7 +20,7 @@ from flowsched.flow.offsets import deadline_base
 from flowsched.flow.step import Step
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.records import ScheduleItem, ScheduleKind
 
 __all__ = ["Timekeeper", "processing_key"]
 

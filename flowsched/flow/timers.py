@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from flowsched.clock import ensure_utc
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.records import ScheduleItem, ScheduleKind
 
 __all__ = [
     "FLOW_TIMER_KINDS",

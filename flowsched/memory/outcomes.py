@@ -18,7 +18,7 @@ from datetime import datetime
 from flowsched.clock import Clock
 from flowsched.delivery import Completed, DeliveryCore, NextSlot, Outcome, Redeliver
 from flowsched.memory.store import Claim, TimerStore
-from flowsched.port import ScheduleItem
+from flowsched.records import ScheduleItem
 
 __all__ = ["Outcomes"]
 

@@ -23,21 +23,13 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
+from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.inline import InlineDelivery, ThreadState
 from flowsched.memory.pool import WorkerPool
 from flowsched.memory.realtime import ThreadedDelivery
 from flowsched.memory.store import TimerStore
-from flowsched.port import (
-    DeadLetter,
-    FailedHandler,
-    Handler,
-    ScheduleItem,
-    ScheduleKind,
-    SchedulerPort,
-    SchedulerUnavailable,
-    not_an_item,
-    set_generation,
-)
+from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -68,7 +60,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
 
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
-    Guarantees (see :class:`~flowsched.port.SchedulerPort`): replace, cancel and
+    Guarantees (see :class:`~flowsched.SchedulerPort`): replace, cancel and
     ``cancel_flow`` are fenced by id + generation: an item is claimed under the lock, checked
     again right before its handler starts, and its outcome is applied under the lock only if
     it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
@@ -76,7 +68,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
     kind nobody subscribed to, a handler name nobody registered) stay scheduled, set aside
     once due, and are delivered once a handler for them is subscribed or registered. After
     :meth:`close` nothing fires and ``schedule`` raises
-    :class:`~flowsched.port.SchedulerUnavailable`.
+    :class:`~flowsched.SchedulerUnavailable`.
 
     >>> from datetime import UTC, datetime, timedelta
     >>> from flowsched.clock import ManualClock

@@ -31,7 +31,7 @@ from collections.abc import Collection
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
-from flowsched.port import DeadLetter, ScheduleItem
+from flowsched.records import DeadLetter, ScheduleItem
 
 __all__ = ["COMPACT_AT", "Claim", "TimerStore"]
 

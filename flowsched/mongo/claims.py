@@ -76,7 +76,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
-from flowsched.port import ScheduleItem
+from flowsched.records import ScheduleItem
 
 __all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
 

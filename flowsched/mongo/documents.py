@@ -13,7 +13,7 @@ A scheduled item's document::
 * ``bucket`` is :func:`bucket_of` the id (``0`` with the default single bucket): with
   ``_id`` it makes the shard key ``{bucket: 1, _id: 1}``, and every command the scheduler
   sends on this collection names it (see ``docs/explanation/scaling.md``).
-* ``route`` is the item's :attr:`~flowsched.port.ScheduleItem.route`: who may run it. A node
+* ``route`` is the item's :attr:`~flowsched.ScheduleItem.route`: who may run it. A node
   claims only documents of the routes it serves (index ``route, bucket, ready_at``). An item
   addressed to a named handler also has ``handler: <name>``. Documents written before
   routing have no ``route`` (nor ``bucket``): no node claims them until ``flowsched timers
@@ -59,7 +59,9 @@ from typing import Any
 
 from flowsched.config.scheduler_settings import MAX_BUCKETS
 from flowsched.errors import MalformedDocument
-from flowsched.port import DeadLetter, Recurrence, ScheduleItem, ScheduleKind, short_repr
+from flowsched.limits import short_repr
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.recurrence import Recurrence
 
 __all__ = [
     "MAX_BUCKETS",

@@ -33,7 +33,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from flowsched.port import ScheduleItem
+from flowsched.records import ScheduleItem
 
 __all__ = ["LocalFence"]
 

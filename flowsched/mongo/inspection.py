@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.mongo.documents import StoredItem, stored_item
 from flowsched.mongo.nodes import NodeInfo, live_nodes
-from flowsched.port import ScheduleKind, route_target
+from flowsched.records import ScheduleKind
+from flowsched.routes import route_target
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import Doc, TimerStore

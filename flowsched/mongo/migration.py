@@ -21,7 +21,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flowsched.port import check_handler_name, kind_route, name_route
+from flowsched.limits import check_handler_name
+from flowsched.routes import kind_route, name_route
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore

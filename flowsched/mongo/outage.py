@@ -19,7 +19,7 @@ from typing import TypeVar
 import pymongo
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure, PyMongoError
 
-from flowsched.port import SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 
 __all__ = ["Backoff", "is_transient", "within"]
 

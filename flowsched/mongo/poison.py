@@ -38,9 +38,9 @@ from typing import Any, ClassVar, Literal
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from flowsched.limits import check_id
 from flowsched.mongo.documents import MAX_COUNT, bucket_of, quarantine_document, short_repr
 from flowsched.mongo.store import Doc, TimerStore
-from flowsched.port import check_id
 
 __all__ = ["AUDIT_EVERY", "AUDIT_LIMIT", "Audit", "Quarantiner", "claim_problem"]
 

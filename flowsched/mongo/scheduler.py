@@ -24,6 +24,8 @@ from flowsched.config.scheduler_settings import (
     MAX_WORKERS,
 )
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
+from flowsched.errors import SchedulerUnavailable
+from flowsched.limits import check_id
 from flowsched.mongo.claims import Claims, Release, Settlement
 from flowsched.mongo.documents import (
     MAX_BUCKETS,
@@ -40,17 +42,8 @@ from flowsched.mongo.outage import within
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.wakeup import WakeUp
-from flowsched.port import (
-    DeadLetter,
-    FailedHandler,
-    Handler,
-    ScheduleItem,
-    ScheduleKind,
-    SchedulerPort,
-    SchedulerUnavailable,
-    check_id,
-    not_an_item,
-)
+from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -95,7 +88,7 @@ class MongoScheduler(SchedulerPort):
     * ``lease``: how long a claim lasts without renewal (renewed every third of it while the
       handler runs). Node clocks must agree to well within it.
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
-      before raising :class:`~flowsched.port.SchedulerUnavailable`.
+      before raising :class:`~flowsched.SchedulerUnavailable`.
     * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
       clusters), so that an item another node schedules due before this node's next poll
       fires on time rather than up to a poll late (:mod:`flowsched.mongo.wakeup`). Polling

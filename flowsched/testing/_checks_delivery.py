@@ -7,7 +7,7 @@ import asyncio
 from datetime import timedelta
 
 from flowsched.delivery import RedeliveryPolicy
-from flowsched.port import ScheduleItem
+from flowsched.records import ScheduleItem
 from flowsched.testing._trial import TIMER, Guarantee, Recorder, Trial
 
 __all__ = ["DELIVERY_GUARANTEES"]

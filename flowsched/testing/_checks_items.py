@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta, timezone
 
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.testing._trial import TIMER, Guarantee, Trial
 
 __all__ = ["ITEM_GUARANTEES"]

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from flowsched.clock import ManualClock
 from flowsched.delivery import RedeliveryPolicy
-from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Recorder, Trial
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from flowsched.delivery import RedeliveryPolicy
-from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Recorder, Trial
 
 __all__ = ["ROUTING_GUARANTEES"]

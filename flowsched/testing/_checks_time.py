@@ -7,7 +7,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from flowsched.clock import ManualClock
-from flowsched.port import ScheduleItem, SchedulerPort
+from flowsched.port import SchedulerPort
+from flowsched.records import ScheduleItem
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Trial
 
 __all__ = ["TIME_GUARANTEES"]

@@ -11,7 +11,8 @@ from typing import Any
 
 from flowsched.clock import ManualClock
 from flowsched.delivery import RedeliveryPolicy
-from flowsched.port import ScheduleItem, ScheduleKind, SchedulerPort
+from flowsched.port import SchedulerPort
+from flowsched.records import ScheduleItem, ScheduleKind
 
 __all__ = [
     "CLOCK_START",
