@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
-from flowsched.memory.store import COMPACT_AT, TimerStore
+from flowsched.memory.store import COMPACT_AT
+from flowsched.memory.store import MemoryTimerStore as TimerStore
 from flowsched.port import kind_route
 
 TIMER = ScheduleKind.TIMER

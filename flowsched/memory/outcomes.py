@@ -17,7 +17,7 @@ from datetime import datetime
 
 from flowsched.clock import Clock
 from flowsched.delivery import Completed, DeliveryCore, NextSlot, Outcome, Redeliver
-from flowsched.memory.store import Claim, TimerStore
+from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.records import ScheduleItem
 
 __all__ = ["Outcomes"]
@@ -32,7 +32,7 @@ class Outcomes:
 
     _clock: Clock
     _core: DeliveryCore
-    _store: TimerStore
+    _store: MemoryTimerStore
     _lock: threading.Lock
     _wake: threading.Condition
     """The leading worker sleeps on it; ``close()`` waits on it for inline deliveries."""

@@ -27,7 +27,7 @@ from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.inline import InlineDelivery, ThreadState
 from flowsched.memory.pool import WorkerPool
 from flowsched.memory.realtime import ThreadedDelivery
-from flowsched.memory.store import TimerStore
+from flowsched.memory.store import MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
 
@@ -108,7 +108,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         self._core = DeliveryCore(self._clock, redelivery, observer)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled  # read on the hot path
-        self._store = TimerStore()
+        self._store = MemoryTimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()
         # The leading worker sleeps on it; close() waits on it for inline deliveries.

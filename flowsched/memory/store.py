@@ -33,7 +33,7 @@ from heapq import heapify, heappop, heappush
 
 from flowsched.records import DeadLetter, ScheduleItem
 
-__all__ = ["COMPACT_AT", "Claim", "TimerStore"]
+__all__ = ["COMPACT_AT", "Claim", "MemoryTimerStore"]
 
 COMPACT_AT = 1024
 """The heap is not compacted below this many entries (cheap to keep, costly to rebuild often)."""
@@ -46,7 +46,7 @@ Claim = tuple[ScheduleItem, int]
 """One delivery to make, ``(item, attempt)``; ``attempt`` counts earlier failed deliveries."""
 
 
-class TimerStore:
+class MemoryTimerStore:
     """In-memory storage of timers: items by id, the due-time heap, parked items, dead letters."""
 
     __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")
