@@ -66,7 +66,7 @@ from typing import Any
 from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, WriteError
 
-from flowsched.delivery import Completed, DeadLettered, NextSlot, Redeliver
+from flowsched.delivery import DeadLettered
 from flowsched.mongo.documents import (
     dead_letter_document,
     optional_ms,
@@ -75,75 +75,19 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
+from flowsched.mongo.settlement import (
+    Claim,
+    Quarantine,
+    Settlement,
+    bucket_fence,
+    settlement_writes,
+    start_mark,
+)
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
-from flowsched.records import ScheduleItem
 
-__all__ = ["Claim", "Claimed", "Claims", "Quarantine", "Release", "Settlement"]
+__all__ = ["Claimed", "Claims"]
 
 log = logging.getLogger("flowsched.mongo")
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """An item this node has locked for delivery: the item, earlier failures, the lock token."""
-
-    item: ScheduleItem
-    attempt: int
-    token: str
-    suspect: bool = False
-    """The document carried an earlier claim that was never settled (its node died or was
-    cut off, maybe mid-handler): mark this delivery started before its handler runs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    """Give a claimed item back undelivered (closing): claimable again at ``due``, its
-    delivery uncounted (``deliveries`` back to its ``attempt``)."""
-
-    due: datetime
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantine:
-    """Move a malformed document aside, with the reason."""
-
-    document: Doc
-    reason: str
-
-
-Action = Completed | Redeliver | DeadLettered | NextSlot | Release | Quarantine
-
-
-@dataclass(frozen=True, slots=True)
-class Settlement:
-    """What to write for one claimed document (``generation`` None: fence on token only).
-
-    ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
-    the same slot (redelivered, or released undelivered): ``applied`` is set back to this.
-    ``suspect``: the claim was suspect (:attr:`Claim.suspect`); released undelivered, it keeps
-    its ``claim`` (its lease ended), so the next claimer marks its start too."""
-
-    item_id: Any
-    generation: int | None
-    token: str
-    action: Action
-    unapply: tuple[datetime | None] | None = None
-    suspect: bool = False
-
-    @classmethod
-    def of(cls, claim: Claim, action: Action) -> Settlement:
-        item = claim.item
-        unapply = None
-        if item.recurrence is not None and isinstance(action, Redeliver | Release):
-            unapply = (item.previous,)
-        return cls(item.id, item.generation, claim.token, action, unapply, claim.suspect)
-
-    def fence(self) -> dict[str, Any]:
-        fence: dict[str, Any] = {"_id": self.item_id, "claim.token": self.token}
-        if self.generation is not None:
-            fence["generation"] = self.generation
-        return fence
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,8 +307,8 @@ class Claims:
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
             self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
-        writes = _writes(settlements, self.store)
-        writes.extend(_started(claim, self.store) for claim in starts)
+        writes = settlement_writes(settlements, self.store)
+        writes.extend(start_mark(claim, self.store) for claim in starts)
         self.store.write(self.store.items, writes)
         if dead:
             self._dead_letter(dead)
@@ -393,91 +337,7 @@ class Claims:
             key = (settlement.item_id, settlement.token)
             repeated = key in self._tried
             self._tried.add(key)
-            if self.store.items.delete_one(_fence(settlement, self.store)).deleted_count:
+            if self.store.items.delete_one(bucket_fence(settlement, self.store)).deleted_count:
                 continue
             if not repeated or self.store.exists(settlement.item_id):
                 self.store.remove_dead_letter(settlement.item_id, settlement.generation)
-
-
-def _fence(settlement: Settlement, store: TimerStore) -> dict[str, Any]:
-    """The settlement's fence with the item's bucket (the shard key)."""
-    return {**settlement.fence(), "bucket": store.bucket(settlement.item_id)}
-
-
-def _writes(settlements: Sequence[Settlement], store: TimerStore) -> list[Write]:
-    """The writes for ``settlements``: completed items one delete per claim token (per
-    chunk of ids, see :data:`~flowsched.mongo.store.ID_CHUNK`).
-
-    A claim token is fresh for every claim and a replaced or requeued document carries no
-    claim, so ``_id`` + token fence a completed item as exactly as ``_id`` + generation +
-    token: the server deletes a whole completed batch in one operation instead of one each.
-    """
-    completed: dict[str, list[Any]] = {}
-    writes = []
-    for settlement in settlements:
-        if isinstance(settlement.action, Completed) and settlement.generation is not None:
-            completed.setdefault(settlement.token, []).append(settlement.item_id)
-        elif (write := _write(settlement, _fence(settlement, store))) is not None:
-            writes.append(write)
-    for token, ids in completed.items():
-        for chunk in id_chunks(ids):  # one round trip still, see ID_CHUNK
-            if len(chunk) == 1:
-                writes.append(Write({**store.key(chunk[0]), "claim.token": token}))
-            else:
-                writes.append(Write({**store.keys(chunk), "claim.token": token}, many=True))
-    return writes
-
-
-def _write(settlement: Settlement, fence: dict[str, Any]) -> Write | None:
-    action = settlement.action
-    if isinstance(action, Completed | Quarantine):
-        return Write(fence)
-    changes: dict[str, Any]
-    if isinstance(action, NextSlot):
-        due = truncate_ms(action.due)
-        changes = {
-            "due": due,
-            "ready_at": due,
-            "applied": optional_ms(action.applied),
-            "attempts": 0,
-            "deliveries": 0,
-            "last_error": action.error,
-            "claim": None,
-        }
-        return Write(fence, {"$set": changes})
-    if isinstance(action, Redeliver):
-        due = truncate_ms(action.due)
-        changes = {
-            "due": due,
-            "ready_at": due,
-            "attempts": action.attempt,
-            "deliveries": action.attempt,
-            "last_error": action.error,
-            "claim": None,
-        }
-        return Write(fence, {"$set": _unapplied(changes, settlement)})
-    if isinstance(action, Release):
-        changes = {"ready_at": truncate_ms(action.due), "deliveries": action.attempt}
-        if settlement.suspect:  # stays suspect (its earlier claim was lost); its lease ends
-            changes["claim.lease_until"] = truncate_ms(action.due)
-        else:
-            changes["claim"] = None
-        return Write(fence, {"$set": _unapplied(changes, settlement)})
-    return None  # DeadLettered: written separately (two collections)
-
-
-def _started(claim: Claim, store: TimerStore) -> Write:
-    """Mark ``claim``'s delivery started: ``deliveries`` = its attempt + 1 (a set, not an
-    increment, so a repeated write counts it once)."""
-    fence = {
-        **store.key(claim.item.id),
-        "generation": claim.item.generation,
-        "claim.token": claim.token,
-    }
-    return Write(fence, {"$set": {"deliveries": claim.attempt + 1}})
-
-
-def _unapplied(changes: dict[str, Any], settlement: Settlement) -> dict[str, Any]:
-    if settlement.unapply is not None:
-        changes["applied"] = optional_ms(settlement.unapply[0])
-    return changes

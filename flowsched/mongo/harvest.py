@@ -24,10 +24,11 @@ from pymongo.errors import PyMongoError
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, NextSlot
-from flowsched.mongo.claims import Claim, Claims, Quarantine, Settlement
+from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import Audit
+from flowsched.mongo.settlement import Claim, Quarantine, Settlement
 
 __all__ = ["Harvest", "Harvester"]
 

@@ -26,7 +26,7 @@ from flowsched.config.scheduler_settings import (
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import check_id
-from flowsched.mongo.claims import Claims, Release, Settlement
+from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
     MAX_BUCKETS,
     MalformedDocument,
@@ -39,6 +39,7 @@ from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outage import within
+from flowsched.mongo.settlement import Release, Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.wakeup import WakeUp

@@ -47,11 +47,12 @@ from pymongo.errors import BulkWriteError, WriteError
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.errors import ConfigError
-from flowsched.mongo.claims import Claim, Claims, Release, Settlement
+from flowsched.mongo.claims import Claims
 from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.harvest import Harvest, Harvester
 from flowsched.mongo.nodes import Heartbeat
 from flowsched.mongo.outage import Backoff, is_transient, within
+from flowsched.mongo.settlement import Claim, Release, Settlement
 
 __all__ = ["Sweeper"]
 

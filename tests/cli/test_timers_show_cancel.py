@@ -8,8 +8,9 @@ from datetime import timedelta
 from timers_kit import rows
 
 from flowsched.delivery import Redeliver
-from flowsched.mongo.claims import Claim, Claims, Settlement
+from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import stored_item
+from flowsched.mongo.settlement import Claim, Settlement
 from flowsched.port import ScheduleItem, ScheduleKind, kind_route
 
 MIN = timedelta(minutes=1)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flowsched.delivery import DeadLettered, RedeliveryPolicy
-from flowsched.mongo.claims import Settlement
+from flowsched.mongo.settlement import Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
 
 TIMER = ScheduleKind.TIMER

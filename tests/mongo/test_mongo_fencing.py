@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
-from flowsched.mongo.claims import Release, Settlement
+from flowsched.mongo.settlement import Release, Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
 
 LEASE = timedelta(seconds=30)

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from flowsched.delivery import DeliveryCore
-from flowsched.mongo.claims import Claim, Claims, Release, Settlement
+from flowsched.mongo.claims import Claims
+from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.port import Recurrence, ScheduleItem, ScheduleKind, kind_route
 
