@@ -17,6 +17,7 @@ tick's failures are not counted towards a dead letter): if its node took the slo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -26,11 +27,12 @@ from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, NextSlot
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
+from flowsched.mongo.fence import LocalFence
 from flowsched.mongo.outage import is_transient
 from flowsched.mongo.poison import Audit
-from flowsched.mongo.settlement import Claim, Quarantine, Settlement
+from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
 
-__all__ = ["Harvest", "Harvester"]
+__all__ = ["Harvest", "Harvester", "deliver_in_thread"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -149,3 +151,43 @@ class Harvester:
             harvest.settle.append(Settlement.of(claim, ticked))
         else:
             ticks.append(Claim(ticked, stored.attempts, token))
+
+
+def deliver_in_thread(
+    harvest: Harvest,
+    stamp: int,
+    fence: LocalFence,
+    core: DeliveryCore,
+    write: Callable[[list[Settlement]], None],
+) -> int:
+    """Deliver a claimed batch in this thread (``run_due``) and ``write`` the outcomes;
+    how many ran.
+
+    A claim this node cancelled or replaced since its stamp is released, not run. If a
+    handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
+    interrupted and unstarted claims given back (claimable again at once, not counted as
+    failures, like the in-memory adapter's), then the interrupt goes on."""
+    settle = harvest.settle
+    done = ran = 0
+    try:
+        for claim in harvest.deliver:
+            if fence.stale(stamp, claim.item):
+                settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+            else:
+                outcome = core.deliver(claim.item, claim.attempt)
+                settle.append(Settlement.of(claim, outcome))
+                ran += 1
+            done += 1
+    except BaseException:
+        rest = harvest.deliver[done:]
+        settle.extend(
+            Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
+        )
+        try:
+            write(settle)
+        except Exception as exc:
+            # Nothing is lost: the claims run out with their lease and are redelivered.
+            log.warning("run_due interrupted; could not write its outcomes: %s", exc)
+        raise
+    write(settle)
+    return ran

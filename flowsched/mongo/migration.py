@@ -17,6 +17,7 @@ route through its settlement).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,15 @@ from flowsched.routes import kind_route, name_route
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore
 
-__all__ = ["MigrationReport", "add_buckets", "add_routes", "legacy_index"]
+__all__ = [
+    "MigrationReport",
+    "add_buckets",
+    "add_routes",
+    "legacy_index",
+    "warn_if_unrouted",
+]
+
+log = logging.getLogger("flowsched.mongo")
 
 UNROUTED: dict[str, Any] = {"route": None}
 """Documents without a route (``null`` matches a missing field too)."""
@@ -129,3 +138,24 @@ def _count(report: MigrationReport, route: str, result: Any) -> None:
     modified = int(result.modified_count)
     if modified:
         report.routed[route] = report.routed.get(route, 0) + modified
+
+
+def warn_if_unrouted(store: TimerStore) -> bool:
+    """Log one warning if ``store`` holds items stored before routing (one
+    ``find_one``, served by the claim index); whether it found any."""
+    try:
+        found = store.unrouted_sample()
+    except Exception as exc:
+        log.debug("%s: could not look for items without a route: %s", store.name, exc)
+        return False
+    if found is None:
+        return False
+    log.warning(
+        "%s holds items stored before routing (no 'route' field, e.g. %r): no node claims "
+        "them until you run `flowsched timers migrate --db %s --collection %s`",
+        store.name,
+        found.get("_id"),
+        store.items.database.name,
+        store.items.name,
+    )
+    return True

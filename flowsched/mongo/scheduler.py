@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import bson
 from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
@@ -25,7 +24,13 @@ from flowsched.config.scheduler_settings import (
 )
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.limits import check_id
+from flowsched.mongo.arguments import (
+    check_bson_payload,
+    check_count,
+    check_positive,
+    check_served,
+    storable_id,
+)
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
     MAX_BUCKETS,
@@ -36,13 +41,14 @@ from flowsched.mongo.documents import (
     stored_item,
 )
 from flowsched.mongo.fence import LocalFence
-from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.harvest import Harvester, deliver_in_thread
+from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outage import within
-from flowsched.mongo.settlement import Release, Settlement
+from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
-from flowsched.mongo.wakeup import WakeUp
+from flowsched.mongo.wakeup import MAX_AWAIT, WakeUp
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 
@@ -54,9 +60,6 @@ __all__ = ["MongoScheduler"]
 log = logging.getLogger("flowsched.mongo")
 
 T = TypeVar("T")
-
-MAX_AWAIT = timedelta(seconds=5)
-"""The longest a change stream's ``getMore`` waits on the server before coming back empty."""
 
 
 class MongoScheduler(SchedulerPort):
@@ -131,13 +134,13 @@ class MongoScheduler(SchedulerPort):
     ) -> None:
         # The bounds from_config applies: longer waits overflow the platform's timeouts (or a
         # lease never ends), and a larger batch or pool is beyond what a node can hold.
-        _check_positive("poll_interval", poll_interval, LONGEST_SETTING)
-        _check_positive("lease", lease, LONGEST_SETTING)
-        _check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
-        _check_count("batch_size", batch_size, MAX_BATCH_SIZE)
-        _check_count("workers", workers, MAX_WORKERS)
-        _check_count("buckets", buckets, MAX_BUCKETS)
-        served = _check_served(serve_buckets, buckets)
+        check_positive("poll_interval", poll_interval, LONGEST_SETTING)
+        check_positive("lease", lease, LONGEST_SETTING)
+        check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
+        check_count("batch_size", batch_size, MAX_BATCH_SIZE)
+        check_count("workers", workers, MAX_WORKERS)
+        check_count("buckets", buckets, MAX_BUCKETS)
+        served = check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
@@ -205,7 +208,7 @@ class MongoScheduler(SchedulerPort):
         (``None`` if an item of that id is stored)."""
         bucket = self._store.bucket(item.id)
         document = item_document(item, new_generation(self._rng), bucket=bucket)
-        _check_bson(item, document)
+        check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
         try:
             if replace:
@@ -217,16 +220,9 @@ class MongoScheduler(SchedulerPort):
                     return None
         finally:
             self._fence.touch(item.id)  # even on error: the write may have applied
-        stored = ScheduleItem(
-            item.id,
-            item.kind,
-            document["due"],
-            item.flow_id,
-            item.payload,
-            recurrence=item.recurrence,
-            previous=document.get("applied"),
-            handler=item.handler,
-        ).with_generation(document["generation"])
+        # As stored: due cut to whole milliseconds, the slot applied, the new generation.
+        stored = item.moved(document["due"], document.get("applied"))
+        stored = stored.with_generation(document["generation"])
         self._core.scheduled(stored)
         sweeper = self._sweeper
         if sweeper is not None:
@@ -238,7 +234,7 @@ class MongoScheduler(SchedulerPort):
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
-        if not _storable(item_id):
+        if not storable_id(item_id):
             return False  # an id no item can have (as in memory): no round trip
         try:
             removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
@@ -253,7 +249,7 @@ class MongoScheduler(SchedulerPort):
 
         With an observer that overrides ``cancelled``, the ids are read first (one more round
         trip) to report each; an item another caller removed meanwhile may be reported too."""
-        if not _storable(flow_id):
+        if not storable_id(flow_id):
             return 0
         what = f"cancel_flow({flow_id!r})"
         ids: list[str] = []
@@ -269,7 +265,7 @@ class MongoScheduler(SchedulerPort):
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
-        if not _storable(item_id):
+        if not storable_id(item_id):
             return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
 
@@ -277,7 +273,7 @@ class MongoScheduler(SchedulerPort):
         """The item as stored now (``due`` moves on redelivery), or ``None``.
 
         A malformed document reads as ``None`` (and is logged); the sweep quarantines it."""
-        if not _storable(item_id):
+        if not storable_id(item_id):
             return None
         document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
         if document is None:
@@ -326,7 +322,7 @@ class MongoScheduler(SchedulerPort):
                 )
                 if not harvest.won and not harvest.quarantined:
                     return delivered
-                delivered += self._deliver_batch(harvest, stamp)
+                delivered += deliver_in_thread(harvest, stamp, self._fence, self._core, self._write)
             finally:
                 self._fence.close(stamp)
 
@@ -338,38 +334,6 @@ class MongoScheduler(SchedulerPort):
         if not routes or self._closed:
             return None
         return self._call("next_due", lambda: self._store.next_ready(routes, until, after))
-
-    def _deliver_batch(self, harvest: Harvest, stamp: int) -> int:
-        """Deliver a claimed batch in this thread and write the outcomes; how many ran.
-
-        A claim this node cancelled or replaced since its stamp is released, not run. If a
-        handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
-        interrupted and unstarted claims given back (claimable again at once, not counted as
-        failures, like the in-memory adapter's), then the interrupt goes on."""
-        settle = harvest.settle
-        done = ran = 0
-        try:
-            for claim in harvest.deliver:
-                if self._fence.stale(stamp, claim.item):
-                    settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
-                else:
-                    outcome = self._core.deliver(claim.item, claim.attempt)
-                    settle.append(Settlement.of(claim, outcome))
-                    ran += 1
-                done += 1
-        except BaseException:
-            rest = harvest.deliver[done:]
-            settle.extend(
-                Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
-            )
-            try:
-                self._call("run_due settle", functools.partial(self._settle, settle))
-            except Exception as exc:
-                # Nothing is lost: the claims run out with their lease and are redelivered.
-                log.warning("run_due interrupted; could not write its outcomes: %s", exc)
-            raise
-        self._call("run_due settle", functools.partial(self._settle, settle))
-        return ran
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -397,17 +361,7 @@ class MongoScheduler(SchedulerPort):
         dead = dead_letter_from_document(document)
         when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
         old = dead.item
-        fresh = ScheduleItem(
-            old.id,
-            old.kind,
-            when,
-            old.flow_id,
-            old.payload,
-            recurrence=old.recurrence,
-            previous=old.previous,
-            handler=old.handler,
-        )
-        stored = self._store_item(fresh, replace=replace)
+        stored = self._store_item(old.moved(when, old.previous), replace=replace)
         generation = old.generation
         self._call(what, lambda: self._store.remove_dead_letter(item_id, generation))
         return stored is not None
@@ -478,24 +432,10 @@ class MongoScheduler(SchedulerPort):
             self._owned_client.close()
 
     def _warn_if_unrouted(self) -> bool:
-        """Log one warning if the collection holds items stored before routing (one
-        ``find_one``, served by the claim index); whether it found any."""
-        try:
-            found = self._store.unrouted_sample()
-        except Exception as exc:
-            log.debug("%s: could not look for items without a route: %s", self._store.name, exc)
-            return False
-        if found is None:
-            return False
-        log.warning(
-            "%s holds items stored before routing (no 'route' field, e.g. %r): no node claims "
-            "them until you run `flowsched timers migrate --db %s --collection %s`",
-            self._store.name,
-            found.get("_id"),
-            self._store.items.database.name,
-            self._store.items.name,
-        )
-        return True
+        return warn_if_unrouted(self._store)
+
+    def _write(self, settlements: list[Settlement]) -> None:
+        self._call("run_due settle", functools.partial(self._settle, settlements))
 
     def _settle(self, settlements: list[Settlement]) -> None:
         self._claims.settle(settlements, self._clock.now())
@@ -506,51 +446,3 @@ class MongoScheduler(SchedulerPort):
             return operation()
 
         return within(self._op_timeout, what, run)
-
-
-def _storable(value: object) -> bool:
-    """Whether ``value`` is an id an item can have (:func:`check_id`); others match nothing."""
-    try:
-        check_id(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_positive(name: str, value: timedelta, most: timedelta) -> None:
-    if not isinstance(value, timedelta) or not timedelta(0) < value <= most:
-        raise ValueError(
-            f"MongoScheduler {name} must be a positive timedelta of at most {most.days} "
-            f"day(s) (got {value!r})"
-        )
-
-
-def _check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
-    if served is None:
-        return None
-    given = list(served) if isinstance(served, Iterable) and not isinstance(served, str) else []
-    if not given or any(
-        not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < buckets for b in given
-    ):
-        raise ValueError(
-            f"MongoScheduler serve_buckets must be a non-empty set of buckets in "
-            f"0..{buckets - 1} (buckets={buckets}), got {served!r}"
-        )
-    return tuple(sorted(set(given)))
-
-
-def _check_count(name: str, value: int, most: int | None = None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"MongoScheduler {name} must be an integer >= 1 (got {value!r})")
-    if most is not None and value > most:
-        raise ValueError(f"MongoScheduler {name} must be at most {most:,} (got {value!r})")
-
-
-def _check_bson(item: ScheduleItem, document: dict[str, Any]) -> None:
-    # JSON allows what BSON does not (integers beyond 64 bits): say so before writing.
-    try:
-        bson.encode({"payload": document["payload"]})
-    except (OverflowError, bson.errors.BSONError) as exc:
-        raise ValueError(
-            f"ScheduleItem {item.id!r}: payload cannot be stored in MongoDB: {exc}"
-        ) from None

@@ -36,9 +36,12 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from flowsched.mongo.outage import Backoff
 
-__all__ = ["PIPELINE", "WakeUp"]
+__all__ = ["MAX_AWAIT", "PIPELINE", "WakeUp"]
 
 log = logging.getLogger("flowsched.mongo")
+
+MAX_AWAIT = timedelta(seconds=5)
+"""The longest a change stream's ``getMore`` waits on the server before coming back empty."""
 
 PIPELINE: list[dict[str, Any]] = [
     {

@@ -1,0 +1,75 @@
+"""Internal: the checks of :class:`~flowsched.MongoScheduler`'s arguments (and of a payload
+BSON cannot hold).
+
+The same bounds ``MongoScheduler.from_config`` applies to its keys (longer waits overflow the
+platform's timeouts, or a lease never ends; a larger batch or pool is beyond what a node can
+hold). Each names the argument and the bad value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import bson
+
+from flowsched.limits import check_id
+from flowsched.records import ScheduleItem
+
+__all__ = [
+    "check_bson_payload",
+    "check_count",
+    "check_positive",
+    "check_served",
+    "storable_id",
+]
+
+
+def storable_id(value: object) -> bool:
+    """Whether ``value`` is an id an item can have (:func:`check_id`); others match nothing."""
+    try:
+        check_id(value)
+    except ValueError:
+        return False
+    return True
+
+
+def check_positive(name: str, value: timedelta, most: timedelta) -> None:
+    if not isinstance(value, timedelta) or not timedelta(0) < value <= most:
+        raise ValueError(
+            f"MongoScheduler {name} must be a positive timedelta of at most {most.days} "
+            f"day(s) (got {value!r})"
+        )
+
+
+def check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
+    if served is None:
+        return None
+    given = list(served) if isinstance(served, Iterable) and not isinstance(served, str) else []
+    if not given or any(
+        not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < buckets for b in given
+    ):
+        raise ValueError(
+            f"MongoScheduler serve_buckets must be a non-empty set of buckets in "
+            f"0..{buckets - 1} (buckets={buckets}), got {served!r}"
+        )
+    return tuple(sorted(set(given)))
+
+
+def check_count(name: str, value: int, most: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"MongoScheduler {name} must be an integer >= 1 (got {value!r})")
+    if most is not None and value > most:
+        raise ValueError(f"MongoScheduler {name} must be at most {most:,} (got {value!r})")
+
+
+def check_bson_payload(item: ScheduleItem, document: dict[str, Any]) -> None:
+    """``ValueError`` naming the item if its payload cannot be stored as BSON: JSON allows
+    what BSON does not (integers beyond 64 bits); said before writing."""
+    try:
+        bson.encode({"payload": document["payload"]})
+    except (OverflowError, bson.errors.BSONError) as exc:
+        raise ValueError(
+            f"ScheduleItem {item.id!r}: payload cannot be stored in MongoDB: {exc}"
+        ) from None
