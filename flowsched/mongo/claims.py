@@ -58,11 +58,12 @@ import heapq
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import bson
 from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, WriteError
 
@@ -313,6 +314,22 @@ class Claims:
         if dead:
             self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)
+
+    def settle_each(
+        self,
+        settlements: Sequence[Settlement],
+        now: Callable[[], datetime],
+        starts: Sequence[Claim] = (),
+    ) -> None:
+        """Like :meth:`settle`, one outcome at a time (after one could not be encoded),
+        dropping (and logging) those that cannot be written: their claims run out and the
+        items are delivered again."""
+        self.settle([], now(), starts)
+        for settlement in settlements:
+            try:
+                self.settle([settlement], now())
+            except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
+                log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
 
     def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:
         assert isinstance(settlement.action, Quarantine)

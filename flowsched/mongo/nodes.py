@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flowsched.clock import Clock
 from flowsched.mongo.documents import truncate_ms
 
 __all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
@@ -56,6 +57,16 @@ class Heartbeat:
         self._advertised: frozenset[str] | None = None
         self._indexed = False
         self._failing = False
+        self._next_beat = 0.0  # monotonic seconds
+
+    def beat_when_due(self, routes: frozenset[str], clock: Clock, poll: float) -> None:
+        """:meth:`beat` if the routes changed or a beat is due: every ``poll`` seconds, and
+        at least three times per ``ttl``."""
+        now = clock.monotonic()
+        if now < self._next_beat and not self.changed(routes):
+            return
+        self.beat(routes, clock.now())
+        self._next_beat = now + min(poll, self.ttl.total_seconds() / 3)
 
     def changed(self, routes: frozenset[str]) -> bool:
         """Whether ``routes`` differ from what the last heartbeat advertised."""

@@ -19,9 +19,9 @@ from typing import TypeVar
 import pymongo
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure, PyMongoError
 
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import ConfigError, SchedulerUnavailable
 
-__all__ = ["Backoff", "is_transient", "within"]
+__all__ = ["Backoff", "is_transient", "log_sweep_failure", "within"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -86,3 +86,14 @@ def within(op_timeout: timedelta, what: str, operation: Callable[[], T]) -> T:
                 ) from exc
             log.debug("%s failed (%s), retrying", what, exc)
             time.sleep(min(backoff.next(), remaining))
+
+
+def log_sweep_failure(owner: str, exc: Exception) -> None:
+    """Log the first failure of a node's sweep loop as what it is: this node's settings (no
+    retry can mend them), an outage (retried), or a bug (retried, with its traceback)."""
+    if isinstance(exc, ConfigError):
+        log.error("sweeper of %s claims nothing: %s", owner, exc)
+    elif is_transient(exc):
+        log.warning("sweeper of %s: MongoDB unreachable, retrying: %s", owner, exc)
+    else:
+        log.exception("sweeper of %s failed, retrying", owner)

@@ -46,35 +46,24 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
-from flowsched.errors import ConfigError
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.fence import LocalFence
-from flowsched.mongo.harvest import Harvest, Harvester
+from flowsched.mongo.harvest import Harvester
 from flowsched.mongo.nodes import Heartbeat
-from flowsched.mongo.outage import Backoff, is_transient, within
+from flowsched.mongo.outage import Backoff, is_transient, log_sweep_failure, within
+from flowsched.mongo.pacing import (
+    BATCH_GAP,
+    FLUSH_INTERVAL,
+    PIPELINE,
+    START_GATHER,
+    claim_lookahead,
+    wait_after_claim,
+)
 from flowsched.mongo.settlement import Claim, Release, Settlement
 
 __all__ = ["Sweeper"]
 
 log = logging.getLogger("flowsched.mongo")
-
-FLUSH_INTERVAL = 0.05
-"""While deliveries are running, finished ones are written at least this often (seconds)."""
-
-SHORT_LOOKAHEAD = timedelta(milliseconds=100)
-"""How far a claim looks past now while items are falling due (see _turn)."""
-
-PIPELINE = 2
-"""Batches a node may hold at once: the next claim runs while the last batch is delivered
-and settled, so the server works on one while the node works on the other."""
-
-BATCH_GAP = 0.05
-"""Seconds: the shortest wait for the next item the claim query saw coming (see _after)."""
-
-START_GATHER = 0.002
-"""How long the first start mark asked for (suspect claims only) may wait for other workers
-to ask too, so that one write marks a whole wave (seconds); not at all when no other worker
-can ask."""
 
 
 class Sweeper:
@@ -98,7 +87,6 @@ class Sweeper:
         self._harvester = harvester
         self._heartbeat = heartbeat
         self._on_start = on_start
-        self._next_beat = 0.0
         self._fence = fence
         self._claims: Claims = harvester.claims
         self._core: DeliveryCore = harvester.core
@@ -215,7 +203,7 @@ class Sweeper:
                 now = self._clock.monotonic()
                 if failing_since is None:
                     failing_since = now
-                    self._log_failure(exc)
+                    log_sweep_failure(self._claims.owner, exc)
                 else:
                     log.debug("sweep still failing: %s", exc)
                 self._wake.wait(backoff.next())
@@ -232,14 +220,6 @@ class Sweeper:
             self._wake.wait(self._wait())
             self._wake.clear()
 
-    def _log_failure(self, exc: Exception) -> None:
-        if isinstance(exc, ConfigError):  # this node's settings: no retry can mend them
-            log.error("sweeper of %s claims nothing: %s", self._claims.owner, exc)
-        elif is_transient(exc):
-            log.warning("sweeper of %s: MongoDB unreachable, retrying: %s", self._claims.owner, exc)
-        else:
-            log.exception("sweeper of %s failed, retrying", self._claims.owner)
-
     def _turn(self) -> None:
         self._flush()
         self._renew()
@@ -255,17 +235,7 @@ class Sweeper:
         free = room if self._behind else min(self._batch, room)
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
             return
-        # How far the claim query looks past now (one poll when idle, to plan the next wake):
-        # behind (the last claim was full), not at all, the next turn comes at once; busy
-        # (the last claim found due items), SHORT_LOOKAHEAD. Narrower ranges are cheaper on
-        # servers that read every match before the limit, and in a burst the next claim is
-        # at most BATCH_GAP away anyway.
-        if self._behind:
-            lookahead = timedelta(0)
-        elif self._busy:
-            lookahead = min(SHORT_LOOKAHEAD, self._lookahead)
-        else:
-            lookahead = self._lookahead
+        lookahead = claim_lookahead(self._lookahead, behind=self._behind, busy=self._busy)
         with self._lock:
             self._poked = math.inf
             self._claimed_at = now
@@ -288,7 +258,10 @@ class Sweeper:
                 if self._behind:
                     self._next_poll = now
                 else:
-                    self._next_poll = self._after(now, harvest, lookahead)
+                    ahead = None
+                    if harvest.next_ready is not None:
+                        ahead = (harvest.next_ready - self._clock.now()).total_seconds()
+                    self._next_poll = now + wait_after_claim(ahead, lookahead, self._poll)
             self._next_poll = min(self._next_poll, self._poked)
             if harvest.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
@@ -298,16 +271,6 @@ class Sweeper:
             self._pool.submit(self._deliver, claim, stamp)
         if harvest.settle:
             self._flush()
-
-    def _after(self, now: float, harvest: Harvest, lookahead: timedelta) -> float:
-        gap = min(self._poll / 10, BATCH_GAP)
-        if harvest.next_ready is None:  # nothing within the range: look again at its end
-            return now + min(max(lookahead.total_seconds(), gap), self._poll)
-        # Not sooner than BATCH_GAP (or a tenth of a shorter poll): items falling due close
-        # together are claimed in one batch (a few round trips) rather than one claim each,
-        # and none waits for it longer than that.
-        ahead = (harvest.next_ready - self._clock.now()).total_seconds()
-        return now + min(max(ahead, min(self._poll / 10, BATCH_GAP)), self._poll)
 
     def _wait(self) -> float:
         now = self._clock.monotonic()
@@ -442,7 +405,7 @@ class Sweeper:
             # Not the server: one outcome that cannot be encoded. Write the others.
             log.error("an outcome cannot be written (%s): writing them one by one", exc)
             try:
-                self._settle_each(batch, starts)
+                self._claims.settle_each(batch, self._clock.now, starts)
             except BaseException:  # an outage meanwhile: keep them all (settling repeats safely)
                 self._keep(batch, starts)
                 raise
@@ -456,16 +419,6 @@ class Sweeper:
             self._marking = []
             self._marks.notify_all()
 
-    def _settle_each(self, batch: list[Settlement], starts: list[Claim]) -> None:
-        """Write ``batch`` one outcome at a time, dropping (and logging) the ones that
-        cannot be written; their claims run out and the items are delivered again."""
-        self._claims.settle([], self._clock.now(), starts)
-        for settlement in batch:
-            try:
-                self._claims.settle([settlement], self._clock.now())
-            except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
-                log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
-
     def _keep(self, batch: list[Settlement], starts: list[Claim]) -> None:
         with self._lock:
             self._unwritten = batch + self._unwritten
@@ -477,15 +430,8 @@ class Sweeper:
             self._marks.notify_all()
 
     def _beat(self) -> None:
-        heartbeat = self._heartbeat
-        if heartbeat is None:
-            return
-        now = self._clock.monotonic()
-        routes = self._core.routes()
-        if now < self._next_beat and not heartbeat.changed(routes):
-            return
-        heartbeat.beat(routes, self._clock.now())
-        self._next_beat = now + min(self._poll, heartbeat.ttl.total_seconds() / 3)
+        if self._heartbeat is not None:
+            self._heartbeat.beat_when_due(self._core.routes(), self._clock, self._poll)
 
     def _renew(self) -> None:
         now = self._clock.monotonic()
