@@ -1,7 +1,7 @@
 """Internal: how ``flowsched timers quarantined`` shows quarantine records.
 
 A record is what the scheduler moved aside from the timers collection because it could not
-use it (see :mod:`flowsched.mongo.poison`): the original ``document`` (whole, trimmed of
+use it (see :mod:`flowsched.mongo.quarantine`): the original ``document`` (whole, trimmed of
 fields too large to keep, or - when the server refused even that - only a marker), the
 ``reason``, the ``node`` that moved it and when.
 """

@@ -8,7 +8,7 @@ two round trips):
    sorted by ``ready_at`` (index ``route, ready_at``: one index range each, so documents of
    routes this node does not serve are never examined), merged in due order. A node never
    claims a document it cannot run (no claim-then-release). Each document found is checked
-   before it is claimed or counted (:func:`flowsched.mongo.poison.claim_problem`): one that
+   before it is claimed or counted (:func:`flowsched.mongo.quarantine.claim_problem`): one that
    cannot be claimed is quarantined, unclaimed, and never holds up the others;
 2. ``update_many`` those ids (one bulk write, ids in chunks) *where they are still claimable*
    (``ready_at <= now``), setting a fresh claim token, the lease's end and ``ready_at`` =
@@ -74,8 +74,7 @@ from flowsched.mongo.documents import (
     quarantine_document,
     truncate_ms,
 )
-from flowsched.mongo.outage import is_transient
-from flowsched.mongo.poison import CLAIM_FIELDS, Quarantiner, claim_problem
+from flowsched.mongo.quarantine import CLAIM_FIELDS, Quarantiner, claim_problem
 from flowsched.mongo.settlement import (
     Claim,
     Quarantine,
@@ -85,6 +84,7 @@ from flowsched.mongo.settlement import (
     start_mark,
 )
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
+from flowsched.mongo.transient import is_transient
 
 __all__ = ["Claimed", "Claims"]
 
@@ -198,7 +198,7 @@ class Claims:
         many unusable documents were moved aside.
 
         Every document is checked before it is claimed or counted; a due one that cannot be
-        claimed is quarantined here, unclaimed (see :mod:`flowsched.mongo.poison`)."""
+        claimed is quarantined here, unclaimed (see :mod:`flowsched.mongo.quarantine`)."""
         due: list[Doc] = []
         upcoming: list[datetime] = []
         poison: list[tuple[Doc, str]] = []

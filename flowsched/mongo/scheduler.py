@@ -31,6 +31,8 @@ from flowsched.mongo.arguments import (
     check_served,
     storable_id,
 )
+from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
+from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
     MAX_BUCKETS,
@@ -40,15 +42,13 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
-from flowsched.mongo.fence import LocalFence
-from flowsched.mongo.harvest import Harvester, deliver_in_thread
+from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.outage import within
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
-from flowsched.mongo.wakeup import MAX_AWAIT, WakeUp
+from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 
@@ -72,7 +72,7 @@ class MongoScheduler(SchedulerPort):
 
     Once ``cancel``/``cancel_flow``/``schedule`` has returned on this node, the old form of
     the item is not delivered by this node, even if it was already claimed in the batch
-    being run (:mod:`flowsched.mongo.fence`). An item another node has claimed is a delivery
+    being run (:mod:`flowsched.mongo.local_writes`). An item another node has claimed is a delivery
     already running there: it may still finish after ``cancel`` returned, and its outcome
     never undoes the cancel or the replacement.
 
@@ -95,7 +95,7 @@ class MongoScheduler(SchedulerPort):
       before raising :class:`~flowsched.SchedulerUnavailable`.
     * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
       clusters), so that an item another node schedules due before this node's next poll
-      fires on time rather than up to a poll late (:mod:`flowsched.mongo.wakeup`). Polling
+      fires on time rather than up to a poll late (:mod:`flowsched.mongo.change_stream`). Polling
       stays the source of truth; without change streams the node polls only.
     * ``buckets``: how many buckets the ids are spread over (the shard key is
       ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
@@ -146,8 +146,8 @@ class MongoScheduler(SchedulerPort):
         self._core = DeliveryCore(self._clock, redelivery, observer)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
-        self._harvester = Harvester(self._claims, self._core, self._clock)
-        self._fence = LocalFence()
+        self._claimer = BatchClaimer(self._claims, self._core, self._clock)
+        self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
         self._batch_size = batch_size
         self._workers = workers
@@ -219,7 +219,7 @@ class MongoScheduler(SchedulerPort):
                 if found is None or found.get("generation") != document["generation"]:
                     return None
         finally:
-            self._fence.touch(item.id)  # even on error: the write may have applied
+            self._local_writes.touch(item.id)  # even on error: the write may have applied
         # As stored: due cut to whole milliseconds, the slot applied, the new generation.
         stored = item.moved(document["due"], document.get("applied"))
         stored = stored.with_generation(document["generation"])
@@ -239,7 +239,7 @@ class MongoScheduler(SchedulerPort):
         try:
             removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
         finally:
-            self._fence.touch(item_id)
+            self._local_writes.touch(item_id)
         if removed:
             self._core.cancelled(item_id)
         return removed
@@ -258,7 +258,7 @@ class MongoScheduler(SchedulerPort):
         try:
             removed = self._call(what, lambda: self._store.delete_flow(flow_id))
         finally:
-            self._fence.touch_flow(flow_id)
+            self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
             self._core.cancelled(item_id)
         return removed
@@ -315,16 +315,18 @@ class MongoScheduler(SchedulerPort):
         """
         delivered = 0
         while True:
-            stamp = self._fence.open()
+            stamp = self._local_writes.open()
             try:
-                harvest = self._call(
-                    "run_due claim", lambda: self._harvester.take(self._batch_size, mark=True)
+                batch = self._call(
+                    "run_due claim", lambda: self._claimer.take(self._batch_size, mark=True)
                 )
-                if not harvest.won and not harvest.quarantined:
+                if not batch.won and not batch.quarantined:
                     return delivered
-                delivered += deliver_in_thread(harvest, stamp, self._fence, self._core, self._write)
+                delivered += deliver_in_thread(
+                    batch, stamp, self._local_writes, self._core, self._write
+                )
             finally:
-                self._fence.close(stamp)
+                self._local_writes.close(stamp)
 
     def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
         """When the earliest item this node would claim is ready (at or before ``until``,
@@ -386,12 +388,12 @@ class MongoScheduler(SchedulerPort):
                 self._warn_if_unrouted()
                 return
             self._sweeper = Sweeper(
-                self._harvester,
+                self._claimer,
                 poll_interval=self._poll_interval,
                 batch_size=self._batch_size,
                 workers=self._workers,
                 op_timeout=self._op_timeout,
-                fence=self._fence,
+                fence=self._local_writes,
                 heartbeat=Heartbeat(self._store.nodes, self.node_id, node_ttl(self._poll_interval)),
                 on_start=self._warn_if_unrouted,
             )

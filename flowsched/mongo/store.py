@@ -11,7 +11,7 @@
 * ``<name>_settings``: what the nodes of the collection share - ``{_id: "buckets", value:
   <n>, recorded_by: <node>}``, written by the first node to use the collection (see
   :meth:`TimerStore.check_buckets`), and ``{_id: "audit", next_at: <date>, by: <node>}``,
-  whose turn the poison audit is (see :class:`flowsched.mongo.poison.Audit`).
+  whose turn the poison audit is (see :class:`flowsched.mongo.quarantine.Audit`).
 
 Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
 unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on

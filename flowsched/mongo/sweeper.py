@@ -46,11 +46,10 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
+from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
-from flowsched.mongo.fence import LocalFence
-from flowsched.mongo.harvest import Harvester
+from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat
-from flowsched.mongo.outage import Backoff, is_transient, log_sweep_failure, within
 from flowsched.mongo.pacing import (
     BATCH_GAP,
     FLUSH_INTERVAL,
@@ -60,6 +59,7 @@ from flowsched.mongo.pacing import (
     wait_after_claim,
 )
 from flowsched.mongo.settlement import Claim, Release, Settlement
+from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure, within
 
 __all__ = ["Sweeper"]
 
@@ -71,29 +71,29 @@ class Sweeper:
 
     def __init__(
         self,
-        harvester: Harvester,
+        claimer: BatchClaimer,
         *,
         poll_interval: timedelta,
         batch_size: int,
         workers: int,
         op_timeout: timedelta,
-        fence: LocalFence,
+        fence: LocalWrites,
         heartbeat: Heartbeat | None = None,
         on_start: Callable[[], object] | None = None,
     ) -> None:
         """``heartbeat``: the node's advertisement, renewed every poll and removed on stop.
         ``on_start``: called once on the sweeper thread before the first turn (its errors
         are logged)."""
-        self._harvester = harvester
+        self._claimer = claimer
         self._heartbeat = heartbeat
         self._on_start = on_start
-        self._fence = fence
-        self._claims: Claims = harvester.claims
-        self._core: DeliveryCore = harvester.core
-        self._clock: Clock = harvester.clock
+        self._local_writes = fence
+        self._claims: Claims = claimer.claims
+        self._core: DeliveryCore = claimer.core
+        self._clock: Clock = claimer.clock
         self._poll = poll_interval.total_seconds()
         self._lookahead = poll_interval
-        self._renew_every = harvester.claims.lease.total_seconds() / 3
+        self._renew_every = claimer.claims.lease.total_seconds() / 3
         self._batch = batch_size
         self._op_timeout = op_timeout
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
@@ -190,7 +190,7 @@ class Sweeper:
                     self._on_start()
             except Exception as exc:
                 log.debug("sweeper of %s: start-up check failed: %s", self._claims.owner, exc)
-        backoff = Backoff(first=0.1, cap=5.0)
+        backoff = OutageBackoff(first=0.1, cap=5.0)
         failing_since: float | None = None
         while not self._stop.is_set():
             try:
@@ -239,18 +239,18 @@ class Sweeper:
         with self._lock:
             self._poked = math.inf
             self._claimed_at = now
-        stamp = self._fence.open()
+        stamp = self._local_writes.open()
         try:
-            harvest = self._harvester.take(free, lookahead=lookahead)
-            self._fence.hold(stamp, len(harvest.deliver))  # released by each delivery
+            batch = self._claimer.take(free, lookahead=lookahead)
+            self._local_writes.hold(stamp, len(batch.deliver))  # released by each delivery
         finally:
-            self._fence.close(stamp)
+            self._local_writes.close(stamp)
         # Quarantined documents took places in the batch: more may be due behind them.
-        self._behind = harvest.due + harvest.quarantined >= free
-        self._busy = harvest.due > 0
+        self._behind = batch.due + batch.quarantined >= free
+        self._busy = batch.due > 0
         with self._lock:
-            self._unwritten.extend(harvest.settle)
-            for claim in harvest.deliver:
+            self._unwritten.extend(batch.settle)
+            for claim in batch.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
             # A full batch means more may be due: go again at once. Otherwise wait until the
             # next item the query saw, or to the end of the range it looked at (or poke()).
@@ -259,17 +259,17 @@ class Sweeper:
                     self._next_poll = now
                 else:
                     ahead = None
-                    if harvest.next_ready is not None:
-                        ahead = (harvest.next_ready - self._clock.now()).total_seconds()
+                    if batch.next_ready is not None:
+                        ahead = (batch.next_ready - self._clock.now()).total_seconds()
                     self._next_poll = now + wait_after_claim(ahead, lookahead, self._poll)
             self._next_poll = min(self._next_poll, self._poked)
-            if harvest.deliver and self._next_renew <= now:
+            if batch.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
         with self._lock:
-            self._queued += len(harvest.deliver)
-        for claim in harvest.deliver:
+            self._queued += len(batch.deliver)
+        for claim in batch.deliver:
             self._pool.submit(self._deliver, claim, stamp)
-        if harvest.settle:
+        if batch.settle:
             self._flush()
 
     def _wait(self) -> float:
@@ -312,11 +312,11 @@ class Sweeper:
             with self._lock:
                 self._queued -= 1
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
-                skip = self._closing or self._fence.stale(stamp, claim.item)
+                skip = self._closing or self._local_writes.stale(stamp, claim.item)
             # Only a suspect claim waits for its start mark (see the module's docstring).
             skip = skip or (claim.suspect and not self._await_start(claim))
             with self._lock:
-                skip = skip or self._closing or self._fence.stale(stamp, claim.item)
+                skip = skip or self._closing or self._local_writes.stale(stamp, claim.item)
                 if not skip:
                     self._running += 1
             if skip:
@@ -329,7 +329,7 @@ class Sweeper:
                     self._running -= 1
                     self._idle.notify_all()
         finally:
-            self._fence.close(stamp)
+            self._local_writes.close(stamp)
 
     def _await_start(self, claim: Claim) -> bool:
         """Ask the loop to mark ``claim`` started and wait until it is written; ``False``

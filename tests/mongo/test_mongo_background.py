@@ -56,7 +56,7 @@ def test_an_item_scheduled_while_a_claim_query_runs_is_not_left_for_the_next_pol
     scheduler = background(make, poll_interval=timedelta(hours=1))
     fired = threading.Event()
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.set())
-    harvester = scheduler._harvester
+    harvester = scheduler._claimer
     real_take = harvester.take
     once: list[bool] = []
 

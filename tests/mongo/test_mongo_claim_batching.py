@@ -26,7 +26,7 @@ def test_a_claim_takes_at_most_batch_size_items(make, clock):
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     for n in range(10):
         scheduler.schedule(ScheduleItem(f"t-{n}", ScheduleKind.TIMER, clock.now()))
-    assert scheduler._harvester.take(4).won == 4
+    assert scheduler._claimer.take(4).won == 4
 
 
 @pytest.mark.parametrize("batch_size", [1, 100])
@@ -90,6 +90,6 @@ def test_the_claim_query_tells_when_the_next_item_falls_due(make, clock):
     soon = clock.now() + timedelta(milliseconds=400)
     scheduler.schedule(ScheduleItem("soon", ScheduleKind.TIMER, soon))
     scheduler.schedule(ScheduleItem("later", ScheduleKind.TIMER, clock.now() + timedelta(5)))
-    harvest = scheduler._harvester.take(10, lookahead=timedelta(seconds=1))
+    harvest = scheduler._claimer.take(10, lookahead=timedelta(seconds=1))
     assert (harvest.won, harvest.next_ready) == (0, soon)  # nothing claimed before it is due
-    assert scheduler._harvester.take(10).next_ready is None  # no lookahead, no peek
+    assert scheduler._claimer.take(10).next_ready is None  # no lookahead, no peek

@@ -20,7 +20,7 @@ def died(scheduler: Any, clock: Any, item_id: str) -> Settlement:
     if not scheduler._core.routes():
         scheduler.subscribe(TIMER, lambda item, attempt: None)
     scheduler.schedule(ScheduleItem(item_id, TIMER, clock.now()))
-    [claim] = scheduler._harvester.take(10).deliver
+    [claim] = scheduler._claimer.take(10).deliver
     outcome = scheduler._core.failure(claim.item, claim.attempt, "boom")
     assert isinstance(outcome, DeadLettered)
     return Settlement.of(claim, outcome)

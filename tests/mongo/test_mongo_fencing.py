@@ -55,9 +55,9 @@ def test_a_claim_taken_over_after_its_lease_cannot_write(make, clock, collection
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    stale = a._harvester.take(10).deliver[0]  # a claims, then goes silent
+    stale = a._claimer.take(10).deliver[0]  # a claims, then goes silent
     clock.advance(LEASE + timedelta(seconds=1))
-    b_harvest = b._harvester.take(10)  # b takes over (a's delivery counts as lost)
+    b_harvest = b._claimer.take(10)  # b takes over (a's delivery counts as lost)
     assert b_harvest.won == 1
     token_b = collection.find_one({"_id": "t"})["claim"]["token"]
 
@@ -78,7 +78,7 @@ def test_a_lost_delivery_counts_as_a_failure_and_is_redelivered_with_backoff(mak
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
     a.schedule(timer("t", clock.now()))
     # Claimed and marked started by a (as a suspect claim is), which dies mid-delivery.
-    (claim,) = a._harvester.take(10).deliver
+    (claim,) = a._claimer.take(10).deliver
     a._claims.settle([], clock.now(), starts=[claim])
 
     clock.advance(LEASE - timedelta(seconds=1))
@@ -99,7 +99,7 @@ def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
     a.schedule(timer("poison", clock.now()))
-    (claim,) = a._harvester.take(10).deliver
+    (claim,) = a._claimer.take(10).deliver
     a._claims.settle([], clock.now(), starts=[claim])  # marked started, then a died
     clock.advance(LEASE)
     b.run_due()
@@ -120,7 +120,7 @@ def test_a_claim_whose_handler_never_started_comes_back_uncounted_at_lease_end(
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
     a.schedule(timer("t", clock.now()))
-    assert a._harvester.take(10).won == 1  # claimed by a, which dies before starting it
+    assert a._claimer.take(10).won == 1  # claimed by a, which dies before starting it
 
     clock.advance(LEASE - timedelta(seconds=1))
     assert b.run_due() == 0  # the lease still holds
@@ -135,12 +135,12 @@ def test_a_fresh_claim_is_not_marked_and_one_finding_a_lost_claim_is(make, clock
     for node in (a, b):
         node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    (fresh,) = a._harvester.take(10).deliver
+    (fresh,) = a._claimer.take(10).deliver
     assert not fresh.suspect
     assert collection.find_one({"_id": "t"})["deliveries"] == 0  # nothing counted
 
     clock.advance(LEASE)  # a died, maybe mid-handler: its claim is still on the document
-    (suspect,) = b._harvester.take(10, mark=True).deliver
+    (suspect,) = b._claimer.take(10, mark=True).deliver
     assert suspect.suspect and suspect.attempt == 0
     doc = collection.find_one({"_id": "t"})
     assert (doc["attempts"], doc["deliveries"]) == (0, 1)  # marked before its handler runs
@@ -154,7 +154,7 @@ def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(make, clo
         node.subscribe(ScheduleKind.TIMER, lambda item, attempt: runs.append(attempt))
     nodes[0].schedule(timer("t", clock.now()))
     for node in nodes[:2]:  # each claims and starts the handler, which kills the node
-        (claim,) = node._harvester.take(10, mark=True).deliver
+        (claim,) = node._claimer.take(10, mark=True).deliver
         node._core.deliver(claim.item, claim.attempt)  # the handler runs; no outcome written
         clock.advance(LEASE)
     assert runs == [0, 0]
@@ -179,7 +179,7 @@ def test_every_settlement_that_keeps_the_document_clears_its_claim(make, clock, 
     doc = collection.find_one({"_id": "t"})
     assert doc["claim"] is None and (doc["attempts"], doc["deliveries"]) == (1, 1)
     clock.advance(timedelta(seconds=1))
-    (claim,) = scheduler._harvester.take(10).deliver
+    (claim,) = scheduler._claimer.take(10).deliver
     assert not claim.suspect  # a failure is no lost claim: no start mark for the retry
 
 
@@ -188,15 +188,15 @@ def test_a_suspect_claim_given_back_unrun_stays_suspect(make, clock, collection)
     for node in (a, b, c):
         node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    a._harvester.take(10)
+    a._claimer.take(10)
     clock.advance(LEASE)  # a died
-    (suspect,) = b._harvester.take(10, mark=True).deliver
+    (suspect,) = b._claimer.take(10, mark=True).deliver
     release = Release(suspect.item.due, suspect.attempt)
     b._claims.settle([Settlement.of(suspect, release)], clock.now())  # b closes: unrun
     doc = collection.find_one({"_id": "t"})
     assert doc["deliveries"] == 0 and doc["claim"] is not None  # uncounted, still suspect
     assert doc["claim"]["lease_until"] == doc["ready_at"]  # not held: claimable at once
-    (again,) = c._harvester.take(10).deliver
+    (again,) = c._claimer.take(10).deliver
     assert again.suspect
 
 
@@ -206,7 +206,7 @@ def test_a_start_mark_makes_a_lost_claim_count(make, clock):
     a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    (claim,) = a._harvester.take(10).deliver
+    (claim,) = a._claimer.take(10).deliver
     a._claims.settle([], clock.now(), starts=[claim])  # what the sweeper writes first
     a._claims.settle([], clock.now(), starts=[claim])  # a repeated write counts once
 
@@ -222,13 +222,13 @@ def test_two_nodes_never_claim_the_same_document(make, clock):
         node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     for n in range(10):
         a.schedule(timer(f"t-{n}", clock.now()))
-    first = a._harvester.take(6)
-    second = b._harvester.take(10)
+    first = a._claimer.take(6)
+    second = b._claimer.take(10)
     ids_a = {c.item.id for c in first.deliver}
     ids_b = {c.item.id for c in second.deliver}
     assert (len(ids_a), len(ids_b)) == (6, 4)
     assert not ids_a & ids_b
-    assert b._harvester.take(10).won == 0
+    assert b._claimer.take(10).won == 0
 
 
 def test_requeued_dead_letter_gets_a_fresh_generation_and_zero_attempts(make, clock):

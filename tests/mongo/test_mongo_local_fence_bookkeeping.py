@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flowsched.mongo.fence import LocalFence
+from flowsched.mongo.local_writes import LocalWrites
 from flowsched.port import ScheduleItem, ScheduleKind
 
 DUE = datetime(2026, 3, 1, tzinfo=UTC)
@@ -15,7 +15,7 @@ def item(item_id: str, flow_id: str | None = None) -> ScheduleItem:
 
 
 def test_a_claim_is_stale_only_for_ids_and_flows_touched_after_its_stamp():
-    fence = LocalFence()
+    fence = LocalWrites()
     fence.open()  # an older claim is held, so touches are recorded
     fence.touch("before")
     stamp = fence.open()
@@ -28,7 +28,7 @@ def test_a_claim_is_stale_only_for_ids_and_flows_touched_after_its_stamp():
 
 
 def test_touches_are_forgotten_once_no_claim_is_held():
-    fence = LocalFence()
+    fence = LocalWrites()
     stamp = fence.open()
     fence.touch("x")
     fence.close(stamp)
@@ -38,7 +38,7 @@ def test_touches_are_forgotten_once_no_claim_is_held():
 
 
 def test_touches_no_held_claim_can_see_are_pruned_while_claims_are_held():
-    fence = LocalFence()
+    fence = LocalWrites()
     held = fence.open()  # some claim is always held: the sweeper of a busy node
     for n in range(5000):
         fence.touch(f"id-{n}")

@@ -11,7 +11,7 @@ import bson
 import pytest
 
 from flowsched.mongo.documents import MAX_COUNT, bucket_of
-from flowsched.mongo.poison import AUDIT_EVERY, Audit, Quarantiner
+from flowsched.mongo.quarantine import AUDIT_EVERY, Audit, Quarantiner
 from flowsched.mongo.store import TimerStore
 from flowsched.port import ScheduleItem, ScheduleKind
 

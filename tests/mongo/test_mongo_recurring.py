@@ -81,7 +81,7 @@ def test_a_tick_given_back_on_close_leaves_its_slot_to_run(make, clock, collecti
     other.subscribe(TIMER, lambda item, attempt: ran.append(item.due))
     first = closing.schedule_recurring("sweep", Recurrence.every(HOUR))
     clock.advance(HOUR)
-    harvest = closing._harvester.take(10)  # claimed and fenced, not yet delivered
+    harvest = closing._claimer.take(10)  # claimed and fenced, not yet delivered
     [claim] = harvest.deliver
     assert collection.find_one({"_id": "sweep"})["applied"] is not None
 

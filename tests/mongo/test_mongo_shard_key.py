@@ -21,7 +21,7 @@ from flowsched.clock import ManualClock
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import bucket_of
-from flowsched.mongo.poison import Audit
+from flowsched.mongo.quarantine import Audit
 from flowsched.port import Recurrence, ScheduleItem, ScheduleKind
 
 pytestmark = pytest.mark.wire

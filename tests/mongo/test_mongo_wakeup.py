@@ -17,7 +17,7 @@ from pymongo import MongoClient
 
 from flowsched.clock import SystemClock
 from flowsched.mongo import MongoScheduler
-from flowsched.mongo.wakeup import PIPELINE
+from flowsched.mongo.change_stream import PIPELINE
 from flowsched.port import ScheduleItem, ScheduleKind
 
 POLL = timedelta(hours=1)  # polling alone would fire nothing within the test

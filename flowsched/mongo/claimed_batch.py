@@ -27,12 +27,12 @@ from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, NextSlot
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
-from flowsched.mongo.fence import LocalFence
-from flowsched.mongo.outage import is_transient
-from flowsched.mongo.poison import Audit
+from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.quarantine import Audit
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
+from flowsched.mongo.transient import is_transient
 
-__all__ = ["Harvest", "Harvester", "deliver_in_thread"]
+__all__ = ["ClaimedBatch", "BatchClaimer", "deliver_in_thread"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -40,7 +40,7 @@ LOST = "delivery lost: its node stopped renewing the lease (crashed or cut off) 
 
 
 @dataclass(slots=True)
-class Harvest:
+class ClaimedBatch:
     """The result of one claim: how many documents were won, and what to do with them."""
 
     won: int = 0
@@ -51,8 +51,8 @@ class Harvest:
     next_ready: datetime | None = None
 
 
-class Harvester:
-    """Claims due items of the routes served here and sorts them into a :class:`Harvest`."""
+class BatchClaimer:
+    """Claims due items of the routes served here and sorts them into a :class:`ClaimedBatch`."""
 
     def __init__(self, claims: Claims, core: DeliveryCore, clock: Clock) -> None:
         self.claims = claims
@@ -62,7 +62,7 @@ class Harvester:
 
     def _audit(self) -> None:
         """Look for documents the claim query cannot find, at the first claim and then every
-        few minutes (see :class:`~flowsched.mongo.poison.Audit`); an audit that fails is
+        few minutes (see :class:`~flowsched.mongo.quarantine.Audit`); an audit that fails is
         logged and tried again at its next time, never holding up the claim."""
         monotonic = self.clock.monotonic()
         if not self.audit.due(monotonic):
@@ -78,28 +78,28 @@ class Harvester:
 
     def take(
         self, limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
-    ) -> Harvest:
+    ) -> ClaimedBatch:
         """Claim up to ``limit`` due items (one ``find`` per route served, then two round
         trips; none if nothing is subscribed or registered).
 
-        ``harvest.due`` counts the due items found (won or lost to another node): when it
+        ``batch.due`` counts the due items found (won or lost to another node): when it
         reaches ``limit``, more may be due. Suspect claims (:attr:`Claim.suspect`) must be
         marked started before their handlers run: ``mark``, here and now, in one more round
         trip when there are any (the caller runs them all at once: ``run_due``); otherwise
         the caller marks each one (:meth:`Claims.settle` ``starts``)."""
-        harvest = Harvest()
+        batch = ClaimedBatch()
         routes = self.core.routes()
         if not routes or limit < 1:
-            return harvest
+            return batch
         self._audit()
         claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
         token, documents = claimed.token, claimed.documents
-        harvest.won, harvest.due, harvest.next_ready = (
+        batch.won, batch.due, batch.next_ready = (
             len(documents),
             claimed.due,
             claimed.next_ready,
         )
-        harvest.quarantined = claimed.quarantined
+        batch.quarantined = claimed.quarantined
         ticks: list[Claim] = []
         for document in documents:
             try:
@@ -108,16 +108,16 @@ class Harvester:
                 where = short_repr(exc.item_id)
                 log.error("quarantining %s %s: %s", self.claims.store.name, where, exc.reason)
                 action = Quarantine(document, exc.reason)
-                harvest.settle.append(Settlement(document.get("_id"), None, token, action))
+                batch.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             if stored.item.recurrence is not None:
                 try:
                     suspect = repr(stored.item.id) in claimed.suspects
-                    self._tick(stored, suspect, token, harvest, ticks)
+                    self._tick(stored, suspect, token, batch, ticks)
                 except ValueError as exc:  # no slot left before the year 10000
                     log.error("quarantining %s %s: %s", self.claims.store.name, stored.item.id, exc)
                     action = Quarantine(document, f"recurrence: {exc}")
-                    harvest.settle.append(Settlement(document.get("_id"), None, token, action))
+                    batch.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             suspect = repr(stored.item.id) in claimed.suspects
             claim = Claim(stored.item, stored.attempts, token, suspect)
@@ -125,18 +125,18 @@ class Harvester:
             if lost:
                 failures = stored.attempts + lost
                 outcome = self.core.failure(stored.item, failures - 1, LOST)
-                harvest.settle.append(Settlement.of(claim, outcome))
+                batch.settle.append(Settlement.of(claim, outcome))
             else:
-                harvest.deliver.append(claim)
+                batch.deliver.append(claim)
         if ticks:
-            harvest.deliver.extend(self.claims.fence_slots(ticks))
-        starts = [claim for claim in harvest.deliver if claim.suspect]
+            batch.deliver.extend(self.claims.fence_slots(ticks))
+        starts = [claim for claim in batch.deliver if claim.suspect]
         if mark and starts:
             self.claims.settle([], self.clock.now(), starts)
-        return harvest
+        return batch
 
     def _tick(
-        self, stored: StoredItem, suspect: bool, token: str, harvest: Harvest, ticks: list[Claim]
+        self, stored: StoredItem, suspect: bool, token: str, batch: ClaimedBatch, ticks: list[Claim]
     ) -> None:
         if suspect:
             log.warning(
@@ -148,15 +148,15 @@ class Harvester:
         ticked = self.core.tick(stored.item)
         if isinstance(ticked, NextSlot):
             claim = Claim(stored.item, stored.attempts, token)
-            harvest.settle.append(Settlement.of(claim, ticked))
+            batch.settle.append(Settlement.of(claim, ticked))
         else:
             ticks.append(Claim(ticked, stored.attempts, token))
 
 
 def deliver_in_thread(
-    harvest: Harvest,
+    batch: ClaimedBatch,
     stamp: int,
-    fence: LocalFence,
+    fence: LocalWrites,
     core: DeliveryCore,
     write: Callable[[list[Settlement]], None],
 ) -> int:
@@ -167,10 +167,10 @@ def deliver_in_thread(
     handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
     interrupted and unstarted claims given back (claimable again at once, not counted as
     failures, like the in-memory adapter's), then the interrupt goes on."""
-    settle = harvest.settle
+    settle = batch.settle
     done = ran = 0
     try:
-        for claim in harvest.deliver:
+        for claim in batch.deliver:
             if fence.stale(stamp, claim.item):
                 settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             else:
@@ -179,7 +179,7 @@ def deliver_in_thread(
                 ran += 1
             done += 1
     except BaseException:
-        rest = harvest.deliver[done:]
+        rest = batch.deliver[done:]
         settle.extend(
             Settlement.of(claim, Release(claim.item.due, claim.attempt)) for claim in rest
         )

@@ -10,7 +10,7 @@ the good timers. Three places look:
   ``ready_at``, ``deliveries``); the claiming update of a batch that the server still refuses
   (a document at the 16 MiB limit cannot take a claim) is retried per document, and the ones
   refused are moved aside with the server's reason;
-* the harvest, after the claim: the whole document (:func:`~flowsched.mongo.documents.
+* the batch, after the claim: the whole document (:func:`~flowsched.mongo.documents.
   stored_item`); a malformed one is settled as quarantined under its claim;
 * the audit (:class:`Audit`): documents the claim query can never find - ``ready_at``, ``due``
   not dates, ``kind`` missing or not text - found by an infrequent query (no index can serve
@@ -116,7 +116,7 @@ class Quarantiner:
         fields still hold what was read (missing ones still missing). How many went.
 
         If the document changed between the re-read and the delete (another node claimed it
-        - its harvest then moves it aside under its claim - or it was scheduled again), the
+        - its batch then moves it aside under its claim - or it was scheduled again), the
         record this call wrote is withdrawn: one record per document, and one error line,
         logged by the node whose record stands."""
         removed = 0

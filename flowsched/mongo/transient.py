@@ -21,7 +21,7 @@ from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure
 
 from flowsched.errors import ConfigError, SchedulerUnavailable
 
-__all__ = ["Backoff", "is_transient", "log_sweep_failure", "within"]
+__all__ = ["OutageBackoff", "is_transient", "log_sweep_failure", "within"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -43,7 +43,7 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-class Backoff:
+class OutageBackoff:
     """Exponential waits between retries: ``first``, doubling, at most ``cap`` (seconds)."""
 
     def __init__(self, first: float = 0.05, cap: float = 2.0) -> None:
@@ -69,7 +69,7 @@ def within(op_timeout: timedelta, what: str, operation: Callable[[], T]) -> T:
     """
     budget = op_timeout.total_seconds()
     deadline = time.monotonic() + budget
-    backoff = Backoff()
+    backoff = OutageBackoff()
     while True:
         remaining = deadline - time.monotonic()
         try:

@@ -19,7 +19,7 @@ the claimed generation and token, so it does nothing when the document was repla
 deleted, and when the claim had in fact read the new form (the race) that form is given back
 and delivered on a later sweep. Either way it is never counted as a lost delivery.
 
-Across nodes there is no such fence: a claimed item on another node is a delivery already
+Across nodes there is no such check: a claimed item on another node is a delivery already
 running, which may finish after ``cancel`` returned (the contract allows it); its outcome
 is still fenced and never undoes the cancel or the replacement.
 
@@ -35,13 +35,13 @@ from typing import Any
 
 from flowsched.records import ScheduleItem
 
-__all__ = ["LocalFence"]
+__all__ = ["LocalWrites"]
 
 _PRUNE_AT = 1024
 """Prune recorded touches once they exceed this many (and twice what the last prune kept)."""
 
 
-class LocalFence:
+class LocalWrites:
     """Sequence numbers of local writes by id and flow, and the stamps of held claims."""
 
     def __init__(self) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure, PyMongoError
 
-from flowsched.mongo.outage import Backoff
+from flowsched.mongo.transient import OutageBackoff
 
 __all__ = ["MAX_AWAIT", "PIPELINE", "WakeUp"]
 
@@ -133,7 +133,7 @@ class WakeUp:
             # access would even return a sub-collection named "watch").
             log.info("push wake-up unavailable on %r: polling only", self._collection)
             return
-        backoff = Backoff(first=0.5, cap=30.0)
+        backoff = OutageBackoff(first=0.5, cap=30.0)
         broken = False
         opened_once = False
         while not self._stop.is_set():
