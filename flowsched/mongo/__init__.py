@@ -6,6 +6,28 @@ importable from :mod:`flowsched`. Every other module of this package is internal
 
 Needs the driver (``pip install 'flowsched[mongo]'``). Without it this package still imports,
 and building either class raises an ``ImportError`` that names the extra.
+
+The modules, in the order one timer meets them (see docs/explanation/architecture.md):
+
+* ``scheduler`` - ``MongoScheduler``: the port's calls; ``arguments`` checks its arguments,
+  ``from_config`` builds one from ``application.conf``.
+* ``documents`` - an item, dead letter or quarantine record as a BSON document, and back.
+* ``store`` - the collections (items, ``_dead``, ``_quarantine``, ``_nodes``,
+  ``_settings``) and their one-round-trip operations.
+* ``sweeper`` - the background loop: claim, dispatch to workers, renew, settle;
+  ``pacing`` says when it claims and how far it looks ahead.
+* ``change_stream`` - push wake-up: tells a node at once of an item made due elsewhere.
+* ``claims`` - claiming due documents under a lease, renewing, settling (``Claims``).
+* ``claimed_batch`` - sorts a claimed batch into deliveries, settlements and quarantine;
+  ``run_due``'s delivery on the calling thread.
+* ``settlement`` - a claim's outcome (``Settlement``) and the fenced writes it becomes.
+* ``local_writes`` - skips a claimed item this node has cancelled or replaced since.
+* ``quarantine`` - unusable (poison) documents moved aside, with the reason.
+* ``transient`` - which driver errors are outages; bounded retries and their backoff.
+* ``nodes`` - node heartbeats: which live node serves which routes.
+* ``inspection`` - read-only pages and counts for ``flowsched timers``.
+* ``migration`` - routes and buckets for items stored by older versions.
+* ``flow_store`` - ``MongoFlowStore``; ``no_driver`` - stand-ins without pymongo.
 """
 
 try:
