@@ -279,6 +279,23 @@ class DeliveryCore:
             return NextSlot(item.previous, recurrence.next_slot(floor))
         return item.moved(slot, item.previous)
 
+    def run(self, item: ScheduleItem, attempt: int) -> Outcome:
+        """:meth:`tick` (a recurring item) then :meth:`deliver`: how an adapter that needs no
+        slot fence of its own (the in-memory one: the claimed form left its heap) runs a
+        claim. Never raises an ``Exception``: a recurrence that cannot compute its slot is a
+        failed delivery, redelivered rather than lost."""
+        try:
+            if item.recurrence is not None:
+                ticked = self.tick(item)
+                if isinstance(ticked, NextSlot):
+                    return ticked
+                item = ticked
+            return self.deliver(item, attempt)
+        except Exception as exc:
+            # deliver() turns every handler error into an outcome and ignores observer
+            # errors: this is a recurrence that cannot compute its slot.
+            return self.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+
     def deliver(self, item: ScheduleItem, attempt: int) -> Outcome:
         """Call the handler for ``item`` and return what happens next; never raises, except
         ``KeyboardInterrupt`` (which only reaches a handler run inline on the main thread).

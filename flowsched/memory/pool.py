@@ -23,10 +23,41 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from datetime import timedelta
 
+from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_WORKERS
 from flowsched.memory.store import Claim
 
-__all__ = ["WorkerPool"]
+__all__ = ["CLAIM_BATCH", "ThreadState", "WorkerPool", "check_pool_arguments"]
+
+CLAIM_BATCH = 256
+"""Due items the leader claims per hold of the scheduler's lock: bounds how long
+``schedule()`` can wait for it, and how many claimed items wait for a free worker (the rest
+stay in the heap, where replace and cancel are cheapest)."""
+
+
+def check_pool_arguments(workers: int, max_wait: timedelta) -> None:
+    """``ValueError`` naming the bad value unless ``workers`` (threads) is from 1 to
+    :data:`MAX_WORKERS` and ``max_wait`` (the leader's longest sleep) positive and at most
+    :data:`LONGEST_SETTING` - the bounds ``from_config`` applies too."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(
+            f"InMemoryScheduler workers must be from 1 to {MAX_WORKERS} (got {workers})"
+        )
+    if not timedelta(0) < max_wait <= LONGEST_SETTING:
+        raise ValueError(
+            f"InMemoryScheduler max_wait must be positive and at most {LONGEST_SETTING.days}"
+            f" days (got {max_wait})"
+        )
+
+
+class ThreadState(threading.local):
+    """Per thread: deliveries running on it (``close`` must not wait for its own caller) and
+    whether it is draining inline (a handler that advances the clock must not recurse)."""
+
+    depth = 0
+    draining = False
+
 
 ClaimDue = Callable[[list[Claim], float | None], bool]
 """``claim(batch, deadline)``: see :class:`WorkerPool`."""

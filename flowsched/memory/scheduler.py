@@ -1,9 +1,8 @@
 """Internal: ``InMemoryScheduler``, timers kept in process, testable with a manual clock.
 
-The port's calls, ``start`` and ``close`` live here; delivering is in
-:mod:`flowsched.memory.inline` (manual clock, ``run_due``) and
-:mod:`flowsched.memory.realtime` (worker threads), both applying outcomes through
-:mod:`flowsched.memory.outcomes`.
+Top to bottom: the port's calls; delivery on the calling thread (``run_due``) and by worker
+threads (the calls :class:`~flowsched.memory.pool.WorkerPool` makes); applying outcomes;
+``start`` and ``close``. Storage is :mod:`flowsched.memory.store`, rules :mod:`flowsched.delivery`.
 """
 
 from __future__ import annotations
@@ -15,19 +14,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_WORKERS
 from flowsched.delivery import (
+    Completed,
     DeliveryCore,
+    NextSlot,
     Observer,
     Outcome,
+    Redeliver,
     RedeliveryPolicy,
     redelivery_policy,
 )
 from flowsched.errors import SchedulerUnavailable
-from flowsched.memory.inline import InlineDelivery, ThreadState
-from flowsched.memory.pool import WorkerPool
-from flowsched.memory.realtime import ThreadedDelivery
-from flowsched.memory.store import MemoryTimerStore
+from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
+from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
 
@@ -39,35 +38,33 @@ __all__ = ["InMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 
-class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
+class InMemoryScheduler(SchedulerPort):
     """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
 
     Two ways to run it:
 
     * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
-      starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest
-      due time (woken early when an earlier item arrives, and at least every ``max_wait`` so
-      that wall-clock jumps are noticed), claims what is due in a batch and delivers it,
-      while another worker takes over the clock; more workers join while claimed items wait
-      (see :mod:`flowsched.memory.pool`).
-    * **Manual time** (a clock with ``attach``, such as
-      :class:`~flowsched.clock.ManualClock`): no threads at all, no ``start()`` needed. Every
-      ``clock.advance(...)`` delivers, on the calling thread and before it returns, every item
-      due by the new time, in due order (same due: schedule order), each with the clock set
-      to its due time, including items that handlers schedule or that fall due while it
-      runs. Nothing fires until the clock is advanced; an item already due fires on the next
-      advance, even ``advance(timedelta(0))``.
+      starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest due
+      time (woken early when an earlier item arrives, and at least every ``max_wait`` so that
+      wall-clock jumps are noticed), claims what is due in a batch and delivers it, while another
+      worker takes over the clock; more workers join while claimed items wait (see
+      :mod:`flowsched.memory.pool`).
+    * **Manual time** (a clock with ``attach``, such as :class:`~flowsched.clock.ManualClock`): no
+      threads at all, no ``start()`` needed. Every ``clock.advance(...)`` delivers, on the calling
+      thread and before it returns, every item due by the new time, in due order (same due:
+      schedule order), each with the clock set to its due time, including items that handlers
+      schedule or that fall due while it runs. Nothing fires until the clock is advanced; an item
+      already due fires on the next advance, even ``advance(timedelta(0))``.
 
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
-    Guarantees (see :class:`~flowsched.SchedulerPort`): replace, cancel and
-    ``cancel_flow`` are fenced by id + generation: an item is claimed under the lock, checked
-    again right before its handler starts, and its outcome is applied under the lock only if
-    it is still the current form of its id. A handler may call ``schedule``/``cancel`` on
-    this scheduler (no lock is held while it runs). Items of a route nobody handles here (a
-    kind nobody subscribed to, a handler name nobody registered) stay scheduled, set aside
-    once due, and are delivered once a handler for them is subscribed or registered. After
-    :meth:`close` nothing fires and ``schedule`` raises
+    Guarantees (see :class:`~flowsched.SchedulerPort`): replace, cancel and ``cancel_flow`` are
+    fenced by id + generation: an item is claimed under the lock, checked again right before its
+    handler starts, and its outcome is applied under the lock only if it is still the current form
+    of its id. A handler may call ``schedule``/``cancel`` on this scheduler (no lock is held while
+    it runs). Items of a route nobody handles here (a kind nobody subscribed to, a handler name
+    nobody registered) stay scheduled, set aside once due, and are delivered once a handler for
+    them is subscribed or registered. After :meth:`close` nothing fires and ``schedule`` raises
     :class:`~flowsched.SchedulerUnavailable`.
 
     >>> from datetime import UTC, datetime, timedelta
@@ -95,19 +92,11 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         """``workers``: handler threads (real time only), the most handlers running at once.
         ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
         again (how late a jump of the wall clock can be noticed)."""
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(
-                f"InMemoryScheduler workers must be from 1 to {MAX_WORKERS} (got {workers})"
-            )
-        if not timedelta(0) < max_wait <= LONGEST_SETTING:
-            raise ValueError(
-                f"InMemoryScheduler max_wait must be positive and at most {LONGEST_SETTING.days}"
-                f" days (got {max_wait})"
-            )
+        check_pool_arguments(workers, max_wait)
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
-        self._observe_scheduled = self._core.observes_scheduled  # read on the hot path
+        self._observe_scheduled = self._core.observes_scheduled
         self._store = MemoryTimerStore()
         self._generations = self._store.generations
         self._lock = threading.Lock()
@@ -196,12 +185,8 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
             item = self._store.remove(item_id)
         if item is None:
             return False
-        log.debug(
-            "cancelled %s %s",
-            item.kind.value,
-            item_id,
-            extra={"item_id": item_id, "kind": item.kind.value},
-        )
+        extra = {"item_id": item_id, "kind": item.kind.value}
+        log.debug("cancelled %s %s", item.kind.value, item_id, extra=extra)
         self._core.cancelled(item_id)
         return True
 
@@ -269,6 +254,147 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         self._core.scheduled(item)
         return True
 
+    # -- delivery on the calling thread (manual clock, run_due) ----------------------------
+
+    def run_due(self) -> int:
+        """Deliver every item due by the clock's now on the calling thread; return how many.
+
+        Called from inside a handler that is itself being delivered inline (for instance one
+        that advances a manual clock) it returns 0 at once: the delivery loop already running
+        on this thread picks up whatever became due."""
+        state = self._state
+        if state.draining:
+            return 0
+        state.draining = True
+        delivered = 0
+        try:
+            while True:
+                with self._lock:
+                    self._settle()
+                    if self._closed:
+                        break
+                    claim = self._store.pop_due(self._clock.now(), self._core.routes())
+                    if claim is None:
+                        break
+                    # Claimed (fence checked) under the lock; close() waits for it.
+                    self._inflight += 1
+                self._deliver_inline(claim)
+                delivered += 1
+        finally:
+            state.draining = False
+        return delivered
+
+    def _deliver_inline(self, claim: Claim) -> None:
+        """Deliver an item claimed (and counted in flight) by :meth:`run_due`."""
+        state = self._state
+        state.depth += 1
+        try:
+            outcome = self._core.run(*claim)
+        except BaseException:
+            with self._lock:
+                self._inflight -= 1
+                self._store.restore(claim[0])
+                self._wake.notify_all()
+            raise
+        finally:
+            state.depth -= 1
+        with self._lock:
+            self._settle()
+            self._inflight -= 1
+            self._apply(claim[0], outcome)
+            if self._closed:
+                self._wake.notify_all()
+
+    # -- delivery by worker threads (see memory/pool.py) ------------------------------------
+
+    def _claim(self, batch: list[Claim], deadline: float | None) -> bool:
+        """The leading worker, lock held: wait until items are due and claim up to a batch of
+        them, or until the monotonic ``deadline`` passes (batch left empty); False once
+        closed. See :class:`~flowsched.memory.pool.WorkerPool`."""
+        clock = self._clock
+        while not self._closed:
+            self._settle()
+            now = clock.now()
+            self._store.pop_due_batch(now, self._core.routes(), CLAIM_BATCH, batch)
+            if batch:
+                return True
+            # Sleep in slices of at most max_wait: the wait runs on the monotonic clock, so a
+            # jump of the wall clock is noticed within one slice (forward: what became due
+            # fires once; backward: items wait for their due time, none is lost).
+            until = self._store.wake_at(now + self._max_wait)
+            timeout = (until - now).total_seconds()
+            if deadline is not None:
+                left = deadline - clock.monotonic()
+                if left <= 0:
+                    return True
+                timeout = min(timeout, left)
+            self._sleep_until = until
+            self._wake.wait(timeout)
+            self._sleep_until = None
+        return False
+
+    def _deliver_claimed(self, claim: Claim) -> None:
+        """A worker delivers an item the leader claimed."""
+        item = claim[0]
+        # The fence, right before the handler: one dict lookup, atomic without the lock (it
+        # reads the id's current form at one instant, as a locked read would). close()
+        # joins the workers, so a handler started here is waited for.
+        if self._closed or self._store.items.get(item.id) is not item:
+            return
+        try:
+            outcome = self._core.run(*claim)
+        except BaseException:
+            with self._lock:
+                self._store.restore(item)
+            raise
+        if isinstance(outcome, Redeliver | NextSlot):
+            # Rare (a handler failed, or a recurring item moves on): apply now, so that the
+            # leader can be woken for the item's new due time.
+            with self._lock:
+                self._settle()
+                self._apply(item, outcome)
+        else:
+            # Workers never take the lock for a success: the outcome waits in a lock-free
+            # queue whoever next holds the lock applies first (every locked section settles
+            # first), so nobody sees it unapplied. Blocking on the lock here would, under the
+            # GIL, form a convoy handing the lock and the GIL over on every delivery.
+            self._settling.append((item, outcome))
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Apply the outcomes workers have queued (called under the lock, before anything else)."""
+        settling = self._settling
+        while settling:
+            item, outcome = settling.popleft()
+            self._apply(item, outcome)
+
+    def _apply(self, item: ScheduleItem, outcome: Outcome) -> None:
+        """Apply a delivery's outcome if ``item`` is still current (under the lock)."""
+        store = self._store
+        if isinstance(outcome, Completed):
+            applied = store.complete(item)
+        elif isinstance(outcome, Redeliver | NextSlot):
+            if isinstance(outcome, Redeliver):
+                applied = store.reschedule(item, outcome.due, outcome.attempt)
+            else:
+                applied = store.advance(item, outcome.applied, outcome.due)
+            until = self._sleep_until
+            if applied and until is not None and outcome.due < until:
+                self._wake_timer()  # the leader sleeps past the item's new due time
+        else:
+            applied = store.bury(item, outcome.dead)
+        if not applied:
+            message = "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)"
+            log.debug(message, item.key, extra={"item_id": item.id, "kind": item.kind.value})
+
+    def _wake_timer(self) -> None:
+        """Make the leading worker look at the heap again (called under the lock)."""
+        self._sleep_until = None
+        self._wake.notify()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
     def start(self) -> None:
         """Start the worker threads (none under a manual clock); idempotent."""
         with self._lock:
@@ -308,26 +434,13 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
 
     def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
         """The earliest due time (at or before ``until``, after ``after`` if given) of a
-        scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time.
-
-        Items already due but for a route nobody handles here count until ``run_due`` sets
-        them aside; ``after`` (asked only then) costs a scan of the items."""
+        scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time (see
+        :meth:`MemoryTimerStore.next_due_between`)."""
         with self._lock:
             self._settle()
             if self._closed:
                 return None
-            head = self._store.next_due()
-            if head is None or head > until:
-                return None
-            if after is None or head > after:
-                return head
-            routes = self._core.routes()
-            later = (
-                item.due
-                for item in self._store.items.values()
-                if after < item.due <= until and item.route in routes
-            )
-            return min(later, default=None)
+            return self._store.next_due_between(until, after, self._core.routes())
 
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"

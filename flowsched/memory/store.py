@@ -148,6 +148,30 @@ class MemoryTimerStore:
             heappop(heap)
         return None
 
+    def wake_at(self, latest: datetime) -> datetime:
+        """When the leader should look again: the earliest due time, if before ``latest``."""
+        head = self.next_due()
+        return head if head is not None and head < latest else latest
+
+    def next_due_between(
+        self, until: datetime, after: datetime | None, routes: Collection[str]
+    ) -> datetime | None:
+        """The earliest due time at or before ``until`` (and after ``after``, if given) of a
+        scheduled item. Without ``after``, the heap's head (an item already due for a route
+        nobody handles counts until it is parked); with it, a scan of the items of
+        ``routes``."""
+        head = self.next_due()
+        if head is None or head > until:
+            return None
+        if after is None or head > after:
+            return head
+        later = (
+            item.due
+            for item in self.items.values()
+            if after < item.due <= until and item.route in routes
+        )
+        return min(later, default=None)
+
     def complete(self, item: ScheduleItem) -> bool:
         """The delivery of ``item`` succeeded: remove it if it is still current."""
         # One lookup on the common path (a dict of a million items misses the CPU cache).
