@@ -7,11 +7,11 @@ from flowsched.config.compiler import ProcessingTimeKey
 from flowsched.config.explain import Explanation, TypeExplanation
 from flowsched.config.hocon import load_hocon, parse_hocon
 from flowsched.config.keys import ANY, ActionType, KeyForm, ProcessingType
+from flowsched.config.ownership import RootProblem
 from flowsched.config.policies import ActionPolicy, ProcessingTimePolicy
 from flowsched.config.resolution import DEFAULTS, ActionKey, precedence
 from flowsched.config.scheduler_settings import SchedulerSettings
-from flowsched.config.scheduling import SchedulingConfig
-from flowsched.config.shape import RootProblem
+from flowsched.config.scheduling_config import SchedulingConfig
 from flowsched.errors import ConfigError, ConfigProblem
 
 __all__ = [

@@ -30,10 +30,10 @@ from flowsched.config.keys import (
     ProcessingPath,
     ProcessingType,
 )
+from flowsched.config.ownership import RootProblem, classify
 from flowsched.config.policies import ProcessingTimePolicy
 from flowsched.config.resolution import ActionIndex, ActionKey
 from flowsched.config.scheduler_settings import SchedulerSettings, read_scheduler_settings
-from flowsched.config.shape import RootProblem, classify
 from flowsched.durations import hocon_text, parse_duration
 from flowsched.errors import ConfigError, ConfigProblem
 
@@ -83,7 +83,7 @@ class Compiled:
     ``errors`` are invalid values (always fatal); ``key_problems`` are keys of ours that do
     not fit (near misses, wrong depth, unknown types): fatal unless the configuration is
     loaded with ``strict=False``. ``root_problems`` are root keys that do not fit and may be
-    another library's (see :mod:`flowsched.config.shape`); ``flow_shaped`` counts the keys
+    another library's (see :mod:`flowsched.config.ownership`); ``flow_shaped`` counts the keys
     that are, or look like, ours.
     """
 

@@ -7,7 +7,7 @@ Two shapes are ours:
 * processing-time keys ``ipf.flow.<flow>.processing-time.<source>.<destination>.<type>``.
 
 Which keys of a file are ours, and what is wrong with those that do not fit, is decided in
-:mod:`flowsched.config.shape`.
+:mod:`flowsched.config.ownership`.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.clock import Clock
 from flowsched.errors import TimerAheadOfInstanceError, UnknownFlowError
+from flowsched.flow.decision import Decision
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.locks import InstanceLocks
 from flowsched.flow.planner import Planner
-from flowsched.flow.step import Step
 from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
 from flowsched.flow.timeline import Listener, TimelineEntry
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id, flow_handler
@@ -48,7 +48,7 @@ ActionAdapter = Callable[[ActionRequest], object]
 (a synchronous system) or ``None`` and deliver the response later with ``domain.handle``.
 An adapter that raises is logged; the action's retries and timeout then apply."""
 
-Decide = Callable[[FlowInstance | None, datetime], Step | None]
+Decide = Callable[[FlowInstance | None, datetime], Decision | None]
 
 EARLY_TIMER_REDELIVERIES = 3
 """How many times a timer that arrived before its instance was stored is handed back to the
@@ -119,7 +119,7 @@ class FlowDomain:
         :class:`~flowsched.flow.store.FlowAlreadyExistsError` if the id is taken."""
         definition = self._definition(flow)
 
-        def decide(instance: FlowInstance | None, now: datetime) -> Step:
+        def decide(instance: FlowInstance | None, now: datetime) -> Decision:
             if instance is not None:
                 raise FlowAlreadyExistsError(f"flow instance {flow_id!r} already exists")
             return self._planner.start(definition, flow_id, now, offsets, data)
@@ -138,7 +138,7 @@ class FlowDomain:
         to the instance's offsets before the event is applied (a name already there is
         replaced), so a processing-time deadline armed from then on can count from them."""
 
-        def decide(instance: FlowInstance | None, now: datetime) -> Step:
+        def decide(instance: FlowInstance | None, now: datetime) -> Decision:
             if instance is None:
                 raise UnknownFlowError(f"no flow instance {flow_id!r}")
             definition = self._definition(instance.flow)
@@ -218,7 +218,7 @@ class FlowDomain:
         attempt: int,
         flow: str,
         entry: int,
-        plan: Callable[[FlowDefinition, FlowInstance, datetime], Step],
+        plan: Callable[[FlowDefinition, FlowInstance, datetime], Decision],
     ) -> None:
         """Apply a fired timer set on state entry ``entry``.
 
@@ -235,7 +235,7 @@ class FlowDomain:
             log.warning("%s %s: flow %r is not registered here; ignored", item.kind, item.id, flow)
             return
 
-        def decide(instance: FlowInstance | None, now: datetime) -> Step | None:
+        def decide(instance: FlowInstance | None, now: datetime) -> Decision | None:
             stored = 0 if instance is None else instance.entry
             if entry > stored and (instance is not None or entry == 1):
                 if attempt < EARLY_TIMER_REDELIVERIES:
@@ -259,53 +259,53 @@ class FlowDomain:
 
         self._run(flow_id, decide)
 
-    # -- applying a step -------------------------------------------------------------------
+    # -- applying a decision -------------------------------------------------------------------
 
     def _run(self, flow_id: str, decide: Decide) -> FlowInstance | None:
         for _ in range(self._conflict_retries):
             with self._locks.hold(flow_id):
-                step = decide(self.store.load(flow_id), self.clock.now())
-                if step is None:
+                decision = decide(self.store.load(flow_id), self.clock.now())
+                if decision is None:
                     return None
                 try:
-                    saved = self._apply(step)
+                    saved = self._apply(decision)
                 except ConcurrentUpdateError as exc:
                     log.info(
                         "flow instance %s changed concurrently (%s); deciding again", flow_id, exc
                     )
                     continue
-            self._after(step)
+            self._after(decision)
             return saved
         raise ConcurrentUpdateError(
             f"flow instance {flow_id!r}: still changing concurrently after "
             f"{self._conflict_retries} attempts"
         )
 
-    def _apply(self, step: Step) -> FlowInstance:
-        """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.step`)."""
-        for item in step.schedules:
+    def _apply(self, decision: Decision) -> FlowInstance:
+        """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.decision`)."""
+        for item in decision.schedules:
             self.scheduler.schedule(item)
-        saved = step.instance
-        if step.changed:
-            if step.instance.version == 0:
-                saved = self.store.insert(step.instance)
+        saved = decision.instance
+        if decision.changed:
+            if decision.instance.version == 0:
+                saved = self.store.insert(decision.instance)
             else:
-                saved = self.store.update(step.instance)
-        if step.cancel_flow:
+                saved = self.store.update(decision.instance)
+        if decision.cancel_flow:
             # Every timer of the instance carries its flow id: one cancel_flow (one round
             # trip on MongoDB) removes the single cancels' items too.
-            self.scheduler.cancel_flow(step.instance.flow_id)
+            self.scheduler.cancel_flow(decision.instance.flow_id)
         else:
-            for item_id in step.cancellations():
+            for item_id in decision.cancellations():
                 self.scheduler.cancel(item_id)
         return saved
 
-    def _after(self, step: Step) -> None:
+    def _after(self, decision: Decision) -> None:
         """Outside the lock: tell listeners, invoke actions, feed back their responses."""
         if self._listeners or log.isEnabledFor(logging.DEBUG):
-            for entry in step.timeline:
+            for entry in decision.timeline:
                 self._tell(entry)
-        for request in step.invocations:
+        for request in decision.invocations:
             response = self._invoke(request)
             if response is not None:
                 self.handle(request.flow_id, response)
@@ -346,6 +346,6 @@ class FlowDomain:
 
 
 def _decided(instance: FlowInstance | None) -> FlowInstance:
-    # start/handle always decide a step (or raise), so there is always an instance.
+    # start/handle always decide a decision (or raise), so there is always an instance.
     assert instance is not None
     return instance

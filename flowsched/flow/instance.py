@@ -289,7 +289,7 @@ def _deadline(doc: Mapping[str, Any]) -> PendingDeadline:
 
 
 def change_in_place(instance: FlowInstance, changes: Mapping[str, Any]) -> None:
-    """Set fields of an instance nobody else holds yet (a step's private working copy, see
-    :meth:`~flowsched.flow.step.Step.change`): one copy per decision, not one per field."""
+    """Set fields of an instance nobody else holds yet (a decision's private working copy, see
+    :meth:`~flowsched.flow.decision.Decision.change`): one copy per decision, not one per field."""
     for name, value in changes.items():
         _SETTERS[name](instance, value)

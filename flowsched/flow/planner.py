@@ -1,8 +1,8 @@
 """Internal: the flow domain's decision logic — what a start, an event or a fired timer changes.
 
 Pure apart from the random source used for jitter: no I/O, no clock (``now`` is passed in),
-no locking. Each method returns a :class:`~flowsched.flow.step.Step` the domain applies; the
-:class:`~flowsched.flow.timekeeper.Timekeeper` works out the timers' due times.
+no locking. Each method returns a :class:`~flowsched.flow.decision.Decision` the domain applies; the
+:class:`~flowsched.flow.due_times.DueTimes` works out the timers' due times.
 
 The rules, kept here and in the timekeeper:
 
@@ -27,12 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from flowsched.config import SchedulingConfig
+from flowsched.flow.decision import Decision
 from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.due_times import DueTimes, processing_key
 from flowsched.flow.events import ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow.instance import FlowInstance, Offsets, json_object
 from flowsched.flow.offsets import custom_offsets
-from flowsched.flow.step import Step
-from flowsched.flow.timekeeper import Timekeeper, processing_key
 from flowsched.flow.timeline import Happened
 from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id
 from flowsched.records import ScheduleKind
@@ -44,7 +44,7 @@ _RETRY = ScheduleKind.ACTION_RETRY
 
 
 class Planner:
-    """Turns starts, events and fired timers into :class:`Step` s, using ``config``."""
+    """Turns starts, events and fired timers into :class:`Decision` s, using ``config``."""
 
     def __init__(
         self,
@@ -55,7 +55,7 @@ class Planner:
     ) -> None:
         # A retry that outlives its state (retries not cancelled on exit) must carry its
         # action's deadline; otherwise it is read from the run when the retry fires.
-        self._time = Timekeeper(config, rng, deadline_in_retries=not cancel_retries_on_exit)
+        self._time = DueTimes(config, rng, deadline_in_retries=not cancel_retries_on_exit)
         self._cancel_retries_on_exit = cancel_retries_on_exit
 
     # -- entry points ------------------------------------------------------------------
@@ -67,7 +67,7 @@ class Planner:
         now: datetime,
         offsets: Mapping[str, datetime] | None = None,
         data: Mapping[str, Any] | None = None,
-    ) -> Step:
+    ) -> Decision:
         """A new instance entering the flow's initial state."""
         custom = custom_offsets(offsets)
         base = FlowInstance(
@@ -79,11 +79,11 @@ class Planner:
             offsets=custom,
             data=json_object(data, f"data of flow instance {flow_id!r}"),
         )
-        step = Step(now, base, changed=True, draft=True)  # base: built here, held by no one
+        decision = Decision(now, base, changed=True, draft=True)  # base: built here, held by no one
         names = ", ".join(f"{k}={v.isoformat()}" for k, v in custom.items())
-        step.note(Happened.STARTED, f"offsets: {names}" if names else "no custom offsets")
-        self._enter(definition, step, definition.initial)
-        return step
+        decision.note(Happened.STARTED, f"offsets: {names}" if names else "no custom offsets")
+        self._enter(definition, decision, definition.initial)
+        return decision
 
     def event(
         self,
@@ -92,19 +92,19 @@ class Planner:
         event: object,
         now: datetime,
         offsets: Mapping[str, datetime] | None = None,
-    ) -> Step:
+    ) -> Decision:
         """``event`` received by ``instance`` at ``now``: custom ``offsets`` that came with
         it recorded first, then response bookkeeping and the transition."""
         custom = custom_offsets(offsets)
-        step = Step(now, instance, event=event)
+        decision = Decision(now, instance, event=event)
         if instance.finished:
-            step.ignore(f"{type(event).__name__}: flow already finished in {instance.state}")
-            return step
+            decision.ignore(f"{type(event).__name__}: flow already finished in {instance.state}")
+            return decision
         if custom:
-            step.update(replace(instance, offsets={**instance.offsets, **custom}))
-        self._respond(definition, step, event)
-        self._transition(definition, step, event)
-        return step
+            decision.update(replace(instance, offsets={**instance.offsets, **custom}))
+        self._respond(definition, decision, event)
+        self._transition(definition, decision, event)
+        return decision
 
     def action_timeout(
         self,
@@ -112,16 +112,16 @@ class Planner:
         instance: FlowInstance,
         timer: ActionTimer,
         now: datetime,
-    ) -> Step:
+    ) -> Decision:
         """The action timeout ``timer`` fired: the flow receives an ActionTimeoutEvent."""
-        step = Step(now, instance)
+        decision = Decision(now, instance)
         stale = self._stale(instance, timer)
         run = instance.run(timer.action)
         if stale or run is None:
-            step.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
-            return step
-        step.change(actions=instance.runs_with(replace(run, timed_out=True)))
-        step.cancel(
+            decision.ignore(f"action timeout of {timer.action} in {timer.state}: {stale}")
+            return decision
+        decision.change(actions=instance.runs_with(replace(run, timed_out=True)))
+        decision.cancel(
             action_timer_id(instance.flow_id, timer.state, timer.entry, timer.action, _RETRY)
         )
         event = ActionTimeoutEvent(
@@ -134,14 +134,14 @@ class Planner:
             attempts=run.attempts,
             config_key=self._time.key(instance.flow, timer.state, timer.action, "timeout-duration"),
         )
-        step.event = event
-        step.note(
+        decision.event = event
+        decision.note(
             Happened.FIRED,
             f"action timeout: {timer.action} in {timer.state} after {run.attempts} attempt(s)",
             event.config_key,
         )
-        self._transition(definition, step, event)
-        return step
+        self._transition(definition, decision, event)
+        return decision
 
     def retry(
         self,
@@ -150,33 +150,33 @@ class Planner:
         timer: ActionTimer,
         now: datetime,
         planned: datetime,
-    ) -> Step:
+    ) -> Decision:
         """The retry ``timer`` fired: invoke the action again and schedule the next retry.
 
         ``planned`` is when this attempt was due (the fired item's ``due``): the next retry
         counts from it, not from ``now``, so a late delivery (a clock advanced past several
         retries at once, a scheduler catching up) keeps the configured schedule
         (:meth:`RetryPolicy.due_times`)."""
-        step = Step(now, instance)
+        decision = Decision(now, instance)
         current = instance.state == timer.state and instance.entry == timer.entry
         run = instance.run(timer.action) if current else None
         if instance.finished:
-            step.ignore(f"retry of {timer.action}: flow already finished in {instance.state}")
-            return step
+            decision.ignore(f"retry of {timer.action}: flow already finished in {instance.state}")
+            return decision
         if current and (run is None or not run.waiting):
-            step.ignore(f"retry of {timer.action}: already answered or timed out")
-            return step
+            decision.ignore(f"retry of {timer.action}: already answered or timed out")
+            return decision
         if run is not None and run.attempts >= timer.attempt:
             # Delivery is at least once: this retry was already made (a redelivery).
-            step.ignore(f"retry of {timer.action}: attempt {timer.attempt} already made")
-            return step
+            decision.ignore(f"retry of {timer.action}: attempt {timer.attempt} already made")
+            return decision
         if not current and self._cancel_retries_on_exit:
-            step.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
-            return step
+            decision.ignore(f"retry of {timer.action}: {self._stale(instance, timer)}")
+            return decision
         if run is not None:
-            step.change(actions=instance.runs_with(replace(run, attempts=timer.attempt)))
+            decision.change(actions=instance.runs_with(replace(run, attempts=timer.attempt)))
         policy = self._time.config.action(instance.flow, timer.state, timer.action)
-        step.note(
+        decision.note(
             Happened.FIRED,
             f"retry: {timer.action} in {timer.state}, attempt {timer.attempt}",
             self._time.key(instance.flow, timer.state, timer.action, "max-retries"),
@@ -185,9 +185,9 @@ class Planner:
         following = ActionTimer(
             timer.flow, timer.state, timer.action, timer.entry, timer.attempt + 1, deadline
         )
-        self._time.schedule_retry(step, following, policy.retry, previous=planned)
-        self._time.request(step, timer.state, timer.action, timer.attempt)
-        return step
+        self._time.schedule_retry(decision, following, policy.retry, previous=planned)
+        self._time.request(decision, timer.state, timer.action, timer.attempt)
+        return decision
 
     def deadline(
         self,
@@ -196,19 +196,19 @@ class Planner:
         timer: DeadlineTimer,
         item_id: str,
         now: datetime,
-    ) -> Step:
+    ) -> Decision:
         """The processing-time deadline fired: the flow receives ProcessingTimeElapsedEvent."""
-        step = Step(now, instance)
+        decision = Decision(now, instance)
         pending = next(
             (d for d in instance.deadlines if d.item_id == item_id and d.entry == timer.entry),
             None,
         )
         if instance.finished or pending is None:
             why = "flow already finished" if instance.finished else "destination reached"
-            step.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
-            return step
+            decision.ignore(f"processing time {timer.source}->{timer.destination}: {why}")
+            return decision
         rest = tuple(d for d in instance.deadlines if d is not pending)
-        step.change(deadlines=rest)
+        decision.change(deadlines=rest)
         event = ProcessingTimeElapsedEvent(
             flow_id=instance.flow_id,
             flow=instance.flow,
@@ -219,45 +219,45 @@ class Planner:
             offset_id=timer.offset_id,
             config_key=processing_key(instance.flow, timer.source, timer.destination),
         )
-        step.event = event
-        step.note(
+        decision.event = event
+        decision.note(
             Happened.FIRED,
             f"processing time elapsed: {timer.source}->{timer.destination}"
             f" (deadline {pending.due.isoformat()})",
             event.config_key,
         )
-        self._transition(definition, step, event)
-        return step
+        self._transition(definition, decision, event)
+        return decision
 
     # -- state changes -------------------------------------------------------------------
 
-    def _transition(self, definition: FlowDefinition, step: Step, event: object) -> None:
-        state = step.instance.state
+    def _transition(self, definition: FlowDefinition, decision: Decision, event: object) -> None:
+        state = decision.instance.state
         transition = definition.transition_for(state, event)
         if transition is None:
-            step.note(Happened.IGNORED, f"{type(event).__name__}: no transition in {state}")
+            decision.note(Happened.IGNORED, f"{type(event).__name__}: no transition in {state}")
             return
-        self._enter(definition, step, transition.target)
+        self._enter(definition, decision, transition.target)
 
-    def _enter(self, definition: FlowDefinition, step: Step, target: str) -> None:
-        if step.instance.state:
-            self._leave(step)
-        now = step.now
-        before = step.instance
+    def _enter(self, definition: FlowDefinition, decision: Decision, target: str) -> None:
+        if decision.instance.state:
+            self._leave(decision)
+        now = decision.now
+        before = decision.instance
         # The latest entry: re-entering a state moves its offset.
         offsets = _offsets(before.offsets).with_time(target, now)
         reached = [d for d in before.deadlines if d.destination == target]
         for pending in reached:
-            step.cancel(pending.item_id)
-            step.note(
+            decision.cancel(pending.item_id)
+            decision.note(
                 Happened.CANCELLED,
                 f"processing-time deadline {pending.source}->{target}: destination reached",
             )
         spec = definition.state(target)
         came_from = f" from {before.state}" if before.state else ""
         # One change for the whole entry (a terminal state also finishes the instance); the
-        # step's working copy may be changed in place: read nothing of ``before`` after it.
-        step.change(
+        # decision's working copy may be changed in place: read nothing of ``before`` after it.
+        decision.change(
             state=target,
             entry=before.entry + 1,
             entered_at=now,
@@ -268,17 +268,17 @@ class Planner:
             else tuple(d for d in before.deadlines if d not in reached),
             finished=spec.terminal,
         )
-        step.note(Happened.ENTERED, f"{target}{came_from}")
+        decision.note(Happened.ENTERED, f"{target}{came_from}")
         if spec.terminal:
-            step.cancel_flow = True
-            step.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
+            decision.cancel_flow = True
+            decision.note(Happened.FINISHED, f"terminal state {target}: every timer cancelled")
             return
-        self._time.arm_deadlines(definition, step)
+        self._time.arm_deadlines(definition, decision)
         for action in spec.actions:
-            self._time.invoke_first(step, action)
+            self._time.invoke_first(decision, action)
 
-    def _leave(self, step: Step) -> None:
-        instance = step.instance
+    def _leave(self, decision: Decision) -> None:
+        instance = decision.instance
         for run in instance.actions:
             if not run.waiting:
                 continue  # answered or timed out: its timers are already gone
@@ -287,31 +287,31 @@ class Planner:
             if self._cancel_retries_on_exit and run.attempts <= retry.max_retries:
                 kinds.append(_RETRY)
             for kind in kinds:
-                step.cancel(
+                decision.cancel(
                     action_timer_id(
                         instance.flow_id, instance.state, instance.entry, run.action, kind
                     )
                 )
             if kinds:
                 what = " and ".join("timeout" if k is _TIMEOUT else "retries" for k in kinds)
-                step.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
+                decision.note(Happened.CANCELLED, f"{what} of {run.action}: left {instance.state}")
 
-    def _respond(self, definition: FlowDefinition, step: Step, event: object) -> None:
+    def _respond(self, definition: FlowDefinition, decision: Decision, event: object) -> None:
         response = definition.response_for(event)
-        instance = step.instance
+        instance = decision.instance
         run = instance.run(response.action) if response else None
         if response is None or run is None or not run.waiting:
             return
         name = type(event).__name__
         if not response.completing:
-            step.note(Happened.RESPONDED, f"{name} to {run.action} (not completing)")
+            decision.note(Happened.RESPONDED, f"{name} to {run.action} (not completing)")
             return
-        step.change(actions=instance.runs_with(replace(run, completed=True)))
+        decision.change(actions=instance.runs_with(replace(run, completed=True)))
         for kind in (_TIMEOUT, _RETRY):
-            step.cancel(
+            decision.cancel(
                 action_timer_id(instance.flow_id, instance.state, instance.entry, run.action, kind)
             )
-        step.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
+        decision.note(Happened.RESPONDED, f"{name} completes {run.action}: timeout and retries off")
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -17,10 +17,10 @@ from flowsched.config.explain import Explanation, explain
 from flowsched.config.hocon import parse_hocon, parse_key, read_text
 from flowsched.config.keys import ANY, ActionType
 from flowsched.config.locations import KeyLines, scan
+from flowsched.config.ownership import RootProblem
 from flowsched.config.policies import ActionPolicy, ProcessingTimePolicy
 from flowsched.config.resolution import DEFAULTS, ActionKey, Triple
 from flowsched.config.scheduler_settings import SchedulerSettings
-from flowsched.config.shape import RootProblem
 from flowsched.errors import ConfigError, ConfigProblem
 
 __all__ = ["SchedulingConfig"]

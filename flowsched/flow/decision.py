@@ -1,6 +1,6 @@
-"""Internal: a :class:`Step`, everything one decision about one instance changes.
+"""Internal: a :class:`Decision` - everything one decision about one flow instance changes.
 
-The planner fills a step; the domain applies it in a fixed order: schedule the new timers
+The planner fills a decision; the domain applies it in a fixed order: schedule the new timers
 (idempotent: ids are deterministic), store the instance (fenced by its version), cancel the
 obsolete timers, then invoke actions and tell the listeners. Scheduling before storing means
 a crash between the two leaves at worst a stale timer, which is recognised and ignored when
@@ -19,11 +19,11 @@ from flowsched.flow.instance import FlowInstance, change_in_place
 from flowsched.flow.timeline import Happened, TimelineEntry
 from flowsched.records import ScheduleItem
 
-__all__ = ["Step"]
+__all__ = ["Decision"]
 
 
 @dataclass
-class Step:
+class Decision:
     """The outcome of one decision at ``now`` about ``instance`` (the working copy)."""
 
     now: datetime
@@ -37,7 +37,7 @@ class Step:
     # only when someone reads :attr:`timeline` (a listener, or debug logging).
     notes: list[tuple[Happened, str, str | None, datetime | None]] = field(default_factory=list)
     event: object | None = None
-    # Whether ``instance`` is this step's own copy (nobody else holds it yet).
+    # Whether ``instance`` is this decision's own copy (nobody else holds it yet).
     draft: bool = False
 
     def update(self, instance: FlowInstance) -> None:
@@ -48,7 +48,7 @@ class Step:
 
     def change(self, **fields: Any) -> None:
         """Change fields of the working copy; the instance will be stored. The first change
-        of a step copies the instance, later ones set fields of that private copy: one copy
+        of a decision copies the instance, later ones set fields of that private copy: one copy
         per decision, however many fields it changes."""
         if self.draft:
             change_in_place(self.instance, fields)
@@ -66,7 +66,7 @@ class Step:
             self.cancels.append(item_id)
 
     def cancellations(self) -> list[str]:
-        """Ids to cancel: those not scheduled again in this same step (re-entering a state
+        """Ids to cancel: those not scheduled again in this same decision (re-entering a state
         reuses its ids; the new schedule already replaced the old one)."""
         scheduled = {s.id for s in self.schedules}
         return [c for c in self.cancels if c not in scheduled]
@@ -87,5 +87,5 @@ class Step:
         return [TimelineEntry(at, flow_id, flow, *note) for note in self.notes]
 
     def ignore(self, detail: str) -> None:
-        """Nothing to do: the step changes nothing (and is a success)."""
+        """Nothing to do: the decision changes nothing (and is a success)."""
         self.note(Happened.IGNORED, detail)
