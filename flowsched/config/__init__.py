@@ -1,6 +1,17 @@
 """Scheduling configuration: HOCON keys, precedence resolution, processing times, explain.
 
 Pure policy: imports nothing of flowsched but durations, backoff and errors.
+
+The modules, in the order a file meets them:
+
+* ``hocon`` - reads HOCON (pyhocon), flattens it to keys; ``locations`` - the line of each key.
+* ``ownership`` - which keys of a file are ours; ``keys`` - the names of our key types;
+  ``suggest`` - "did you mean" for near misses.
+* ``compiler`` - the parsed tree to validated, indexed keys and the problems found.
+* ``resolution`` - per-type resolution over the eight precedence levels; ``explain`` - which
+  key won and which were shadowed; ``policies`` - ``ActionPolicy``, ``ProcessingTimePolicy``.
+* ``scheduler_settings`` - the schedulers' own ``ipf-scheduler`` block and its bounds.
+* ``scheduling_config`` - ``SchedulingConfig``, which ties them together.
 """
 
 from flowsched.config.compiler import ProcessingTimeKey

@@ -5,6 +5,22 @@ Declare a flow with :class:`Flow`, register it on :meth:`FlowDomain.builder` wit
 ``domain.handle(flow_id, event)`` their responses. Timeouts, retries and processing-time
 deadlines come from the configuration and reach the flow as :class:`ActionTimeoutEvent` and
 :class:`ProcessingTimeElapsedEvent`.
+
+The modules (every one internal; import from here or from ``flowsched``):
+
+* ``definition`` - ``Flow``: states, actions, responses, transitions; ``check`` - that the
+  configuration's keys name registered flows, states and actions.
+* ``builder`` - ``FlowDomain.builder()``; ``domain`` - ``FlowDomain``, which runs instances
+  and applies decisions through the scheduler port.
+* ``planner`` - the decision logic (what a start, an event or a fired timer changes);
+  ``decision`` - ``Decision``, everything one such decision changes; ``due_times`` - when
+  each timer is due, from the configuration.
+* ``instance`` - ``FlowInstance``; ``offsets`` - the points in time deadlines count from;
+  ``timers`` - the ids and payloads of the domain's timers.
+* ``events`` - ``ActionTimeoutEvent``, ``ProcessingTimeElapsedEvent``, ``ActionRequest``;
+  ``timeline`` - ``TimelineEntry`` for listeners.
+* ``store`` - the ``FlowStore`` port and ``InMemoryFlowStore``; ``locks`` - one lock per
+  instance.
 """
 
 from flowsched.flow.builder import FlowConfigError, FlowDomainBuilder
