@@ -18,6 +18,11 @@ picks the slot a claimed item runs for (the latest one due; missed slots are not
 and :meth:`DeliveryCore.deliver` turns a tick into :class:`NextSlot` (the item stays, due at
 its next slot) unless it failed with ``retry_failed`` set. The adapter fences the slot: it
 must make sure no other delivery of the same item can apply it.
+
+A recurring item with no slot left - none after the one it ran or is due for, before the year
+10000 - is :class:`Exhausted`, on every path (a tick with nothing due, a tick that ran, a failed
+tick that counts): it is set aside with the reason, never redelivered, for redelivery could
+only run an applied slot again, or fail the same way for ever.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from flowsched.routes import kind_route, name_route
 __all__ = [
     "Completed",
     "DeadLettered",
+    "Exhausted",
     "MAX_ERROR_CHARS",
     "DeliveryCore",
     "NextSlot",
@@ -168,7 +174,16 @@ class NextSlot:
     error: str | None = None
 
 
-Outcome = Completed | Redeliver | DeadLettered | NextSlot
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """A recurring item whose recurrence has no slot left (none before the year 10000): set
+    it aside, never redeliver it - MongoDB moves it to quarantine, the in-memory adapter to
+    its dead letters (``dead``; ``dead.error`` says why). See :meth:`DeliveryCore.tick`."""
+
+    dead: DeadLetter
+
+
+Outcome = Completed | Redeliver | DeadLettered | NextSlot | Exhausted
 
 _COMPLETED = Completed()
 
@@ -265,18 +280,22 @@ class DeliveryCore:
         """Routes that have a handler here: an adapter takes only items of these routes."""
         return self._routes
 
-    def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot:
+    def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot | Exhausted:
         """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
         due by now, ``previous`` the slot applied before it - or, if no slot after the
-        applied one is due yet, the :class:`NextSlot` that moves it on without a delivery."""
+        applied one is due yet, the :class:`NextSlot` that moves it on without a delivery
+        (:class:`Exhausted` if there is no slot left at all)."""
         recurrence = item.recurrence
         if recurrence is None:
             raise ValueError(f"tick({item.id!r}): not a recurring item")
-        slot = recurrence.slot_to_run(self.clock.now(), item.previous)
-        if slot is None:
-            floor = item.previous or recurrence.start
-            assert floor is not None  # a recurring ScheduleItem's recurrence has a start
-            return NextSlot(item.previous, recurrence.next_slot(floor))
+        try:
+            slot = recurrence.slot_to_run(self.clock.now(), item.previous)
+            if slot is None:
+                floor = item.previous or recurrence.start
+                assert floor is not None  # a recurring ScheduleItem's recurrence has a start
+                return NextSlot(item.previous, recurrence.next_slot(floor))
+        except ValueError as exc:  # no slot left before the year 10000
+            return self._exhausted(item, 0, str(exc))
         return item.moved(slot, item.previous)
 
     def run(self, item: ScheduleItem, attempt: int) -> Outcome:
@@ -287,8 +306,8 @@ class DeliveryCore:
         try:
             if item.recurrence is not None:
                 ticked = self.tick(item)
-                if isinstance(ticked, NextSlot):
-                    return ticked
+                if not isinstance(ticked, ScheduleItem):
+                    return ticked  # nothing due yet (NextSlot), or no slot left (Exhausted)
                 item = ticked
             return self.deliver(item, attempt)
         except Exception as exc:
@@ -323,7 +342,10 @@ class DeliveryCore:
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
-            return NextSlot(item.due, item.recurrence.next_slot(item.due))
+            try:
+                return NextSlot(item.due, item.recurrence.next_slot(item.due))
+            except ValueError as exc:  # that was the last slot before the year 10000
+                return self._exhausted(item, attempt, str(exc))
         return _COMPLETED
 
     def scheduled(self, item: ScheduleItem) -> None:
@@ -346,12 +368,15 @@ class DeliveryCore:
         except Exception:
             log.exception("observer %s failed (ignored)", getattr(call, "__qualname__", call))
 
-    def _counted(self, item: ScheduleItem, attempt: int, error: str) -> NextSlot:
+    def _counted(self, item: ScheduleItem, attempt: int, error: str) -> NextSlot | Exhausted:
         """A failed tick that counts as its slot's outcome: the next tick is the next slot."""
         assert item.recurrence is not None
         error = storable_error(error)
         self._notify(self.observer.failed, item, attempt, error)
-        following = item.recurrence.next_slot(item.due)
+        try:
+            following = item.recurrence.next_slot(item.due)
+        except ValueError as exc:  # that was the last slot before the year 10000
+            return self._exhausted(item, attempt, f"{exc} (its last tick failed: {error})")
         log.warning(
             "tick of %s %s for slot %s failed (counted; next slot %s): %s",
             item.kind.value,
@@ -362,6 +387,18 @@ class DeliveryCore:
             extra={"item_id": item.id, "kind": item.kind.value},
         )
         return NextSlot(item.due, following, error)
+
+    def _exhausted(self, item: ScheduleItem, attempt: int, reason: str) -> Exhausted:
+        """The rule for a recurring item with no slot left (see the module docstring)."""
+        reason = storable_error(reason)
+        log.error(
+            "recurring %s %s has no slot left, set aside: %s",
+            item.kind.value,
+            item.id,
+            reason,
+            extra={"item_id": item.id, "kind": item.kind.value},
+        )
+        return Exhausted(DeadLetter(item, attempt, reason, self.clock.now()))
 
     def failure(self, item: ScheduleItem, attempt: int, error: str) -> Redeliver | DeadLettered:
         """The outcome of a failed delivery (a raising handler, or one the adapter lost)."""

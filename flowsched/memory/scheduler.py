@@ -382,7 +382,7 @@ class InMemoryScheduler(SchedulerPort):
             until = self._sleep_until
             if applied and until is not None and outcome.due < until:
                 self._wake_timer()  # the leader sleeps past the item's new due time
-        else:
+        else:  # DeadLettered, or Exhausted: a recurring item with no slot left
             applied = store.bury(item, outcome.dead)
         if not applied:
             message = "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)"

@@ -24,12 +24,13 @@ from datetime import datetime, timedelta
 from pymongo.errors import PyMongoError
 
 from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore, NextSlot
+from flowsched.delivery import DeliveryCore, Exhausted, NextSlot
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.quarantine import Audit
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
+from flowsched.mongo.store import Doc
 from flowsched.mongo.transient import is_transient
 
 __all__ = ["ClaimedBatch", "BatchClaimer", "deliver_in_thread"]
@@ -111,13 +112,8 @@ class BatchClaimer:
                 batch.settle.append(Settlement(document.get("_id"), None, token, action))
                 continue
             if stored.item.recurrence is not None:
-                try:
-                    suspect = repr(stored.item.id) in claimed.suspects
-                    self._tick(stored, suspect, token, batch, ticks)
-                except ValueError as exc:  # no slot left before the year 10000
-                    log.error("quarantining %s %s: %s", self.claims.store.name, stored.item.id, exc)
-                    action = Quarantine(document, f"recurrence: {exc}")
-                    batch.settle.append(Settlement(document.get("_id"), None, token, action))
+                suspect = repr(stored.item.id) in claimed.suspects
+                self._tick(stored, document, suspect, token, batch, ticks)
                 continue
             suspect = repr(stored.item.id) in claimed.suspects
             claim = Claim(stored.item, stored.attempts, token, suspect)
@@ -136,7 +132,13 @@ class BatchClaimer:
         return batch
 
     def _tick(
-        self, stored: StoredItem, suspect: bool, token: str, batch: ClaimedBatch, ticks: list[Claim]
+        self,
+        stored: StoredItem,
+        document: Doc,
+        suspect: bool,
+        token: str,
+        batch: ClaimedBatch,
+        ticks: list[Claim],
     ) -> None:
         if suspect:
             log.warning(
@@ -146,7 +148,10 @@ class BatchClaimer:
                 extra={"item_id": stored.item.id, "kind": stored.item.kind.value},
             )
         ticked = self.core.tick(stored.item)
-        if isinstance(ticked, NextSlot):
+        if isinstance(ticked, Exhausted):  # no slot left: quarantined, with the document read
+            action = Quarantine(document, f"recurrence: {ticked.dead.error}")
+            batch.settle.append(Settlement(document.get("_id"), None, token, action))
+        elif isinstance(ticked, NextSlot):
             claim = Claim(stored.item, stored.attempts, token)
             batch.settle.append(Settlement.of(claim, ticked))
         else:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from flowsched.delivery import Completed, DeadLettered, NextSlot, Redeliver
-from flowsched.mongo.documents import optional_ms, truncate_ms
+from flowsched.delivery import Completed, DeadLettered, Exhausted, NextSlot, Redeliver
+from flowsched.mongo.documents import item_document, optional_ms, truncate_ms
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
 from flowsched.records import ScheduleItem
 
@@ -84,8 +84,13 @@ class Settlement:
     suspect: bool = False
 
     @classmethod
-    def of(cls, claim: Claim, action: Action) -> Settlement:
+    def of(cls, claim: Claim, action: Action | Exhausted) -> Settlement:
+        """The settlement of ``claim``; an :class:`~flowsched.delivery.Exhausted` recurring
+        item is quarantined (the delivery core's rule), its record the item as claimed."""
         item = claim.item
+        if isinstance(action, Exhausted):
+            document = item_document(item, item.generation, claim.attempt)
+            action = Quarantine(document, f"recurrence: {action.dead.error}")
         unapply = None
         if item.recurrence is not None and isinstance(action, Redeliver | Release):
             unapply = (item.previous,)
