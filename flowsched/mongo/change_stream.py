@@ -28,12 +28,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure, PyMongoError
 
+from flowsched.mongo.documents import bson_utc
 from flowsched.mongo.transient import OutageBackoff
 
 __all__ = ["MAX_AWAIT", "PIPELINE", "WakeUp"]
@@ -216,7 +217,7 @@ class WakeUp:
             fields = change.get("updateDescription", {}).get("updatedFields", {})
             ready = fields.get("ready_at")
         if isinstance(ready, datetime):
-            self._poke(ready if ready.tzinfo else ready.replace(tzinfo=UTC))
+            self._poke(bson_utc(ready))
 
     def _broken(self, exc: Exception, already: bool) -> bool:
         if not already:

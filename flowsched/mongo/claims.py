@@ -69,6 +69,7 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import DeadLettered
 from flowsched.mongo.documents import (
+    bson_utc,
     dead_letter_document,
     optional_ms,
     quarantine_document,
@@ -110,15 +111,11 @@ def _ready_key(doc: Doc) -> datetime:
     """``ready_at`` to merge by; one that is not a date (a poison document) sorts first, so
     it is met - and quarantined - rather than skipped."""
     ready = doc.get("ready_at")
-    return _utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
-
-
-def _utc(when: datetime) -> datetime:
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return bson_utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
 
 
 def _same_instant(stored: object, slot: datetime) -> bool:
-    return isinstance(stored, datetime) and _utc(stored) == truncate_ms(slot)
+    return isinstance(stored, datetime) and bson_utc(stored) == truncate_ms(slot)
 
 
 class Claims:
@@ -206,7 +203,7 @@ class Claims:
             problem = claim_problem(doc, self.store.buckets)
             if problem is not None:
                 poison.append((doc, problem))
-            elif (ready := _utc(doc["ready_at"])) > now:
+            elif (ready := bson_utc(doc["ready_at"])) > now:
                 upcoming.append(ready)
             else:
                 due.append(doc)

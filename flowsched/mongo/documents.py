@@ -69,6 +69,8 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "MalformedDocument",
     "StoredItem",
+    "bson_utc",
+    "bson_utc_or_none",
     "bucket_of",
     "dead_letter_document",
     "dead_letter_from_document",
@@ -102,6 +104,17 @@ class StoredItem:
     def lost(self) -> int:
         """Deliveries marked started by earlier claims that neither completed nor failed."""
         return max(0, self.deliveries - self.attempts)
+
+
+def bson_utc(value: datetime) -> datetime:
+    """A date read from MongoDB as a timezone-aware UTC datetime: BSON dates are UTC, and a
+    client without ``tz_aware=True`` (mongomock's default) hands them back naive."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def bson_utc_or_none(value: object) -> datetime | None:
+    """:func:`bson_utc` of ``value`` if it is a date; ``None`` for anything else."""
+    return bson_utc(value) if isinstance(value, datetime) else None
 
 
 def truncate_ms(when: datetime) -> datetime:
@@ -233,8 +246,7 @@ def _date(doc: Mapping[str, Any], name: str, item_id: object) -> datetime:
     value = doc.get(name)
     if not isinstance(value, datetime):
         raise MalformedDocument(item_id, f"{name} must be a date, got {value!r}")
-    # BSON dates are UTC; a client without tz_aware=True hands them back naive.
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return bson_utc(value)
 
 
 def _count(doc: Mapping[str, Any], name: str, item_id: object, default: int = 0) -> int:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from flowsched.mongo.documents import StoredItem, stored_item
+from flowsched.mongo.documents import StoredItem, bson_utc_or_none, stored_item
 from flowsched.mongo.nodes import NodeInfo, live_nodes
 from flowsched.records import ScheduleKind
 from flowsched.routes import route_target
@@ -51,13 +51,6 @@ KNOWN_FIELDS = frozenset(
 """The fields of an item document this version reads; others are shown as they are."""
 
 
-def _utc(value: object) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    # BSON dates are UTC; a client without tz_aware=True hands them back naive.
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True, slots=True)
 class ClaimInfo:
     """A node's claim on a document: who holds it and until when (``None``: unreadable)."""
@@ -87,7 +80,7 @@ def claim_of(doc: Doc) -> ClaimInfo | None:
     claim = doc.get("claim")
     if not isinstance(claim, Mapping):
         return None
-    return ClaimInfo(str(claim.get("owner")), _utc(claim.get("lease_until")))
+    return ClaimInfo(str(claim.get("owner")), bson_utc_or_none(claim.get("lease_until")))
 
 
 def timer_view(doc: Doc) -> TimerView:
@@ -98,7 +91,7 @@ def timer_view(doc: Doc) -> TimerView:
         stored,
         claim_of(doc),
         last_error if isinstance(last_error, str) else None,
-        _utc(doc.get("ready_at")),
+        bson_utc_or_none(doc.get("ready_at")),
         {name: value for name, value in doc.items() if name not in KNOWN_FIELDS},
     )
 
@@ -272,7 +265,7 @@ def route_stats(items: Any, nodes: tuple[NodeInfo, ...]) -> tuple[RouteStats, ..
         # A route that is not text (a poison document) counts with the route-less ones.
         route = group["_id"] if isinstance(group["_id"], str) else None
         count, oldest = merged.get(route, (0, None))
-        first = _utc(group.get("oldest"))
+        first = bson_utc_or_none(group.get("oldest"))
         if oldest is None or (first is not None and first < oldest):
             oldest = first
         merged[route] = (count + int(group["n"]), oldest)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock
-from flowsched.mongo.documents import truncate_ms
+from flowsched.mongo.documents import bson_utc_or_none, truncate_ms
 
 __all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
 
@@ -117,7 +117,4 @@ def _node(doc: Mapping[str, Any]) -> NodeInfo:
 
 
 def _date(doc: Mapping[str, Any], name: str) -> datetime | None:
-    value = doc.get(name)
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return bson_utc_or_none(doc.get(name))

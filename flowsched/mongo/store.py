@@ -24,7 +24,7 @@ import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from bson.codec_options import DatetimeConversion
@@ -41,7 +41,7 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from flowsched.errors import ConfigError
-from flowsched.mongo.documents import bucket_of
+from flowsched.mongo.documents import bson_utc_or_none, bucket_of
 
 __all__ = [
     "CLAIM_INDEX",
@@ -332,10 +332,7 @@ class TimerStore:
             {"_id": 0, "ready_at": 1},
             sort=[("ready_at", ASCENDING)],
         )
-        ready = None if found is None else found.get("ready_at")
-        if not isinstance(ready, datetime):
-            return None
-        return ready if ready.tzinfo else ready.replace(tzinfo=UTC)
+        return None if found is None else bson_utc_or_none(found.get("ready_at"))
 
     def unrouted_sample(self) -> Doc | None:
         """One item document without a ``route`` (stored before routing), or ``None``.
