@@ -7,35 +7,12 @@ configuration's building blocks); every module whose docstring starts with "Inte
 change without notice.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
-from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.clock import Clock, ManualClock, SystemClock
-from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
 from flowsched.errors import ConfigError, ConfigProblem, FlowschedError
-from flowsched.flow import (
-    ANY_STATE,
-    ActionAdapter,
-    ActionRequest,
-    ActionTimeoutEvent,
-    ConcurrentUpdateError,
-    Flow,
-    FlowAlreadyExistsError,
-    FlowConfigError,
-    FlowDefinitionError,
-    FlowDomain,
-    FlowInstance,
-    FlowStore,
-    Happened,
-    InMemoryFlowStore,
-    ProcessingTimeElapsedEvent,
-    TimelineEntry,
-    UnknownFlowError,
-)
 from flowsched.memory import InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
 from flowsched.port import (
@@ -49,32 +26,84 @@ from flowsched.port import (
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:
+    from flowsched.backoff import BackoffType, RetryPolicy
+    from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
+    from flowsched.flow import (
+        ANY_STATE,
+        ActionAdapter,
+        ActionRequest,
+        ActionTimeoutEvent,
+        ConcurrentUpdateError,
+        Flow,
+        FlowAlreadyExistsError,
+        FlowConfigError,
+        FlowDefinitionError,
+        FlowDomain,
+        FlowInstance,
+        FlowStore,
+        Happened,
+        InMemoryFlowStore,
+        ProcessingTimeElapsedEvent,
+        TimelineEntry,
+        UnknownFlowError,
+    )
     from flowsched.mongo import MongoFlowStore, MongoScheduler
 
-_MONGO_NAMES = frozenset({"MongoFlowStore", "MongoScheduler"})
+__version__ = "0.1.0"
+"""The release (the one place it is written: pyproject.toml reads it from here)."""
+
+# Loaded when first asked for (PEP 562), so that ``import flowsched`` and a process that only
+# uses the in-memory scheduler do not carry them: the configuration and the flow domain bring
+# pyhocon (with pyparsing) and pydantic, 0.1-0.2 s of imports; the MongoDB classes bring the
+# driver (pymongo and bson, ~130 modules, tens of thousands of objects the garbage collector
+# walks). Each name maps to the module that defines it.
+_LAZY = {
+    "BackoffType": "flowsched.backoff",
+    "RetryPolicy": "flowsched.backoff",
+    "ActionPolicy": "flowsched.config",
+    "ProcessingTimePolicy": "flowsched.config",
+    "SchedulingConfig": "flowsched.config",
+    **dict.fromkeys(
+        (
+            "ANY_STATE",
+            "ActionAdapter",
+            "ActionRequest",
+            "ActionTimeoutEvent",
+            "ConcurrentUpdateError",
+            "Flow",
+            "FlowAlreadyExistsError",
+            "FlowConfigError",
+            "FlowDefinitionError",
+            "FlowDomain",
+            "FlowInstance",
+            "FlowStore",
+            "Happened",
+            "InMemoryFlowStore",
+            "ProcessingTimeElapsedEvent",
+            "TimelineEntry",
+            "UnknownFlowError",
+        ),
+        "flowsched.flow",
+    ),
+    "MongoFlowStore": "flowsched.mongo",
+    "MongoScheduler": "flowsched.mongo",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The MongoDB classes load the driver (pymongo and bson, ~130 modules, 0.1 s, tens of
-    # thousands of objects the garbage collector walks): only when first asked for, so that a
-    # process using the in-memory adapter does not carry it.
-    if name in _MONGO_NAMES:
-        from flowsched import mongo
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
+    from importlib import import_module
 
-        value = getattr(mongo, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _MONGO_NAMES)
+    return sorted(set(globals()) | set(_LAZY))
 
-
-try:
-    __version__ = _version("flowsched")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "ANY_STATE",

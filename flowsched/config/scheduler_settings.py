@@ -31,15 +31,19 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from pyhocon import ConfigTree
-
-from flowsched.backoff import finite_number, whole_number
 from flowsched.config.hocon import format_key
 from flowsched.config.suggest import closest, is_near
 from flowsched.durations import hocon_text, parse_duration
 from flowsched.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from pyhocon import ConfigTree
+
+# pyhocon and pydantic (through flowsched.backoff) are imported where a configuration is
+# read, not here: the schedulers import the limits below without reading any configuration.
 
 __all__ = [
     "BLOCK",
@@ -150,6 +154,8 @@ def _op_timeout(value: object) -> object:
 
 
 def _count(value: object) -> int:
+    from flowsched.backoff import whole_number
+
     found = whole_number(value, 1)  # also "3", as HOCON may quote it
     if found is None:
         raise ValueError("must be a whole number >= 1")
@@ -173,6 +179,8 @@ def _optional_count(value: object) -> object:
 
 
 def _factor(value: object) -> float:
+    from flowsched.backoff import finite_number
+
     found = finite_number(value)  # also "2", as HOCON may quote it
     if found is None or found < 1:
         raise ValueError("must be a number >= 1")
@@ -243,6 +251,8 @@ _SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
 
 def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[ConfigProblem]]:
     """The settings in ``tree`` (a whole configuration) and every problem found in them."""
+    from pyhocon import ConfigTree
+
     problems: list[ConfigProblem] = []
     values: dict[str, object] = {}
     for key in tree:
@@ -281,6 +291,8 @@ def _read_ours(
     values: dict[str, object],
     problems: list[ConfigProblem],
 ) -> None:
+    from pyhocon import ConfigTree
+
     if not isinstance(section, ConfigTree):
         problems.append(_wrong(path, section, "must be an object (poll-interval = 1s, ...)"))
         return
@@ -301,6 +313,8 @@ def _read(
     values: dict[str, object],
     problems: list[ConfigProblem],
 ) -> None:
+    from pyhocon import ConfigTree
+
     if not isinstance(section, ConfigTree):
         problems.append(_wrong(path, section, f"must be an object ({', '.join(keys)})"))
         return
