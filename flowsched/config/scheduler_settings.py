@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -125,6 +125,31 @@ class SchedulerSettings:
             key=f"{BLOCK}.{_MONGODB}.database-name",
         )
 
+    def with_values(self, values: Mapping[str, object]) -> SchedulerSettings:
+        """A copy with ``values`` (by key under ``ipf-scheduler``: ``mongodb.uri``,
+        ``flowsched.op-timeout`` ...) read and checked as in a configuration file; ``None``
+        values are skipped. :class:`ConfigError` naming the full key when one is wrong.
+
+        The command line overlays its options on a file's settings this way, so that an option
+        and its key accept the same values.
+
+        >>> SchedulerSettings().with_values({"mongodb.collection": "jobs"}).collection
+        'jobs'
+        """
+        found: dict[str, object] = {}
+        problems: list[ConfigProblem] = []
+        for name, value in values.items():
+            if value is None:
+                continue
+            section, _, key = name.partition(".")
+            keys = _MONGODB_KEYS if section == _MONGODB else _OUR_KEYS
+            if key not in keys:
+                raise ValueError(f"no scheduler setting {BLOCK}.{name}")
+            _set((BLOCK, section, key), keys[key], value, found, problems)
+        if problems:
+            raise ConfigError(problems)
+        return replace(self, **found)  # type: ignore[arg-type]
+
     def mongo_uri(self) -> str:
         """``uri``, or :class:`ConfigError` naming the key when it is not set."""
         if not self.uri:
@@ -146,9 +171,8 @@ def _duration_above_zero(value: object) -> object:
 
 
 def _op_timeout(value: object) -> object:
-    found = _duration_above_zero(value)
-    assert isinstance(found, timedelta)
-    if found > LONGEST_OP_TIMEOUT:
+    found = parse_duration(value)
+    if found <= timedelta(0) or found > LONGEST_OP_TIMEOUT:
         raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
     return found
 
