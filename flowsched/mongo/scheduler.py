@@ -175,9 +175,14 @@ class MongoScheduler(SchedulerPort):
         clock: Clock | None = None,
         observer: Observer | None = None,
         client_factory: Callable[..., Any] | None = None,
+        check: bool = False,
     ) -> MongoScheduler:
         """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
         of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        With ``check=True`` the server is reached once before this returns (:meth:`ping`): a
+        server that is down or a wrong host is a :class:`~flowsched.SchedulerUnavailable`
+        here, within ``op-timeout``, rather than at the first ``schedule``.
 
         ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
         ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
@@ -189,7 +194,14 @@ class MongoScheduler(SchedulerPort):
         """
         from flowsched.mongo.from_config import build
 
-        return build(cls, config, node_id, clock, observer, client_factory)
+        scheduler = build(cls, config, node_id, clock, observer, client_factory)
+        if check:
+            try:
+                scheduler.ping()
+            except BaseException:
+                scheduler.close()  # closes the client it made
+                raise
+        return scheduler
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -278,6 +290,19 @@ class MongoScheduler(SchedulerPort):
         if not _storable(item_id):
             return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
+
+    def ping(self) -> None:
+        """Reach the server once (a ``ping`` command): :class:`SchedulerUnavailable` within
+        ``op_timeout`` if it cannot be reached, naming the hosts tried.
+
+        A scheduler is built without a round trip (the driver connects in the background), so
+        a wrong host or a server that is down shows only at the first call; call this (or
+        ``from_config(..., check=True)``) at start-up to fail there instead.
+
+        >>> MongoScheduler(client.app.timers, op_timeout=timedelta(seconds=2)).ping()  # doctest: +SKIP
+        """  # noqa: E501
+        database = self._store.items.database
+        within(self._op_timeout, "ping", lambda: database.command("ping"), self._store.items)
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
@@ -511,7 +536,7 @@ class MongoScheduler(SchedulerPort):
             self._store.ensure_indexes()
             return operation()
 
-        return within(self._op_timeout, what, run)
+        return within(self._op_timeout, what, run, self._store.items)
 
 
 def _storable(value: object) -> bool:
