@@ -25,9 +25,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from flowsched.clock import Clock
 from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
@@ -54,6 +56,7 @@ __all__ = [
     "RedeliveryPolicy",
     "redelivery_policy",
     "storable_error",
+    "watch_unstarted",
 ]
 
 log = logging.getLogger("flowsched.delivery")
@@ -389,3 +392,59 @@ class DeliveryCore:
 def _check_callable(value: object, what: str) -> None:
     if not callable(value):
         raise TypeError(f"{what}: expected a callable, got {value!r}")
+
+
+class _Startable(Protocol):
+    """What :func:`watch_unstarted` asks of a scheduler."""
+
+    def now(self) -> datetime: ...
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """(still never started, the earliest due time of an item it would deliver)."""
+        ...
+
+
+_LONGEST_WATCH_PAUSE = 60.0
+
+
+def watch_unstarted(scheduler: _Startable, grace: timedelta, stop: threading.Event) -> None:
+    """Log one warning if ``scheduler`` holds an item due for longer than ``grace`` while it
+    is never started (a real-clock scheduler fires nothing before ``start()``).
+
+    Runs on a daemon thread that holds the scheduler weakly and ends at the warning, when
+    ``stop`` is set (``start()``, ``close()``) or when the scheduler is garbage. The adapters
+    arm it once, off their ``schedule()`` hot path."""
+    ref = weakref.ref(scheduler)
+    name = type(scheduler).__name__
+
+    def watch() -> None:
+        while True:
+            found = ref()
+            if found is None:
+                return
+            pause = grace
+            try:
+                waiting, head = found._unstarted_head()
+                now = found.now()
+            except Exception as exc:  # e.g. the database is down: not this watch's business
+                log.debug("%s start watch: %s", name, exc)
+                waiting, head = True, None
+            del found
+            if not waiting:
+                return
+            if head is not None:
+                if head + grace <= now:
+                    log.warning(
+                        "%s holds timers due since %s but was never started: nothing fires "
+                        "until you call start() (or use `with %s(...) as scheduler:`). "
+                        "Schedulers on a ManualClock need no start().",
+                        name,
+                        head.isoformat(),
+                        name,
+                    )
+                    return
+                pause = max(head + grace - now, grace / 10)
+            if stop.wait(min(pause.total_seconds(), _LONGEST_WATCH_PAUSE)):
+                return
+
+    threading.Thread(target=watch, name=f"flowsched-{name}-start-watch", daemon=True).start()

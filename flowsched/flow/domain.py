@@ -92,6 +92,7 @@ class FlowDomain:
         self._listeners = list(listeners)
         self._conflict_retries = conflict_retries
         self._locks = InstanceLocks()
+        self._start_checked = False  # see _check_started
         self._dispatch: dict[ScheduleKind, Callable[[ScheduleItem, int], None]] = {
             ScheduleKind.ACTION_TIMEOUT: self._on_action_timeout,
             ScheduleKind.ACTION_RETRY: self._on_retry,
@@ -295,6 +296,8 @@ class FlowDomain:
 
     def _apply(self, step: Step) -> FlowInstance:
         """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.step`)."""
+        if not self._start_checked and step.schedules:
+            self._check_started(step.schedules[0])
         for item in step.schedules:
             self.scheduler.schedule(item)
         saved = step.instance
@@ -311,6 +314,25 @@ class FlowDomain:
             for item_id in step.cancellations():
                 self.scheduler.cancel(item_id)
         return saved
+
+    def _check_started(self, first: ScheduleItem) -> None:
+        """Warn once, at the first timer, if the scheduler fires nothing until it is started
+        (a real-clock scheduler built without ``with`` or ``start()``): the flow would wait
+        in its state for ever, silently."""
+        self._start_checked = True
+        if getattr(self.scheduler, "needs_start", False):
+            name = type(self.scheduler).__name__
+            log.warning(
+                "FlowDomain: its %s was never started, so the timers it schedules (the first: "
+                "%s %s, due %s) will not fire: call scheduler.start() (or build the domain "
+                "inside `with %s(...) as scheduler:`), unless another, started node delivers "
+                "these flows' timers",
+                name,
+                first.kind.value,
+                first.id,
+                first.due.isoformat(),
+                name,
+            )
 
     def _after(self, step: Step) -> None:
         """Outside the lock: tell listeners, invoke actions, feed back their responses."""

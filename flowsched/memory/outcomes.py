@@ -13,16 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from datetime import datetime
+from datetime import UTC, datetime
 
 from flowsched.clock import Clock
 from flowsched.delivery import Completed, DeliveryCore, NextSlot, Outcome, Redeliver
 from flowsched.memory.store import Claim, TimerStore
 from flowsched.port import ScheduleItem
 
-__all__ = ["Outcomes"]
+__all__ = ["NOT_STARTED", "Outcomes"]
 
 log = logging.getLogger("flowsched.memory")
+
+NOT_STARTED = datetime.max.replace(tzinfo=UTC)
+"""``_sleep_until`` of a real-clock scheduler never started: later than any due time, so the
+first ``schedule()`` wakes the (absent) timer, and that first wake arms the start watch."""
 
 
 class Outcomes:
@@ -41,6 +45,10 @@ class Outcomes:
     _settling: deque[tuple[ScheduleItem, Outcome]]
     """Outcomes of worker deliveries, not yet applied (see :meth:`_settle`)."""
     _closed: bool
+
+    def _watch_unstarted(self) -> None:
+        """Arm the watch that warns about due items while never started (the scheduler's)."""
+        raise NotImplementedError
 
     def _run(self, claim: Claim) -> Outcome:
         """Call the handler through the delivery core; never raises an ``Exception``.
@@ -95,5 +103,7 @@ class Outcomes:
 
     def _wake_timer(self) -> None:
         """Make the leading worker look at the heap again (called under the lock)."""
+        if self._sleep_until is NOT_STARTED:  # the first item before start(): watch it
+            self._watch_unstarted()
         self._sleep_until = None
         self._wake.notify()

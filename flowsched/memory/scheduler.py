@@ -22,8 +22,10 @@ from flowsched.delivery import (
     Outcome,
     RedeliveryPolicy,
     redelivery_policy,
+    watch_unstarted,
 )
 from flowsched.memory.inline import InlineDelivery, ThreadState
+from flowsched.memory.outcomes import NOT_STARTED
 from flowsched.memory.pool import WorkerPool
 from flowsched.memory.realtime import ThreadedDelivery
 from flowsched.memory.store import TimerStore
@@ -135,6 +137,11 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         self._manual = callable(attach)
         if attach is not None and self._manual:
             attach(self)
+        # Never started on a real clock: the first schedule() "wakes the timer" (the test it
+        # makes anyway), which arms the watch that warns if items fall due before start().
+        self._unstarted_watch: threading.Event | None = None
+        if not self._manual:
+            self._sleep_until = NOT_STARTED
 
     @classmethod
     def from_config(
@@ -277,6 +284,30 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         self._core.scheduled(item)
         return True
 
+    @property
+    def needs_start(self) -> bool:
+        """Whether this scheduler waits for :meth:`start` to fire anything: on a real clock,
+        never started and not closed. (On a :class:`~flowsched.clock.ManualClock` it never
+        does: ``advance`` delivers.) A :class:`~flowsched.FlowDomain` built on one warns."""
+        return not (self._manual or self._started or self._closed)
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still waiting for start, the earliest due item)."""
+        with self._lock:
+            return self.needs_start, self._store.next_due()
+
+    def _watch_unstarted(self) -> None:
+        """Arm the start watch (under the lock, on the first wake before start)."""
+        if self._unstarted_watch is None:
+            self._unstarted_watch = threading.Event()
+            watch_unstarted(self, self._max_wait, self._unstarted_watch)
+
+    def _stop_unstarted_watch(self) -> None:
+        if self._sleep_until is NOT_STARTED:
+            self._sleep_until = None
+        if self._unstarted_watch is not None:
+            self._unstarted_watch.set()
+
     def start(self) -> None:
         """Start the worker threads (none under a manual clock); idempotent."""
         with self._lock:
@@ -285,6 +316,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
             if self._started:
                 return
             self._started = True
+            self._stop_unstarted_watch()
             if self._manual:
                 return
             self._pool = WorkerPool(
@@ -301,6 +333,7 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
         with self._lock:
             self._closed = True
             self._sleep_until = None
+            self._stop_unstarted_watch()
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
             detach = getattr(self._clock, "detach", None)

@@ -23,7 +23,7 @@ from flowsched.config.scheduler_settings import (
     MAX_BATCH_SIZE,
     MAX_WORKERS,
 )
-from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
+from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy, watch_unstarted
 from flowsched.mongo.claims import Claims, Release, Settlement
 from flowsched.mongo.documents import (
     MAX_BUCKETS,
@@ -162,6 +162,7 @@ class MongoScheduler(SchedulerPort):
         self._wakeup: WakeUp | None = None
         self._started_manual = False
         self._closed = False
+        self._unstarted_watch: threading.Event | None = None
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
@@ -216,7 +217,39 @@ class MongoScheduler(SchedulerPort):
             not_an_item(item)
         stored = self._store_item(item, replace=True)
         assert stored is not None  # a replacing write always stores
+        if self._unstarted_watch is None and self.needs_start:
+            self._watch_unstarted()
         return stored
+
+    @property
+    def needs_start(self) -> bool:
+        """Whether this scheduler waits for :meth:`start` to deliver anything: on a real
+        clock, never started and not closed (on a :class:`~flowsched.clock.ManualClock`,
+        ``run_due`` and a started scheduler's ``advance`` deliver). A
+        :class:`~flowsched.FlowDomain` built on one warns; so does the scheduler itself once
+        an item it would deliver (of a kind or name it has a handler for) is due for longer
+        than ``poll_interval``. A node that only schedules, for other nodes to deliver, may
+        stay unstarted: it registers no handlers and is not warned about."""
+        return not (
+            isinstance(self._clock, ManualClock)
+            or self._sweeper is not None
+            or self._started_manual
+            or self._closed
+        )
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still waiting for start, the earliest item it would claim
+        that is due by now)."""
+        if not self.needs_start:
+            return False, None
+        return True, self.next_due(self._clock.now())
+
+    def _watch_unstarted(self) -> None:
+        with self._lock:
+            if self._unstarted_watch is not None:
+                return
+            self._unstarted_watch = threading.Event()
+        watch_unstarted(self, self._poll_interval, self._unstarted_watch)
 
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
@@ -457,6 +490,8 @@ class MongoScheduler(SchedulerPort):
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
             if self._sweeper is not None or self._started_manual:
                 return
+            if self._unstarted_watch is not None:
+                self._unstarted_watch.set()
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
                 self._clock.attach(self)
@@ -497,6 +532,8 @@ class MongoScheduler(SchedulerPort):
             if self._closed:
                 return
             self._closed = True
+            if self._unstarted_watch is not None:
+                self._unstarted_watch.set()
             sweeper, self._sweeper = self._sweeper, None
             wakeup, self._wakeup = self._wakeup, None
         if wakeup is not None:
