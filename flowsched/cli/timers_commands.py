@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -161,15 +162,52 @@ class TimersCli:
 
     def cancel(
         self,
-        item_id: IdArg,
+        item_id: Annotated[
+            str | None, typer.Argument(metavar="[ID]", help="The timer's id.", show_default=False)
+        ] = None,
+        flow: Annotated[
+            str | None,
+            typer.Option(
+                "--flow",
+                metavar="FLOW_ID",
+                help="Cancel every timer of this flow instance instead (as "
+                "MongoScheduler.cancel_flow does).",
+            ),
+        ] = None,
     ) -> None:
-        """Cancel a timer (as MongoScheduler.cancel does); exit 1 if there is none."""
+        """Cancel a timer (as MongoScheduler.cancel does); exit 1 if there is none.
+
+        A flow's own timer (an action timeout or retry, a processing-time deadline) is what
+        moves its instance on: cancelled, the instance waits in its state for ever, and the
+        command warns; --flow FLOW_ID cancels all of that instance's timers."""
+        if (item_id is None) == (flow is None):
+            fail("give a timer ID or --flow FLOW_ID (one of them)")
         now = self._clock.now()
+        if flow is not None:
+            with self._session() as (target, store):
+                removed = self._scheduler(store, target).cancel_flow(flow)
+            if not removed:
+                fail(f"no timer of flow instance {flow} in {target.namespace}", EXIT_NOT_FOUND)
+            typer.echo(f"cancelled {removed} timer(s) of flow instance {flow}")
+            _warn(
+                f"flow instance {flow} has no timer left: it stays in its state until an "
+                "event moves it on"
+            )
+            return
+        assert item_id is not None
         with self._session() as (target, store):
             document = store.find(item_id)
             if not self._scheduler(store, target).cancel(item_id):
                 _no_timer(item_id, target, store)
         typer.echo(f"cancelled {item_id}{_cancel_note(document, now)}")
+        waiting = _flow_waiting_on(document)
+        if waiting is not None:
+            flow_name, flow_id = waiting
+            _warn(
+                f"{item_id} was a timer of flow {flow_name}, instance {flow_id}: that instance "
+                "now waits in its state for ever unless an event moves it on. To stop all of "
+                f"its timers: flowsched timers cancel --flow {flow_id}"
+            )
 
     def dead_letters(
         self,
@@ -365,6 +403,25 @@ def _no_timer(item_id: str, target: MongoTarget, store: TimerStore) -> NoReturn:
     if store.dead_letter(item_id) is not None:
         hint = f" (it is a dead letter: flowsched timers requeue {item_id})"
     fail(f"no timer {item_id} in {target.namespace}{hint}", EXIT_NOT_FOUND)
+
+
+def _warn(message: str) -> None:
+    print(f"flowsched: warning: {message}", file=sys.stderr)
+
+
+def _flow_waiting_on(document: Any) -> tuple[str, str] | None:
+    """(flow, flow instance id) when ``document`` is a flow domain's own timer."""
+    if document is None:
+        return None
+    from flowsched.flow.timers import FLOW_TIMER_KINDS, flow_handler
+
+    handler, flow_id = document.get("handler"), document.get("flow_id")
+    if not isinstance(handler, str) or not isinstance(flow_id, str):
+        return None
+    if document.get("kind") not in {kind.value for kind in FLOW_TIMER_KINDS}:
+        return None
+    prefix = flow_handler("")
+    return (handler.removeprefix(prefix), flow_id) if handler.startswith(prefix) else None
 
 
 def _cancel_note(document: Any, now: datetime) -> str:
