@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowsched.config.locations import scan
 from flowsched.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -112,6 +111,8 @@ def _syntax_problem(text: str, source: str, exc: ParseBaseException) -> ConfigPr
     lines = text.split("\n")
     line_no = exc.lineno
     message = f"not valid HOCON at line {line_no}, column {exc.col}: {what}"
+    from flowsched.config.locations import scan
+
     unclosed = scan(text).unclosed
     if unclosed is not None and "end of text" in what:
         opened, opening = unclosed
