@@ -53,6 +53,7 @@ $(PEER_VENV)/.installed:
 	touch $@
 
 bench: $(STAMP) $(PEER_VENV)/.installed
+	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
 	$(PY) bench/flow_bench.py

@@ -24,7 +24,8 @@ from typing import Literal, Self
 
 from flowsched.clock import Clock, SystemClock
 from flowsched.config import SchedulingConfig
-from flowsched.errors import FlowConfigError
+from flowsched.config.suggest import closest
+from flowsched.errors import FlowConfigError, FlowDefinitionError
 from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
@@ -154,17 +155,43 @@ class FlowDomainBuilder:
         )
 
     def _check_adapters(self) -> None:
+        """Every action of every flow has an adapter, and every adapter serves an action of a
+        registered flow: an adapter under a misspelt action (``CheckFruad``) or a flow that is
+        not registered is a :class:`FlowDefinitionError` naming it and, when one is close, the
+        action meant. (An adapter nobody can call is never right; a service that runs some of
+        its flows in each of several domains gives each domain the adapters of its flows.)"""
+        flows = self._flows
         missing = sorted(
             f"{d.name}.{action}"
-            for d in self._flows.values()
+            for d in flows.values()
             for action in d.actions
             if (d.name, action) not in self._adapters and (None, action) not in self._adapters
         )
+        every_action = {action for d in flows.values() for action in d.actions}
+        strays: list[str] = []
+        for flow, action in self._adapters:
+            if flow is not None and flow not in flows:
+                meant = closest(flow, flows, shared_words=False)
+                hint = f"; did you mean flow={meant!r}?" if meant else ""
+                strays.append(
+                    f"the adapter for {flow}.{action} names flow {flow!r}, which is not "
+                    f"registered (flows: {', '.join(sorted(flows))}){hint}"
+                )
+            elif action not in (every_action if flow is None else flows[flow].actions):
+                actions = every_action if flow is None else flows[flow].actions
+                meant = closest(action, actions, shared_words=False)
+                where = "no registered flow invokes" if flow is None else f"flow {flow} invokes no"
+                hint = f"; did you mean {meant!r}?" if meant else ""
+                label = action if flow is None else f"{flow}.{action}"
+                strays.append(f"the adapter for {label!r}: {where} action {action!r}{hint}")
+        problems = list(strays)
         if missing:
-            raise ValueError(
+            problems.append(
                 f"no action adapter for {', '.join(missing)}: register each with "
                 ".with_action_adapter(action, callable)"
             )
+        if problems:
+            raise FlowDefinitionError("; ".join(problems))
 
     def _check_config(self, config: SchedulingConfig) -> None:
         problems = config_problems(self._flows, config)

@@ -80,6 +80,7 @@ class FlowDomain:
         self._listeners = list(listeners)
         self._conflict_retries = conflict_retries
         self._locks = InstanceLocks()
+        self._start_checked = False  # see _check_started
         self._dispatch: dict[ScheduleKind, Callable[[ScheduleItem, int], None]] = {
             ScheduleKind.ACTION_TIMEOUT: self._on_action_timeout,
             ScheduleKind.ACTION_RETRY: self._on_retry,
@@ -283,6 +284,8 @@ class FlowDomain:
 
     def _apply(self, decision: Decision) -> FlowInstance:
         """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.decision`)."""
+        if not self._start_checked and decision.schedules:
+            self._check_started(decision.schedules[0])
         for item in decision.schedules:
             self.scheduler.schedule(item)
         saved = decision.instance
@@ -299,6 +302,25 @@ class FlowDomain:
             for item_id in decision.cancellations():
                 self.scheduler.cancel(item_id)
         return saved
+
+    def _check_started(self, first: ScheduleItem) -> None:
+        """Warn once, at the first timer, if the scheduler fires nothing until it is started
+        (a real-clock scheduler built without ``with`` or ``start()``): the flow would wait
+        in its state for ever, silently."""
+        self._start_checked = True
+        if getattr(self.scheduler, "needs_start", False):
+            name = type(self.scheduler).__name__
+            log.warning(
+                "FlowDomain: its %s was never started, so the timers it schedules (the first: "
+                "%s %s, due %s) will not fire: call scheduler.start() (or build the domain "
+                "inside `with %s(...) as scheduler:`), unless another, started node delivers "
+                "these flows' timers",
+                name,
+                first.kind.value,
+                first.id,
+                first.due.isoformat(),
+                name,
+            )
 
     def _after(self, decision: Decision) -> None:
         """Outside the lock: tell listeners, invoke actions, feed back their responses."""

@@ -29,6 +29,7 @@ from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_po
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
+from flowsched.start_watch import NOT_STARTED, StartWatch
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -116,6 +117,11 @@ class InMemoryScheduler(SchedulerPort):
         self._manual = callable(attach)
         if attach is not None and self._manual:
             attach(self)
+        # Never started on a real clock: the first schedule() "wakes the timer" (the test it
+        # makes anyway), which arms the watch that warns if items fall due before start().
+        self._start_watch = StartWatch()
+        if not self._manual:
+            self._sleep_until = NOT_STARTED
 
     @classmethod
     def from_config(
@@ -390,6 +396,8 @@ class InMemoryScheduler(SchedulerPort):
 
     def _wake_timer(self) -> None:
         """Make the leading worker look at the heap again (called under the lock)."""
+        if self._sleep_until is NOT_STARTED:  # the first item before start(): watch it
+            self._start_watch.arm(self, self._max_wait)
         self._sleep_until = None
         self._wake.notify()
 
@@ -403,6 +411,9 @@ class InMemoryScheduler(SchedulerPort):
             if self._started:
                 return
             self._started = True
+            self._start_watch.stop()
+            if self._sleep_until is NOT_STARTED:
+                self._sleep_until = None
             if self._manual:
                 return
             self._pool = WorkerPool(
@@ -419,6 +430,7 @@ class InMemoryScheduler(SchedulerPort):
         with self._lock:
             self._closed = True
             self._sleep_until = None
+            self._start_watch.stop()
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
             detach = getattr(self._clock, "detach", None)
@@ -441,6 +453,17 @@ class InMemoryScheduler(SchedulerPort):
             if self._closed:
                 return None
             return self._store.next_due_between(until, after, self._core.routes())
+
+    @property
+    def needs_start(self) -> bool:
+        """Whether this scheduler waits for :meth:`start` to fire anything: on a real clock,
+        never started and not closed (a :class:`~flowsched.FlowDomain` built on one warns)."""
+        return not (self._manual or self._started or self._closed)
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still waiting for start, the earliest due item)."""
+        with self._lock:
+            return self.needs_start, self._store.next_due()
 
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"

@@ -16,28 +16,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
-from flowsched.config.scheduler_settings import (
-    LONGEST_OP_TIMEOUT,
-    LONGEST_SETTING,
-    MAX_BATCH_SIZE,
-    MAX_WORKERS,
-)
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.mongo.arguments import (
-    check_bson_payload,
-    check_count,
-    check_positive,
-    check_served,
-    storable_id,
-)
+from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
-    MAX_BUCKETS,
     MalformedDocument,
     dead_letter_from_document,
+    dead_letters_from,
     item_document,
     new_generation,
     stored_item,
@@ -51,6 +39,7 @@ from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.start_watch import StartWatch
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -97,13 +86,10 @@ class MongoScheduler(SchedulerPort):
       clusters), so that an item another node schedules due before this node's next poll
       fires on time rather than up to a poll late (:mod:`flowsched.mongo.change_stream`). Polling
       stays the source of truth; without change streams the node polls only.
-    * ``buckets``: how many buckets the ids are spread over (the shard key is
-      ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
-      collection must use the same number (the first node records it in ``<name>_settings``;
-      a node given another is refused with a ``ConfigError``); the default, 1, suits an
-      unsharded collection.
-      ``serve_buckets``: the buckets this node claims from (default: all). A bucket no
-      running node serves does not fire: give every bucket to at least two nodes.
+    * ``buckets``: how many buckets the ids are spread over (shard key ``{bucket: 1, _id:
+      1}``; 1 suits an unsharded collection); every node of a collection must agree (the
+      first records it, a node given another gets a ``ConfigError``). ``serve_buckets``: the
+      buckets this node claims from (default all; see docs/explanation/scaling.md).
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
     started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
@@ -132,15 +118,9 @@ class MongoScheduler(SchedulerPort):
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
     ) -> None:
-        # The bounds from_config applies: longer waits overflow the platform's timeouts (or a
-        # lease never ends), and a larger batch or pool is beyond what a node can hold.
-        check_positive("poll_interval", poll_interval, LONGEST_SETTING)
-        check_positive("lease", lease, LONGEST_SETTING)
-        check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
-        check_count("batch_size", batch_size, MAX_BATCH_SIZE)
-        check_count("workers", workers, MAX_WORKERS)
-        check_count("buckets", buckets, MAX_BUCKETS)
-        served = check_served(serve_buckets, buckets)
+        served = check_arguments(
+            poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
+        )
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer)
@@ -159,6 +139,7 @@ class MongoScheduler(SchedulerPort):
         self._wakeup: WakeUp | None = None
         self._started_manual = False
         self._closed = False
+        self._start_watch = StartWatch()
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
@@ -172,9 +153,13 @@ class MongoScheduler(SchedulerPort):
         clock: Clock | None = None,
         observer: Observer | None = None,
         client_factory: Callable[..., Any] | None = None,
+        check: bool = False,
     ) -> MongoScheduler:
         """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
         of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        With ``check=True`` the server is reached once (:meth:`ping`): a server that is down
+        is a :class:`~flowsched.SchedulerUnavailable` here, not at the first ``schedule``.
 
         ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
         ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
@@ -186,7 +171,7 @@ class MongoScheduler(SchedulerPort):
         """
         from flowsched.mongo.from_config import build
 
-        return build(cls, config, node_id, clock, observer, client_factory)
+        return build(cls, config, node_id, clock, observer, client_factory, check)
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -201,7 +186,23 @@ class MongoScheduler(SchedulerPort):
             not_an_item(item)
         stored = self._store_item(item, replace=True)
         assert stored is not None  # a replacing write always stores
+        if self.needs_start:
+            self._start_watch.arm(self, self._poll_interval)
         return stored
+
+    @property
+    def needs_start(self) -> bool:
+        """Whether this scheduler waits for :meth:`start` to deliver anything: on a real
+        clock, never started and not closed. A :class:`~flowsched.FlowDomain` built on one
+        warns, and so does the scheduler once an item it has a handler for is due for longer
+        than ``poll_interval`` (a node that only schedules for others is not warned about)."""
+        started = self._sweeper is not None or self._started_manual
+        return not (isinstance(self._clock, ManualClock) or started or self._closed)
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still unstarted, the earliest item it would claim, due now)."""
+        waiting = self.needs_start
+        return waiting, self.next_due(self._clock.now()) if waiting else None
 
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
@@ -268,6 +269,12 @@ class MongoScheduler(SchedulerPort):
         if not storable_id(item_id):
             return False
         return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
+
+    def ping(self) -> None:
+        """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
+        cannot be reached (a scheduler is built without a round trip: fail at start-up)."""
+        database = self._store.items.database
+        within(self._op_timeout, "ping", lambda: database.command("ping"), self._store.items)
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
@@ -341,13 +348,8 @@ class MongoScheduler(SchedulerPort):
 
     def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first (malformed records skipped)."""
-        letters = []
-        for document in self._call("dead_letters", self._store.dead_letters):
-            try:
-                letters.append(dead_letter_from_document(document))
-            except MalformedDocument as exc:
-                log.error("%s_dead: %s", self._store.name, exc)
-        return letters
+        documents = self._call("dead_letters", self._store.dead_letters)
+        return dead_letters_from(documents, f"{self._store.name}_dead")
 
     def requeue(self, item_id: str, due: datetime | None = None, *, replace: bool = False) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
@@ -360,12 +362,10 @@ class MongoScheduler(SchedulerPort):
         document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False
-        dead = dead_letter_from_document(document)
+        old = dead_letter_from_document(document).item
         when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
-        old = dead.item
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
-        generation = old.generation
-        self._call(what, lambda: self._store.remove_dead_letter(item_id, generation))
+        self._call(what, lambda: self._store.remove_dead_letter(item_id, old.generation))
         return stored is not None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -374,14 +374,14 @@ class MongoScheduler(SchedulerPort):
         """Start the background sweeper; on a :class:`~flowsched.clock.ManualClock`, no
         thread: attach to the clock, whose ``advance`` then delivers (idempotent).
 
-        Once, at start, looks for items stored before routing (no ``route``: no node claims
-        them) and logs a warning asking to run ``flowsched timers migrate`` if there are
-        any (on the sweeper thread; synchronously with a ManualClock)."""
+        Once, at start, warns if items stored before routing (no ``route``: no node claims
+        them) need ``flowsched timers migrate`` (on the sweeper thread, or at once)."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
             if self._sweeper is not None or self._started_manual:
                 return
+            self._start_watch.stop()
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
                 self._clock.attach(self)
@@ -422,6 +422,7 @@ class MongoScheduler(SchedulerPort):
             if self._closed:
                 return
             self._closed = True
+            self._start_watch.stop()
             sweeper, self._sweeper = self._sweeper, None
             wakeup, self._wakeup = self._wakeup, None
         if wakeup is not None:
@@ -447,4 +448,4 @@ class MongoScheduler(SchedulerPort):
             self._store.ensure_indexes()
             return operation()
 
-        return within(self._op_timeout, what, run)
+        return within(self._op_timeout, what, run, self._store.items)
