@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
+from flowsched.async_port import AsyncSchedulerPort
 from flowsched.backoff import BackoffType, RetryPolicy
 from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
@@ -36,7 +37,7 @@ from flowsched.flow import (
     TimelineEntry,
     UnknownFlowError,
 )
-from flowsched.memory import InMemoryScheduler
+from flowsched.memory import AsyncInMemoryScheduler, InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
 from flowsched.port import (
     DeadLetter,
@@ -82,6 +83,8 @@ __all__ = [
     "ActionPolicy",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "AsyncInMemoryScheduler",
+    "AsyncSchedulerPort",
     "BackoffType",
     "Clock",
     "ConcurrentUpdateError",

@@ -18,10 +18,19 @@ picks the slot a claimed item runs for (the latest one due; missed slots are not
 and :meth:`DeliveryCore.deliver` turns a tick into :class:`NextSlot` (the item stays, due at
 its next slot) unless it failed with ``retry_failed`` set. The adapter fences the slot: it
 must make sure no other delivery of the same item can apply it.
+
+Both faces share these rules: a synchronous adapter calls :meth:`DeliveryCore.deliver`; an
+asyncio adapter (:mod:`flowsched.async_delivery`) looks the handler up with
+:meth:`DeliveryCore.started`, awaits it (or runs it in a worker thread) and turns what
+happened into an outcome with :meth:`DeliveryCore.outcome`. A synchronous core refuses
+coroutine functions (``TypeError`` naming the async class to use), and a handler that
+returns an awaitable anyway is a failed delivery: nothing completes unrun.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import math
 import threading
@@ -53,6 +62,8 @@ __all__ = [
     "Redeliver",
     "RedeliveryPolicy",
     "redelivery_policy",
+    "is_async_callable",
+    "short_callable",
     "storable_error",
 ]
 
@@ -200,6 +211,10 @@ class DeliveryCore:
 
     Thread-safe: ``deliver`` may run on many worker threads at once. The observer is fixed at
     construction (which of its methods are overridden is looked up once).
+
+    ``coroutines``: whether handlers may be coroutine functions (an asyncio adapter awaits
+    them). A synchronous core (the default) refuses them at ``subscribe``/``register`` with
+    a ``TypeError`` that points at ``async_class``, the asyncio adapter to use instead.
     """
 
     def __init__(
@@ -207,8 +222,13 @@ class DeliveryCore:
         clock: Clock,
         redelivery: RedeliveryPolicy | None = None,
         observer: Observer | None = None,
+        *,
+        coroutines: bool = False,
+        async_class: str = "AsyncInMemoryScheduler or AsyncMongoScheduler",
     ) -> None:
         self.clock = clock
+        self.coroutines = coroutines
+        self._async_class = async_class
         self.redelivery = redelivery or RedeliveryPolicy()
         self.observer = observer or Observer()
         # Per delivery, skip the clock read and the calls an observer does not override
@@ -234,7 +254,7 @@ class DeliveryCore:
         except ValueError:
             valid = ", ".join(k.value for k in ScheduleKind)
             raise ValueError(f"subscribe: unknown kind {kind!r} (valid: {valid})") from None
-        _check_callable(handler, f"subscribe({kind.value})")
+        self._check_handler(handler, f"subscribe({kind.value})")
         route = kind_route(kind)
         with self._lock:
             if route in self._handlers:
@@ -251,15 +271,25 @@ class DeliveryCore:
 
         ``ValueError`` if the name is invalid or already registered."""
         check_handler_name(name)
-        _check_callable(handler, f"register({name!r})")
+        self._check_handler(handler, f"register({name!r})")
         if on_failed is not None:
-            _check_callable(on_failed, f"register({name!r}) on_failed")
+            self._check_handler(on_failed, f"register({name!r}) on_failed")
         route = name_route(name)
         with self._lock:
             if route in self._handlers:
                 raise ValueError(f"handler {name!r} is already registered on this scheduler")
             self._add(route, handler, on_failed)
         return route
+
+    def _check_handler(self, handler: object, what: str) -> None:
+        _check_callable(handler, what)
+        if not self.coroutines and is_async_callable(handler):
+            raise TypeError(
+                f"{what}: {short_callable(handler)} is a coroutine function (async def); this "
+                "scheduler calls handlers synchronously, so its coroutine would never run. "
+                f"Use {self._async_class} (await scheduler.schedule(...)), or pass a plain "
+                "function"
+            )
 
     def _add(self, route: str, handler: Handler, on_failed: FailedHandler | None) -> None:
         self._handlers = {**self._handlers, route: handler}
@@ -270,6 +300,10 @@ class DeliveryCore:
     def routes(self) -> frozenset[str]:
         """Routes that have a handler here: an adapter takes only items of these routes."""
         return self._routes
+
+    def handler(self, route: str) -> Handler | None:
+        """The handler of ``route`` (``None``: nobody handles it here)."""
+        return self._handlers.get(route)
 
     def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot:
         """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
@@ -294,6 +328,7 @@ class DeliveryCore:
         dead-lettered), so a handler can neither lose its item nor stop a worker. Observer
         errors are logged and change nothing. For a recurring item, ``item`` is the form
         :meth:`tick` gave (``due`` = the slot)."""
+        # started() + the call + outcome(), inlined: the synchronous adapters' hot path.
         handler = self._handlers.get(item.route)
         if handler is None:
             # Adapters take only items of routes() (which only grows): a bug if reached.
@@ -301,14 +336,40 @@ class DeliveryCore:
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
         try:
-            handler(item, attempt)
+            result = handler(item, attempt)
+            if result is not None and inspect.isawaitable(result):
+                _unawaited(result, handler, self._async_class)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            return self.outcome(item, attempt, exc)
+        if self._observe_completed:
+            self._notify(self.observer.completed, item, attempt)
+        if item.recurrence is not None:
+            return NextSlot(item.due, item.recurrence.next_slot(item.due))
+        return _COMPLETED
+
+    def started(self, item: ScheduleItem, attempt: int) -> Handler:
+        """A delivery of ``item`` is starting: its handler, after telling the observer.
+
+        For an adapter that calls the handler itself (an asyncio adapter awaits it) and then
+        asks :meth:`outcome` what happens next; :meth:`deliver` is the two together."""
+        handler = self._handlers.get(item.route)
+        if handler is None:
+            # Adapters take only items of routes() (which only grows): a bug if reached.
+            raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
+        if self._observe_fired:
+            self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
+        return handler
+
+    def outcome(self, item: ScheduleItem, attempt: int, error: BaseException | None) -> Outcome:
+        """What happens after the handler of a :meth:`started` delivery returned (``error``
+        ``None``) or raised ``error``; never raises (observer errors are logged)."""
+        if error is not None:
+            text = f"{type(error).__name__}: {error}"
             if item.recurrence is not None and not item.recurrence.retry_failed:
-                return self._counted(item, attempt, error)
-            return self.failure(item, attempt, error)
+                return self._counted(item, attempt, text)
+            return self.failure(item, attempt, text)
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
@@ -389,3 +450,37 @@ class DeliveryCore:
 def _check_callable(value: object, what: str) -> None:
     if not callable(value):
         raise TypeError(f"{what}: expected a callable, got {value!r}")
+
+
+def is_async_callable(value: object) -> bool:
+    """Whether calling ``value`` gives a coroutine to await: an ``async def`` function or
+    method, a ``functools.partial`` of one, or an object whose ``__call__`` is ``async``."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    if inspect.iscoroutinefunction(value):
+        return True
+    if inspect.isfunction(value) or inspect.ismethod(value) or isinstance(value, type):
+        return False
+    dunder = "__call__"  # looked up on the type, as a call does
+    return inspect.iscoroutinefunction(getattr(type(value), dunder, None))
+
+
+def short_callable(value: object) -> str:
+    """A callable's name for a message (its qualified name, else its type's)."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    name = getattr(value, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    return f"{type(value).__qualname__} object"
+
+
+def _unawaited(result: object, handler: object, async_class: str) -> None:
+    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
+    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
+        f"to a synchronous scheduler, which cannot await it: use {async_class}"
+    )

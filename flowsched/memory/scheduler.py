@@ -113,7 +113,9 @@ class InMemoryScheduler(InlineDelivery, ThreadedDelivery, SchedulerPort):
                 f" days (got {max_wait})"
             )
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._core = DeliveryCore(
+            self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
+        )
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled  # read on the hot path
         self._store = TimerStore()

@@ -146,7 +146,9 @@ class MongoScheduler(SchedulerPort):
         served = _check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._core = DeliveryCore(
+            self._clock, redelivery, observer, async_class="AsyncMongoScheduler"
+        )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._harvester = Harvester(self._claims, self._core, self._clock)
