@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries
+from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
@@ -291,7 +291,10 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         back as it was, unsettled)."""
         item = claim[0]
         # The fence, right before the handler: the claimed form must still be current.
-        if self._closed or self._store.items.get(item.id) is not item:
+        if self._store.items.get(item.id) is not item:
+            return
+        if self._closed:  # claimed, never started: back as it was
+            self._store.restore(item)
             return
         token = self._delivering.set(True)
         try:
@@ -325,8 +328,13 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             claim = self._store.pop_due(self._clock.now(), self._core.routes())
             if claim is None:
                 break
-            # A task of its own, so that aclose() from elsewhere waits for it.
-            await self._deliveries.spawn(self._deliver(claim))
+            # A task of its own, so that aclose() from elsewhere waits for it (or cancels it).
+            try:
+                await self._deliveries.spawn(self._deliver(claim))
+            except asyncio.CancelledError:
+                if cancelled_from_outside():
+                    raise
+                break  # the delivery, not this task, was cancelled: by a bounded aclose()
             delivered += 1
         return delivered
 
