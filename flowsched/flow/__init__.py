@@ -7,6 +7,7 @@ deadlines come from the configuration and reach the flow as :class:`ActionTimeou
 :class:`ProcessingTimeElapsedEvent`.
 """
 
+from flowsched.flow.async_domain import AsyncFlowDomain
 from flowsched.flow.builder import FlowConfigError, FlowDomainBuilder
 from flowsched.flow.definition import ANY_STATE, Flow, FlowDefinition, FlowDefinitionError
 from flowsched.flow.domain import (
@@ -30,6 +31,7 @@ __all__ = [
     "ActionAdapter",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "AsyncFlowDomain",
     "ConcurrentUpdateError",
     "Flow",
     "FlowAlreadyExistsError",
