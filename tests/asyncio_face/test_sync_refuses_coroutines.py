@@ -109,7 +109,7 @@ def test_the_message_names_the_handler(sync_scheduler: tuple[SchedulerPort, str]
 def test_a_plain_handler_returning_a_coroutine_never_completes_its_item(
     sync_scheduler: tuple[SchedulerPort, str],
 ) -> None:
-    scheduler, async_class = sync_scheduler
+    scheduler, _async_class = sync_scheduler
     clock = scheduler_clock(scheduler)
     seen: list[int] = []
 
