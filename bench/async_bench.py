@@ -6,7 +6,7 @@
 Figures (each contender in ``runs`` fresh processes, alternating; medians of the processes;
 the garbage collector on; item - or trigger - construction included):
 
-* ``await schedule()`` cost (CPU time per call: the machine is shared, wall time is shown
+* ``await schedule()`` cost per call (wall time, as in the other benches; CPU time shown
   too): ``await scheduler.schedule(ScheduleItem(...))`` on a started
   ``AsyncInMemoryScheduler`` vs APScheduler 4.0.0a6 ``await
   AsyncScheduler.add_schedule(job, DateTrigger(...))`` on a ``MemoryDataStore``
@@ -254,7 +254,12 @@ def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:
     ours = med(raw["schedule"], "cpu_per_call_us")
     theirs = med(raw["peer_schedule"], "cpu_per_call_us")
     wall, peer_wall = med(raw["schedule"], "per_call_us"), med(raw["peer_schedule"], "per_call_us")
+    paired = statistics.median(
+        p["per_call_us"] / o["per_call_us"]
+        for o, p in zip(raw["schedule"], raw["peer_schedule"], strict=True)
+    )
     floor_gap = med(raw["floor"], "worst_1ms_gap_ms")
+    best_gap = min(r["worst_1ms_gap_ms"] for r in raw["health"])
     floor_delay = med(raw["floor"], "p99_10ms_delay_ms")
     p99, peer_p99 = med(raw["late"], "p99"), med(raw["peer_late"], "p99")
     gap = med(raw["health"], "worst_1ms_gap_ms")
@@ -263,13 +268,14 @@ def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:
     lost = sum(r["n"] - r["fired"] for r in raw["late"])
     return [
         {
-            "figure": "await schedule() CPU cost per call, item construction included",
-            "flowsched": f"{ours:.2f} us",
-            "APScheduler 4": f"{theirs:.1f} us (add_schedule, DateTrigger, MemoryDataStore)",
+            "figure": "await schedule() cost per call, item construction included",
+            "flowsched": f"{wall:.2f} us (CPU {ours:.2f} us)",
+            "APScheduler 4": f"{peer_wall:.1f} us (CPU {theirs:.1f} us; add_schedule, "
+            "DateTrigger, MemoryDataStore)",
             "target": ">= 10x cheaper",
-            "ok": theirs >= 10 * ours,
-            "note": f"{theirs / ours:.0f}x cheaper by CPU time; wall clock {wall:.2f} us vs "
-            f"{peer_wall:.1f} us ({peer_wall / wall:.0f}x)",
+            "ok": peer_wall >= 10 * wall,
+            "note": f"{peer_wall / wall:.1f}x cheaper by wall time, {theirs / ours:.1f}x by CPU "
+            f"time; median of paired per-round ratios {paired:.1f}x",
         },
         {
             "figure": f"fire lateness p99, {sizes.late_n:,} timers over {sizes.span:g} s",
@@ -283,7 +289,7 @@ def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:
         {
             "figure": f"loop health, {sizes.pending:,} pending + {sizes.firing:,} firing in "
             f"{sizes.window:g} s: worst gap of a 1 ms ticker",
-            "flowsched": f"{gap:.2f} ms",
+            "flowsched": f"{gap:.2f} ms (best process {best_gap:.2f} ms)",
             "APScheduler 4": "-",
             "target": "<= 10 ms",
             "ok": gap <= 10,

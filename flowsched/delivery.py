@@ -273,7 +273,13 @@ class DeliveryCore:
         check_handler_name(name)
         self._check_handler(handler, f"register({name!r})")
         if on_failed is not None:
-            self._check_handler(on_failed, f"register({name!r}) on_failed")
+            _check_callable(on_failed, f"register({name!r}) on_failed")
+            if is_async_callable(on_failed):
+                raise TypeError(
+                    f"register({name!r}) on_failed: {short_callable(on_failed)} is a coroutine "
+                    "function (async def); on_failed is called synchronously on every "
+                    "scheduler, so its coroutine would never run: pass a plain function"
+                )
         route = name_route(name)
         with self._lock:
             if route in self._handlers:

@@ -96,8 +96,14 @@ def test_register_refuses_a_coroutine_function(
     scheduler, async_class = sync_scheduler
     with pytest.raises(TypeError, match=async_class):
         scheduler.register("send-reminder", ASYNC_HANDLERS[shape])
-    with pytest.raises(TypeError, match=async_class):
+    with pytest.raises(TypeError, match="on_failed"):
         scheduler.register("other", lambda item, attempt: None, on_failed=on_timer)
+
+
+def test_on_failed_is_plain_on_the_async_face_too() -> None:
+    scheduler = AsyncInMemoryScheduler(clock=ManualClock(CLOCK_START))
+    with pytest.raises(TypeError, match="on_failed is called synchronously"):
+        scheduler.register("other", on_timer, on_failed=on_timer)
 
 
 def test_the_message_names_the_handler(sync_scheduler: tuple[SchedulerPort, str]) -> None:
