@@ -32,7 +32,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any
 
-from flowsched.delivery import DeliveryCore, NextSlot, Outcome, is_async_callable
+from flowsched.callables import is_async_callable
+from flowsched.delivery import DeliveryCore, NextSlot, Outcome
 from flowsched.port import ScheduleItem
 
 __all__ = ["Alarm", "AsyncDelivery", "Deliveries", "cancelled_from_outside"]

@@ -29,7 +29,6 @@ returns an awaitable anyway is a failed delivery: nothing completes unrun.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import math
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from flowsched.callables import is_async_callable, short_callable
 from flowsched.clock import Clock
 from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
 from flowsched.port import (
@@ -62,8 +62,6 @@ __all__ = [
     "Redeliver",
     "RedeliveryPolicy",
     "redelivery_policy",
-    "is_async_callable",
-    "short_callable",
     "storable_error",
 ]
 
@@ -456,29 +454,6 @@ class DeliveryCore:
 def _check_callable(value: object, what: str) -> None:
     if not callable(value):
         raise TypeError(f"{what}: expected a callable, got {value!r}")
-
-
-def is_async_callable(value: object) -> bool:
-    """Whether calling ``value`` gives a coroutine to await: an ``async def`` function or
-    method, a ``functools.partial`` of one, or an object whose ``__call__`` is ``async``."""
-    while isinstance(value, functools.partial):
-        value = value.func
-    if inspect.iscoroutinefunction(value):
-        return True
-    if inspect.isfunction(value) or inspect.ismethod(value) or isinstance(value, type):
-        return False
-    dunder = "__call__"  # looked up on the type, as a call does
-    return inspect.iscoroutinefunction(getattr(type(value), dunder, None))
-
-
-def short_callable(value: object) -> str:
-    """A callable's name for a message (its qualified name, else its type's)."""
-    while isinstance(value, functools.partial):
-        value = value.func
-    name = getattr(value, "__qualname__", None)
-    if isinstance(name, str):
-        return name
-    return f"{type(value).__qualname__} object"
 
 
 def _unawaited(result: object, handler: object, async_class: str) -> None:

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from flowsched.async_port import AsyncSchedulerPort
+from flowsched.callables import is_async_callable
 from flowsched.clock import Clock
-from flowsched.delivery import is_async_callable
 from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.domain_base import ActionAdapter, Decide, DomainBase, decided
 from flowsched.flow.events import ActionRequest

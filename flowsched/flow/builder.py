@@ -28,9 +28,9 @@ import random
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from flowsched.async_port import AsyncSchedulerPort
+from flowsched.callables import is_async_callable, short_callable
 from flowsched.clock import Clock, SystemClock
 from flowsched.config import SchedulingConfig
-from flowsched.delivery import is_async_callable, short_callable
 from flowsched.errors import ConfigError
 from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition

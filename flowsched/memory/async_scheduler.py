@@ -269,7 +269,20 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
     # -- delivering ----------------------------------------------------------------------
 
     async def _fire(self) -> None:
-        """The firing task: claim what is due, start its deliveries, sleep until more is."""
+        """The firing task: claim what is due, start its deliveries, sleep until more is.
+
+        A bug in a turn is logged, and firing goes on after ``max_wait`` (an item claimed
+        in that turn and not started stays in the store: never lost, never completed)."""
+        while not self._closed:
+            try:
+                await self._turns()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("AsyncInMemoryScheduler: a firing turn failed; firing goes on")
+                await asyncio.sleep(self._max_wait)
+
+    async def _turns(self) -> None:
         store, clock, deliveries = self._store, self._clock, self._deliveries
         while not self._closed:
             room = min(deliveries.free, CLAIM_BATCH)

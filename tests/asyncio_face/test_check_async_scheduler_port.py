@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flowsched import AsyncInMemoryScheduler, ManualClock, RedeliveryPolicy
-from flowsched.delivery import Completed, is_async_callable
+from flowsched.callables import is_async_callable
+from flowsched.delivery import Completed
 from flowsched.memory.store import Claim
 from flowsched.testing import async_port_guarantees, check_async_scheduler_port, port_guarantees
 
