@@ -52,11 +52,19 @@ $(PEER_VENV)/.installed:
 	$(PEER_VENV)/bin/python -m pip install -q --disable-pip-version-check 'transitions==0.9.3'
 	touch $@
 
-bench: $(STAMP) $(PEER_VENV)/.installed
+# The async bench's peer, APScheduler 4 (async core), in a virtualenv of its own.
+APS4_VENV := bench/.venv-apscheduler4
+$(APS4_VENV)/.installed:
+	$(PYTHON) -m venv $(APS4_VENV)
+	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check 'apscheduler==4.0.0a6'
+	touch $@
+
+bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed
 	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
 	$(PY) bench/flow_bench.py
+	$(PY) bench/async_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 
 mongo-start:

@@ -10,6 +10,7 @@ change without notice.
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
@@ -33,6 +34,7 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:
+    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.backoff import BackoffType, RetryPolicy
     from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
     from flowsched.flow import (
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
         ActionAdapter,
         ActionRequest,
         ActionTimeoutEvent,
+        AsyncFlowDomain,
         Flow,
         FlowDomain,
         FlowInstance,
@@ -60,6 +63,7 @@ __version__ = "0.1.0"
 # driver (pymongo and bson, ~130 modules, tens of thousands of objects the garbage collector
 # walks). Each name maps to the module that defines it.
 _LAZY = {
+    "AsyncInMemoryScheduler": "flowsched.memory.async_scheduler",
     "BackoffType": "flowsched.backoff",
     "RetryPolicy": "flowsched.backoff",
     "ActionPolicy": "flowsched.config",
@@ -71,6 +75,7 @@ _LAZY = {
             "ActionAdapter",
             "ActionRequest",
             "ActionTimeoutEvent",
+            "AsyncFlowDomain",
             "Flow",
             "FlowDomain",
             "FlowInstance",
@@ -119,6 +124,9 @@ __all__ = [
     "ActionPolicy",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "AsyncFlowDomain",
+    "AsyncInMemoryScheduler",
+    "AsyncSchedulerPort",
     "BackoffType",
     "Clock",
     "ConcurrentUpdateError",

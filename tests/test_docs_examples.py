@@ -32,9 +32,14 @@ RUN_ELSEWHERE = {
         "def test_",
     ): "tests/test_docs_testing_guide.py runs them as a user's tests",
     ("tutorial.md", "credit_transfer = ("): "tests/flow/test_tutorial_flow.py runs it",
+    (
+        "guides/asyncio.md",
+        "async def test_",
+    ): "tests/asyncio_face/test_docs_asyncio_guide.py runs it as a user's test",
 }
 
 NOT_DOCTESTED = {
+    ("guides/asyncio.md", "from fastapi import FastAPI"): "a service's wiring: needs FastAPI",
     ("guides/durable.md", 'MongoClient("mongodb://db1'): "connects to a replica set",
     ("guides/durable.md", "db = MongoClient(uri"): "a service's wiring: needs a MongoDB server",
     ("guides/metrics.md", "start_http_server"): "starts an HTTP server on port 9100",

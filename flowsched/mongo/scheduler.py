@@ -123,7 +123,9 @@ class MongoScheduler(SchedulerPort):
         )
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._core = DeliveryCore(
+            self._clock, redelivery, observer, async_class="AsyncMongoScheduler"
+        )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._clock)
@@ -225,8 +227,7 @@ class MongoScheduler(SchedulerPort):
         stored = item.moved(document["due"], document.get("applied"))
         stored = stored.with_generation(document["generation"])
         self._core.scheduled(stored)
-        sweeper = self._sweeper
-        if sweeper is not None:
+        if (sweeper := self._sweeper) is not None:
             sweeper.poke(stored.due)
         return stored
 
@@ -266,9 +267,8 @@ class MongoScheduler(SchedulerPort):
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
-        if not storable_id(item_id):
-            return False
-        return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
+        what = f"exists({item_id!r})"
+        return storable_id(item_id) and self._call(what, lambda: self._store.exists(item_id))
 
     def ping(self) -> None:
         """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
@@ -308,8 +308,7 @@ class MongoScheduler(SchedulerPort):
         self._served_more()
 
     def _served_more(self) -> None:
-        sweeper = self._sweeper
-        if sweeper is not None:
+        if (sweeper := self._sweeper) is not None:
             sweeper.poke()  # sweeps (and renews the heartbeat with the new route) at once
 
     def run_due(self) -> int:
