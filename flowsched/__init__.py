@@ -16,7 +16,7 @@ from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
-from flowsched.errors import ConfigError, ConfigProblem, FlowschedError
+from flowsched.errors import ConfigError, ConfigProblem, FlowschedError, Undeliverable
 from flowsched.flow import (
     ANY_STATE,
     ActionAdapter,
@@ -118,6 +118,7 @@ __all__ = [
     "SchedulingConfig",
     "SystemClock",
     "TimelineEntry",
+    "Undeliverable",
     "UnknownFlowError",
     "parse_duration",
 ]

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
 from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
+from flowsched.errors import Undeliverable
 from flowsched.port import (
     DeadLetter,
     FailedHandler,
@@ -304,6 +305,11 @@ class DeliveryCore:
             handler(item, attempt)
         except KeyboardInterrupt:
             raise
+        except Undeliverable as exc:
+            # The handler says no delivery can ever succeed: a dead letter now, not a loop.
+            failed = f"{type(exc).__name__}: {exc}"
+            self._notify(self.observer.failed, item, attempt, storable_error(failed))
+            return self._dead_letter(item, attempt + 1, storable_error(failed))
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             if item.recurrence is not None and not item.recurrence.retry_failed:
@@ -359,20 +365,7 @@ class DeliveryCore:
         self._notify(self.observer.failed, item, attempt, error)
         limit = self.redelivery.max_attempts
         if limit is not None and failures >= limit:
-            dead = DeadLetter(item, failures, error, self.clock.now())
-            log.error(
-                "dead-lettered %s %s after %d failed attempts: %s",
-                item.kind.value,
-                item.id,
-                failures,
-                error,
-                extra={"item_id": item.id, "kind": item.kind.value},
-            )
-            self._notify(self.observer.dead_lettered, dead)
-            on_failed = self._on_failed.get(item.route)
-            if on_failed is not None:
-                self._notify(on_failed, dead)
-            return DeadLettered(dead)
+            return self._dead_letter(item, failures, error)
         due = self.clock.now() + self.redelivery.delay(failures)
         log.warning(
             "delivery of %s %s failed (attempt %d), redelivering at %s: %s",
@@ -384,6 +377,23 @@ class DeliveryCore:
             extra={"item_id": item.id, "kind": item.kind.value},
         )
         return Redeliver(due, failures, error)
+
+    def _dead_letter(self, item: ScheduleItem, failures: int, error: str) -> DeadLettered:
+        """Set ``item`` aside after ``failures`` failed deliveries (``error`` storable)."""
+        dead = DeadLetter(item, failures, error, self.clock.now())
+        log.error(
+            "dead-lettered %s %s after %d failed attempts: %s",
+            item.kind.value,
+            item.id,
+            failures,
+            error,
+            extra={"item_id": item.id, "kind": item.kind.value},
+        )
+        self._notify(self.observer.dead_lettered, dead)
+        on_failed = self._on_failed.get(item.route)
+        if on_failed is not None:
+            self._notify(on_failed, dead)
+        return DeadLettered(dead)
 
 
 def _check_callable(value: object, what: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigProblem", "FlowschedError"]
+__all__ = ["ConfigError", "ConfigProblem", "FlowschedError", "Undeliverable"]
 
 
 class FlowschedError(Exception):
@@ -28,6 +28,18 @@ class FlowschedError(Exception):
     ... except FlowschedError as exc:
     ...     isinstance(exc, ConfigError) and isinstance(exc, ValueError)
     True
+    """
+
+
+class Undeliverable(FlowschedError):
+    """Raised by a handler: this item can never be handled (what it names is gone), so set
+    it aside as a dead letter now, with this message as its reason, instead of redelivering
+    it with backoff. ``on_failed`` and the observer are told as for any dead letter, and
+    ``requeue`` brings it back.
+
+    >>> from flowsched import Undeliverable
+    >>> def on_timer(item, attempt):
+    ...     raise Undeliverable(f"order {item.payload['order']!r} no longer exists")
     """
 
 
