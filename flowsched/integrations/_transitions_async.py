@@ -110,9 +110,21 @@ class AsyncDurableMachine(_ModelIndex, AsyncMachine):  # type: ignore[misc]
             await self.callbacks(state.on_timeout, event_data)
         except Exception as err:
             if not self.on_exception:
-                raise
+                raise  # redelivered with the scheduler's backoff
             event_data.error = err
-            await self.callbacks(self.on_exception, event_data)
+            try:
+                await self.callbacks(self.on_exception, event_data)
+            except BaseException as err2:
+                # As transitions' AsyncTimeout: the error handler failed too, so the
+                # model's running transitions are cancelled (and the timer is done).
+                log.error(
+                    "%shandling timeout exception %r caused another exception: %r; cancelling "
+                    "running transitions",
+                    self.name,
+                    err,
+                    err2,
+                )
+                await self.cancel_running_transitions(model)
         finally:
             FIRING.reset(reset)
             AsyncMachine.current_context.reset(context)
