@@ -44,7 +44,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from transitions import Machine, State
+try:
+    from transitions import Machine, State
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "flowsched.integrations.transitions needs transitions 0.9: "
+        "pip install 'flowsched[transitions]'"
+    ) from exc
 from transitions.core import EventData, listify
 from transitions.extensions.states import add_state_features
 
