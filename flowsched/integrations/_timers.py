@@ -119,7 +119,7 @@ def missing(owner: str, name: str, how: str) -> Undeliverable:
     return Undeliverable(f"machine {name!r}: model {owner!r} not found ({how})")
 
 
-def check_scheduler_face(scheduler: object, want_async: bool, cls: str, other: str) -> None:
+def check_scheduler_face(scheduler: Any, want_async: bool, cls: str, other: str) -> None:
     """``TypeError`` unless ``scheduler`` is a scheduler of the right face: coroutine
     ``schedule``/``cancel`` for the async machines, plain ones for the others."""
     for method in ("create_single_timer", "cancel", "register", "get"):
@@ -128,7 +128,7 @@ def check_scheduler_face(scheduler: object, want_async: bool, cls: str, other: s
                 f"{cls}: scheduler must be a flowsched scheduler (no {method}() on "
                 f"{type(scheduler).__name__})"
             )
-    is_async = inspect.iscoroutinefunction(getattr(scheduler, "cancel"))
+    is_async = inspect.iscoroutinefunction(scheduler.cancel)
     if is_async != want_async:
         face = "an async" if is_async else "a synchronous"
         raise TypeError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transitions.extensions.asyncio import AsyncEventData, AsyncMachine
 from transitions.extensions.states import add_state_features
@@ -28,16 +28,13 @@ from flowsched.integrations.transitions import (
     _register,
 )
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["AsyncDurableMachine"]
 
 log = logging.getLogger("flowsched.integrations.transitions")
 
 
 @add_state_features(DurableTimeout)
-class AsyncDurableMachine(_ModelIndex, AsyncMachine):  # type: ignore[misc]
+class AsyncDurableMachine(_ModelIndex, AsyncMachine):
     """A ``transitions.extensions.asyncio.AsyncMachine`` with durable ``timeout`` states, on
     an async flowsched scheduler. Same arguments as
     :class:`~flowsched.integrations.transitions.DurableMachine`; ``load_model`` may be an
@@ -54,7 +51,8 @@ class AsyncDurableMachine(_ModelIndex, AsyncMachine):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         self._flowsched = _bind(self, scheduler, name, config, load_model, model_id, True)
-        super().__init__(*args, name=name, **kwargs)
+        kwargs["name"] = name
+        super().__init__(*args, **kwargs)
         _register(self._flowsched, self._on_timer)
 
     async def _on_timer(self, item: ScheduleItem, attempt: int) -> None:

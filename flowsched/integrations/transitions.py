@@ -96,7 +96,7 @@ class DurableTimeout(State):
     :class:`DurableMachine` and :class:`AsyncDurableMachine` are.
     """
 
-    dynamic_methods = ["on_timeout"]
+    dynamic_methods = ["on_timeout"]  # noqa: RUF012  (as transitions declares it)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _refuse_nested(type(self))
@@ -136,7 +136,7 @@ class DurableTimeout(State):
 
     @on_timeout.setter
     def on_timeout(self, value: Any) -> None:
-        self._on_timeout = listify(value)
+        self._on_timeout = list(listify(value))
 
     def enter(self, event_data: Any) -> Any:
         """Arm the timer (before the state's own ``on_enter`` callbacks, as transitions
@@ -171,7 +171,8 @@ class DurableTimeout(State):
                 await binding.scheduler.create_single_timer(
                     arm.timer_id, arm.delay, binding.name, arm.payload
                 )
-        await super().enter(event_data)
+        parent: Any = super()  # AsyncState: its enter is a coroutine function
+        await parent.enter(event_data)
 
     async def _exit_async(self, event_data: Any) -> None:
         binding = _binding(event_data, self)
@@ -179,7 +180,8 @@ class DurableTimeout(State):
             timer_id = binding.leave(self, event_data.model)
             if timer_id is not None:
                 await binding.scheduler.cancel(timer_id)
-        await super().exit(event_data)
+        parent: Any = super()
+        await parent.exit(event_data)
 
 
 def _bind(
@@ -236,7 +238,7 @@ class _ModelIndex:
 
 
 @add_state_features(DurableTimeout)
-class DurableMachine(_ModelIndex, Machine):  # type: ignore[misc]
+class DurableMachine(_ModelIndex, Machine):
     """A ``transitions.Machine`` whose states take ``timeout``/``on_timeout`` (see
     :class:`DurableTimeout`), kept as flowsched timers.
 
@@ -259,7 +261,8 @@ class DurableMachine(_ModelIndex, Machine):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         self._flowsched = _bind(self, scheduler, name, config, load_model, model_id, False)
-        super().__init__(*args, name=name, **kwargs)
+        kwargs["name"] = name  # also transitions' own name (its log prefix)
+        super().__init__(*args, **kwargs)
         _register(self._flowsched, self._on_timer)
 
     def _on_timer(self, item: ScheduleItem, attempt: int) -> None:

@@ -14,9 +14,9 @@ pytest.importorskip("transitions")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_async_port import FakeAsyncScheduler  # noqa: E402
+from fake_async_port import FakeAsyncScheduler
 
-from flowsched import InMemoryScheduler, ManualClock  # noqa: E402
+from flowsched import InMemoryScheduler, ManualClock
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("statemachine")
 
-from statemachine import State, StateChart  # noqa: E402
+from statemachine import State, StateChart
 
-from flowsched import (  # noqa: E402
+from flowsched import (
     InMemoryScheduler,
     ManualClock,
     MongoScheduler,
     SchedulingConfig,
 )
-from flowsched.integrations.statemachine import StatechartTimers, durable_timeout  # noqa: E402
+from flowsched.integrations.statemachine import StatechartTimers, durable_timeout
 
 
 class Request(StateChart):
@@ -38,7 +38,9 @@ class Record:
         self.state = state
 
 
-def test_entering_arms_and_leaving_cancels(clock: ManualClock, scheduler: InMemoryScheduler) -> None:
+def test_entering_arms_and_leaving_cancels(
+    clock: ManualClock, scheduler: InMemoryScheduler
+) -> None:
     timers = StatechartTimers(scheduler, name="Request")
     first = Request(listeners=[timers.listener("r-1")])
     second = Request(listeners=[timers.listener("r-2")])

@@ -22,11 +22,11 @@ import pytest
 
 pytest.importorskip("statemachine")
 
-from fake_async_port import FakeAsyncScheduler  # noqa: E402
-from statemachine import State, StateChart  # noqa: E402
+from fake_async_port import FakeAsyncScheduler
+from statemachine import State, StateChart
 
-from flowsched import InMemoryScheduler, ManualClock  # noqa: E402
-from flowsched.integrations.statemachine import (  # noqa: E402
+from flowsched import InMemoryScheduler, ManualClock
+from flowsched.integrations.statemachine import (
     DurableTimeoutInvoke,
     StatechartTimers,
     durable_timeout,

@@ -23,9 +23,9 @@ from unittest.mock import MagicMock
 
 import pytest
 from fake_async_port import FakeAsyncScheduler
+from transitions.extensions.states import add_state_features
 
 from flowsched.integrations.transitions import AsyncDurableMachine, DurableTimeout
-from transitions.extensions.states import add_state_features
 
 
 def seconds(value: float) -> timedelta:

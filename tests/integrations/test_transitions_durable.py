@@ -225,6 +225,8 @@ def test_refusals_name_the_problem(scheduler: InMemoryScheduler) -> None:
 
 
 def test_importing_flowsched_imports_neither_library() -> None:
-    code = "import sys, flowsched; print('transitions' in sys.modules, 'statemachine' in sys.modules)"
+    code = (
+        "import sys, flowsched; print('transitions' in sys.modules, 'statemachine' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -14,10 +14,10 @@ from datetime import timedelta
 from unittest.mock import MagicMock
 
 import pytest
+from transitions.extensions.states import add_state_features
 
 from flowsched import InMemoryScheduler, ManualClock
 from flowsched.integrations.transitions import DurableMachine, DurableTimeout
-from transitions.extensions.states import add_state_features
 
 
 def sleep(clock: ManualClock, seconds: float) -> None:
