@@ -58,6 +58,7 @@ PUBLIC = {
     "SchedulingConfig",
     "SystemClock",
     "TimelineEntry",
+    "Undeliverable",
     "UnknownFlowError",
     "parse_duration",
 }
@@ -67,6 +68,9 @@ PUBLIC_MODULES = {
     "flowsched",
     "flowsched.config",
     "flowsched.flow",
+    "flowsched.integrations",
+    "flowsched.integrations.statemachine",
+    "flowsched.integrations.transitions",
     "flowsched.metrics_prometheus",
     "flowsched.mongo",
     "flowsched.observe",

@@ -21,11 +21,11 @@ from transitions.extensions.states import add_state_features
 
 from flowsched import ScheduleItem, SchedulingConfig
 from flowsched.integrations._binding import FIRING, check_loaded, is_lookup_miss
-from flowsched.integrations.transitions import (
+from flowsched.integrations._transitions_core import (
     DurableTimeout,
-    _bind,
-    _ModelIndex,
-    _register,
+    ModelIndex,
+    bind,
+    register_handler,
 )
 
 __all__ = ["AsyncDurableMachine"]
@@ -34,7 +34,7 @@ log = logging.getLogger("flowsched.integrations.transitions")
 
 
 @add_state_features(DurableTimeout)
-class AsyncDurableMachine(_ModelIndex, AsyncMachine):
+class AsyncDurableMachine(ModelIndex, AsyncMachine):
     """A ``transitions.extensions.asyncio.AsyncMachine`` with durable ``timeout`` states, on
     an async flowsched scheduler. Same arguments as
     :class:`~flowsched.integrations.transitions.DurableMachine`; ``load_model`` may be an
@@ -50,10 +50,10 @@ class AsyncDurableMachine(_ModelIndex, AsyncMachine):
         model_id: str = "id",
         **kwargs: Any,
     ) -> None:
-        self._flowsched = _bind(self, scheduler, name, config, load_model, model_id, True)
+        self._flowsched = bind(self, scheduler, name, config, load_model, model_id, True)
         kwargs["name"] = name
         super().__init__(*args, **kwargs)
-        _register(self._flowsched, self._on_timer)
+        register_handler(self._flowsched, self._on_timer)
 
     async def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
         binding = self._flowsched
