@@ -97,6 +97,8 @@ class DurableTimeout(State):
     def enter(self, event_data: Any) -> Any:
         """Arm the timer (before the state's own ``on_enter`` callbacks, as transitions
         does), then enter."""
+        if self.timeout_delta is None and not self._on_timeout:
+            return super().enter(event_data)  # no timeout here: nothing to arm
         if self._async:
             return self._enter_async(event_data)
         binding = _binding(event_data, self)
@@ -110,6 +112,8 @@ class DurableTimeout(State):
 
     def exit(self, event_data: Any) -> Any:
         """Cancel the timer, then exit."""
+        if self.timeout_delta is None and not self._on_timeout:
+            return super().exit(event_data)
         if self._async:
             return self._exit_async(event_data)
         binding = _binding(event_data, self)
