@@ -109,6 +109,8 @@ class Binding:
         owner = self.owner(model)
         if self.models.get(owner) is model:
             del self.models[owner]
+            for waiting in self.entries.values():
+                waiting.pop(owner, None)
 
     # -- entering and leaving ------------------------------------------------------------
 
