@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from flowsched import SchedulingConfig, Undeliverable, parse_duration
+from flowsched import SchedulerPort, SchedulingConfig, Undeliverable, parse_duration
 
 __all__ = [
     "ANY_ACTION",
     "EntryTokens",
     "TimerAddress",
     "check_scheduler_face",
+    "is_async_scheduler",
     "configured_timeout",
     "missing",
     "timeout_delta",
@@ -119,6 +120,17 @@ def missing(owner: str, name: str, how: str) -> Undeliverable:
     return Undeliverable(f"machine {name!r}: model {owner!r} not found ({how})")
 
 
+def is_async_scheduler(scheduler: Any) -> bool:
+    """Whether ``scheduler`` has the async face (CONTRACT section 11: coroutine ``schedule``,
+    ``cancel``, ``create_single_timer``); a ``SchedulerPort`` never has."""
+    if isinstance(scheduler, SchedulerPort):
+        return False
+    return any(
+        inspect.iscoroutinefunction(getattr(scheduler, method, None))
+        for method in ("cancel", "create_single_timer", "schedule")
+    )
+
+
 def check_scheduler_face(scheduler: Any, want_async: bool, cls: str, other: str) -> None:
     """``TypeError`` unless ``scheduler`` is a scheduler of the right face: coroutine
     ``schedule``/``cancel`` for the async machines, plain ones for the others."""
@@ -128,7 +140,7 @@ def check_scheduler_face(scheduler: Any, want_async: bool, cls: str, other: str)
                 f"{cls}: scheduler must be a flowsched scheduler (no {method}() on "
                 f"{type(scheduler).__name__})"
             )
-    is_async = inspect.iscoroutinefunction(scheduler.cancel)
+    is_async = is_async_scheduler(scheduler)
     if is_async != want_async:
         face = "an async" if is_async else "a synchronous"
         raise TypeError(

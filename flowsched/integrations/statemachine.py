@@ -52,6 +52,7 @@ from flowsched.integrations._timers import (
     TimerAddress,
     check_scheduler_face,
     configured_timeout,
+    is_async_scheduler,
     missing,
     timeout_delta,
 )
@@ -141,7 +142,7 @@ class StatechartTimers:
             raise TypeError(f"config must be a SchedulingConfig (got {type(config).__name__})")
         if load_machine is not None and not callable(load_machine):
             raise TypeError(f"load_machine must be a callable (got {load_machine!r})")
-        self.is_async = inspect.iscoroutinefunction(getattr(scheduler, "cancel", None))
+        self.is_async = is_async_scheduler(scheduler)
         check_scheduler_face(scheduler, self.is_async, "StatechartTimers", "StatechartTimers")
         self.scheduler = scheduler
         self.name = name
