@@ -86,5 +86,5 @@ def _as_flow(spec: str, item: object) -> object:
         return item
     try:
         return getattr(item, "as_flow")()  # noqa: B009
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         fail(f"--flows {spec!r}: cannot check against machine {item!r}: {exc}")

@@ -22,6 +22,19 @@ ORDERS = DurableMachine(
     scheduler=InMemoryScheduler(),
     name="Orders",
 )
+
+from statemachine import State, StateChart
+from flowsched.integrations.statemachine import StatechartTimers, durable_timeout
+
+class Request(StateChart):
+    requesting = State(initial=True, invoke=durable_timeout(30))
+    done = State(final=True)
+    done_invoke_requesting = requesting.to(done)
+
+TIMERS = StatechartTimers(InMemoryScheduler(), name="Request")
+
+def charts():
+    return [TIMERS.as_flow(Request)]
 """
 
 
@@ -70,3 +83,10 @@ def test_check_flows_reports_a_state_the_machine_does_not_have(
     code, _, err = run("check", path, "--flows", f"{machines}:ORDERS")
     assert code == 1
     assert "awaiting_paymnet" in err and "awaiting_payment" in err
+
+
+def test_check_flows_takes_a_statechart_through_as_flow(tmp_path: Path, machines: str) -> None:
+    path = conf(tmp_path, "Request.requesting.Any.timeout-duration = 1m\n")
+    code, out, err = run("check", path, "--flows", f"{machines}:charts")
+    assert (code, err) == (0, "")
+    assert "checked against flows Request" in out
