@@ -56,6 +56,7 @@ bench: $(STAMP) $(PEER_VENV)/.installed
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
 	$(PY) bench/flow_bench.py
+	$(PY) bench/integrations_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 
 mongo-start:
