@@ -230,3 +230,16 @@ def test_importing_flowsched_imports_neither_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_durable_timeout_on_a_machine_without_a_scheduler_says_so() -> None:
+    from transitions import Machine
+    from transitions.extensions.states import add_state_features
+
+    @add_state_features(DurableTimeout)
+    class Unbound(Machine):
+        pass
+
+    machine = Unbound(states=STATES, initial="new")
+    with pytest.raises(TypeError, match="DurableMachine"):
+        machine.to_waiting()  # type: ignore[attr-defined]
