@@ -63,6 +63,7 @@ def nodes() -> Iterator[dict[str, subprocess.Popen[str]]]:
             popen.wait(30)
 
 
+@pytest.mark.timeout(300)  # two processes start on the shared, sometimes slow, wire server
 def test_a_waiting_model_survives_a_restart(mongo_uri: str, mongo_db: Any) -> None:
     [armed] = finished(process("arm", mongo_uri, mongo_db.name, "--models", "2", "--leave", "1"))
     assert json.loads(armed) == {"armed": 2, "left": 1}
@@ -79,6 +80,7 @@ def test_a_waiting_model_survives_a_restart(mongo_uri: str, mongo_db: Any) -> No
     assert mongo_db["timers"].count_documents({}) == 0
 
 
+@pytest.mark.timeout(600)
 def test_two_nodes_one_killed_every_timeout_exactly_once(
     mongo_uri: str, mongo_db: Any, nodes: dict[str, subprocess.Popen[str]]
 ) -> None:
