@@ -65,6 +65,7 @@ bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed
 	$(PY) bench/memory_bench.py
 	$(PY) bench/flow_bench.py
 	$(PY) bench/async_bench.py
+	$(PY) bench/integrations_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 
 mongo-start:

@@ -25,6 +25,7 @@ from flowsched.errors import (
     MalformedDocument,
     SchedulerUnavailable,
     TimerAheadOfInstanceError,
+    Undeliverable,
     UnknownFlowError,
 )
 from flowsched.memory import InMemoryScheduler
@@ -34,7 +35,6 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:
-    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.backoff import BackoffType, RetryPolicy
     from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
     from flowsched.flow import (
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         ProcessingTimeElapsedEvent,
         TimelineEntry,
     )
+    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import MongoFlowStore, MongoScheduler
 
 __version__ = "0.1.0"
@@ -165,6 +166,7 @@ __all__ = [
     "SystemClock",
     "TimerAheadOfInstanceError",
     "TimelineEntry",
+    "Undeliverable",
     "UnknownFlowError",
     "parse_duration",
 ]

@@ -42,6 +42,7 @@ from datetime import timedelta
 
 from flowsched.callables import is_async_callable, short_callable
 from flowsched.clock import Clock
+from flowsched.errors import Undeliverable
 from flowsched.limits import check_handler_name
 from flowsched.outcomes import (
     _COMPLETED,
@@ -289,6 +290,10 @@ class DeliveryCore:
         ``None``) or raised ``error``; never raises (observer errors are logged)."""
         if error is not None:
             text = f"{type(error).__name__}: {error}"
+            if isinstance(error, Undeliverable):
+                # The handler says no delivery can ever succeed: a dead letter now, not a loop.
+                self._notify(self.observer.failed, item, attempt, storable_error(text))
+                return self._dead_letter(item, attempt + 1, storable_error(text))
             if item.recurrence is not None and not item.recurrence.retry_failed:
                 return self._counted(item, attempt, text)
             return self.failure(item, attempt, text)
@@ -360,20 +365,7 @@ class DeliveryCore:
         self._notify(self.observer.failed, item, attempt, error)
         limit = self.redelivery.max_attempts
         if limit is not None and failures >= limit:
-            dead = DeadLetter(item, failures, error, self.clock.now())
-            log.error(
-                "dead-lettered %s %s after %d failed attempts: %s",
-                item.kind.value,
-                item.id,
-                failures,
-                error,
-                extra=log_fields(item),
-            )
-            self._notify(self.observer.dead_lettered, dead)
-            on_failed = self._on_failed.get(item.route)
-            if on_failed is not None:
-                self._notify(on_failed, dead)
-            return DeadLettered(dead)
+            return self._dead_letter(item, failures, error)
         due = self.clock.now() + self.redelivery.delay(failures)
         log.warning(
             "delivery of %s %s failed (attempt %d), redelivering at %s: %s",
@@ -385,6 +377,23 @@ class DeliveryCore:
             extra=log_fields(item),
         )
         return Redeliver(due, failures, error)
+
+    def _dead_letter(self, item: ScheduleItem, failures: int, error: str) -> DeadLettered:
+        """Set ``item`` aside after ``failures`` failed deliveries (``error`` storable)."""
+        dead = DeadLetter(item, failures, error, self.clock.now())
+        log.error(
+            "dead-lettered %s %s after %d failed attempts: %s",
+            item.kind.value,
+            item.id,
+            failures,
+            error,
+            extra=log_fields(item),
+        )
+        self._notify(self.observer.dead_lettered, dead)
+        on_failed = self._on_failed.get(item.route)
+        if on_failed is not None:
+            self._notify(on_failed, dead)
+        return DeadLettered(dead)
 
 
 def _check_callable(value: object, what: str) -> None:

@@ -63,6 +63,7 @@ PUBLIC = {
     "SystemClock",
     "TimerAheadOfInstanceError",
     "TimelineEntry",
+    "Undeliverable",
     "UnknownFlowError",
     "parse_duration",
 }
@@ -72,6 +73,9 @@ PUBLIC_MODULES = {
     "flowsched",
     "flowsched.config",
     "flowsched.flow",
+    "flowsched.integrations",
+    "flowsched.integrations.statemachine",
+    "flowsched.integrations.transitions",
     "flowsched.metrics_prometheus",
     "flowsched.mongo",
     "flowsched.observe",
