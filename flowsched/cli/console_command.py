@@ -1,0 +1,70 @@
+"""Internal: ``flowsched console`` — serve the operator console (``flowsched[console]``).
+
+The console's modules (Starlette, Jinja2, uvicorn, the async driver) are imported only when
+the verb runs, so every other verb starts without them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from flowsched.cli._output import fail
+from flowsched.cli.mongo_target import DEFAULT_URI, UriOption, redact
+
+__all__ = ["register"]
+
+DEFAULT_PORT = 8765
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``console`` verb to ``app``."""
+    app.command("console")(console)
+
+
+def console(
+    uri: UriOption = None,
+    database: Annotated[
+        str, typer.Option("--database", "--db", metavar="NAME", help="Database name.")
+    ] = "flowsched",
+    collection: Annotated[
+        str, typer.Option("--collection", metavar="NAME", help="The scheduler's collection.")
+    ] = "timers",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port.")] = DEFAULT_PORT,
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file",
+            metavar="FILE",
+            help="File holding the operator token; without it the console is read-only.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the operator console: timers, dead letters, nodes, due load (read-only unless
+    --token-file is given)."""
+    try:
+        import uvicorn
+
+        from flowsched.console import app as console_app
+    except ImportError as exc:
+        fail(f"flowsched console needs its extra: pip install 'flowsched[console]' ({exc.name})")
+    target = uri or DEFAULT_URI
+    try:
+        application = console_app(
+            target, database=database, collection=collection, token_file=token_file
+        )
+    except (OSError, ValueError) as exc:
+        fail(str(exc))
+    mode = "read-only" if token_file is None else "actions need the token"
+    typer.echo(
+        f"flowsched console on http://{host}:{port}/ for {redact(target)} "
+        f"{database}.{collection} ({mode})"
+    )
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # uvicorn's access log shows paths only, never the URI.
+    uvicorn.run(application, host=host, port=port, log_level="info")
