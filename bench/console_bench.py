@@ -121,9 +121,13 @@ async def measure(db_name: str) -> dict[str, Any]:
                 pages[name].append(time.perf_counter() - began)
                 assert response.status_code == 200 and response.text.count("timer-link") == 50
         for name, spec in specs.items():
-            plan = await database.timers.find(spec.filter).sort(spec.sort).hint(spec.hint).limit(
-                50
-            ).explain()
+            plan = (
+                await database.timers.find(spec.filter)
+                .sort(spec.sort)
+                .hint(spec.hint)
+                .limit(50)
+                .explain()
+            )
             page = statistics.median(pages[name])
             find = statistics.median(finds[name])
             results[name] = {
@@ -175,7 +179,8 @@ import asyncio, sys, psutil, httpx, re
 from flowsched.console import app
 async def main():
     console = app(sys.argv[1], database=sys.argv[2], collection="timers", query_budget_ms=30000)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=console), base_url="http://c") as http:
+    transport = httpx.ASGITransport(app=console)
+    async with httpx.AsyncClient(transport=transport, base_url="http://c") as http:
         urls = ["/timers", "/timers?flow=flow-01", "/timer?id=t-0000001", "/timers?id=t-00001"]
         async def walk(n):
             url = "/timers"

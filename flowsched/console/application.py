@@ -120,10 +120,12 @@ def _client(uri: str, budget_ms: int) -> tuple[Any, MongoTarget]:
     try:
         import pymongo
     except ImportError:
-        raise ImportError("the console needs the driver: pip install 'flowsched[console]'") from None
+        raise ImportError(
+            "the console needs the driver: pip install 'flowsched[console]'"
+        ) from None
     target = MongoTarget(uri, "", "", timedelta(milliseconds=budget_ms))
     try:
-        client = pymongo.AsyncMongoClient(
+        client: Any = pymongo.AsyncMongoClient(
             uri,
             tz_aware=True,
             serverSelectionTimeoutMS=max(budget_ms, 1000),

@@ -56,8 +56,8 @@ class AsyncCollection:
             return found.limit(spec.limit).max_time_ms(self._budget)
 
         if self._async:
-            return await self._guard(lambda: cursor().to_list())
-        return await self._sync(lambda: list(cursor()))
+            return list(await self._guard(lambda: cursor().to_list()))
+        return list(await self._sync(lambda: list(cursor())))
 
     async def explain(self, spec: FindSpec) -> dict[str, Any]:
         """The server's plan for ``spec`` (used by the bench to show no COLLSCAN)."""
@@ -85,8 +85,8 @@ class AsyncCollection:
                 cursor = await self.raw.aggregate(list(pipeline), **options)
                 return list(await cursor.to_list())
 
-            return await self._guard(run)
-        return await self._sync(lambda: list(self.raw.aggregate(list(pipeline), **options)))
+            return list(await self._guard(run))
+        return list(await self._sync(lambda: list(self.raw.aggregate(list(pipeline), **options))))
 
     async def insert_one(self, document: Mapping[str, Any]) -> None:
         """Insert ``document`` (the driver's ``DuplicateKeyError`` is raised unchanged)."""
@@ -118,7 +118,7 @@ class AsyncCollection:
         else:
             await self._sync(lambda: self.raw.create_index(keys, name=name))
 
-    async def _sync(self, call: Callable[[], T], writes: bool = False) -> T:
+    async def _sync(self, call: Callable[[], T], writes: bool = False) -> Any:
         async def run() -> T:
             return await anyio.to_thread.run_sync(call)
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from flowsched.clock import Clock
-from flowsched.console.queries import STATES, BadQuery, PageQuery, TimerQuery, Params, check_text
+from flowsched.console.queries import STATES, BadQuery, PageQuery, Params, TimerQuery, check_text
 from flowsched.console.security import AUTH_COOKIE, CSRF_COOKIE, Forbidden, Guard, clean_name
 from flowsched.console.source import MemorySource, MongoSource, Operator
 from flowsched.console.views import (

@@ -286,7 +286,7 @@ class PageQuery:
     def cursor_of(self, spec: FindSpec, document: Mapping[str, Any]) -> str:
         """The ``after`` value continuing after ``document`` (always two values)."""
         values = [document.get(name) for name, _ in spec.sort]
-        return encode_cursor((values + [None])[:2])
+        return encode_cursor(([*values, None])[:2])
 
 
 def state_query(state: str, now: datetime) -> dict[str, Any]:

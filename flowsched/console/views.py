@@ -151,7 +151,9 @@ def node_row(doc: Doc, now: datetime) -> dict[str, Any]:
     return {
         "id": str(plain(doc.get("_id"))),
         "routes": [str(r) for r in routes] if isinstance(routes, list) else [],
-        "renewed_at": iso(doc["renewed_at"]) if isinstance(doc.get("renewed_at"), datetime) else "-",
+        "renewed_at": iso(doc["renewed_at"])
+        if isinstance(doc.get("renewed_at"), datetime)
+        else "-",
         "expires_at": iso(expires) if isinstance(expires, datetime) else "-",
         "live": isinstance(expires, datetime) and _aware(expires) > now,
     }
@@ -189,7 +191,8 @@ def dead_groups(groups: Sequence[Doc]) -> list[dict[str, Any]]:
     """Dead letters per handler (kind for kind-routed ones), most first."""
     rows = []
     for group in groups:
-        key = group.get("_id") if isinstance(group.get("_id"), Mapping) else {}
+        found = group.get("_id")
+        key: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         handler, kind = key.get("handler"), key.get("kind")
         name = f"handler {handler}" if handler else f"kind {kind}"
         rows.append({"name": name, "dead": int(group.get("n", 0))})

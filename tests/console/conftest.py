@@ -77,7 +77,9 @@ def client(seeded: Any, clock: ManualClock) -> Iterator[Callable[..., TestClient
     opened: list[TestClient] = []
 
     def build(token: str | None = None, target: Any = None) -> TestClient:
-        test_client = TestClient(app(target if target is not None else seeded, token=token, clock=clock))
+        test_client = TestClient(
+            app(target if target is not None else seeded, token=token, clock=clock)
+        )
         opened.append(test_client)
         return test_client
 

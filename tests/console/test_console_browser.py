@@ -26,7 +26,9 @@ from flowsched.console import app
 CHROMIUM = os.environ.get("FLOWSCHED_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).parent / "screenshots"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright for Python is not installed"
+)
 uvicorn = pytest.importorskip("uvicorn")
 mongomock = pytest.importorskip("mongomock")
 if not shutil.which(CHROMIUM):
@@ -68,8 +70,8 @@ def database() -> Any:
     db = mongomock.MongoClient(tz_aware=True)["flowsched"]
     make_index(db.timers)
     db.timers.insert_many([timer(n, flow_id=f"order-{n % 50:02d}") for n in range(5000)])
-    db.timers.update_many({"_id": {"$in": ["t-00007", "t-00009"]}},
-                          {"$set": {"attempts": 2, "deliveries": 2, "last_error": "TimeoutError: payment gateway"}})  # fmt: skip
+    failing = {"attempts": 2, "deliveries": 2, "last_error": "TimeoutError: payment gateway"}
+    db.timers.update_many({"_id": {"$in": ["t-00007", "t-00009"]}}, {"$set": failing})
     db.timers_dead.insert_one(dead_letter("refund-42", "ConnectionError: ledger down"))
     db.timers_nodes.insert_one({"_id": "node-a", "routes": ["h:alpha"], "renewed_at": START,
                                 "expires_at": START + timedelta(hours=1)})  # fmt: skip

@@ -106,7 +106,9 @@ def test_overview_lists_routes_no_live_node_serves(seeded: Any, client: Any) -> 
     assert "n1" in nodes and "live" in nodes
 
 
-def test_lateness_counts_undelivered_items_of_the_last_hour(client: Any, clock: ManualClock) -> None:
+def test_lateness_counts_undelivered_items_of_the_last_hour(
+    client: Any, clock: ManualClock
+) -> None:
     clock.advance(timedelta(minutes=30, seconds=1))
     assert "31 late from the last hour" in client().get("/").text
 
@@ -144,7 +146,10 @@ def test_over_an_in_memory_scheduler(clock: ManualClock, client: Any) -> None:
 
 
 def test_importing_flowsched_imports_no_web_framework() -> None:
-    code = "import sys, flowsched; print([m for m in ('starlette','jinja2','uvicorn') if m in sys.modules])"
+    code = (
+        "import sys, flowsched; "
+        "print([m for m in ('starlette', 'jinja2', 'uvicorn') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -23,7 +23,7 @@ def form_for(client: TestClient, item_id: str = "t-00001") -> dict[str, str]:
 def test_read_only_console_offers_no_action_and_refuses_posts(seeded: Any, client: Any) -> None:
     console = client()
     page = console.get("/timer?id=t-00001").text
-    assert "<form method=\"post\"" not in page and "read-only" in page
+    assert '<form method="post"' not in page and "read-only" in page
     assert "Requeue" not in console.get("/dead").text
     csrf = "not-a-csrf-token"  # a read-only page has no form, so no CSRF token to copy
     for url, data in [("/timer/cancel", {"id": "t-00001", "generation": "2", "csrf": csrf,
@@ -87,9 +87,10 @@ def test_token_in_the_form_works_without_signing_in(seeded: Any, client: Any) ->
     console = client(TOKEN)
     data = {**form_for(console), "token": TOKEN, "operator": "bob"}
     console.post("/timer/run-now", data=data)
-    assert seeded.timers.find_one({"_id": "t-00001"})["due"] == seeded.timers.find_one(
-        {"_id": "t-00001"}
-    )["ready_at"]
+    assert (
+        seeded.timers.find_one({"_id": "t-00001"})["due"]
+        == seeded.timers.find_one({"_id": "t-00001"})["ready_at"]
+    )
     assert seeded.timers_audit.find_one({})["who"] == "bob"
 
 
@@ -118,8 +119,12 @@ def test_requeue_a_dead_letter(seeded: Any, client: Any) -> None:
 
 def test_ids_payloads_and_errors_render_as_text(seeded: Any, client: Any) -> None:
     seeded.timers.insert_one(
-        {**timer(900, id=XSS, payload={"html": XSS}), "last_error": XSS, "attempts": 1,
-         "deliveries": 1}  # fmt: skip
+        {
+            **timer(900, id=XSS, payload={"html": XSS}),
+            "last_error": XSS,
+            "attempts": 1,
+            "deliveries": 1,
+        }
     )
     console = client(TOKEN)
     for url in ["/timers", "/timers?state=retrying", "/timer?id=%3Cscript%3Ealert(1)%3C/script%3E"]:
