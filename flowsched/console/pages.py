@@ -131,12 +131,11 @@ class Pages:
             return self.needs_mongo(request, "Listing and filtering timers")
         query = TimerQuery.parse(request.query_params.multi_items())
         now = self.clock.now()
-        spec = query.find(now)
-        documents = await self.source.timers(spec)
+        documents, more = await self.source.timers(query, now)
         rows = [timer_row(doc, now) for doc in documents]
         following = None
-        if len(documents) == spec.limit:
-            following = urlencode(query.link(after=spec.cursor_of(documents[-1])))
+        if more and documents:
+            following = urlencode(query.link(after=query.cursor_of(documents[-1])))
         return self.render(
             request,
             "timers.html",

@@ -7,7 +7,9 @@ what would be valid): the pages answer it with a 400, never a 500 or a scan of e
 
 Pages never ``skip``: each walks one index (``_id``, or ``flow_id_sparse`` when a flow prefix
 is given) and continues after the last row shown (a keyset cursor, ``after``), so page 1,000
-costs what page 1 costs and stays stable while timers fire and vanish.
+costs what page 1 costs and stays stable while timers fire and vanish. A flow-prefix page is
+ordered by ``(flow_id, _id)`` but read in the index's order (:meth:`TimerQuery.flow_steps`),
+so a prefix matching a million timers is not sorted to show fifty.
 """
 
 from __future__ import annotations
@@ -208,16 +210,56 @@ class TimerQuery:
             params.text("after"),
             params.limit(),
         )
-        query.find(datetime.now(UTC))  # checks the cursor too, before any round trip
+        now = datetime.now(UTC)  # checks the cursor too, before any round trip:
+        query.flow_steps(now) if query.flow_prefix is not None else query.find(now)
         return query
 
+    def cursor_of(self, document: Mapping[str, Any]) -> str:
+        """The ``after`` value that continues after ``document`` in this page's order."""
+        if self.flow_prefix is None:
+            return encode_cursor([document.get("_id")])
+        return encode_cursor([document.get("flow_id"), document.get("_id")])
+
     def find(self, now: datetime) -> FindSpec:
-        """The indexed ``find`` of this page at ``now`` (``now`` matters for ``state``)."""
+        """The indexed ``find`` of this page at ``now`` (``now`` matters for ``state``), in
+        ``_id`` order: without a flow prefix (with one, see :meth:`flow_steps`)."""
+        if self.flow_prefix is not None:
+            raise ValueError("a flow-prefix page is read in steps: use flow_steps()")
+        conditions = self._conditions(now)
+        sort = [("_id", 1)]
+        if self.after is not None:
+            conditions.append(after_query(sort, decode_cursor(self.after, 1)))
+        return FindSpec(_all(conditions), sort, ID_INDEX, self.limit)
+
+    def flow_steps(self, now: datetime) -> tuple[FindSpec | None, FindSpec]:
+        """A flow-prefix page in ``(flow_id, _id)`` order, read in index order (no sort of
+        the whole range): the rest of the cursor's flow (``None`` on the first page), then
+        the next flows in ``flow_id_sparse`` order. The last flow the second read reaches
+        may be cut anywhere: :meth:`flow_whole` reads it again in ``_id`` order."""
+        assert self.flow_prefix is not None
+        conditions = self._conditions(now)
+        span: dict[str, str] = prefix_range(self.flow_prefix)
+        current = None
+        if self.after is not None:
+            flow, last_id = decode_cursor(self.after, 2)
+            if not isinstance(flow, str) or not flow.startswith(self.flow_prefix):
+                raise BadQuery("after: this cursor is from a page of another flow prefix")
+            rest = [*conditions, {"flow_id": flow, "_id": {"$gt": last_id}}]
+            current = FindSpec(_all(rest), [("_id", 1)], FLOW_INDEX, self.limit)
+            span = {"$gt": flow, "$lt": span["$lt"]}
+        following = [*conditions, {"flow_id": span}]
+        return current, FindSpec(_all(following), [("flow_id", 1)], FLOW_INDEX, self.limit)
+
+    def flow_whole(self, flow_id: str, now: datetime, limit: int) -> FindSpec:
+        """The first ``limit`` timers of one flow in ``_id`` order (one flow: a small range)."""
+        conditions = [*self._conditions(now), {"flow_id": flow_id}]
+        return FindSpec(_all(conditions), [("_id", 1)], FLOW_INDEX, limit)
+
+    def _conditions(self, now: datetime) -> list[dict[str, Any]]:
+        # Every filter but the flow prefix and the cursor (those decide the index range).
         conditions: list[dict[str, Any]] = []
         if self.id_prefix is not None:
             conditions.append({"_id": prefix_range(self.id_prefix)})
-        if self.flow_prefix is not None:
-            conditions.append({"flow_id": prefix_range(self.flow_prefix)})
         if self.kind is not None:
             conditions.append({"kind": self.kind.value})
         if self.handler is not None:
@@ -231,13 +273,7 @@ class TimerQuery:
             conditions.append({"due": due})
         if self.state is not None:
             conditions.append(state_query(self.state, now))
-        if self.flow_prefix is not None:
-            sort, hint = [("flow_id", 1), ("_id", 1)], FLOW_INDEX
-        else:
-            sort, hint = [("_id", 1)], ID_INDEX
-        if self.after is not None:
-            conditions.append(after_query(sort, decode_cursor(self.after, len(sort))))
-        return FindSpec(_all(conditions), sort, hint, self.limit)
+        return conditions
 
     def link(self, **changes: str | None) -> list[tuple[str, str]]:
         """This query's parameters (for links), with ``changes`` applied (None: left out)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from flowsched.console.queries import (
     ID_INDEX,
     FindSpec,
     PageQuery,
+    TimerQuery,
     failures_pipeline,
     forecast_pipeline,
     lateness_pipeline,
@@ -110,9 +111,25 @@ class MongoSource:
 
     # -- reads ---------------------------------------------------------------------------
 
-    async def timers(self, spec: FindSpec) -> list[Any]:
-        """One page of the timers list."""
-        return await self.items.find(spec)
+    async def timers(self, query: TimerQuery, now: datetime) -> tuple[list[Any], bool]:
+        """One page of the timers list, and whether more may follow (the page is full)."""
+        if query.flow_prefix is None:
+            page = await self.items.find(query.find(now))
+            return page, len(page) == query.limit
+        current, following = query.flow_steps(now)
+        page = await self.items.find(current) if current is not None else []
+        room = query.limit - len(page)
+        if room == 0:
+            return page, True
+        more = await self.items.find(replace(following, limit=room))
+        if len(more) < room:  # the prefix ends on this page
+            return page + sorted(more, key=_flow_order), False
+        # Index order groups flows, but the last one reached may be cut anywhere: read it
+        # again from its first timer in _id order (one flow's range: small).
+        last = more[-1].get("flow_id")
+        page += sorted((d for d in more if d.get("flow_id") != last), key=_flow_order)
+        page += await self.items.find(query.flow_whole(last, now, query.limit - len(page)))
+        return page, True
 
     async def timer(self, item_id: str) -> Any:
         """The document of ``item_id``, or ``None``."""
@@ -241,6 +258,10 @@ class MongoSource:
     async def _index_audit(self) -> None:
         await self.audit.create_index([("item_id", 1), ("at", -1)], "item_at")
         self._audit_indexed = True
+
+
+def _flow_order(document: Mapping[str, Any]) -> tuple[str, str]:
+    return str(document.get("flow_id")), str(document.get("_id"))
 
 
 def _bucketed(groups: list[Any], default: str) -> tuple[dict[datetime, int], int]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+
+import pytest
 import subprocess
 import sys
 from datetime import timedelta
@@ -159,3 +161,19 @@ def test_malformed_document_is_listed_not_an_error(seeded: Any, client: Any) -> 
     console = client()
     assert "malformed" in console.get("/timers?id=t-00500").text
     assert console.get("/timer?id=t-00500").status_code == 200
+
+
+@pytest.mark.parametrize("limit", [1, 4, 10, 50])
+def test_flow_pages_are_complete_and_ordered_whatever_the_flow_sizes(
+    db: Any, client: Any, limit: int
+) -> None:
+    sizes = {"ord-a": 1, "ord-b": 3, "ord-c": 23, "ord-d": 2, "ord-e": 7, "other": 5}
+    documents = [
+        timer(n, id=f"x-{(n * 7919) % 1000:03d}-{flow}", flow_id=flow)
+        for flow, size in sizes.items()
+        for n in range(size)
+    ]
+    db.timers.insert_many(sorted(documents, key=lambda d: d["_id"], reverse=True))
+    seen = walk(client(target=db), f"/timers?flow=ord-&limit={limit}")
+    expected = sorted((d["flow_id"], d["_id"]) for d in documents if d["flow_id"] != "other")
+    assert seen == [item_id for _, item_id in expected]

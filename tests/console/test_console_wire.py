@@ -55,19 +55,21 @@ def test_list_queries_walk_an_index(mongo_uri: str, stored: Any) -> None:
     async def plans() -> list[str]:
         client: Any = pymongo.AsyncMongoClient(mongo_uri)
         found = []
-        for query in (
-            TimerQuery(),
-            TimerQuery(flow_prefix="flow-1"),
-            TimerQuery(id_prefix="t-001"),
-        ):
-            spec = query.find(stored.timers.find_one({})["due"])
+        now = stored.timers.find_one({})["due"]
+        flow = TimerQuery(flow_prefix="flow-1")
+        specs = [TimerQuery().find(now), TimerQuery(id_prefix="t-001").find(now)]
+        specs += [flow.flow_steps(now)[1], flow.flow_whole("flow-1", now, 50)]
+        for spec in specs:
             cursor = client[stored.name].timers.find(spec.filter).sort(spec.sort).hint(spec.hint)
-            found.append(str(await cursor.limit(spec.limit).explain()))
+            plan = await cursor.limit(spec.limit).explain()
+            found.append(str(plan["queryPlanner"]["winningPlan"]))
         await client.close()
         return found
 
-    for plan in asyncio.run(plans()):
+    plans_seen = asyncio.run(plans())
+    for plan in plans_seen:
         assert "IXSCAN" in plan and "COLLSCAN" not in plan
+    assert "SORT" not in plans_seen[2]  # the next flows come in index order
 
 
 def test_a_password_in_the_uri_is_never_shown(mongo_uri: str, stored: Any) -> None:
