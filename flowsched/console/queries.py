@@ -40,7 +40,6 @@ __all__ = [
     "forecast_pipeline",
     "lateness_pipeline",
     "prefix_range",
-    "routes_pipeline",
 ]
 
 DEFAULT_LIMIT = 50
@@ -398,22 +397,6 @@ def lateness_pipeline(now: datetime, boundaries: Sequence[datetime]) -> list[dic
                 "output": {"n": {"$sum": 1}},
             }
         },
-    ]
-
-
-def routes_pipeline() -> list[dict[str, Any]]:
-    """Pending items per route: count, oldest due, items retrying and their failures."""
-    retrying = {"$cond": [{"$gt": ["$attempts", 0]}, 1, 0]}
-    return [
-        {
-            "$group": {
-                "_id": "$route",
-                "n": {"$sum": 1},
-                "oldest": {"$min": "$due"},
-                "retrying": {"$sum": retrying},
-                "failures": {"$sum": "$attempts"},
-            }
-        }
     ]
 
 

@@ -31,7 +31,6 @@ from flowsched.console.queries import (
     failures_pipeline,
     forecast_pipeline,
     lateness_pipeline,
-    routes_pipeline,
     slots,
 )
 from flowsched.mongo.documents import (
@@ -42,6 +41,7 @@ from flowsched.mongo.documents import (
     new_generation,
     truncate_ms,
 )
+from flowsched.mongo.inspection import route_pipeline
 from flowsched.port import DeadLetter, ScheduleItem
 
 __all__ = ["AUDIT_LIMIT", "Outcome", "MemorySource", "MongoSource", "Operator", "item_fields"]
@@ -175,7 +175,7 @@ class MongoSource:
 
     async def routes(self) -> list[Any]:
         """Pending items per route (count, oldest due, retrying, failures)."""
-        return await self.items.aggregate(routes_pipeline())
+        return await self.items.aggregate(route_pipeline())
 
     async def dead_by_handler(self) -> list[Any]:
         """Dead letters per handler / kind."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import START, TOKEN, dead_letter, make_index, timer
+from console_kit import START, TOKEN, dead_letter, make_index, timer
 
 from flowsched.clock import ManualClock
 from flowsched.console import app

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-
-import pytest
 import subprocess
 import sys
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
-from conftest import START, TOKEN, dead_letter, timer
+import pytest
+from console_kit import START, TOKEN, dead_letter, timer
 
 from flowsched.clock import ManualClock
 from flowsched.memory import InMemoryScheduler

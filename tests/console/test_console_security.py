@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import TOKEN, csrf_of, sign_in, timer
+from console_kit import TOKEN, csrf_of, sign_in, timer
 from starlette.testclient import TestClient
 
 from flowsched.console import app

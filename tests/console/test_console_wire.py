@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from conftest import TOKEN, csrf_of, dead_letter, make_index, sign_in, timer
+from console_kit import TOKEN, csrf_of, dead_letter, make_index, sign_in, timer
 from starlette.testclient import TestClient
 
 from flowsched.clock import ManualClock
