@@ -89,10 +89,20 @@ def prefix_range(prefix: str) -> dict[str, str]:
 
 
 def encode_cursor(values: Sequence[object]) -> str:
-    """An opaque, URL-safe keyset cursor of sort values (strings, or ISO times)."""
-    plain = [v.isoformat() if isinstance(v, datetime) else v for v in values]
-    raw = json.dumps(plain, separators=(",", ":")).encode()
+    """An opaque, URL-safe keyset cursor of sort values: text, whole numbers and ObjectIds
+    (ids a program or a person stored), times as ISO text."""
+    raw = json.dumps([_plain(v) for v in values], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if value is None or isinstance(value, str) or type(value) is int:
+        return value
+    if type(value).__name__ == "ObjectId":
+        return {"oid": str(value)}
+    return str(value)  # cannot be a sort value we continue after: the next page restarts
 
 
 def decode_cursor(text: str, size: int) -> list[object]:
@@ -106,12 +116,23 @@ def decode_cursor(text: str, size: int) -> list[object]:
         raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link") from None
     if not isinstance(values, list) or len(values) != size:
         raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link")
-    for value in values:
-        if value is not None and not isinstance(value, str):
-            raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link")
-        if isinstance(value, str):
-            check_text("after", value)
-    return values
+    return [_value(v, text) for v in values]
+
+
+def _value(value: object, text: str) -> object:
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, str):
+        return check_text("after", value)
+    if isinstance(value, dict) and list(value) == ["oid"] and isinstance(value["oid"], str):
+        from bson import ObjectId
+        from bson.errors import InvalidId
+
+        try:
+            return ObjectId(value["oid"])
+        except InvalidId:
+            pass
+    raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link")
 
 
 class Params:

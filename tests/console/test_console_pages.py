@@ -176,3 +176,21 @@ def test_flow_pages_are_complete_and_ordered_whatever_the_flow_sizes(
     seen = walk(client(target=db), f"/timers?flow=ord-&limit={limit}")
     expected = sorted((d["flow_id"], d["_id"]) for d in documents if d["flow_id"] != "other")
     assert seen == [item_id for _, item_id in expected]
+
+
+def test_pages_continue_after_ids_that_are_not_text(db: Any, client: Any) -> None:
+    from bson import ObjectId
+
+    records = [{"_id": ObjectId(), "item_id": n, "reason": f"r{n}"} for n in range(5)]
+    db.timers_quarantine.insert_many(records)
+    db.timers.insert_many([{**timer(n), "_id": n} for n in range(3)])  # malformed: int ids
+    console = client(target=db)
+    url: str | None = "/quarantine?limit=2"
+    reasons: list[str] = []
+    while url:
+        html = console.get(url).text
+        reasons += re.findall(r"<td>(r\d)</td>", html)
+        url = next_link(html)
+    assert reasons == [f"r{n}" for n in range(5)]
+    first = console.get("/timers?limit=2").text
+    assert console.get(next_link(first) or "").status_code == 200
