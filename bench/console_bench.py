@@ -79,7 +79,14 @@ async def measure(db_name: str) -> dict[str, Any]:
     from pymongo import monitoring
 
     from flowsched.console import app
-    from flowsched.console.queries import FindSpec, TimerQuery, prefix_range
+    from flowsched.console.queries import (
+        CLAIM_INDEX,
+        FindSpec,
+        TimerQuery,
+        forecast_pipeline,
+        prefix_range,
+        slots,
+    )
 
     class Count(monitoring.CommandListener):
         def __init__(self) -> None:
@@ -147,10 +154,25 @@ async def measure(db_name: str) -> dict[str, Any]:
         response = await http.get("/overview/live")
         assert response.status_code == 200
         results["overview_commands"] = dict(sorted(_tally(counter.names).items()))
+        took = []
+        for _ in range(3):
+            began = time.perf_counter()
+            assert (await http.get("/overview/live")).status_code == 200
+            took.append(time.perf_counter() - began)
+        results["overview_ms"] = round(statistics.median(took) * 1000, 1)
     source = console_source(console)
     counter.names.clear()
     await source.forecast("hour")
     results["forecast_commands"] = _tally(counter.names)
+    boundaries = slots(datetime.now(UTC), "hour", timedelta(hours=24))
+    explained = await database.command(
+        "explain",
+        {"aggregate": "timers", "pipeline": forecast_pipeline(boundaries), "cursor": {},
+         "hint": CLAIM_INDEX},
+    )  # fmt: skip
+    text = str(explained)
+    results["forecast_plan"] = "COLLSCAN" if "COLLSCAN" in text else (
+        "IXSCAN(claim_by_route_bucket)" if "IXSCAN" in text else "unknown")  # fmt: skip
     await client.close()
     return results
 
@@ -239,8 +261,9 @@ def main() -> None:
                     f"  {name:<12} page {row['page_ms']:>7} ms  find {row['find_ms']:>7} ms  "
                     f"ratio {row['ratio']:>5}x  plans {' ; '.join(row['plans'])}"
                 )
-            print(f"  forecast: {figures['forecast_commands']}  overview: "
-                  f"{figures['overview_commands']}")  # fmt: skip
+            forecast = f"{figures['forecast_commands']} {figures['forecast_plan']}"
+            overview = f"{figures['overview_commands']} in {figures['overview_ms']} ms"
+            print(f"  forecast: {forecast}  overview: {overview}")
             memory = figures["memory"]
             print(f"  RSS {memory['rss_before_mb']} -> {memory['rss_after_mb']} MB over 200 "
                   f"requests (+{memory['growth_mb']} MB)", flush=True)  # fmt: skip

@@ -76,9 +76,13 @@ class AsyncCollection:
             return await self._guard(lambda: self.raw.find_one(dict(query)))
         return await self._sync(lambda: self.raw.find_one(dict(query)))
 
-    async def aggregate(self, pipeline: Sequence[Mapping[str, Any]]) -> list[Any]:
-        """The result of one aggregation."""
+    async def aggregate(
+        self, pipeline: Sequence[Mapping[str, Any]], hint: str | None = None
+    ) -> list[Any]:
+        """The result of one aggregation (its ``$match`` walking index ``hint``, if given)."""
         options: dict[str, Any] = {"maxTimeMS": self._budget}
+        if hint is not None:
+            options["hint"] = hint
         if self._async:
 
             async def run() -> list[Any]:

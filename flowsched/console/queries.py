@@ -390,7 +390,8 @@ def forecast_pipeline(boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
     """Due load per slot (one aggregation): items whose ``ready_at`` falls in each slot.
 
     ``ready_at`` is ``due`` while unclaimed and the lease's end while claimed: when the item
-    is next up for a node. The range is on the claim index's ``ready_at``."""
+    is next up for a node. Run with the claim index as its hint: the range is on that index's
+    last field, so the server reads index keys, not the whole collection."""
     window = {"ready_at": {"$gte": boundaries[0], "$lt": boundaries[-1]}}
     return [
         {"$match": window},

@@ -23,6 +23,7 @@ from typing import Any
 from flowsched.clock import Clock
 from flowsched.console.driver import AsyncCollection
 from flowsched.console.queries import (
+    CLAIM_INDEX,
     DEAD_INDEX,
     ID_INDEX,
     FindSpec,
@@ -163,14 +164,14 @@ class MongoSource:
         """Due load over the next 24 h: slot starts, count per slot, and how many later."""
         now = self._clock.now()
         boundaries = slots(now, per, timedelta(hours=24))
-        groups = await self.items.aggregate(forecast_pipeline(boundaries))
+        groups = await self.items.aggregate(forecast_pipeline(boundaries), CLAIM_INDEX)
         return boundaries[:-1], *_bucketed(groups, "later")
 
     async def lateness(self) -> tuple[list[datetime], dict[datetime, int], int]:
         """Undelivered items per minute of their due time over the last hour, and earlier."""
         now = self._clock.now()
         boundaries = slots(now - timedelta(hours=1), "minute", timedelta(hours=1))
-        groups = await self.items.aggregate(lateness_pipeline(now, boundaries))
+        groups = await self.items.aggregate(lateness_pipeline(now, boundaries), CLAIM_INDEX)
         return boundaries[:-1], *_bucketed(groups, "earlier")
 
     async def routes(self) -> list[Any]:
