@@ -8,6 +8,7 @@ that would take longer, and the page says so instead of waiting on a scan.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -145,7 +146,12 @@ class AsyncCollection:
                 " narrow it with an id or flow prefix (both walk an index)"
             )
         if isinstance(exc, PyMongoError):
-            text = " ".join(self._scrub(exc).split())[:300]
+            details = getattr(exc, "details", None)
+            if isinstance(details, dict) and isinstance(details.get("errmsg"), str):
+                reason: object = f"{details['errmsg']} ({details.get('codeName', 'no code')})"
+            else:  # the driver appends its timeouts and topology: keep the first reason
+                reason = re.split(r" \(configured timeouts|, Timeout: ", str(exc))[0]
+            text = " ".join(self._scrub(reason).split())[:300]
             return SourceError(f"MongoDB did not answer the query on {self.name}: {text}")
         return exc
 
