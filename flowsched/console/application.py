@@ -55,7 +55,8 @@ def app(
     target: Any = None,
     *,
     uri: str | None = None,
-    database: str = "flowsched",
+    scheduler: Any = None,
+    database: Any = "flowsched",
     collection: str = "timers",
     token: str | None = None,
     token_file: str | Path | None = None,
@@ -64,11 +65,12 @@ def app(
 ) -> Starlette:
     """The console over ``target``, as an ASGI application.
 
-    ``target`` (or ``uri=``) is one of:
+    ``target`` (or ``uri=``, ``scheduler=``) is one of:
 
     * a MongoDB URI: read with ``pymongo.AsyncMongoClient`` (``database``, ``collection``
       name the scheduler's collection, as ``MongoScheduler`` was given);
-    * a database of the async or the sync driver (or mongomock): ``collection`` in it;
+    * a database of the async or the sync driver (or mongomock), also as ``database=``:
+      ``collection`` in it;
     * a running scheduler (``InMemoryScheduler``, or an async one whose ``get``,
       ``dead_letters``, ``requeue`` and ``cancel`` are coroutines): the timer, dead letter
       and audit pages work, the others say they need MongoDB.
@@ -83,7 +85,10 @@ def app(
     if token is None and token_file is not None:
         token = read_token_file(token_file)
     clock = clock or SystemClock()
-    target = uri if target is None else target
+    if not isinstance(database, str):  # app(database=<a driver's database>)
+        target, database = database, getattr(database, "name", "flowsched")
+    for given in (uri, scheduler):
+        target = given if target is None else target
     if target is None:
         raise TypeError("app(...): give a MongoDB URI, a database, or a scheduler")
     client: Any = None

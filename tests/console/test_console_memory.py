@@ -82,3 +82,11 @@ def test_a_refused_action_over_memory_changes_nothing(clock: ManualClock) -> Non
 def test_live_fragment_is_a_fragment(client: Any) -> None:
     fragment = client().get("/overview/live?per=minute").text
     assert "<html" not in fragment and "due in the next 24 h" in fragment
+
+
+def test_keyword_forms_of_app(clock: ManualClock, seeded: Any) -> None:
+    scheduler = InMemoryScheduler(clock=clock)
+    with TestClient(app(scheduler=scheduler)) as console:
+        assert "needs MongoDB" in console.get("/timers").text
+    with TestClient(app(database=seeded, collection="timers", clock=clock)) as console:
+        assert console.get("/timers").text.count("timer-link") == 50
