@@ -38,7 +38,7 @@ URI = os.environ.get(
 )
 SIZES = [int(s) for s in os.environ.get("CONSOLE_BENCH_SIZES", "10000,100000").split(",")]
 BATCH = 10_000
-ROUNDS = 15
+ROUNDS = int(os.environ.get("CONSOLE_BENCH_ROUNDS", "7"))
 RESULTS = Path(__file__).parent / "results" / "console.json"
 
 
@@ -210,11 +210,11 @@ async def main():
     console = app(sys.argv[1], database=sys.argv[2], collection="timers", query_budget_ms=30000)
     transport = httpx.ASGITransport(app=console)
     async with httpx.AsyncClient(transport=transport, base_url="http://c") as http:
-        urls = ["/timers", "/timers?flow=flow-01", "/timer?id=t-0000001", "/timers?id=t-00001"]
+        urls = ["/timers", "/timer?id=t-0000001", "/timers?id=t-00001", "/timers?flow=flow-01"]
         async def walk(n):
             url = "/timers"
-            for i in range(n):
-                r = await http.get(url if i % 4 == 0 else urls[i % 4])
+            for i in range(n):  # next pages, timer pages, id-prefix pages; a flow page in 10
+                r = await http.get(url if i % 2 == 0 else urls[3] if i % 10 == 9 else urls[i % 3])
                 assert r.status_code == 200, r.text[:300]
                 m = re.search(r'href="([^"]+)" id="next-page"', r.text)
                 if m and i % 4 == 0:
@@ -232,7 +232,7 @@ def rss(db_name: str) -> dict[str, float]:
     """RSS (MB) before and after 200 page requests, in a fresh process."""
     out = subprocess.run(
         [sys.executable, "-c", RSS_PROBE, URI, db_name],
-        capture_output=True, text=True, check=True, timeout=600,
+        capture_output=True, text=True, check=True, timeout=3600,
     )  # fmt: skip
     before, after = (int(v) for v in out.stdout.split())
     return {
@@ -243,7 +243,12 @@ def rss(db_name: str) -> dict[str, float]:
 
 
 def main() -> None:
+    import signal
+
     import pymongo
+
+    # Stopped (timeout, kill): still drop the bench's databases on the shared server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
     report: dict[str, Any] = {"uri": "FLOWSCHED_MONGO_URI", "rounds": ROUNDS, "sizes": {}}
     for size in SIZES:
@@ -252,7 +257,6 @@ def main() -> None:
             inserted = seed(db_name, size)
             print(f"{size:>7} timers stored in {inserted:.1f} s", flush=True)
             figures = asyncio.run(measure(db_name))
-            figures["memory"] = rss(db_name)
             figures["insert_s"] = round(inserted, 1)
             report["sizes"][str(size)] = figures
             for name in ("first page", "flow prefix"):
@@ -263,7 +267,8 @@ def main() -> None:
                 )
             forecast = f"{figures['forecast_commands']} {figures['forecast_plan']}"
             overview = f"{figures['overview_commands']} in {figures['overview_ms']} ms"
-            print(f"  forecast: {forecast}  overview: {overview}")
+            print(f"  forecast: {forecast}  overview: {overview}", flush=True)
+            figures["memory"] = rss(db_name)
             memory = figures["memory"]
             print(f"  RSS {memory['rss_before_mb']} -> {memory['rss_after_mb']} MB over 200 "
                   f"requests (+{memory['growth_mb']} MB)", flush=True)  # fmt: skip
