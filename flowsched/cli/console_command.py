@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from flowsched.cli._output import fail
-from flowsched.cli.mongo_target import DEFAULT_URI, UriOption, redact
+from flowsched.cli.mongo_target import DEFAULT_URI, MongoTarget, UriOption, redact
 
 __all__ = ["register"]
 
@@ -44,6 +44,14 @@ def console(
             help="File holding the operator token; without it the console is read-only.",
         ),
     ] = None,
+    timeout: Annotated[
+        str,
+        typer.Option(
+            "--timeout",
+            metavar="DURATION",
+            help="Longest a page's query may run before the server stops it (e.g. 5s).",
+        ),
+    ] = "5s",
 ) -> None:
     """Serve the operator console: timers, dead letters, nodes, due load (read-only unless
     --token-file is given)."""
@@ -54,9 +62,14 @@ def console(
     except ImportError as exc:
         fail(f"flowsched console needs its extra: pip install 'flowsched[console]' ({exc.name})")
     target = uri or DEFAULT_URI
+    budget = MongoTarget.of(target, database, collection, timeout).timeout  # exits 2 if bad
     try:
         application = console_app(
-            target, database=database, collection=collection, token_file=token_file
+            target,
+            database=database,
+            collection=collection,
+            token_file=token_file,
+            query_budget_ms=max(1, int(budget.total_seconds() * 1000)),
         )
     except (OSError, ValueError) as exc:
         fail(str(exc))

@@ -61,7 +61,7 @@ def app(
     token: str | None = None,
     token_file: str | Path | None = None,
     clock: Clock | None = None,
-    query_budget_ms: int = 3000,
+    query_budget_ms: int = 5000,
 ) -> Starlette:
     """The console over ``target``, as an ASGI application.
 

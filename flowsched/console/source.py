@@ -95,7 +95,7 @@ class MongoSource:
     needs_mongo = False
 
     def __init__(
-        self, database: Any, collection: str, clock: Clock, scrub: Any, budget_ms: int = 3000
+        self, database: Any, collection: str, clock: Clock, scrub: Any, budget_ms: int = 5000
     ) -> None:
         def side(suffix: str) -> AsyncCollection:
             return AsyncCollection(database[f"{collection}{suffix}"], scrub, budget_ms)

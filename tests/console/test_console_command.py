@@ -64,3 +64,9 @@ def test_an_invalid_uri_is_a_usage_error_without_its_password(served: dict[str, 
     result = invoke("--uri", "mongodb://ops:pa55word-xyz@")
     assert result.exit_code == 2
     assert "pa55word-xyz" not in result.output
+
+
+def test_timeout_sets_the_query_budget(served: dict[str, Any]) -> None:
+    assert invoke("--uri", "mongodb://db1/", "--timeout", "30s").exit_code == 0
+    bad = invoke("--uri", "mongodb://db1/", "--timeout", "soon")
+    assert bad.exit_code == 2 and "--timeout 'soon'" in bad.output
