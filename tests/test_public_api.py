@@ -66,6 +66,7 @@ PUBLIC = {
 PUBLIC_MODULES = {
     "flowsched",
     "flowsched.config",
+    "flowsched.console",
     "flowsched.flow",
     "flowsched.metrics_prometheus",
     "flowsched.mongo",

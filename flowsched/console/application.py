@@ -1,4 +1,4 @@
-"""``flowsched.console.app(...)``: the console as an ASGI application (Starlette).
+"""Internal: ``flowsched.console.app(...)``: the console as an ASGI application (Starlette).
 
 Serve it with any ASGI server (``flowsched console`` uses uvicorn), or mount it in your own
 service: ``Mount("/scheduler", app=console.app(database))``. Links and cookies follow the

@@ -1,4 +1,4 @@
-"""One async face over a MongoDB collection: pymongo's async driver, or a sync stand-in.
+"""Internal: one async face over a MongoDB collection: pymongo's async driver, or a sync stand-in.
 
 The console runs its reads with ``pymongo.AsyncMongoClient``. A collection of the sync driver
 (or mongomock, in tests) works too: its calls run in a worker thread, so a page never blocks

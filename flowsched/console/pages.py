@@ -1,4 +1,4 @@
-"""The console's pages and actions: one method per route, rendering Jinja templates.
+"""Internal: the console's pages and actions: one method per route, rendering Jinja templates.
 
 Reads are ``GET``; the three operator actions and sign-in are ``POST`` checked by
 :class:`~flowsched.console.security.Guard`. A bad query string is a 400 page naming the

@@ -1,4 +1,4 @@
-"""The console's reads as plain data: query-string parsing, filters, keyset pages, pipelines.
+"""Internal: the console's reads as data: query strings, filters, keyset pages, pipelines.
 
 Nothing here touches a driver: every function turns validated input into a MongoDB filter,
 sort, index hint or aggregation pipeline that :mod:`flowsched.console.source` runs with the

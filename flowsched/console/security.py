@@ -1,4 +1,4 @@
-"""Who may act: the operator token, the sign-in cookie and the CSRF token.
+"""Internal: who may act: the operator token, the sign-in cookie and the CSRF token.
 
 Without a token the console is read-only: no page offers an action and every ``POST`` of an
 action is a 403. With one, an action is a ``POST`` that must carry

@@ -1,4 +1,4 @@
-"""Where the console reads and acts: a MongoDB namespace, or a running in-memory scheduler.
+"""Internal: where the console reads and acts: a MongoDB namespace, or a running scheduler.
 
 :class:`MongoSource` reads the collections a :class:`~flowsched.mongo.MongoScheduler` keeps
 (``<c>``, ``<c>_dead``, ``<c>_quarantine``, ``<c>_nodes``, ``<c>_settings``) with the

@@ -1,4 +1,4 @@
-"""What the templates show: rows of timers and dead letters, node states, chart bars.
+"""Internal: what the templates show: rows of timers and dead letters, node states, chart bars.
 
 The text comes from the CLI's renderers (:mod:`flowsched.cli.timers_render`), so a timer reads
 the same in ``flowsched timers show`` and on its console page. Templates escape every value
