@@ -72,6 +72,7 @@ PUBLIC = {
 PUBLIC_MODULES = {
     "flowsched",
     "flowsched.config",
+    "flowsched.console",
     "flowsched.flow",
     "flowsched.integrations",
     "flowsched.integrations.statemachine",

@@ -32,6 +32,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "flowsched.cli.timers_commands",
         "See and act on the live timers of a MongoDB collection.",
     ),
+    "console": (
+        "flowsched.cli.console_command",
+        "Serve the operator console (a web page) over a MongoDB collection.",
+    ),
 }
 """Verb name → (the module whose ``register(app)`` adds it, its line in ``flowsched --help``)."""
 
