@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from flowsched.cli import backoff_command, config_commands, timers_commands
+from flowsched.cli import backoff_command, config_commands, simulate_command, timers_commands
 
 __all__ = ["build_app", "main"]
 
@@ -53,6 +53,7 @@ def build_app() -> typer.Typer:
     config_commands.register(app)
     backoff_command.register(app)
     timers_commands.register(app)
+    simulate_command.register(app)
     return app
 
 

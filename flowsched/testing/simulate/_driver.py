@@ -362,7 +362,9 @@ class Simulation:
         if roll < 0.55:
             latency = 0.0
         elif roll < 0.9 or quiet or not faults.slow_handlers:
-            latency = rng.uniform(0.05, lease / 2)
+            # A whole batch of these takes less than a lease: only slow handlers (a fault)
+            # keep the claims queued behind them waiting past their lease.
+            latency = rng.uniform(0.05, lease / (2 * self.settings.batch))
         else:
             latency = rng.uniform(1.1, 2.5) * lease
         starve = not quiet and faults.starved_renewals and latency > lease and rng.random() < 0.5

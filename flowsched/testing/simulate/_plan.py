@@ -125,10 +125,10 @@ class Settings:
 
     nodes: int = 3
     timers: int = 12
-    lease: float = 6.0
-    poll: float = 2.0
+    lease: float = 9.0
+    poll: float = 3.0
     batch: int = 5
-    horizon: float = 30.0
+    horizon: float = 24.0
     """Client operations and faults happen before this; then the quiet phase drains."""
     drain: float = 90.0
     """The longest the quiet phase runs before 'every item delivered' is judged."""
@@ -244,11 +244,16 @@ def draw_plan(rng: random.Random, settings: Settings, faults: Faults) -> list[Ev
     def at(low: float = 0.0, high: float = horizon) -> float:
         return _ms(rng.uniform(low, high))
 
-    # Timers due close together, so that batches hold several items (races within a batch).
+    # Timers in bursts, due close together, so that batches hold several items (a pause or
+    # a race then meets claims queued behind a running handler).
+    bursts = [rng.uniform(0, horizon / 2) for _ in range(2)]
     for n in range(settings.timers):
-        every = _ms(rng.uniform(2, 6)) if faults.recurring and rng.random() < 0.2 else None
-        due = _ms(rng.choice((0.0, rng.uniform(0, 8), rng.uniform(0, 20))))
-        plan.append(Schedule(at(0, horizon / 2), rng.randrange(nodes), f"t{n}", due, every))
+        every = None
+        if faults.recurring and rng.random() < 0.2:
+            every = _ms(rng.uniform(2, 2 * settings.lease))
+        due = _ms(rng.choice((0.0, rng.uniform(0, 3), rng.uniform(0, 12))))
+        start = rng.choice(bursts) + rng.uniform(0, 1)
+        plan.append(Schedule(_ms(start), rng.randrange(nodes), f"t{n}", due, every))
     if faults.races:
         for _ in range(max(1, settings.timers // 3)):
             item = f"t{rng.randrange(settings.timers)}"
@@ -257,10 +262,11 @@ def draw_plan(rng: random.Random, settings: Settings, faults: Faults) -> list[Ev
             else:
                 plan.append(Schedule(at(), rng.randrange(nodes), item, _ms(rng.uniform(0, 6))))
     if faults.kill and nodes > 1 and rng.random() < 0.5:
-        plan.append(Kill(at(1), rng.randrange(nodes)))
+        plan.append(Kill(at(1, 0.7 * horizon), rng.randrange(nodes)))
     if faults.pause:
         for _ in range(rng.choice((0, 1, 1, 2))):
-            plan.append(Pause(at(), rng.randrange(nodes), _ms(rng.uniform(1.2, 3) * lease)))
+            pause = _ms(rng.uniform(1.2, 3) * lease)
+            plan.append(Pause(at(0, 0.7 * horizon), rng.randrange(nodes), pause))
     if faults.outage and rng.random() < 0.5:
         plan.append(Outage(at(), _ms(rng.uniform(0.5, 2 * lease))))
     if faults.lost_replies and rng.random() < 0.5:
