@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from flowsched.testing.simulate._history import INVARIANTS, Broken
 from flowsched.testing.simulate._plan import Faults, Settings
-from flowsched.testing.simulate._report import SimulationReport, replay_command, run_seed
+from flowsched.testing.simulate._report import SimulationReport, run_seed
 
 __all__ = ["INVARIANTS", "Broken", "Faults", "SimulationReport", "simulate"]
 
@@ -62,6 +62,3 @@ def _faults(faults: Faults | str | Iterable[str] | None) -> Faults:
     if isinstance(faults, str):
         return Faults.parse(faults)
     return Faults.parse(",".join(["none", *faults]))
-
-
-assert replay_command  # importable here for the CLI

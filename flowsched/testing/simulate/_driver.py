@@ -9,6 +9,7 @@ its lease while another node claims, a replace landing while a claim is held.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from pymongo.errors import PyMongoError
 
 from flowsched.mongo.harvest import Harvest
 from flowsched.port import ScheduleItem, SchedulerUnavailable
-from flowsched.recurrence import Recurrence
+from flowsched.testing.simulate._clients import Clients
 from flowsched.testing.simulate._history import ClaimRecord, History, Run
 from flowsched.testing.simulate._node import KIND, SimNode
 from flowsched.testing.simulate._plan import (
@@ -66,7 +67,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.reference = ReferenceClock()
         self.store_faults = StoreFaults(seed)
-        self.raw = mongomock.MongoClient()["simulation"]["timers"]
+        self.raw: Any = mongomock.MongoClient()["simulation"]["timers"]
         self.history = History(tolerance=settings.poll + 1.0)
         self.trace: list[str] = []
         self.lease = settings.lease
@@ -79,7 +80,6 @@ class Simulation:
         self._generations: dict[tuple[str, int], int] = {}
         self._latest: dict[str, ClaimRecord] = {}
         self._runs_of: dict[str, int] = {}
-        self._intent: dict[str, int] = {}
         self._holding = 0  # handlers taking virtual time now (at most one: see _run)
         self.nodes = [
             SimNode(
@@ -98,6 +98,7 @@ class Simulation:
         ]
         for node in self.nodes:
             node.scheduler.subscribe(KIND, self._handler(node))
+        self.clients = Clients(self)
 
     # -- time ----------------------------------------------------------------------------
 
@@ -134,9 +135,11 @@ class Simulation:
     def run(self) -> None:
         settings = self.settings
         for index, event in self.plan:
-            self.at(event.at, lambda index=index, event=event: self._event(index, event))
+            self.at(event.at, functools.partial(self._event, index, event))
         for node in self.nodes:
-            self.at(round(self.rng.uniform(0, settings.poll), 3), lambda n=node: self._poll(n))
+            self.at(
+                round(self.rng.uniform(0, settings.poll), 3), functools.partial(self._poll, node)
+            )
         self.quiet_at = max([settings.horizon, *(_end(event) for _, event in self.plan)])
         self.run_until(self.quiet_at)
         self.quiet = True
@@ -158,7 +161,7 @@ class Simulation:
     def _event(self, index: int, event: Event) -> None:
         self.log("", f"[{index}] {event.describe()}")
         if isinstance(event, Schedule | Cancel):
-            self._client(event)
+            self.clients.call(event)
         elif isinstance(event, Kill):
             node = self.nodes[event.node]
             if not node.dead and sum(not n.dead for n in self.nodes) > 1:
@@ -204,7 +207,9 @@ class Simulation:
             return
         if node.busy or node.paused_until > self.now:
             if chain:
-                self.at(max(self.now + self.settings.poll, node.paused_until), lambda: self._poll(node))
+                self.at(
+                    max(self.now + self.settings.poll, node.paused_until), lambda: self._poll(node)
+                )
             return
         node.busy = True
         node.records = []
@@ -237,9 +242,7 @@ class Simulation:
             if doc.get("claim")
         }
 
-    def _taken(
-        self, node: SimNode, harvest: Harvest, before: dict[Any, tuple[Any, Any]]
-    ) -> None:
+    def _taken(self, node: SimNode, harvest: Harvest, before: dict[Any, tuple[Any, Any]]) -> None:
         """Record what ``node`` won (called by its harvester right after the claim)."""
         if not harvest.deliver:
             return
@@ -256,9 +259,13 @@ class Simulation:
             # last written (not settled, released or moved since) and, by the reference
             # clock, that lease had not run out.
             held_by = None
-            if earlier is not None and earlier.live_at(now) and earlier.token != token:
-                if before.get(item) == (earlier.raw_token, earlier.lease_raw):
-                    held_by = earlier
+            if (
+                earlier is not None
+                and earlier.live_at(now)
+                and earlier.token != token
+                and before.get(item) == (earlier.raw_token, earlier.lease_raw)
+            ):
+                held_by = earlier
             record = ClaimRecord(
                 node.name,
                 item,
@@ -272,8 +279,10 @@ class Simulation:
             self.history.claimed(record, held_by)
             self._latest[item] = record
             node.records.append(record)
-            names.append(f"{item}#{self._generation(item, claim.item.generation)}")
-        self.log(node.name, f"claimed {', '.join(names)} (token {self._token(harvest.deliver[0].token)})")
+            names.append(f"{item}#{self.generation(item, claim.item.generation)}")
+        self.log(
+            node.name, f"claimed {', '.join(names)} (token {self._token(harvest.deliver[0].token)})"
+        )
         if not node.renewing:
             node.renewing = True
             self.at(now + lease / 3, lambda: self._renew(node))
@@ -306,7 +315,7 @@ class Simulation:
     def _token(self, token: str) -> int:
         return self._tokens.setdefault(token, len(self._tokens) + 1)
 
-    def _generation(self, item: str, generation: int) -> int:
+    def generation(self, item: str, generation: int) -> int:
         key = (item, generation)
         if key not in self._generations:
             self._generations[key] = 1 + sum(1 for i, _ in self._generations if i == item)
@@ -325,7 +334,7 @@ class Simulation:
         item_id = item.id
         count = self._runs_of[item_id] = self._runs_of.get(item_id, 0) + 1
         rng = random.Random(f"{self.seed}:{item_id}:{count}")
-        generation = self._generation(item_id, item.generation)
+        generation = self.generation(item_id, item.generation)
         due = (item.due - EPOCH).total_seconds()
         slot = due if item.recurrence is not None else None
         claim = next((r for r in reversed(node.records) if r.item == item_id), None)
@@ -405,60 +414,16 @@ class Simulation:
         live = [n for n in self.nodes if n.available(self.now)]
         via = node if rng.random() < 0.6 or not live else rng.choice(live)
         if race == "cancel":
-            self._operate(via, Cancel(self.now, via.index, target), origin="handler")
+            self.clients.operate(via, Cancel(self.now, via.index, target), origin="handler")
         else:
             event = Schedule(self.now, via.index, target, round(rng.uniform(0, 4), 3))
-            self._operate(via, event, origin="handler")
+            self.clients.operate(via, event, origin="handler")
 
     def runs_in_flight(self, node: SimNode) -> str | None:
         for run in reversed(self.history.runs):
             if run.node == node.name and run.end is None:
                 return run.item
         return None
-
-    # -- client calls --------------------------------------------------------------------
-
-    def _client(self, event: Schedule | Cancel) -> None:
-        live = [n for n in self.nodes if n.available(self.now)]
-        if not live:
-            self.at(self.now + 1, lambda: self._client(event))
-            return
-        via = next((n for n in live if n.index >= event.via), live[0])
-        self._operate(via, event, origin="client")
-
-    def _operate(self, node: SimNode, event: Schedule | Cancel, origin: str) -> None:
-        """Call ``schedule``/``cancel`` on ``node``; on failure, retry in a second (unless
-        a later call on the same item has been made meanwhile)."""
-        item = event.item
-        intent = self._intent[item] = self._intent.get(item, 0) + 1
-        try:
-            if isinstance(event, Cancel):
-                removed = node.scheduler.cancel(item)
-                self.history.op(self.now, node.name, "cancel", item, None)
-                self.log(node.name, f"{origin} cancel {item}: {'removed' if removed else 'none'}")
-                return
-            due = node.clock.now() + timedelta(seconds=event.due_in)
-            recurrence = None
-            if event.every is not None:
-                every = timedelta(seconds=event.every)
-                recurrence = Recurrence.every(every, start=due - every)
-            stored = node.scheduler.schedule(ScheduleItem(item, KIND, due, recurrence=recurrence))
-        except (SchedulerUnavailable, PyMongoError) as exc:
-            self.log(node.name, f"{origin} {event.describe()} failed: {type(exc).__name__}")
-            found = self.raw.find_one({"_id": item}, {"generation": 1})
-            if found is not None:
-                self._generation(item, found["generation"])
-            self.at(self.now + 1, lambda: self._retry(item, intent, event))
-            return
-        generation = self._generation(item, stored.generation)
-        kind = "schedule-recurring" if event.every is not None else "schedule"
-        self.history.op(self.now, node.name, kind, item, generation)
-        when = (stored.due - EPOCH).total_seconds()
-        self.log(node.name, f"{origin} schedule {item}#{generation} due {when:.3f}s")
-
-    def _retry(self, item: str, intent: int, event: Schedule | Cancel) -> None:
-        if self._intent.get(item) == intent:
-            self._client(event)
 
 
 def _end(event: Event) -> float:

@@ -19,7 +19,12 @@ from flowsched.mongo.claims import Claim
 from flowsched.mongo.harvest import Harvest
 from flowsched.mongo.scheduler import MongoScheduler
 from flowsched.port import ScheduleKind
-from flowsched.testing.simulate._world import FaultyCollection, NodeClock, ReferenceClock, StoreFaults
+from flowsched.testing.simulate._world import (
+    FaultyCollection,
+    NodeClock,
+    ReferenceClock,
+    StoreFaults,
+)
 
 __all__ = ["KIND", "SimNode"]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from flowsched.testing.simulate._history import INVARIANTS, Broken
+from flowsched.testing.simulate._history import Broken
 from flowsched.testing.simulate._plan import Event, Faults, Settings, draw_plan
 
 __all__ = ["SimulationReport", "replay_command", "run_seed"]
@@ -150,6 +150,3 @@ def _shrink(
                 start += chunk
         chunk //= 2
     return plan, broken, trace
-
-
-assert INVARIANTS  # re-exported by the package

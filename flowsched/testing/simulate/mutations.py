@@ -48,9 +48,7 @@ def _settle_unfenced() -> AbstractContextManager[None]:
         unfenced = []
         for write in real(settlements, store):
             bare = {k: v for k, v in write.filter.items() if k not in _FENCE_KEYS}
-            unfenced.append(
-                Write(bare, write.update, write.replacement, write.upsert, write.many)
-            )
+            unfenced.append(Write(bare, write.update, write.replacement, write.upsert, write.many))
         return unfenced
 
     return _patched(claims_module, "_writes", writes)
