@@ -60,8 +60,7 @@ def simulate(
         typer.echo(f"Error: {exc}", err=True)
         raise typer.Exit(2) from None
     if seeds is None and (seed is not None or kept is not None):
-        with planted(plant) if plant else _nothing():
-            report = run_one(seed or 0, nodes=nodes, timers=timers, faults=spec, keep=kept)
+        report = run_one(seed or 0, nodes=nodes, timers=timers, faults=spec, keep=kept, plant=plant)
         if trace or not report.ok:
             typer.echo(report.summary() if not report.ok else "\n".join(report.trace))
         typer.echo(f"seed {report.seed}: {'ok' if report.ok else 'BROKEN'}")
@@ -88,11 +87,3 @@ def _indexes(text: str | None) -> list[int] | None:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise ValueError(f"--keep takes comma-separated event indexes (got {text!r})") from None
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

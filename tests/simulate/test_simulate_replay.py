@@ -1,7 +1,10 @@
 """One seed, one history: the same seed gives the same trace byte for byte, and the
 command a report prints replays exactly the minimal history it shows."""
 
+import os
 import shlex
+import subprocess
+import sys
 
 from typer.testing import CliRunner
 
@@ -16,6 +19,16 @@ def test_the_same_seed_gives_the_same_trace_byte_for_byte() -> None:
     second = simulate(11)
     assert "\n".join(first.trace).encode() == "\n".join(second.trace).encode()
     assert first == second
+
+
+def test_the_same_seed_gives_the_same_trace_in_another_process() -> None:
+    # Another hash seed too: no set or dict order of strings may leak into the history.
+    code = "from flowsched.testing.simulate import simulate; print(*simulate(93).trace, sep='\\n')"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    other = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert other.stdout.splitlines() == list(simulate(93).trace)
 
 
 def test_different_seeds_give_different_histories() -> None:
@@ -46,7 +59,8 @@ def test_the_command_line_exits_1_on_the_first_broken_seed_with_its_replay() -> 
     assert result.exit_code == 1, result.output
     replay = next(line for line in result.output.splitlines() if line.startswith("replay: "))
     command = shlex.split(replay.removeprefix("replay: "))
-    again = CliRunner().invoke(build_app(), [*command[1:], "--plant", "settle-unfenced"])
+    assert command[-2:] == ["--plant", "settle-unfenced"]
+    again = CliRunner().invoke(build_app(), command[1:])
     assert again.exit_code == 1, again.output
     assert "BROKEN every item delivered" in again.output
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from flowsched.testing.simulate._history import INVARIANTS, Broken
 from flowsched.testing.simulate._plan import Faults, Settings
 from flowsched.testing.simulate._report import SimulationReport, run_seed
+from flowsched.testing.simulate.mutations import planted
 
 __all__ = ["INVARIANTS", "Broken", "Faults", "SimulationReport", "simulate"]
 
@@ -31,6 +32,7 @@ def simulate(
     faults: Faults | str | Iterable[str] | None = None,
     keep: Sequence[int] | None = None,
     shrink: bool = True,
+    plant: str | None = None,
 ) -> SimulationReport:
     """Simulate one cluster history from ``seed`` and check the invariants after every step.
 
@@ -39,13 +41,19 @@ def simulate(
     :class:`Faults`, a spec such as ``"all,-skew"`` or an iterable of fault names (default:
     all of them). ``keep``: run only these events of the seed's plan (by index, as a
     report's ``replay_command`` gives them). ``shrink``: on a broken invariant, drop events
-    while it still breaks, and report that minimal plan.
+    while it still breaks, and report that minimal plan. ``plant``: run with one of the
+    planted bugs of :mod:`flowsched.testing.simulate.mutations` patched in (to check that
+    the simulator catches it).
 
     Returns a :class:`SimulationReport`; it raises nothing for a broken invariant (read
     ``report.ok``). ``ValueError`` names a bad argument.
     """
     settings = Settings(nodes=_count("nodes", nodes, 16), timers=_count("timers", timers, 500))
-    return run_seed(seed, settings, _faults(faults), keep=keep, shrink=shrink)
+    chosen = _faults(faults)
+    if plant is None:
+        return run_seed(seed, settings, chosen, keep=keep, shrink=shrink)
+    with planted(plant):
+        return run_seed(seed, settings, chosen, keep=keep, shrink=shrink, plant=plant)
 
 
 def _count(name: str, value: int, most: int) -> int:

@@ -54,7 +54,11 @@ class SimulationReport:
 
 
 def replay_command(
-    seed: int, settings: Settings, faults: Faults, keep: Sequence[int] | None = None
+    seed: int,
+    settings: Settings,
+    faults: Faults,
+    keep: Sequence[int] | None = None,
+    plant: str | None = None,
 ) -> str:
     """The ``flowsched simulate`` command line that replays this seed (and plan subset)."""
     command = (
@@ -63,6 +67,8 @@ def replay_command(
     )
     if keep is not None:
         command += f" --keep {','.join(map(str, keep)) or 'none'}"
+    if plant is not None:
+        command += f" --plant {plant}"
     return command
 
 
@@ -100,8 +106,10 @@ def run_seed(
     faults: Faults,
     keep: Sequence[int] | None = None,
     shrink: bool = True,
+    plant: str | None = None,
 ) -> SimulationReport:
-    """Simulate ``seed``; on a broken invariant, shrink the plan (if ``shrink``)."""
+    """Simulate ``seed``; on a broken invariant, shrink the plan (if ``shrink``). ``plant``
+    only names the planted bug already applied, for the replay command."""
     full = draw_plan(random.Random(seed), settings, faults)
     indexed = list(enumerate(full))
     if keep is not None:
@@ -118,7 +126,7 @@ def run_seed(
         invariants=checks,
         broken=() if broken is None else (broken,),
         trace=tuple(trace),
-        replay_command=replay_command(seed, settings, faults, keep),
+        replay_command=replay_command(seed, settings, faults, keep, plant),
         plan=tuple(f"[{n}] {event.at:.3f}s {event.describe()}" for n, event in indexed),
         runs=runs,
         faults=faults.spec(),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from flowsched.testing.simulate._report import SimulationReport
@@ -31,11 +30,10 @@ class SeedRun:
 
 def _check(job: tuple[int, int, int, str, str | None]) -> tuple[int, bool]:
     from flowsched.testing.simulate import simulate
-    from flowsched.testing.simulate.mutations import planted
 
     seed, nodes, timers, faults, plant = job
-    with planted(plant) if plant else nullcontext():
-        return seed, simulate(seed, nodes=nodes, timers=timers, faults=faults, shrink=False).ok
+    report = simulate(seed, nodes=nodes, timers=timers, faults=faults, shrink=False, plant=plant)
+    return seed, report.ok
 
 
 def run_seeds(
@@ -51,7 +49,6 @@ def run_seeds(
     """Simulate seeds ``first`` .. ``first + count - 1`` in order, stopping at the first
     broken one (the lowest, also with ``jobs`` processes), which is run again and shrunk."""
     from flowsched.testing.simulate import simulate
-    from flowsched.testing.simulate.mutations import planted
 
     work = ((seed, nodes, timers, faults, plant) for seed in range(first, first + count))
     started = time.perf_counter()
@@ -65,8 +62,7 @@ def run_seeds(
     seconds = time.perf_counter() - started
     if broken is None:
         return SeedRun(ran, None, seconds)
-    with planted(plant) if plant else nullcontext():
-        report = simulate(broken, nodes=nodes, timers=timers, faults=faults)
+    report = simulate(broken, nodes=nodes, timers=timers, faults=faults, plant=plant)
     return SeedRun(ran, report, seconds)
 
 
