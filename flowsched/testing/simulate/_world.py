@@ -19,7 +19,9 @@ from pymongo.errors import AutoReconnect, PyMongoError
 
 __all__ = [
     "EPOCH",
+    "FaultyClient",
     "FaultyCollection",
+    "FaultyDatabase",
     "NodeClock",
     "NodeKilled",
     "ReferenceClock",
@@ -204,3 +206,25 @@ class FaultyDatabase:
             return {"ok": 1.0, "isWritablePrimary": True, "localTime": now}
         result: dict[str, Any] = self._collection._inner.database.command(command, *args, **kwargs)
         return result
+
+    @property
+    def client(self) -> FaultyClient:
+        return FaultyClient(self._collection)
+
+
+class FaultyClient:
+    """The client of a :class:`FaultyDatabase`: ``admin.command("hello")`` answers from the
+    reference clock too (where a driver-level server-time probe would ask)."""
+
+    def __init__(self, collection: FaultyCollection) -> None:
+        self._collection = collection
+
+    @property
+    def admin(self) -> FaultyDatabase:
+        return FaultyDatabase(self._collection)
+
+    def __getitem__(self, name: str) -> FaultyDatabase:
+        return FaultyDatabase(self._collection)
+
+    def close(self) -> None:
+        return None
