@@ -41,10 +41,11 @@ class Clients:
         a later call on the same item has been made meanwhile)."""
         item = event.item
         intent = self._intent[item] = self._intent.get(item, 0) + 1
+        begun = self.sim.history.next_seq()
         try:
             if isinstance(event, Cancel):
                 removed = node.scheduler.cancel(item)
-                self.sim.history.op(self.sim.now, node.name, "cancel", item, None)
+                self.sim.history.op(self.sim.now, node.name, "cancel", item, None, begun)
                 self.sim.log(
                     node.name, f"{origin} cancel {item}: {'removed' if removed else 'none'}"
                 )
@@ -64,7 +65,7 @@ class Clients:
             return
         generation = self.sim.generation(item, stored.generation)
         kind = "schedule-recurring" if event.every is not None else "schedule"
-        self.sim.history.op(self.sim.now, node.name, kind, item, generation)
+        self.sim.history.op(self.sim.now, node.name, kind, item, generation, begun)
         when = (stored.due - EPOCH).total_seconds()
         self.sim.log(node.name, f"{origin} schedule {item}#{generation} due {when:.3f}s")
 

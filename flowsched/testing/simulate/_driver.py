@@ -23,7 +23,7 @@ from flowsched.mongo.harvest import Harvest
 from flowsched.port import ScheduleItem, SchedulerUnavailable
 from flowsched.testing.simulate._clients import Clients
 from flowsched.testing.simulate._history import ClaimRecord, History, Run
-from flowsched.testing.simulate._node import KIND, SimNode
+from flowsched.testing.simulate._node import KIND, Before, SimNode
 from flowsched.testing.simulate._plan import (
     Cancel,
     Event,
@@ -35,6 +35,7 @@ from flowsched.testing.simulate._plan import (
     Schedule,
     Settings,
     Skew,
+    Slow,
     Wakeup,
 )
 from flowsched.testing.simulate._world import EPOCH, ReferenceClock, StoreFaults
@@ -66,7 +67,7 @@ class Simulation:
         self.plan = plan
         self.rng = random.Random(seed)
         self.reference = ReferenceClock()
-        self.store_faults = StoreFaults(seed)
+        self.store_faults = StoreFaults(seed, stall=self._stall)
         self.raw: Any = mongomock.MongoClient()["simulation"]["timers"]
         self.history = History(tolerance=settings.poll + 1.0)
         self.trace: list[str] = []
@@ -175,6 +176,8 @@ class Simulation:
             self.store_faults.outages.append(self._window(event.seconds))
         elif isinstance(event, Lossy):
             self.store_faults.lossy.append(self._window(event.seconds))
+        elif isinstance(event, Slow):
+            self.store_faults.slow.append(self._window(event.seconds))
         elif isinstance(event, Skew):
             self.nodes[event.node].clock.skew = timedelta(seconds=event.seconds)
         elif isinstance(event, Wakeup):
@@ -229,24 +232,27 @@ class Simulation:
         if chain and not node.dead:
             self.at(self.now + self.settings.poll, lambda: self._poll(node))
 
-    def _before_take(self, node: SimNode) -> dict[Any, tuple[Any, Any]]:
-        """The claims on the items whose last known lease is live, read before ``node``
-        claims: so a claim that takes one of them can be told from one that takes a free one."""
-        live = [i for i, record in self._latest.items() if record.live_at(self.now)]
+    def _before_take(self, node: SimNode) -> Before:
+        """When ``node``'s claim begins (its order among the calls, the time its lease is
+        counted from) and the claims on the items whose last known lease is live then: so
+        a claim that takes one of them can be told from one that takes a free one."""
+        seq, now = self.history.next_seq(), self.now
+        live = [i for i, record in self._latest.items() if record.live_at(now)]
         if not live:
-            return {}
+            return Before(seq, now, {})
         found = self.raw.find({"_id": {"$in": live}}, {"claim": 1})
-        return {
+        claims = {
             doc["_id"]: (doc["claim"].get("token"), doc["claim"].get("lease_until"))
             for doc in found
             if doc.get("claim")
         }
+        return Before(seq, now, claims)
 
-    def _taken(self, node: SimNode, harvest: Harvest, before: dict[Any, tuple[Any, Any]]) -> None:
+    def _taken(self, node: SimNode, harvest: Harvest, before: Before) -> None:
         """Record what ``node`` won (called by its harvester right after the claim)."""
         if not harvest.deliver:
             return
-        now, lease = self.now, self.lease
+        now, lease = before.now, self.lease
         ids = [claim.item.id for claim in harvest.deliver]
         docs = {doc["_id"]: doc for doc in self.raw.find({"_id": {"$in": ids}}, {"claim": 1})}
         names = []
@@ -263,16 +269,16 @@ class Simulation:
                 earlier is not None
                 and earlier.live_at(now)
                 and earlier.token != token
-                and before.get(item) == (earlier.raw_token, earlier.lease_raw)
+                and before.claims.get(item) == (earlier.raw_token, earlier.lease_raw)
             ):
                 held_by = earlier
             record = ClaimRecord(
                 node.name,
                 item,
                 token,
-                self.history.next_seq(),
+                before.seq,
                 now,
-                now + lease,
+                round(now + lease, 3),  # whole ms, as every time here
                 raw_claim.get("lease_until"),
                 raw_token=claim.token,
             )
@@ -285,7 +291,7 @@ class Simulation:
         )
         if not node.renewing:
             node.renewing = True
-            self.at(now + lease / 3, lambda: self._renew(node))
+            self.at(self.now + lease / 3, lambda: self._renew(node))
 
     def _renew(self, node: SimNode) -> None:
         if node.dead or not node.held:
@@ -310,7 +316,7 @@ class Simulation:
                 continue
             if raw_claim.get("lease_until") != record.lease_raw:
                 record.lease_raw = raw_claim.get("lease_until")
-                record.lease_end = self.now + self.lease
+                record.lease_end = round(self.now + self.lease, 3)
 
     def _token(self, token: str) -> int:
         return self._tokens.setdefault(token, len(self._tokens) + 1)
@@ -383,6 +389,17 @@ class Simulation:
             race = rng.choice(("cancel", "replace", "replace-own"))
         return round(latency, 3), fail, starve, race
 
+    def _stall(self, seconds: float) -> None:
+        """A slow reply: let ``seconds`` pass (others run) before the caller hears back;
+        none while a handler is taking time (one stack: see _run)."""
+        if self._holding or self.quiet:
+            return
+        self._holding += 1
+        try:
+            self.run_until(self.now + seconds)
+        finally:
+            self._holding -= 1
+
     def _hold(self, node: SimNode, seconds: float, starve: bool) -> None:
         """Let ``seconds`` of virtual time pass inside ``node``'s handler (others run), and
         any pause of the node; die there if the node is killed."""
@@ -428,7 +445,7 @@ class Simulation:
 
 def _end(event: Event) -> float:
     """When an event's fault is over (its start for the others)."""
-    if isinstance(event, Outage | Lossy):
+    if isinstance(event, Outage | Lossy | Slow):
         return event.at + event.seconds
     if isinstance(event, Pause):
         return event.at + 5 + event.seconds

@@ -74,11 +74,16 @@ class Run:
 
 @dataclass(slots=True)
 class _Op:
-    seq: int
+    seq: int  # when it returned
     at: float
     node: str
     kind: str
     generation: int | None  # the new one (schedule), None (cancel)
+    begun: int = 0  # when it was called
+
+    def overlaps(self, other: _Op) -> bool:
+        """Whether the two calls ran at once (a slow reply): either may have applied last."""
+        return self.begun < other.seq and other.begun < self.seq
 
 
 @dataclass
@@ -109,11 +114,15 @@ class History:
         """A generation of ``item`` exists from now on (at the latest)."""
         self.born.setdefault((item, generation), self.next_seq())
 
-    def op(self, at: float, node: str, kind: str, item: str, generation: int | None) -> None:
-        """A ``schedule`` (``generation``: the new one) or ``cancel`` of ``item`` returned."""
+    def op(
+        self, at: float, node: str, kind: str, item: str, generation: int | None, begun: int
+    ) -> None:
+        """A ``schedule`` (``generation``: the new one) or ``cancel`` of ``item``, called at
+        sequence number ``begun``, returned."""
         if generation is not None:
             self.generation_seen(item, generation)
-        self.ops.setdefault(item, []).append(_Op(self.next_seq(), at, node, kind, generation))
+        record = _Op(self.next_seq(), at, node, kind, generation, begun)
+        self.ops.setdefault(item, []).append(record)
 
     def last_op(self, item: str) -> _Op | None:
         ops = self.ops.get(item)
@@ -176,7 +185,9 @@ class History:
         born = self.born.get((run.item, run.generation), 0)
         claim = run.claim
         for op in self.ops.get(run.item, ()):
-            if op.seq <= born or op.generation == run.generation:
+            # Only a call made after this generation existed surely replaced or cancelled
+            # it (one in flight meanwhile may have applied first).
+            if op.begun <= born or op.generation == run.generation:
                 continue
             # Contract: a delivery another node had claimed before the call is already
             # running there; it may start while its claim's lease lasts.
@@ -220,6 +231,12 @@ class History:
         owed = []
         for item, ops in sorted(self.ops.items()):
             last = ops[-1]
+            if any(op.overlaps(last) for op in ops[:-1]):
+                # Which call applied last is not known to their callers: only an item left
+                # stored after its last delivery would be wrong, whichever it was.
+                if last.kind == "schedule" and item in stored and not self._ran(item, last):
+                    owed.append(f"{item} is still stored, undelivered, after concurrent calls")
+                continue
             if last.kind == "cancel":
                 if item in stored:
                     owed.append(f"{item} is still stored after its cancel at {last.at:.3f}s")
@@ -239,6 +256,9 @@ class History:
             elif not recurring and item in stored:
                 owed.append(f"{item} was delivered but is still stored")
         return owed
+
+    def _ran(self, item: str, op: _Op) -> bool:
+        return any(r.item == item and r.generation == op.generation and r.ok for r in self.runs)
 
     def judge_delivered(self, at: float, quiet: float, stored: set[str]) -> None:
         self.checks[DELIVERED] += len(self.ops)

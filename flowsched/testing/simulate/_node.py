@@ -11,6 +11,7 @@ delivery and settle code that runs is the adapter's own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,16 +27,27 @@ from flowsched.testing.simulate._world import (
     StoreFaults,
 )
 
-__all__ = ["KIND", "SimNode"]
+__all__ = ["KIND", "Before", "SimNode"]
 
 KIND = ScheduleKind.TIMER
 """The kind every simulated timer has (one route, served by every node)."""
 
 REDELIVERY = RedeliveryPolicy(initial=timedelta(seconds=1), maximum=timedelta(seconds=4))
 
-Snapshot = dict[Any, tuple[Any, Any]]
-BeforeTake = Callable[["SimNode"], Snapshot]
-TakeObserver = Callable[["SimNode", Harvest, Snapshot], None]
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """What the simulator noted as a claim began: its sequence number, the reference time
+    (its lease counts from then: the claim compares with the node's now of that moment),
+    and ``claims``: id -> (token, lease_until) of the live claims it might take."""
+
+    seq: int
+    now: float
+    claims: dict[Any, tuple[Any, Any]]
+
+
+BeforeTake = Callable[["SimNode"], Before]
+TakeObserver = Callable[["SimNode", Harvest, Before], None]
 
 
 class SimNode:

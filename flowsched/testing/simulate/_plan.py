@@ -25,6 +25,7 @@ __all__ = [
     "Schedule",
     "Settings",
     "Skew",
+    "Slow",
     "Wakeup",
     "draw_plan",
 ]
@@ -38,6 +39,8 @@ class Faults:
     * ``pause``: a node stops mid-handler for longer than the lease, then resumes;
     * ``outage``: every database operation fails (a transient error) for a while;
     * ``lost_replies``: writes apply but their reply is lost (a transient error after it);
+    * ``slow_replies``: replies that arrive up to 2 s after the operation applied (other
+      nodes run meanwhile);
     * ``duplicate_wakeups``: a node is woken again for nothing (what a duplicate
       change-stream event does: one more sweep);
     * ``races``: ``schedule``/``cancel`` of an item from another node, or from inside a
@@ -57,6 +60,7 @@ class Faults:
     pause: bool = True
     outage: bool = True
     lost_replies: bool = True
+    slow_replies: bool = True
     duplicate_wakeups: bool = True
     races: bool = True
     skew: bool = True
@@ -71,6 +75,7 @@ class Faults:
         "pause",
         "outage",
         "lost_replies",
+        "slow_replies",
         "duplicate_wakeups",
         "races",
         "skew",
@@ -211,6 +216,16 @@ class Lossy(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Slow(Event):
+    """For ``seconds``, a third of the replies arrive late (0.1 to 2 s after applying)."""
+
+    seconds: float
+
+    def describe(self) -> str:
+        return f"slow replies for {self.seconds:g}s"
+
+
+@dataclass(frozen=True, slots=True)
 class Skew(Event):
     """Node ``node``'s clock is set ``seconds`` off the database's (at 0: from the start)."""
 
@@ -271,6 +286,8 @@ def draw_plan(rng: random.Random, settings: Settings, faults: Faults) -> list[Ev
         plan.append(Outage(at(), _ms(rng.uniform(0.5, 2 * lease))))
     if faults.lost_replies and rng.random() < 0.5:
         plan.append(Lossy(at(), _ms(rng.uniform(1, 8))))
+    if faults.slow_replies and rng.random() < 0.5:
+        plan.append(Slow(at(), _ms(rng.uniform(2, 10))))
     if faults.skew and rng.random() < 0.6:
         plan.append(Skew(0.0, rng.randrange(nodes), _ms(rng.uniform(-2, 2) * lease)))
     if faults.clock_steps and rng.random() < 0.4:

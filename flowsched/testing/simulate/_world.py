@@ -97,6 +97,9 @@ class StoreFaults:
     outages: list[tuple[datetime, datetime]] = field(default_factory=list)
     lossy: list[tuple[datetime, datetime]] = field(default_factory=list)
     loss: float = 0.5
+    slow: list[tuple[datetime, datetime]] = field(default_factory=list)
+    stall: Callable[[float], None] | None = None
+    """Lets ``seconds`` of virtual time pass before a slow reply arrives (the simulator's)."""
 
     def outage(self, now: datetime) -> bool:
         return any(start <= now < end for start, end in self.outages)
@@ -104,8 +107,19 @@ class StoreFaults:
     def loses_reply(self, now: datetime, node: str, operation: str) -> bool:
         if not any(start <= now < end for start, end in self.lossy):
             return False
+        return self._draw(now, node, operation) < self.loss
+
+    def reply_delay(self, now: datetime, node: str, operation: str) -> float:
+        """Seconds the reply to ``operation`` takes (0: at once): in a slow window, a third
+        of the replies take 0.1 to 2 s, after the operation has applied."""
+        if self.stall is None or not any(start <= now < end for start, end in self.slow):
+            return 0.0
+        draw = self._draw(now, node, f"slow {operation}")
+        return round(0.1 + 5.7 * draw, 3) if draw < 1 / 3 else 0.0
+
+    def _draw(self, now: datetime, node: str, operation: str) -> float:
         key = f"{self.seed}:{node}:{operation}:{now.isoformat()}".encode()
-        return (zlib.crc32(key) % 1000) < self.loss * 1000
+        return (zlib.crc32(key) % 1000) / 1000
 
 
 class FaultyCollection:
@@ -123,7 +137,12 @@ class FaultyCollection:
         clock: ReferenceClock,
         faults: StoreFaults,
         killed: Callable[[], bool],
+        slowable: bool = True,
     ) -> None:
+        # Only the items collection's replies are slow: the adapter holds a lock while it
+        # creates indexes and checks the settings, which a stall (others running meanwhile,
+        # on this one thread) would deadlock on.
+        self._slowable = slowable
         self._inner = inner
         self._node = node
         self._clock = clock
@@ -145,7 +164,9 @@ class FaultyCollection:
     def sibling(self, name: str) -> FaultyCollection:
         """The collection ``name`` of the same database, with the same faults."""
         inner = self._inner.database[name]
-        return FaultyCollection(inner, self._node, self._clock, self._faults, self._killed)
+        return FaultyCollection(
+            inner, self._node, self._clock, self._faults, self._killed, slowable=False
+        )
 
     def check(self, operation: str) -> None:
         """Raise what the node would meet now before ``operation`` reaches the server."""
@@ -158,14 +179,25 @@ class FaultyCollection:
         target = getattr(self._inner, attribute)
         if attribute in _WRITES:
             return self._write(attribute, target)
-        if attribute in _READS or attribute in ("create_index", "drop_index", "index_information"):
+        if attribute in _READS:
             return self._read(attribute, target)
+        if attribute in ("create_index", "drop_index", "index_information"):
+            return self._admin(attribute, target)
         return target
+
+    def _admin(self, operation: str, target: Callable[..., Any]) -> Callable[..., Any]:
+        def admin(*args: Any, **kwargs: Any) -> Any:
+            self.check(operation)
+            return target(*args, **kwargs)
+
+        return admin
 
     def _read(self, operation: str, target: Callable[..., Any]) -> Callable[..., Any]:
         def read(*args: Any, **kwargs: Any) -> Any:
             self.check(operation)
-            return target(*args, **kwargs)
+            result = target(*args, **kwargs)
+            self._slow(operation)
+            return result
 
         return read
 
@@ -175,9 +207,17 @@ class FaultyCollection:
             result = target(*args, **kwargs)
             if self._faults.loses_reply(self._clock.now, self._node, operation):
                 raise AutoReconnect(f"simulated lost reply ({operation} was applied)")
+            self._slow(operation)
             return result
 
         return write
+
+    def _slow(self, operation: str) -> None:
+        if not self._slowable:
+            return
+        delay = self._faults.reply_delay(self._clock.now, self._node, operation)
+        if delay and self._faults.stall is not None:
+            self._faults.stall(delay)
 
 
 class FaultyDatabase:
