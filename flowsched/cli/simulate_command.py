@@ -44,10 +44,10 @@ def simulate(
     its minimal trace and the command that replays it."""
     # Imported here: the simulator (and mongomock) load only for this verb.
     try:
-        from flowsched.testing.simulate import Faults
-        from flowsched.testing.simulate import simulate as run_one
-        from flowsched.testing.simulate._seeds import run_seeds
-        from flowsched.testing.simulate.mutations import planted
+        from flowsched.testing.simulation import Faults
+        from flowsched.testing.simulation import simulate as run_one
+        from flowsched.testing.simulation._seeds import run_seeds
+        from flowsched.testing.simulation.mutations import planted
     except ImportError as exc:  # mongomock missing
         typer.echo(f"flowsched simulate needs flowsched[testing] (mongomock): {exc}", err=True)
         raise typer.Exit(2) from None

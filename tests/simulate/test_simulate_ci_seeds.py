@@ -5,7 +5,8 @@ from the command line."""
 
 import pytest
 
-from flowsched.testing.simulate import INVARIANTS, simulate
+from flowsched.testing import simulate
+from flowsched.testing.simulation import INVARIANTS
 from tests.simulate.faults import TODAY_SAFE
 
 CHUNK = 40

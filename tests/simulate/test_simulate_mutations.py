@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from flowsched.testing.simulate import simulate
-from flowsched.testing.simulate.mutations import PLANTED_BUGS, planted
+from flowsched.testing import simulate
+from flowsched.testing.simulation.mutations import PLANTED_BUGS, planted
 from tests.simulate.faults import TODAY_SAFE
 
 pytestmark = pytest.mark.skipif(

@@ -9,8 +9,8 @@ import sys
 from typer.testing import CliRunner
 
 from flowsched.cli import build_app
-from flowsched.testing.simulate import simulate
-from flowsched.testing.simulate.mutations import planted
+from flowsched.testing import simulate
+from flowsched.testing.simulation.mutations import planted
 from tests.simulate.faults import TODAY_SAFE
 
 
@@ -23,7 +23,7 @@ def test_the_same_seed_gives_the_same_trace_byte_for_byte() -> None:
 
 def test_the_same_seed_gives_the_same_trace_in_another_process() -> None:
     # Another hash seed too: no set or dict order of strings may leak into the history.
-    code = "from flowsched.testing.simulate import simulate; print(*simulate(93).trace, sep='\\n')"
+    code = "from flowsched.testing import simulate; print(*simulate(93).trace, sep='\\n')"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -6,7 +6,7 @@ removed - flip it to a plain test then."""
 
 import pytest
 
-from flowsched.testing.simulate import simulate
+from flowsched.testing import simulate
 
 CLOCK = "leases and due times are judged by each node's own clock (no database clock yet)"
 LEASE = "a claim whose lease has ended is still started (no lease-alive check yet)"

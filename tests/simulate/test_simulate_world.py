@@ -6,7 +6,7 @@ import mongomock
 import pytest
 from pymongo.errors import AutoReconnect
 
-from flowsched.testing.simulate._world import (
+from flowsched.testing.simulation._world import (
     EPOCH,
     FaultyCollection,
     NodeClock,

@@ -20,7 +20,7 @@ from flowsched.mongo.claims import Claim
 from flowsched.mongo.harvest import Harvest
 from flowsched.mongo.scheduler import MongoScheduler
 from flowsched.port import ScheduleKind
-from flowsched.testing.simulate._world import (
+from flowsched.testing.simulation._world import (
     FaultyCollection,
     NodeClock,
     ReferenceClock,

@@ -1,7 +1,7 @@
 """A deterministic cluster simulator: several real ``MongoScheduler`` nodes over one
 in-process collection, with faults, in virtual time, checked against CONTRACT section 14.
 
->>> from flowsched.testing.simulate import simulate
+>>> from flowsched.testing import simulate
 >>> report = simulate(7, faults="kill,outage,races")       # doctest: +SKIP
 >>> report.ok, report.replay_command                       # doctest: +SKIP
 (True, 'flowsched simulate --seed 7 --nodes 3 --timers 12 --faults kill,outage,races')
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from flowsched.testing.simulate._history import INVARIANTS, Broken
-from flowsched.testing.simulate._plan import Faults, Settings
-from flowsched.testing.simulate._report import SimulationReport, run_seed
-from flowsched.testing.simulate.mutations import planted
+from flowsched.testing.simulation._history import INVARIANTS, Broken
+from flowsched.testing.simulation._plan import Faults, Settings
+from flowsched.testing.simulation._report import SimulationReport, run_seed
+from flowsched.testing.simulation.mutations import planted
 
 __all__ = ["INVARIANTS", "Broken", "Faults", "SimulationReport", "simulate"]
 
@@ -42,7 +42,7 @@ def simulate(
     all of them). ``keep``: run only these events of the seed's plan (by index, as a
     report's ``replay_command`` gives them). ``shrink``: on a broken invariant, drop events
     while it still breaks, and report that minimal plan. ``plant``: run with one of the
-    planted bugs of :mod:`flowsched.testing.simulate.mutations` patched in (to check that
+    planted bugs of :mod:`flowsched.testing.simulation.mutations` patched in (to check that
     the simulator catches it).
 
     Returns a :class:`SimulationReport`; it raises nothing for a broken invariant (read

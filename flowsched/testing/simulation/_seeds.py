@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from flowsched.testing.simulate._report import SimulationReport
+from flowsched.testing.simulation._report import SimulationReport
 
 __all__ = ["SeedRun", "run_seeds"]
 
@@ -29,7 +29,7 @@ class SeedRun:
 
 
 def _check(job: tuple[int, int, int, str, str | None]) -> tuple[int, bool]:
-    from flowsched.testing.simulate import simulate
+    from flowsched.testing.simulation import simulate
 
     seed, nodes, timers, faults, plant = job
     report = simulate(seed, nodes=nodes, timers=timers, faults=faults, shrink=False, plant=plant)
@@ -48,7 +48,7 @@ def run_seeds(
 ) -> SeedRun:
     """Simulate seeds ``first`` .. ``first + count - 1`` in order, stopping at the first
     broken one (the lowest, also with ``jobs`` processes), which is run again and shrunk."""
-    from flowsched.testing.simulate import simulate
+    from flowsched.testing.simulation import simulate
 
     work = ((seed, nodes, timers, faults, plant) for seed in range(first, first + count))
     started = time.perf_counter()

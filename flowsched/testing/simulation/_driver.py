@@ -21,10 +21,10 @@ from pymongo.errors import PyMongoError
 
 from flowsched.mongo.harvest import Harvest
 from flowsched.port import ScheduleItem, SchedulerUnavailable
-from flowsched.testing.simulate._clients import Clients
-from flowsched.testing.simulate._history import ClaimRecord, History, Run
-from flowsched.testing.simulate._node import KIND, Before, SimNode
-from flowsched.testing.simulate._plan import (
+from flowsched.testing.simulation._clients import Clients
+from flowsched.testing.simulation._history import ClaimRecord, History, Run
+from flowsched.testing.simulation._node import KIND, Before, SimNode
+from flowsched.testing.simulation._plan import (
     Cancel,
     Event,
     Faults,
@@ -38,7 +38,7 @@ from flowsched.testing.simulate._plan import (
     Slow,
     Wakeup,
 )
-from flowsched.testing.simulate._world import EPOCH, ReferenceClock, StoreFaults
+from flowsched.testing.simulation._world import EPOCH, ReferenceClock, StoreFaults
 
 __all__ = ["Simulation"]
 

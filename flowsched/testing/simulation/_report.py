@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from flowsched.testing.simulate._history import Broken
-from flowsched.testing.simulate._plan import Event, Faults, Settings, draw_plan
+from flowsched.testing.simulation._history import Broken
+from flowsched.testing.simulation._plan import Event, Faults, Settings, draw_plan
 
 __all__ = ["SimulationReport", "replay_command", "run_seed"]
 
@@ -92,7 +92,7 @@ def _quiet_logs() -> Iterator[None]:
 def _once(
     seed: int, settings: Settings, faults: Faults, plan: list[tuple[int, Event]]
 ) -> tuple[Broken | None, dict[str, int], list[str], int]:
-    from flowsched.testing.simulate._driver import Simulation
+    from flowsched.testing.simulation._driver import Simulation
 
     simulation = Simulation(seed, settings, faults, plan)
     simulation.run()

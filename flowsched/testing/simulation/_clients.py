@@ -10,12 +10,12 @@ from pymongo.errors import PyMongoError
 
 from flowsched.port import ScheduleItem, SchedulerUnavailable
 from flowsched.recurrence import Recurrence
-from flowsched.testing.simulate._node import KIND, SimNode
-from flowsched.testing.simulate._plan import Cancel, Schedule
-from flowsched.testing.simulate._world import EPOCH
+from flowsched.testing.simulation._node import KIND, SimNode
+from flowsched.testing.simulation._plan import Cancel, Schedule
+from flowsched.testing.simulation._world import EPOCH
 
 if TYPE_CHECKING:
-    from flowsched.testing.simulate._driver import Simulation
+    from flowsched.testing.simulation._driver import Simulation
 
 __all__ = ["Clients"]
 
