@@ -37,6 +37,7 @@ from flowsched.testing.simulation._plan import (
     Skew,
     Slow,
     Wakeup,
+    fault_end,
 )
 from flowsched.testing.simulation._world import EPOCH, ReferenceClock, StoreFaults
 
@@ -141,7 +142,7 @@ class Simulation:
             self.at(
                 round(self.rng.uniform(0, settings.poll), 3), functools.partial(self._poll, node)
             )
-        self.quiet_at = max([settings.horizon, *(_end(event) for _, event in self.plan)])
+        self.quiet_at = max([settings.horizon, *(fault_end(event) for _, event in self.plan)])
         self.run_until(self.quiet_at)
         self.quiet = True
         for node in self.nodes:
@@ -441,14 +442,3 @@ class Simulation:
             if run.node == node.name and run.end is None:
                 return run.item
         return None
-
-
-def _end(event: Event) -> float:
-    """When an event's fault is over (its start for the others)."""
-    if isinstance(event, Outage | Lossy | Slow):
-        return event.at + event.seconds
-    if isinstance(event, Pause):
-        return event.at + 5 + event.seconds
-    if isinstance(event, Kill):
-        return event.at + 5
-    return event.at

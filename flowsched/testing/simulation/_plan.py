@@ -28,6 +28,7 @@ __all__ = [
     "Slow",
     "Wakeup",
     "draw_plan",
+    "fault_end",
 ]
 
 
@@ -297,3 +298,14 @@ def draw_plan(rng: random.Random, settings: Settings, faults: Faults) -> list[Ev
             plan.append(Wakeup(at(), rng.randrange(nodes)))
     plan.sort(key=lambda event: event.at)
     return plan
+
+
+def fault_end(event: Event) -> float:
+    """When an event's fault is over (its start for the others)."""
+    if isinstance(event, Outage | Lossy | Slow):
+        return event.at + event.seconds
+    if isinstance(event, Pause):
+        return event.at + 5 + event.seconds
+    if isinstance(event, Kill):
+        return event.at + 5
+    return event.at
