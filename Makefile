@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 export MONGO_HOME ?= /tmp/flowsched-mongo
 export MONGO_PORT ?= 27017
 
-.PHONY: demo test lint docs bench venv mongo-start mongo-stop clean browser console-screenshots console-bench
+.PHONY: demo test lint docs bench soak mutations venv mongo-start mongo-stop clean browser console-screenshots console-bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,18 @@ console-screenshots: $(STAMP)
 
 console-bench: $(STAMP)
 	bash tools/with-mongo.sh $(PY) bench/console_bench.py
+# The cluster simulator over many seeds (docs/explanation/simulation.md). The default
+# faults leave out those today's code does not survive yet (issue 20): SOAK_FAULTS=all
+# once the database clock and the lease-alive check are in.
+SOAK_SEEDS  ?= 10000
+SOAK_FAULTS ?= all,-skew,-clock_steps,-pause,-starved_renewals,-slow_handlers
+SOAK_JOBS   ?= 2
+soak: $(STAMP)
+	$(VENV)/bin/flowsched simulate --seeds $(SOAK_SEEDS) --faults $(SOAK_FAULTS) --jobs $(SOAK_JOBS)
+
+# Planted bugs the simulator must catch within 1,000 seeds each.
+mutations: $(STAMP)
+	FLOWSCHED_MUTATIONS=1 $(PY) -m pytest tests/simulate/test_simulate_mutations.py -q -s
 
 mongo-start:
 	bash tools/start-mongo.sh

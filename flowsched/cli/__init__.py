@@ -36,6 +36,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "flowsched.cli.console_command",
         "Serve the operator console (a web page) over a MongoDB collection.",
     ),
+    "simulate": (
+        "flowsched.cli.simulate_command",
+        "Run the deterministic cluster simulator over seeds; exit 1 on a broken invariant.",
+    ),
 }
 """Verb name → (the module whose ``register(app)`` adds it, its line in ``flowsched --help``)."""
 

@@ -16,12 +16,17 @@ point, :mod:`flowsched.testing.plugin`), so a test file needs no conftest:
 third-party adapter can prove itself the way flowsched's own adapters do;
 :func:`check_async_scheduler_port` does the same for an asyncio adapter (the same
 guarantees, plus those only the async face has).
+
+:func:`simulate` runs a whole cluster of ``MongoScheduler`` nodes under faults, in virtual
+time, from one seed (:mod:`flowsched.testing.simulation`; needs mongomock).
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from flowsched.clock import AsyncClockDriven, ClockDriven, ManualClock
 from flowsched.delivery import RedeliveryPolicy
@@ -47,6 +52,9 @@ from flowsched.testing._trial import (
     try_guarantee,
 )
 
+if TYPE_CHECKING:
+    from flowsched.testing.simulation import Faults, SimulationReport
+
 __all__ = [
     "CLOCK_START",
     "AsyncClockDriven",
@@ -55,6 +63,7 @@ __all__ = [
     "check_async_scheduler_port",
     "check_scheduler_port",
     "port_guarantees",
+    "simulate",
 ]
 
 _GUARANTEES: tuple[Guarantee, ...] = (
@@ -172,3 +181,36 @@ async def _try_async(guarantee: AsyncGuarantee, factory: AsyncFactory) -> None:
             closing = scheduler.aclose()
             if inspect.isawaitable(closing):
                 await closing
+
+
+def simulate(
+    seed: int,
+    *,
+    nodes: int = 3,
+    timers: int = 12,
+    faults: Faults | str | Iterable[str] | None = None,
+    keep: Sequence[int] | None = None,
+    shrink: bool = True,
+    plant: str | None = None,
+) -> SimulationReport:
+    """Simulate a cluster from ``seed`` and check the invariants of CONTRACT section 14.
+
+    ``nodes`` real ``MongoScheduler`` nodes share one in-process collection (mongomock);
+    ``timers`` items are scheduled, replaced and cancelled by clients and handlers;
+    ``faults`` (default: all) are injected - a :class:`~flowsched.testing.simulation.Faults`
+    or a spec such as ``"all,-skew"``. Everything runs in virtual time from the seed: the
+    same seed gives the same ``report.trace``, byte for byte. A broken invariant makes
+    ``report.ok`` false, with the seed, the minimal trace and ``report.replay_command``
+    (``flowsched simulate --seed N ...``). See
+    :func:`flowsched.testing.simulation.simulate` for ``keep``, ``shrink`` and ``plant``.
+
+    >>> report = simulate(7, faults="kill,outage,races")          # doctest: +SKIP
+    >>> report.ok                                                 # doctest: +SKIP
+    True
+    """
+    # Imported here: mongomock and the simulator load only for those who simulate.
+    from flowsched.testing.simulation import simulate as run
+
+    return run(
+        seed, nodes=nodes, timers=timers, faults=faults, keep=keep, shrink=shrink, plant=plant
+    )
