@@ -78,3 +78,14 @@ def test_a_quoted_factor_is_read_like_a_quoted_count(text: str, expected: float)
 def test_a_quoted_factor_that_is_no_number_from_1_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match=r"redelivery\.factor = .*: must be a number >= 1"):
         SchedulingConfig.from_string(f"ipf-scheduler.flowsched.redelivery.factor = {text}")
+
+
+def test_an_ipf_scheduler_block_set_to_null_is_an_error_naming_it() -> None:
+    # `ipf-scheduler = null` is a mistake (a block emptied by an override, a typo'd
+    # substitution), not a request for the defaults: the error names the key.
+    import pytest
+
+    from flowsched import ConfigError, SchedulingConfig
+
+    with pytest.raises(ConfigError, match=r"ipf-scheduler = null: must be an object"):
+        SchedulingConfig.from_string("ipf-scheduler = null")

@@ -284,6 +284,8 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
             problems.append(_unknown((key,), BLOCK))
     block = tree.get(BLOCK, None)
     if block is None:
+        if BLOCK in tree:  # `ipf-scheduler = null`: a mistake, not "use the defaults"
+            problems.append(ConfigProblem(BLOCK, "null", "must be an object (mongodb { ... })"))
         return SchedulerSettings(), problems
     if not isinstance(block, ConfigTree):
         problems.append(_wrong((BLOCK,), block, "must be an object (mongodb { ... })"))
