@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flowsched.cli._output import human
-from flowsched.mongo.documents import MalformedDocument, dead_letter_from_document
+from flowsched.mongo.documents import MalformedDocument, bson_utc, dead_letter_from_document
 from flowsched.mongo.inspection import RouteStats, Stats, TimerView, timer_view
 from flowsched.recurrence import Recurrence
 
@@ -281,7 +281,7 @@ def _oldest(doc: Doc, now: datetime) -> dict[str, Any]:
     due = doc.get("due")
     late = None
     if isinstance(due, datetime):
-        due = due if due.tzinfo else due.replace(tzinfo=UTC)
+        due = bson_utc(due)
         late = (now - due).total_seconds()
     return {"id": plain(doc.get("_id")), "due": plain(due), "late_seconds": late}
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from flowsched.cli.quarantine_render import quarantine_json
 from flowsched.cli.timers_render import dead_letter_json, iso, plain, timer_fields, timer_json
+from flowsched.mongo.documents import bson_utc
 from flowsched.port import route_target
 
 __all__ = [
@@ -155,14 +156,8 @@ def node_row(doc: Doc, now: datetime) -> dict[str, Any]:
         if isinstance(doc.get("renewed_at"), datetime)
         else "-",
         "expires_at": iso(expires) if isinstance(expires, datetime) else "-",
-        "live": isinstance(expires, datetime) and _aware(expires) > now,
+        "live": isinstance(expires, datetime) and bson_utc(expires) > now,
     }
-
-
-def _aware(when: datetime) -> datetime:
-    from datetime import UTC
-
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def route_rows(groups: Sequence[Doc], nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
