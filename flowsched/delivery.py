@@ -141,6 +141,10 @@ class Observer:
     def dead_lettered(self, dead: DeadLetter) -> None:
         """An item exhausted ``max_attempts``."""
 
+    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
+        """A handler returned ``late`` after its claim's lease ended (MongoDB): no failure,
+        the item is done, but another node may have run it too."""
+
 
 @dataclass(frozen=True, slots=True)
 class Completed:

@@ -14,7 +14,14 @@ from typing import Any
 
 import bson
 
+from flowsched.config.scheduler_settings import (
+    LONGEST_OP_TIMEOUT,
+    LONGEST_SETTING,
+    MAX_BATCH_SIZE,
+    MAX_WORKERS,
+)
 from flowsched.limits import check_id
+from flowsched.mongo.documents import MAX_BUCKETS
 from flowsched.records import ScheduleItem
 
 __all__ = [
@@ -22,6 +29,7 @@ __all__ = [
     "check_count",
     "check_positive",
     "check_served",
+    "check_settings",
     "storable_id",
 ]
 
@@ -41,6 +49,15 @@ def check_positive(name: str, value: timedelta, most: timedelta) -> None:
             f"MongoScheduler {name} must be a positive timedelta of at most {most.days} "
             f"day(s) (got {value!r})"
         )
+
+
+def check_settings(durations: dict[str, timedelta], counts: dict[str, int]) -> None:
+    """Check the scheduler's duration and count arguments (by name) against their bounds."""
+    for name, value in durations.items():
+        check_positive(name, value, LONGEST_OP_TIMEOUT if name == "op_timeout" else LONGEST_SETTING)
+    most = {"batch_size": MAX_BATCH_SIZE, "workers": MAX_WORKERS, "buckets": MAX_BUCKETS}
+    for name, count in counts.items():
+        check_count(name, count, most[name])
 
 
 def check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:

@@ -16,26 +16,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
-from flowsched.config.scheduler_settings import (
-    LONGEST_OP_TIMEOUT,
-    LONGEST_SETTING,
-    MAX_BATCH_SIZE,
-    MAX_WORKERS,
-)
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_bson_payload,
-    check_count,
-    check_positive,
     check_served,
+    check_settings,
     storable_id,
 )
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
-    MAX_BUCKETS,
     MalformedDocument,
     dead_letter_from_document,
     item_document,
@@ -45,6 +37,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock_for
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
@@ -90,7 +83,8 @@ class MongoScheduler(SchedulerPort):
       also sweeps sooner for an item it schedules itself that is due before the next poll.
     * ``batch_size``: items claimed per round trip; ``workers``: handler threads.
     * ``lease``: how long a claim lasts without renewal (renewed every third of it while the
-      handler runs). Node clocks must agree to well within it.
+      handler runs). ``server_time``/``max_clock_skew``: time is judged by the database's
+      clock (:mod:`flowsched.mongo.server_clock`; not for a ManualClock).
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.SchedulerUnavailable`.
     * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
@@ -131,22 +125,26 @@ class MongoScheduler(SchedulerPort):
         push_wakeup: bool = True,
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
+        server_time: bool | None = None,
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
     ) -> None:
-        # The bounds from_config applies: longer waits overflow the platform's timeouts (or a
-        # lease never ends), and a larger batch or pool is beyond what a node can hold.
-        check_positive("poll_interval", poll_interval, LONGEST_SETTING)
-        check_positive("lease", lease, LONGEST_SETTING)
-        check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
-        check_count("batch_size", batch_size, MAX_BATCH_SIZE)
-        check_count("workers", workers, MAX_WORKERS)
-        check_count("buckets", buckets, MAX_BUCKETS)
+        durations = {"poll_interval": poll_interval, "lease": lease, "op_timeout": op_timeout}
+        check_settings(
+            {**durations, "max_clock_skew": max_clock_skew},
+            {"batch_size": batch_size, "workers": workers, "buckets": buckets},
+        )
         served = check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer)
+        # Everything judges time by the database's clock; self._clock only says whether
+        # this scheduler is driven by a ManualClock.
+        self._time = server_clock_for(
+            self._clock, collection, server_time, max_clock_skew, self.node_id
+        )
+        self._core = DeliveryCore(self._time, redelivery, observer)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
-        self._claimer = BatchClaimer(self._claims, self._core, self._clock)
+        self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
         self._batch_size = batch_size
@@ -230,7 +228,8 @@ class MongoScheduler(SchedulerPort):
         return stored
 
     def now(self) -> datetime:
-        return self._clock.now()
+        """The database's time, as this node reckons it (its clock plus the offset)."""
+        return self._time.now()
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
@@ -323,7 +322,7 @@ class MongoScheduler(SchedulerPort):
                 if not batch.won and not batch.quarantined:
                     return delivered
                 delivered += deliver_in_thread(
-                    batch, stamp, self._local_writes, self._core, self._write
+                    batch, stamp, self._local_writes, self._core, self._write, self._claims.lease
                 )
             finally:
                 self._local_writes.close(stamp)
@@ -361,7 +360,7 @@ class MongoScheduler(SchedulerPort):
         if document is None:
             return False
         dead = dead_letter_from_document(document)
-        when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
+        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
         old = dead.item
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
         generation = old.generation
@@ -440,7 +439,7 @@ class MongoScheduler(SchedulerPort):
         self._call("run_due settle", functools.partial(self._settle, settlements))
 
     def _settle(self, settlements: list[Settlement]) -> None:
-        self._claims.settle(settlements, self._clock.now())
+        self._claims.settle(settlements, self._time.now())
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         def run() -> T:
