@@ -40,6 +40,7 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
+from flowsched.mongo.nodes import live_nodes
 from flowsched.records import ScheduleKind
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class TimersCli:
         app.command("requeue")(self.requeue)
         app.command("quarantined")(self.quarantined)
         app.command("stats")(self.stats)
+        app.command("nodes")(self.nodes)
         app.command("migrate")(self.migrate)
         return app
 
@@ -259,6 +261,26 @@ class TimersCli:
             return
         typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
         for line in render.stats_lines(figures):
+            typer.echo(line)
+
+    def nodes(
+        self,
+        as_json: JsonOption = False,
+        uri: UriOption = None,
+        db: DbOption = "flowsched",
+        collection: CollectionOption = "timers",
+        timeout: TimeoutOption = "5s",
+    ) -> None:
+        """The live nodes (by their heartbeat): routes served, last heartbeat, and each
+        one's clock offset (the database's clock minus the node's, as it measured it)."""
+        now = self._clock.now()
+        with self._session(uri, db, collection, timeout) as (target, store):
+            found = live_nodes(store.nodes, now)
+        if as_json:
+            _echo_json({"nodes": [render.node_json(node) for node in found]})
+            return
+        typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
+        for line in render.nodes_lines(found):
             typer.echo(line)
 
     def migrate(
