@@ -47,9 +47,9 @@ tick cannot make another node repeat that slot: the next claimer reads the moved
 and runs only a later slot. The price: a tick whose node died mid-run counts as applied (it
 may have been), even with ``retry_failed``.
 
-Clock skew: ``due`` and ``lease_until`` are compared against the *claiming* node's clock. A
-node whose clock runs ``s`` ahead fires items up to ``s`` early and sees other nodes' leases
-end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s).
+Clock skew: every ``now`` given here is the database's time
+(:class:`~flowsched.mongo.server_clock.ServerClock`: the node's clock corrected by its
+offset from the server), so ``due`` and ``lease_until`` are judged on one clock by every node.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ Every node runs one; there is no leader. Each turn of the loop:
    ahead, same round trip; not sooner than 50 ms, so that items due close together share a
    claim), so items fire within about 50 ms, not a whole poll.
 
+No handler starts on a claim whose lease has (nearly) ended by the database's clock - the
+node was paused or starved past it, and another node may hold the item now: it is given back,
+fenced, unrun; a run that completes after its lease is a late completion, not a failure (see
+:mod:`flowsched.mongo.leases`).
+
 A fresh claim's handler starts at once, unmarked: its failure is counted when its outcome is
 written, and if the node dies first its claim comes back at the lease's end with no attempt
 counted and no backoff. A *suspect* claim (:attr:`Claim.suspect`: the document still carried
