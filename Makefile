@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 export MONGO_HOME ?= /tmp/flowsched-mongo
 export MONGO_PORT ?= 27017
 
-.PHONY: demo test lint docs bench venv mongo-start mongo-stop clean
+.PHONY: demo test lint docs bench venv mongo-start mongo-stop clean browser console-screenshots console-bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,15 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	-@$(MAKE) --no-print-directory browser
 	touch $@ $(VENV)/.installed
+
+# The console's browser tests drive Debian's chromium (`playwright install` cannot download
+# here). Tolerant: without it (not root, no apt) those tests skip and say why.
+browser:
+	@test -x /usr/bin/chromium || { command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+	  echo "no chromium: the console's browser tests will skip"
 
 $(DOCS_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
@@ -52,11 +60,30 @@ $(PEER_VENV)/.installed:
 	$(PEER_VENV)/bin/python -m pip install -q --disable-pip-version-check 'transitions==0.9.3'
 	touch $@
 
-bench: $(STAMP) $(PEER_VENV)/.installed
+# The async bench's peer, APScheduler 4 (async core), in a virtualenv of its own.
+APS4_VENV := bench/.venv-apscheduler4
+$(APS4_VENV)/.installed:
+	$(PYTHON) -m venv $(APS4_VENV)
+	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check 'apscheduler==4.0.0a6'
+	touch $@
+
+bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed
+	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
 	$(PY) bench/flow_bench.py
+	$(PY) bench/async_bench.py
+	$(PY) bench/integrations_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
+
+# The console guide's screenshots: made by the browser tests, kept under docs/.
+console-screenshots: $(STAMP)
+	$(PY) -m pytest tests/console/test_console_browser.py -q
+	mkdir -p docs/assets/console
+	cp tests/console/screenshots/*.png docs/assets/console/
+
+console-bench: $(STAMP)
+	bash tools/with-mongo.sh $(PY) bench/console_bench.py
 
 mongo-start:
 	bash tools/start-mongo.sh

@@ -8,13 +8,10 @@ change without notice.
 """
 
 from contextlib import suppress
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
-from flowsched.backoff import BackoffType, RetryPolicy
+from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock
-from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
 from flowsched.errors import (
@@ -28,21 +25,8 @@ from flowsched.errors import (
     MalformedDocument,
     SchedulerUnavailable,
     TimerAheadOfInstanceError,
+    Undeliverable,
     UnknownFlowError,
-)
-from flowsched.flow import (
-    ANY_STATE,
-    ActionAdapter,
-    ActionRequest,
-    ActionTimeoutEvent,
-    Flow,
-    FlowDomain,
-    FlowInstance,
-    FlowStore,
-    Happened,
-    InMemoryFlowStore,
-    ProcessingTimeElapsedEvent,
-    TimelineEntry,
 )
 from flowsched.memory import InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
@@ -51,43 +35,89 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:
+    from flowsched.backoff import BackoffType, RetryPolicy
+    from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
+    from flowsched.flow import (
+        ANY_STATE,
+        ActionAdapter,
+        ActionRequest,
+        ActionTimeoutEvent,
+        AsyncFlowDomain,
+        Flow,
+        FlowDomain,
+        FlowInstance,
+        FlowStore,
+        Happened,
+        InMemoryFlowStore,
+        ProcessingTimeElapsedEvent,
+        TimelineEntry,
+    )
+    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import MongoFlowStore, MongoScheduler
 
-_MONGO_NAMES = frozenset({"MongoFlowStore", "MongoScheduler"})
+__version__ = "0.1.0"
+"""The release (the one place it is written: pyproject.toml reads it from here)."""
+
+# Loaded when first asked for (PEP 562), so that ``import flowsched`` and a process that only
+# uses the in-memory scheduler do not carry them: the configuration and the flow domain bring
+# pyhocon (with pyparsing) and pydantic, 0.1-0.2 s of imports; the MongoDB classes bring the
+# driver (pymongo and bson, ~130 modules, tens of thousands of objects the garbage collector
+# walks). Each name maps to the module that defines it.
+_LAZY = {
+    "AsyncInMemoryScheduler": "flowsched.memory.async_scheduler",
+    "BackoffType": "flowsched.backoff",
+    "RetryPolicy": "flowsched.backoff",
+    "ActionPolicy": "flowsched.config",
+    "ProcessingTimePolicy": "flowsched.config",
+    "SchedulingConfig": "flowsched.config",
+    **dict.fromkeys(
+        (
+            "ANY_STATE",
+            "ActionAdapter",
+            "ActionRequest",
+            "ActionTimeoutEvent",
+            "AsyncFlowDomain",
+            "Flow",
+            "FlowDomain",
+            "FlowInstance",
+            "FlowStore",
+            "Happened",
+            "InMemoryFlowStore",
+            "ProcessingTimeElapsedEvent",
+            "TimelineEntry",
+        ),
+        "flowsched.flow",
+    ),
+    "MongoFlowStore": "flowsched.mongo",
+    "MongoScheduler": "flowsched.mongo",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The MongoDB classes load the driver (pymongo and bson, ~130 modules, 0.1 s, tens of
-    # thousands of objects the garbage collector walks): only when first asked for, so that a
-    # process using the in-memory adapter does not carry it.
-    if name in _MONGO_NAMES:
-        from flowsched import mongo
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
+    from importlib import import_module
 
-        value = getattr(mongo, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'flowsched' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    _present(name, value)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _MONGO_NAMES)
+    return sorted(set(globals()) | set(_LAZY))
 
 
-def _present_as_public(namespace: dict[str, Any]) -> None:
+def _present(name: str, value: object) -> None:
     # Reprs and tracebacks name what a user imports (``flowsched.ScheduleItem``), not the
     # internal module that happens to define it (as APScheduler 4 does). Pickles still
-    # resolve: every class rewritten here is importable as ``flowsched.<name>``.
-    for name in __all__:
-        value = namespace.get(name)
-        if getattr(value, "__module__", "").startswith("flowsched."):
-            with suppress(AttributeError, TypeError):  # aliases (Handler) keep theirs
-                value.__module__ = __name__
+    # resolve: every class rewritten here is importable as ``flowsched.<name>``. Names loaded
+    # lazily (``__getattr__``) are presented when they are first asked for.
+    if name in __all__ and getattr(value, "__module__", "").startswith("flowsched."):
+        with suppress(AttributeError, TypeError):  # aliases (Handler) keep theirs
+            value.__module__ = __name__
 
-
-try:
-    __version__ = _version("flowsched")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "ANY_STATE",
@@ -95,6 +125,9 @@ __all__ = [
     "ActionPolicy",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "AsyncFlowDomain",
+    "AsyncInMemoryScheduler",
+    "AsyncSchedulerPort",
     "BackoffType",
     "Clock",
     "ConcurrentUpdateError",
@@ -133,8 +166,10 @@ __all__ = [
     "SystemClock",
     "TimerAheadOfInstanceError",
     "TimelineEntry",
+    "Undeliverable",
     "UnknownFlowError",
     "parse_duration",
 ]
 
-_present_as_public(globals())
+for _name, _value in list(globals().items()):
+    _present(_name, _value)

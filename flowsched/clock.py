@@ -6,13 +6,22 @@ drive time by hand with :class:`ManualClock`.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
-__all__ = ["Clock", "ClockDriven", "ManualClock", "SystemClock", "ensure_utc"]
+__all__ = [
+    "AsyncClockDriven",
+    "Clock",
+    "ClockDriven",
+    "ManualClock",
+    "SystemClock",
+    "ensure_utc",
+]
 
 
 def ensure_utc(value: datetime, what: str = "datetime") -> datetime:
@@ -77,6 +86,41 @@ class ClockDriven(Protocol):
         ...
 
 
+class AsyncClockDriven(Protocol):
+    """An asyncio scheduler that a :class:`ManualClock` drives through virtual time with
+    :meth:`ManualClock.advance_async`: :class:`ClockDriven`'s two calls, as coroutines."""
+
+    def next_due(
+        self, until: datetime, after: datetime | None = None
+    ) -> Awaitable[datetime | None]:
+        """As :meth:`ClockDriven.next_due`."""
+        ...
+
+    def run_due(self) -> Awaitable[int]:
+        """As :meth:`ClockDriven.run_due`, on the running event loop."""
+        ...
+
+
+Driven = ClockDriven | AsyncClockDriven
+
+
+def _is_async(scheduler: Driven) -> bool:
+    return inspect.iscoroutinefunction(scheduler.run_due)
+
+
+class _Ask:
+    """One question the stepping asks a scheduler: ``next_due(*args)``, or ``run_due()``
+    when ``args`` is None (see :meth:`ManualClock._steps`)."""
+
+    __slots__ = ("args", "scheduler")
+
+    def __init__(
+        self, scheduler: Driven, args: tuple[datetime, datetime | None] | None = None
+    ) -> None:
+        self.scheduler = scheduler
+        self.args = args
+
+
 class ManualClock:
     """A clock that moves only when told to: virtual time for tests.
 
@@ -94,6 +138,12 @@ class ManualClock:
     delivers what falls due). Advances from several threads at once are not ordered.
     :meth:`jump` moves time *without* delivering in between, as if the process had been down.
 
+    For asyncio schedulers (``AsyncInMemoryScheduler``, ``AsyncMongoScheduler``: see
+    :class:`AsyncClockDriven`), ``await clock.advance_async(delta)`` does the same on the
+    running event loop; plain ``advance`` refuses to run while one is attached (their
+    handlers can only run on a loop). The stepping is written once (:meth:`_steps`) and
+    driven by both.
+
     >>> clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     >>> clock.advance(timedelta(seconds=5)).isoformat()
     '2026-01-01T00:00:05+00:00'
@@ -104,8 +154,10 @@ class ManualClock:
         self._origin = self._now
         self._lock = threading.Lock()
         self._listeners: list[Callable[[datetime], None]] = []
-        self._driven: list[ClockDriven] = []
-        self._stepping = threading.local()
+        self._driven: list[Driven] = []
+        # Whether the current thread (or asyncio task, or a handler run for it in a worker
+        # thread: a context var follows all three) is stepping this clock.
+        self._stepping: ContextVar[bool] = ContextVar(f"flowsched-stepping-{id(self)}")
 
     def now(self) -> datetime:
         with self._lock:
@@ -121,13 +173,61 @@ class ManualClock:
         if delta < timedelta(0):
             raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
         target = self.now() + delta
-        if getattr(self._stepping, "active", False):
+        if self._stepping.get(False):
             return self._move_to(target)  # from a handler: the running step delivers
-        self._stepping.active = True
+        with self._lock:
+            waiting = [s for s in self._driven if _is_async(s)]
+        if waiting:
+            raise TypeError(
+                f"ManualClock.advance: {waiting[0]!r} is an asyncio scheduler, whose handlers "
+                "run on an event loop: use `await clock.advance_async(delta)`"
+            )
+        token = self._stepping.set(True)
         try:
-            self._step_to(target)
+            steps = self._steps(target)
+            answer: object = None
+            while True:
+                ask = steps.send(answer)
+                scheduler = ask.scheduler
+                assert not _is_async(scheduler)  # refused above
+                sync = cast(ClockDriven, scheduler)
+                answer = sync.run_due() if ask.args is None else sync.next_due(*ask.args)
+        except StopIteration:
+            pass
         finally:
-            self._stepping.active = False
+            self._stepping.reset(token)
+        return self._rest_at(target)
+
+    async def advance_async(self, delta: timedelta) -> datetime:
+        """:meth:`advance` for asyncio schedulers, on the running loop: every item due on the
+        way delivered at its due time, in due order, follow-ups included (one big advance is
+        the same as many small ones); synchronous schedulers attached to the clock are
+        stepped too. Return the new now.
+
+        A handler may call it (or ``advance``) itself: time then just moves, and the step
+        already running delivers what falls due."""
+        if delta < timedelta(0):
+            raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
+        target = self.now() + delta
+        if self._stepping.get(False):
+            return self._move_to(target)
+        token = self._stepping.set(True)
+        try:
+            steps = self._steps(target)
+            answer: object = None
+            while True:
+                ask = steps.send(answer)
+                scheduler = ask.scheduler
+                call = scheduler.run_due() if ask.args is None else scheduler.next_due(*ask.args)
+                answer = await call if inspect.isawaitable(call) else call
+        except StopIteration:
+            pass
+        finally:
+            self._stepping.reset(token)
+        return self._rest_at(target)
+
+    def _rest_at(self, target: datetime) -> datetime:
+        """The end of an advance: time rests at ``target``; the listeners are told."""
         now = self._move_to(target)
         with self._lock:
             listeners = list(self._listeners)
@@ -147,13 +247,13 @@ class ManualClock:
             raise ValueError(f"ManualClock cannot go backwards (jump by {delta})")
         return self._move_to(self.now() + delta)
 
-    def attach(self, scheduler: ClockDriven) -> None:
+    def attach(self, scheduler: Driven) -> None:
         """Let :meth:`advance` drive ``scheduler`` (schedulers call this themselves)."""
         with self._lock:
             if not any(s is scheduler for s in self._driven):
                 self._driven.append(scheduler)
 
-    def detach(self, scheduler: ClockDriven) -> None:
+    def detach(self, scheduler: Driven) -> None:
         """Stop driving ``scheduler`` (a closed scheduler detaches itself)."""
         with self._lock:
             self._driven = [s for s in self._driven if s is not scheduler]
@@ -178,22 +278,26 @@ class ManualClock:
                 self._now = when
             return self._now
 
-    def _step_to(self, target: datetime) -> None:
-        """Deliver, in due order and each at its due time, everything due by ``target``.
+    def _steps(self, target: datetime) -> Generator[_Ask, object, None]:
+        """Step to ``target``, in due order and each at its due time, delivering everything
+        due by then: a generator that yields each question to a scheduler (an :class:`_Ask`)
+        and is sent its answer, so that :meth:`advance` and :meth:`advance_async` drive
+        one algorithm (no I/O here).
 
         A scheduler that ran at the current instant and delivered nothing (its earliest item
         is one it cannot deliver, such as one for a route nobody handles here) is asked only
         for items after that instant, until something is delivered: so the loop always ends."""
         instant = self.now()
-        idle: list[ClockDriven] = []
+        idle: list[Driven] = []
         while True:
             with self._lock:
                 driven = list(self._driven)
             earliest: datetime | None = None
-            ready: list[ClockDriven] = []
+            ready: list[Driven] = []
             for scheduler in driven:
                 waiting = any(s is scheduler for s in idle)
-                due = scheduler.next_due(target, instant if waiting else None)
+                due = yield _Ask(scheduler, (target, instant if waiting else None))
+                assert due is None or isinstance(due, datetime)
                 if due is None or due > target:
                     continue
                 due = max(due, instant)
@@ -207,7 +311,7 @@ class ManualClock:
                 idle = []
             instant = self._move_to(earliest)
             for scheduler in ready:
-                if scheduler.run_due():
+                if (yield _Ask(scheduler)):
                     idle = []
                 elif not any(s is scheduler for s in idle):
                     idle.append(scheduler)

@@ -23,22 +23,41 @@ A recurring item with no slot left - none after the one it ran or is due for, be
 10000 - is :class:`Exhausted`, on every path (a tick with nothing due, a tick that ran, a failed
 tick that counts): it is set aside with the reason, never redelivered, for redelivery could
 only run an applied slot again, or fail the same way for ever.
+
+Both faces share these rules: a synchronous adapter calls :meth:`DeliveryCore.deliver`; an
+asyncio adapter (:mod:`flowsched.async_delivery`) looks the handler up with
+:meth:`DeliveryCore.started`, awaits it (or runs it in a worker thread) and turns what
+happened into an outcome with :meth:`DeliveryCore.outcome`. A synchronous core refuses
+coroutine functions (``TypeError`` naming the async class to use), and a handler that
+returns an awaitable anyway is a failed delivery: nothing completes unrun.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
+from flowsched.callables import is_async_callable, short_callable
 from flowsched.clock import Clock
-from flowsched.config.scheduler_settings import LONGEST_SETTING, SchedulerSettings
+from flowsched.errors import Undeliverable
 from flowsched.limits import check_handler_name
+from flowsched.outcomes import (
+    _COMPLETED,
+    MAX_ERROR_CHARS,
+    Completed,
+    DeadLettered,
+    Exhausted,
+    NextSlot,
+    Outcome,
+    Redeliver,
+    storable_error,
+)
 from flowsched.port import FailedHandler, Handler
-from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, log_fields
+from flowsched.redelivery import RedeliveryPolicy, redelivery_policy
 from flowsched.routes import kind_route, name_route
 
 __all__ = [
@@ -57,65 +76,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("flowsched.delivery")
-
-
-@dataclass(frozen=True, slots=True)
-class RedeliveryPolicy:
-    """Backoff for failed deliveries: ``initial``, times ``factor`` per failure, capped.
-
-    ``max_attempts`` (``None``: retry for as long as it fails) is the number of failed
-    deliveries after which the item goes to the dead letters. ``maximum`` is at most 365 days.
-
-    >>> [RedeliveryPolicy().delay(n).seconds for n in range(1, 7)]
-    [3, 6, 12, 24, 30, 30]
-    """
-
-    initial: timedelta = timedelta(seconds=3)
-    maximum: timedelta = timedelta(seconds=30)
-    factor: float = 2.0
-    max_attempts: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.initial <= timedelta(0):
-            raise ValueError(f"redelivery initial must be positive (got {self.initial})")
-        if self.maximum > LONGEST_SETTING:
-            raise ValueError(
-                f"redelivery maximum must be at most {LONGEST_SETTING.days} days "
-                f"(got {self.maximum})"
-            )
-        if self.maximum < self.initial:
-            raise ValueError(
-                f"redelivery maximum ({self.maximum}) must be at least initial ({self.initial})"
-            )
-        if not self.factor >= 1:  # NaN too
-            raise ValueError(f"redelivery factor must be a number >= 1 (got {self.factor})")
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1 or None (got {self.max_attempts})")
-
-    def delay(self, failures: int) -> timedelta:
-        """The wait after the ``failures``-th consecutive failure (1-based)."""
-        if failures < 1:
-            raise ValueError(f"failures is 1-based (got {failures})")
-        # In closed form, compared in logarithms before multiplying: a huge failure count (a
-        # counter read from a document) neither overflows nor loops a billion times.
-        seconds = self.initial.total_seconds()
-        cap = self.maximum.total_seconds()
-        steps = failures - 1
-        if steps == 0 or self.factor == 1 or seconds >= cap:
-            return min(self.initial, self.maximum)
-        if steps >= math.log(cap / seconds) / math.log(self.factor):
-            return self.maximum
-        return min(timedelta(seconds=seconds * self.factor**steps), self.maximum)
-
-
-def redelivery_policy(settings: SchedulerSettings) -> RedeliveryPolicy:
-    """The policy ``ipf-scheduler.flowsched.redelivery`` and ``max-attempts`` set."""
-    return RedeliveryPolicy(
-        initial=settings.redelivery_initial,
-        maximum=settings.redelivery_maximum,
-        factor=settings.redelivery_factor,
-        max_attempts=settings.max_attempts,
-    )
 
 
 class Observer:
@@ -146,73 +106,15 @@ class Observer:
         the item is done, but another node may have run it too."""
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """The handler returned: remove the item (if it is still the delivered generation)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Redeliver:
-    """The handler raised: deliver again at ``due`` with ``attempt`` earlier failures."""
-
-    due: datetime
-    attempt: int
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLettered:
-    """The handler raised for the last allowed time: set the item aside."""
-
-    dead: DeadLetter
-
-
-@dataclass(frozen=True, slots=True)
-class NextSlot:
-    """A recurring item's tick is over - it ran, it failed and counts (``error``), or no slot
-    was due: keep the item (same generation, failures reset) with ``applied`` as its last
-    applied slot, due again at ``due``."""
-
-    applied: datetime | None
-    due: datetime
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Exhausted:
-    """A recurring item whose recurrence has no slot left (none before the year 10000): set
-    it aside, never redeliver it - MongoDB moves it to quarantine, the in-memory adapter to
-    its dead letters (``dead``; ``dead.error`` says why). See :meth:`DeliveryCore.tick`."""
-
-    dead: DeadLetter
-
-
-Outcome = Completed | Redeliver | DeadLettered | NextSlot | Exhausted
-
-_COMPLETED = Completed()
-
-
-MAX_ERROR_CHARS = 2000
-"""The most of a failure's text an outcome keeps (and a store writes as ``last_error``)."""
-
-
-def storable_error(text: str) -> str:
-    """``text`` as every store can keep it: valid UTF-8 (a lone surrogate, as in the message
-    of an ``OSError`` on an undecodable file name, escaped) and at most
-    :data:`MAX_ERROR_CHARS` characters. A text a store refused would lose the outcome, and
-    the item would be delivered again and again without its failures being counted."""
-    if not text.isascii():
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 1] + "\u2026"
-    return text
-
-
 class DeliveryCore:
     """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.
 
     Thread-safe: ``deliver`` may run on many worker threads at once. The observer is fixed at
     construction (which of its methods are overridden is looked up once).
+
+    ``coroutines``: whether handlers may be coroutine functions (an asyncio adapter awaits
+    them). A synchronous core (the default) refuses them at ``subscribe``/``register`` with
+    a ``TypeError`` that points at ``async_class``, the asyncio adapter to use instead.
     """
 
     def __init__(
@@ -220,8 +122,13 @@ class DeliveryCore:
         clock: Clock,
         redelivery: RedeliveryPolicy | None = None,
         observer: Observer | None = None,
+        *,
+        coroutines: bool = False,
+        async_class: str = "AsyncInMemoryScheduler or AsyncMongoScheduler",
     ) -> None:
         self.clock = clock
+        self.coroutines = coroutines
+        self._async_class = async_class
         self.redelivery = redelivery or RedeliveryPolicy()
         self.observer = observer or Observer()
         # Per delivery, skip the clock read and the calls an observer does not override
@@ -247,7 +154,7 @@ class DeliveryCore:
         except ValueError:
             valid = ", ".join(k.value for k in ScheduleKind)
             raise ValueError(f"subscribe: unknown kind {kind!r} (valid: {valid})") from None
-        _check_callable(handler, f"subscribe({kind.value})")
+        self._check_handler(handler, f"subscribe({kind.value})")
         route = kind_route(kind)
         with self._lock:
             if route in self._handlers:
@@ -264,15 +171,31 @@ class DeliveryCore:
 
         ``ValueError`` if the name is invalid or already registered."""
         check_handler_name(name)
-        _check_callable(handler, f"register({name!r})")
+        self._check_handler(handler, f"register({name!r})")
         if on_failed is not None:
             _check_callable(on_failed, f"register({name!r}) on_failed")
+            if is_async_callable(on_failed):
+                raise TypeError(
+                    f"register({name!r}) on_failed: {short_callable(on_failed)} is a coroutine "
+                    "function (async def); on_failed is called synchronously on every "
+                    "scheduler, so its coroutine would never run: pass a plain function"
+                )
         route = name_route(name)
         with self._lock:
             if route in self._handlers:
                 raise ValueError(f"handler {name!r} is already registered on this scheduler")
             self._add(route, handler, on_failed)
         return route
+
+    def _check_handler(self, handler: object, what: str) -> None:
+        _check_callable(handler, what)
+        if not self.coroutines and is_async_callable(handler):
+            raise TypeError(
+                f"{what}: {short_callable(handler)} is a coroutine function (async def); this "
+                "scheduler calls handlers synchronously, so its coroutine would never run. "
+                f"Use {self._async_class} (await scheduler.schedule(...)), or pass a plain "
+                "function"
+            )
 
     def _add(self, route: str, handler: Handler, on_failed: FailedHandler | None) -> None:
         self._handlers = {**self._handlers, route: handler}
@@ -283,6 +206,10 @@ class DeliveryCore:
     def routes(self) -> frozenset[str]:
         """Routes that have a handler here: an adapter takes only items of these routes."""
         return self._routes
+
+    def handler(self, route: str) -> Handler | None:
+        """The handler of ``route`` (``None``: nobody handles it here)."""
+        return self._handlers.get(route)
 
     def tick(self, item: ScheduleItem) -> ScheduleItem | NextSlot | Exhausted:
         """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
@@ -328,6 +255,7 @@ class DeliveryCore:
         dead-lettered), so a handler can neither lose its item nor stop a worker. Observer
         errors are logged and change nothing. For a recurring item, ``item`` is the form
         :meth:`tick` gave (``due`` = the slot)."""
+        # started() + the call + outcome(), inlined: the synchronous adapters' hot path.
         handler = self._handlers.get(item.route)
         if handler is None:
             # Adapters take only items of routes() (which only grows): a bug if reached.
@@ -335,14 +263,44 @@ class DeliveryCore:
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
         try:
-            handler(item, attempt)
+            result = handler(item, attempt)
+            if result is not None and inspect.isawaitable(result):
+                _unawaited(result, handler, self._async_class)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            return self.outcome(item, attempt, exc)
+        if item.recurrence is not None:
+            return self.outcome(item, attempt, None)
+        if self._observe_completed:
+            self._notify(self.observer.completed, item, attempt)
+        return _COMPLETED
+
+    def started(self, item: ScheduleItem, attempt: int) -> Handler:
+        """A delivery of ``item`` is starting: its handler, after telling the observer.
+
+        For an adapter that calls the handler itself (an asyncio adapter awaits it) and then
+        asks :meth:`outcome` what happens next; :meth:`deliver` is the two together."""
+        handler = self._handlers.get(item.route)
+        if handler is None:
+            # Adapters take only items of routes() (which only grows): a bug if reached.
+            raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
+        if self._observe_fired:
+            self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
+        return handler
+
+    def outcome(self, item: ScheduleItem, attempt: int, error: BaseException | None) -> Outcome:
+        """What happens after the handler of a :meth:`started` delivery returned (``error``
+        ``None``) or raised ``error``; never raises (observer errors are logged)."""
+        if error is not None:
+            text = f"{type(error).__name__}: {error}"
+            if isinstance(error, Undeliverable):
+                # The handler says no delivery can ever succeed: a dead letter now, not a loop.
+                self._notify(self.observer.failed, item, attempt, storable_error(text))
+                return self._dead_letter(item, attempt + 1, storable_error(text))
             if item.recurrence is not None and not item.recurrence.retry_failed:
-                return self._counted(item, attempt, error)
-            return self.failure(item, attempt, error)
+                return self._counted(item, attempt, text)
+            return self.failure(item, attempt, text)
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
@@ -388,7 +346,7 @@ class DeliveryCore:
             item.due.isoformat(),
             following.isoformat(),
             error,
-            extra={"item_id": item.id, "kind": item.kind.value},
+            extra=log_fields(item),
         )
         return NextSlot(item.due, following, error)
 
@@ -400,7 +358,7 @@ class DeliveryCore:
             item.kind.value,
             item.id,
             reason,
-            extra={"item_id": item.id, "kind": item.kind.value},
+            extra=log_fields(item),
         )
         return Exhausted(DeadLetter(item, attempt, reason, self.clock.now()))
 
@@ -411,20 +369,7 @@ class DeliveryCore:
         self._notify(self.observer.failed, item, attempt, error)
         limit = self.redelivery.max_attempts
         if limit is not None and failures >= limit:
-            dead = DeadLetter(item, failures, error, self.clock.now())
-            log.error(
-                "dead-lettered %s %s after %d failed attempts: %s",
-                item.kind.value,
-                item.id,
-                failures,
-                error,
-                extra={"item_id": item.id, "kind": item.kind.value},
-            )
-            self._notify(self.observer.dead_lettered, dead)
-            on_failed = self._on_failed.get(item.route)
-            if on_failed is not None:
-                self._notify(on_failed, dead)
-            return DeadLettered(dead)
+            return self._dead_letter(item, failures, error)
         due = self.clock.now() + self.redelivery.delay(failures)
         log.warning(
             "delivery of %s %s failed (attempt %d), redelivering at %s: %s",
@@ -433,11 +378,39 @@ class DeliveryCore:
             attempt,
             due.isoformat(),
             error,
-            extra={"item_id": item.id, "kind": item.kind.value},
+            extra=log_fields(item),
         )
         return Redeliver(due, failures, error)
+
+    def _dead_letter(self, item: ScheduleItem, failures: int, error: str) -> DeadLettered:
+        """Set ``item`` aside after ``failures`` failed deliveries (``error`` storable)."""
+        dead = DeadLetter(item, failures, error, self.clock.now())
+        log.error(
+            "dead-lettered %s %s after %d failed attempts: %s",
+            item.kind.value,
+            item.id,
+            failures,
+            error,
+            extra=log_fields(item),
+        )
+        self._notify(self.observer.dead_lettered, dead)
+        on_failed = self._on_failed.get(item.route)
+        if on_failed is not None:
+            self._notify(on_failed, dead)
+        return DeadLettered(dead)
 
 
 def _check_callable(value: object, what: str) -> None:
     if not callable(value):
         raise TypeError(f"{what}: expected a callable, got {value!r}")
+
+
+def _unawaited(result: object, handler: object, async_class: str) -> None:
+    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
+    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
+        f"to a synchronous scheduler, which cannot await it: use {async_class}"
+    )

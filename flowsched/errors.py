@@ -46,6 +46,7 @@ __all__ = [
     "MalformedDocument",
     "SchedulerUnavailable",
     "TimerAheadOfInstanceError",
+    "Undeliverable",
     "UnknownFlowError",
 ]
 
@@ -59,6 +60,18 @@ class FlowschedError(Exception):
     ... except FlowschedError as exc:
     ...     isinstance(exc, ConfigError) and isinstance(exc, ValueError)
     True
+    """
+
+
+class Undeliverable(FlowschedError):
+    """Raised by a handler: this item can never be handled (what it names is gone), so set
+    it aside as a dead letter now, with this message as its reason, instead of redelivering
+    it with backoff. ``on_failed`` and the observer are told as for any dead letter, and
+    ``requeue`` brings it back.
+
+    >>> from flowsched import Undeliverable
+    >>> def on_timer(item, attempt):
+    ...     raise Undeliverable(f"order {item.payload['order']!r} no longer exists")
     """
 
 

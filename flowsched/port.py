@@ -62,8 +62,10 @@ __all__ = [
     "kind_route",
     "name_route",
     "not_an_item",
+    "recurring_item",
     "route_target",
     "set_generation",
+    "single_timer_item",
     "short_repr",
 ]
 
@@ -74,6 +76,45 @@ Return normally to complete the item; raise to have it redelivered with backoff.
 
 FailedHandler = Callable[[DeadLetter], object]
 """``on_failed(dead_letter)``: told when an item of a named handler is dead-lettered."""
+
+
+def single_timer_item(
+    now: datetime,
+    timer_id: str,
+    delay: timedelta | datetime,
+    handler: str,
+    arg: Mapping[str, Any] | None = None,
+) -> ScheduleItem:
+    """The item ``create_single_timer`` schedules (on either face of the port)."""
+    if isinstance(delay, timedelta):
+        due = now + delay
+    elif isinstance(delay, datetime):
+        due = ensure_utc(delay, f"create_single_timer({timer_id!r}) delay")
+    else:
+        raise TypeError(
+            f"create_single_timer({timer_id!r}): delay must be a timedelta or an aware "
+            f"datetime (got {delay!r})"
+        )
+    return ScheduleItem(timer_id, ScheduleKind.TIMER, due, payload=arg, handler=handler)
+
+
+def recurring_item(
+    now: datetime,
+    item_id: str,
+    recurrence: Recurrence,
+    kind: ScheduleKind = ScheduleKind.TIMER,
+    flow_id: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    handler: str | None = None,
+) -> ScheduleItem:
+    """The item ``schedule_recurring`` schedules: anchored at ``now`` (unless ``recurrence``
+    has a start), due at its first slot."""
+    anchored = recurrence.anchored(now)
+    assert anchored.start is not None  # anchored() sets it
+    first = anchored.next_slot(anchored.start)
+    return ScheduleItem(
+        item_id, kind, first, flow_id, payload, recurrence=anchored, handler=handler
+    )
 
 
 class SchedulerPort(ABC):
@@ -119,17 +160,7 @@ class SchedulerPort(ABC):
         >>> _ = clock.advance(timedelta(minutes=5))
         {'order': 'o-1'}
         """
-        if isinstance(delay, timedelta):
-            due = self.now() + delay
-        elif isinstance(delay, datetime):
-            due = ensure_utc(delay, f"create_single_timer({timer_id!r}) delay")
-        else:
-            raise TypeError(
-                f"create_single_timer({timer_id!r}): delay must be a timedelta or an aware "
-                f"datetime (got {delay!r})"
-            )
-        item = ScheduleItem(timer_id, ScheduleKind.TIMER, due, payload=arg, handler=handler)
-        return self.schedule(item)
+        return self.schedule(single_timer_item(self.now(), timer_id, delay, handler, arg))
 
     def schedule_recurring(
         self,
@@ -155,13 +186,8 @@ class SchedulerPort(ABC):
         >>> scheduler.schedule_recurring("sweep", every_hour).due.isoformat()
         '2026-01-01T11:00:00+00:00'
         """
-        anchored = recurrence.anchored(self.now())
-        assert anchored.start is not None  # anchored() sets it
-        first = anchored.next_slot(anchored.start)
         return self.schedule(
-            ScheduleItem(
-                item_id, kind, first, flow_id, payload, recurrence=anchored, handler=handler
-            )
+            recurring_item(self.now(), item_id, recurrence, kind, flow_id, payload, handler)
         )
 
     @abstractmethod

@@ -26,7 +26,14 @@ from flowsched.limits import (
 from flowsched.recurrence import Recurrence
 from flowsched.routes import KIND_PREFIX, NAME_PREFIX
 
-__all__ = ["DeadLetter", "ScheduleItem", "ScheduleKind", "not_an_item", "set_generation"]
+__all__ = [
+    "DeadLetter",
+    "ScheduleItem",
+    "ScheduleKind",
+    "log_fields",
+    "not_an_item",
+    "set_generation",
+]
 
 
 class ScheduleKind(StrEnum):
@@ -407,3 +414,8 @@ class DeadLetter:
     attempts: int
     error: str
     dead_at: datetime
+
+
+def log_fields(item: ScheduleItem) -> dict[str, str]:
+    """The ``extra`` of a log record about ``item`` (structured logging: its id and kind)."""
+    return {"item_id": item.id, "kind": item.kind.value}

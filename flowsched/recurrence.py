@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flowsched.clock import ensure_utc
 from flowsched.durations import parse_duration
@@ -62,6 +61,8 @@ class Recurrence:
             raise ValueError(
                 f"recurrence interval must be a whole number of milliseconds (got {self.interval})"
             )
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here: import flowsched stays light
+
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -158,6 +159,8 @@ class Recurrence:
 
     def _repeats_local_time(self, slot: datetime) -> bool:
         """True for the second occurrence of a local time on the day clocks go back."""
+        from zoneinfo import ZoneInfo
+
         zone = ZoneInfo(self.timezone)
         local = slot.astimezone(zone)
         return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()

@@ -18,6 +18,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 MUST_HAVE_EXAMPLES = {
     "explanation/delivery.md",  # redelivery backoff and dead letters
+    "guides/durable-state-machines.md",  # transitions and python-statemachine, before/after
     "guides/metrics.md",
     "guides/recurring.md",
     "guides/several-services.md",  # several flow domains on one scheduler
@@ -32,11 +33,17 @@ RUN_ELSEWHERE = {
         "def test_",
     ): "tests/test_docs_testing_guide.py runs them as a user's tests",
     ("tutorial.md", "credit_transfer = ("): "tests/flow/test_tutorial_flow.py runs it",
+    (
+        "guides/asyncio.md",
+        "async def test_",
+    ): "tests/asyncio_face/test_docs_asyncio_guide.py runs it as a user's test",
 }
 
 NOT_DOCTESTED = {
+    ("guides/asyncio.md", "from fastapi import FastAPI"): "a service's wiring: needs FastAPI",
     ("guides/durable.md", 'MongoClient("mongodb://db1'): "connects to a replica set",
     ("guides/durable.md", "db = MongoClient(uri"): "a service's wiring: needs a MongoDB server",
+    ("guides/durable-state-machines.md", "def load_order"): "a service's wiring: needs MongoDB",
     ("guides/metrics.md", "start_http_server"): "starts an HTTP server on port 9100",
     ("guides/timed-actions.md", 'MongoClient("mongodb://localhost'): "needs a MongoDB server",
     ("reference/configuration.md", "MongoScheduler.from_config"): "needs a MongoDB server",

@@ -20,8 +20,10 @@ FlowsOption = Annotated[
     typer.Option(
         "--flows",
         metavar="MODULE:ATTR",
-        help="Check against these flows: ATTR is a Flow, a list of them, or a callable "
-        "returning them (e.g. myapp.flows:all_flows). The current directory is importable.",
+        help="Check against these flows: ATTR is a Flow, a durable state machine (anything "
+        "with as_flow(), such as a flowsched.integrations DurableMachine), a list of them, or "
+        "a callable returning them (e.g. myapp.flows:all_flows). The current directory is "
+        "importable.",
     ),
 ]
 
@@ -43,22 +45,27 @@ def load_flows(spec: str) -> dict[str, FlowDefinition]:
             found = getattr(found, part)
         except AttributeError:
             fail(f"--flows {spec!r}: {module_name} has no attribute {attr!r}")
-    if callable(found) and not isinstance(found, Flow | FlowDefinition | type):
+    if (
+        callable(found)
+        and not isinstance(found, Flow | FlowDefinition | type)
+        and not _machine(found)
+    ):
         try:
             found = found()
         except Exception as exc:
             fail(f"--flows {spec!r}: calling {attr} raised {type(exc).__name__}: {exc}")
-    items: Iterable[object] = [found] if isinstance(found, Flow | FlowDefinition) else []
+    one = isinstance(found, Flow | FlowDefinition) or _machine(found)
+    items: Iterable[object] = [found] if one else []
     if not items:
         if isinstance(found, Iterable) and not isinstance(found, str | bytes):
             items = list(found)
-        if not items or not all(isinstance(i, Flow | FlowDefinition) for i in items):
+        if not items or not all(isinstance(i, Flow | FlowDefinition) or _machine(i) for i in items):
             fail(
                 f"--flows {spec!r}: expected a Flow, a list of Flows or a callable returning "
-                f"them; got {type(found).__name__}"
+                f"them (or a durable state machine); got {type(found).__name__}"
             )
     definitions: dict[str, FlowDefinition] = {}
-    for item in items:
+    for item in [_as_flow(spec, item) for item in items]:
         try:
             definition = item.build() if isinstance(item, Flow) else item
         except ValueError as exc:
@@ -66,3 +73,18 @@ def load_flows(spec: str) -> dict[str, FlowDefinition]:
         assert isinstance(definition, FlowDefinition)
         definitions[definition.name] = definition
     return definitions
+
+
+def _machine(value: object) -> bool:
+    """A durable state machine (``flowsched.integrations``): it can state itself as a flow."""
+    return not isinstance(value, type) and callable(getattr(value, "as_flow", None))
+
+
+def _as_flow(spec: str, item: object) -> object:
+    """``item``, or the ``Flow`` a durable machine states itself as (its name, its states)."""
+    if not _machine(item):
+        return item
+    try:
+        return getattr(item, "as_flow")()  # noqa: B009
+    except (TypeError, ValueError) as exc:
+        fail(f"--flows {spec!r}: cannot check against machine {item!r}: {exc}")

@@ -1,12 +1,21 @@
 """Internal: which MongoDB collection a ``flowsched timers`` verb works on, and how to reach it.
 
-Every ``flowsched timers`` verb takes the same connection options (:data:`UriOption` ...).
+One set of connection options serves every verb (:class:`Connection`): given to the
+``timers`` group (``flowsched timers --config application.conf list``) or after the verb
+(``flowsched timers list --db ipf``; see :func:`hoist`). They are read, from the strongest:
+the option, its environment variable (``FLOWSCHED_MONGO_URI``; ``FLOWSCHED_CONFIG`` names the
+file), the file's ``ipf-scheduler.mongodb`` block (``uri``, ``database-name``, ``collection``,
+read as :meth:`MongoScheduler.from_config <flowsched.MongoScheduler.from_config>` reads
+them), then the defaults (``mongodb://localhost:27017``, the database the URI names, else
+``flowsched``; collection ``timers``). Options are checked by the same rules as their keys
+(:meth:`~flowsched.config.SchedulerSettings.with_values`).
+
 The URI's password is never printed: :func:`redact` masks it in everything shown (headers,
 errors), and :meth:`MongoTarget.scrub` removes it from driver messages too. Driver errors
 become one line on stderr and exit code 2 (:func:`reporting`).
 
-The driver is imported only when a verb connects, so that ``flowsched explain`` and friends
-work without the ``mongo`` extra.
+The driver is imported only when a verb connects, and the configuration reader only when a
+file is given, so that ``flowsched explain`` and friends work without the ``mongo`` extra.
 """
 
 from __future__ import annotations
@@ -14,34 +23,58 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Annotated, Any
-from urllib.parse import unquote
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import unquote, urlsplit
 
 import typer
+from typer.core import TyperGroup
 
 from flowsched.cli._output import fail
-from flowsched.config.scheduler_settings import LONGEST_OP_TIMEOUT
-from flowsched.durations import parse_duration
 from flowsched.errors import ConfigError, SchedulerUnavailable
 
+if TYPE_CHECKING:
+    from flowsched.config.scheduler_settings import SchedulerSettings
+
 __all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_DB",
+    "DEFAULT_TIMEOUT",
     "DEFAULT_URI",
     "CollectionOption",
+    "ConfigOption",
     "Connect",
+    "Connection",
+    "ConnectionGroup",
     "DbOption",
     "MongoTarget",
     "TimeoutOption",
     "UriOption",
     "connect_pymongo",
+    "hoist",
     "redact",
     "reporting",
 ]
 
 DEFAULT_URI = "mongodb://localhost:27017"
+DEFAULT_DB = "flowsched"
+DEFAULT_TIMEOUT = "5s"
 URI_ENV = "FLOWSCHED_MONGO_URI"
+CONFIG_ENV = "FLOWSCHED_CONFIG"
 
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        envvar=CONFIG_ENV,
+        show_default=False,
+        help="An application.conf: its ipf-scheduler.mongodb uri, database-name and "
+        f"collection are the defaults of the options below [default: ${CONFIG_ENV}].",
+    ),
+]
 UriOption = Annotated[
     str | None,
     typer.Option(
@@ -49,26 +82,152 @@ UriOption = Annotated[
         metavar="URI",
         envvar=URI_ENV,
         show_default=False,  # the environment's URI may hold a password: never echo it
-        help=f"MongoDB connection string [default: ${URI_ENV}, else {DEFAULT_URI}].",
+        help=f"MongoDB connection string [default: ${URI_ENV}, else the config's uri, "
+        f"else {DEFAULT_URI}].",
     ),
 ]
-DbOption = Annotated[str, typer.Option("--db", metavar="NAME", help="Database name.")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        "--database",
+        metavar="NAME",
+        show_default=False,
+        help="Database name [default: the config's database-name, else the URI's database, "
+        f"else {DEFAULT_DB}].",
+    ),
+]
 CollectionOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--collection",
         metavar="NAME",
-        help="The scheduler's collection (dead letters are in <collection>_dead).",
+        show_default=False,
+        help="The scheduler's collection (dead letters are in <collection>_dead) "
+        "[default: the config's collection, else timers].",
     ),
 ]
 TimeoutOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--timeout",
         metavar="DURATION",
-        help="How long to wait for the server (a duration such as 5s; a bare number is ms).",
+        show_default=False,
+        help="How long to wait for the server (a duration such as 5s; a bare number is ms) "
+        f"[default: {DEFAULT_TIMEOUT}].",
     ),
 ]
+
+_CONNECTION_OPTIONS = frozenset(
+    {"--config", "--uri", "--db", "--database", "--collection", "--timeout"}
+)
+"""Every connection option takes a value."""
+_OPTION_OF_KEY = {
+    "mongodb.uri": "--uri",
+    "mongodb.database-name": "--db",
+    "mongodb.collection": "--collection",
+    "flowsched.op-timeout": "--timeout",
+}
+
+
+def hoist(args: list[str]) -> list[str]:
+    """``args`` of a group with the connection options given after the verb moved before it.
+
+    ``["list", "--kind", "TIMER", "--db", "ipf"]`` becomes ``["--db", "ipf", "list", "--kind",
+    "TIMER"]``: click reads a group's options before its verb only, and both places are
+    documented. Moved options come after those already in front, so the verb's win. Nothing
+    after ``--`` is moved."""
+    verb = 0
+    while verb < len(args) and args[verb].startswith("-") and args[verb] != "--":
+        verb += 2 if args[verb] in _CONNECTION_OPTIONS else 1
+    if verb >= len(args):
+        return args
+    front, rest, moved = list(args[:verb]), [args[verb]], []
+    index = verb + 1
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg in _CONNECTION_OPTIONS and index + 1 < len(args):
+            moved.extend(args[index : index + 2])
+            index += 2
+            continue
+        if arg.partition("=")[0] in _CONNECTION_OPTIONS and "=" in arg:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return front + moved + rest
+
+
+class ConnectionGroup(TyperGroup):
+    """A group whose connection options may also follow its verb (see :func:`hoist`)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Click's parsing, after moving the connection options in front of the verb."""
+        return super().parse_args(ctx, hoist(args))
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """The connection options as given (``None``: not given); :meth:`target` resolves them."""
+
+    config: Path | None = None
+    uri: str | None = None
+    db: str | None = None
+    collection: str | None = None
+    timeout: str | None = None
+
+    def target(self) -> MongoTarget:
+        """Where to connect: options over the file's settings over the defaults.
+
+        An unreadable or invalid file, or a bad option, prints one error and exits 2."""
+        from flowsched.config.scheduler_settings import SchedulerSettings
+
+        settings = self._file_settings() if self.config is not None else SchedulerSettings()
+        given = {
+            "mongodb.uri": self.uri,
+            "mongodb.database-name": self.db,
+            "mongodb.collection": self.collection,
+            "flowsched.op-timeout": self.timeout or DEFAULT_TIMEOUT,
+        }
+        try:
+            settings = settings.with_values(given)
+        except ConfigError as exc:
+            problem = exc.problems[0]
+            name = (problem.key or "").removeprefix("ipf-scheduler.")
+            option = _OPTION_OF_KEY[name]
+            shown = "" if option == "--uri" else f" {given[name]!r}"  # a URI may hold a password
+            fail(f"{option}{shown}: {problem.message}")
+        uri = settings.uri or DEFAULT_URI
+        if settings.database_name is None and not urlsplit(uri).path.strip("/"):
+            db = DEFAULT_DB
+        else:
+            try:
+                db = settings.database()
+            except ConfigError as exc:
+                fail(exc.problems[0].message)
+        return MongoTarget(uri, db, settings.collection, settings.op_timeout)
+
+    def _file_settings(self) -> SchedulerSettings:
+        from flowsched.config.hocon import load_hocon
+        from flowsched.config.scheduler_settings import read_scheduler_settings
+
+        assert self.config is not None
+        try:
+            settings, problems = read_scheduler_settings(load_hocon(self.config))
+        except OSError as exc:
+            fail(f"--config {self.config}: cannot read it: {exc.strerror or exc}")
+        except ConfigError as exc:
+            problems = list(exc.problems)
+        if problems:
+            first = problems[0]
+            if (first.key or "").endswith("mongodb.uri"):  # its value may hold a password
+                first = replace(first, value=None)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            fail(f"--config {self.config}: {first}{more}; see flowsched check {self.config}")
+        return settings
 
 
 def redact(uri: str) -> str:
@@ -101,19 +260,6 @@ class MongoTarget:
     db: str
     collection: str
     timeout: timedelta
-
-    @classmethod
-    def of(cls, uri: str | None, db: str, collection: str, timeout: str) -> MongoTarget:
-        """From the command-line options; a bad ``--timeout`` exits 2."""
-        try:
-            wait = parse_duration(timeout)
-        except ConfigError as exc:
-            fail(f"--timeout {timeout!r}: {exc.problems[0].message}")
-        if wait <= timedelta(0):
-            fail(f"--timeout {timeout!r}: must be more than 0 (e.g. 5s)")
-        if wait > LONGEST_OP_TIMEOUT:  # the driver takes less than a billion milliseconds
-            fail(f"--timeout {timeout!r}: must be at most 1d")
-        return cls(uri or DEFAULT_URI, db, collection, wait)
 
     @property
     def shown(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,7 +28,10 @@ from flowsched.cli import timers_render as render
 from flowsched.cli._output import console, fail
 from flowsched.cli.mongo_target import (
     CollectionOption,
+    ConfigOption,
     Connect,
+    Connection,
+    ConnectionGroup,
     DbOption,
     MongoTarget,
     TimeoutOption,
@@ -40,7 +44,6 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
-from flowsched.mongo.nodes import live_nodes
 from flowsched.records import ScheduleKind
 
 if TYPE_CHECKING:
@@ -49,6 +52,10 @@ if TYPE_CHECKING:
 __all__ = ["TimersCli", "register"]
 
 EXIT_NOT_FOUND = 1
+_CONNECTION_HELP = (
+    "Connection options (--config, --uri, --db, --collection, --timeout) may follow the verb: "
+    "see flowsched timers --help."
+)
 
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -72,24 +79,41 @@ class TimersCli:
     def __init__(self, connect: Connect = connect_pymongo, clock: Clock | None = None) -> None:
         self._connect = connect
         self._clock: Clock = clock or SystemClock()
+        self._connection = Connection()
 
     def app(self) -> typer.Typer:
         """A ``typer.Typer`` with every verb."""
         app = typer.Typer(
-            help="See and act on the live timers of a MongoDB collection.",
+            help="See and act on the live timers of a MongoDB collection.\n\n"
+            "The connection options serve every verb, before it or after it: "
+            "flowsched timers --config application.conf list, flowsched timers list --db ipf.",
             no_args_is_help=True,
             rich_markup_mode=None,
+            cls=ConnectionGroup,
         )
-        app.command("list")(self.list_timers)
-        app.command("show")(self.show)
-        app.command("cancel")(self.cancel)
-        app.command("dead-letters")(self.dead_letters)
-        app.command("requeue")(self.requeue)
-        app.command("quarantined")(self.quarantined)
-        app.command("stats")(self.stats)
-        app.command("nodes")(self.nodes)
-        app.command("migrate")(self.migrate)
+        app.callback()(self.connection)
+        app.command("list", epilog=_CONNECTION_HELP)(self.list_timers)
+        app.command("show", epilog=_CONNECTION_HELP)(self.show)
+        app.command("cancel", epilog=_CONNECTION_HELP)(self.cancel)
+        app.command("dead-letters", epilog=_CONNECTION_HELP)(self.dead_letters)
+        app.command("requeue", epilog=_CONNECTION_HELP)(self.requeue)
+        app.command("quarantined", epilog=_CONNECTION_HELP)(self.quarantined)
+        app.command("stats", epilog=_CONNECTION_HELP)(self.stats)
+        app.command("nodes", epilog=_CONNECTION_HELP)(self.nodes)
+        app.command("migrate", epilog=_CONNECTION_HELP)(self.migrate)
         return app
+
+    def connection(
+        self,
+        config: ConfigOption = None,
+        uri: UriOption = None,
+        db: DbOption = None,
+        collection: CollectionOption = None,
+        timeout: TimeoutOption = None,
+    ) -> None:
+        """See and act on the live timers of a MongoDB collection."""
+        # Runs before the verb, once per invocation: the verb reads it through _session.
+        self._connection = Connection(config, uri, db, collection, timeout)
 
     def list_timers(
         self,
@@ -102,16 +126,12 @@ class TimersCli:
         page: PageOption = None,
         after: AfterOption = None,
         as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """List timers, soonest due first; overdue ones are marked."""
         paging = Paging.of(limit, page, after)
         now = self._clock.now()
         wanted = TimerFilter(_kind(kind), flow, now if overdue else None)
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             result = paging.fetch(Pager(store.items, "due"), wanted.query())
         if as_json:
             rows = [render.timer_json(doc, now) for doc in result.documents]
@@ -124,14 +144,10 @@ class TimersCli:
         self,
         item_id: IdArg,
         as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """Every field of one timer: payload, generation and key, claim, last error."""
         now = self._clock.now()
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             document = store.find(item_id)
             if document is None:
                 _no_timer(item_id, target, store)
@@ -147,19 +163,52 @@ class TimersCli:
 
     def cancel(
         self,
-        item_id: IdArg,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
+        item_id: Annotated[
+            str | None, typer.Argument(metavar="[ID]", help="The timer's id.", show_default=False)
+        ] = None,
+        flow: Annotated[
+            str | None,
+            typer.Option(
+                "--flow",
+                metavar="FLOW_ID",
+                help="Cancel every timer of this flow instance instead (as "
+                "MongoScheduler.cancel_flow does).",
+            ),
+        ] = None,
     ) -> None:
-        """Cancel a timer (as MongoScheduler.cancel does); exit 1 if there is none."""
+        """Cancel a timer (as MongoScheduler.cancel does); exit 1 if there is none.
+
+        A flow's own timer (an action timeout or retry, a processing-time deadline) is what
+        moves its instance on: cancelled, the instance waits in its state for ever, and the
+        command warns; --flow FLOW_ID cancels all of that instance's timers."""
+        if (item_id is None) == (flow is None):
+            fail("give a timer ID or --flow FLOW_ID (one of them)")
         now = self._clock.now()
-        with self._session(uri, db, collection, timeout) as (target, store):
+        if flow is not None:
+            with self._session() as (target, store):
+                removed = self._scheduler(store, target).cancel_flow(flow)
+            if not removed:
+                fail(f"no timer of flow instance {flow} in {target.namespace}", EXIT_NOT_FOUND)
+            typer.echo(f"cancelled {removed} timer(s) of flow instance {flow}")
+            _warn(
+                f"flow instance {flow} has no timer left: it stays in its state until an "
+                "event moves it on"
+            )
+            return
+        assert item_id is not None
+        with self._session() as (target, store):
             document = store.find(item_id)
             if not self._scheduler(store, target).cancel(item_id):
                 _no_timer(item_id, target, store)
         typer.echo(f"cancelled {item_id}{_cancel_note(document, now)}")
+        waiting = _flow_waiting_on(document)
+        if waiting is not None:
+            flow_name, flow_id = waiting
+            _warn(
+                f"{item_id} was a timer of flow {flow_name}, instance {flow_id}: that instance "
+                "now waits in its state for ever unless an event moves it on. To stop all of "
+                f"its timers: flowsched timers cancel --flow {flow_id}"
+            )
 
     def dead_letters(
         self,
@@ -169,15 +218,11 @@ class TimersCli:
         page: PageOption = None,
         after: AfterOption = None,
         as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """List dead letters (items that failed max_attempts times), oldest first."""
         paging = Paging.of(limit, page, after)
         wanted = TimerFilter(_kind(kind), flow).query()
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             result = paging.fetch(Pager(store.dead, "dead_at"), wanted)
         if as_json:
             rows = [render.dead_letter_json(doc) for doc in result.documents]
@@ -192,14 +237,10 @@ class TimersCli:
         page: PageOption = None,
         after: AfterOption = None,
         as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """List documents moved aside as unusable (malformed, poison), oldest first."""
         paging = Paging.of(limit, page, after)
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             result = paging.fetch(Pager(store.quarantine, "quarantined_at"), {})
         if as_json:
             rows = [quarantine_render.quarantine_json(doc) for doc in result.documents]
@@ -219,14 +260,10 @@ class TimersCli:
         replace: Annotated[
             bool, typer.Option("--replace", help="Overwrite a timer scheduled since.")
         ] = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """Schedule a dead letter again with attempts reset; exit 1 if there is none."""
         due = _parse_at(at) if at is not None else self._clock.now()
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             if store.dead_letter(item_id) is None:
                 fail(f"no dead letter {item_id} in {target.namespace}_dead", EXIT_NOT_FOUND)
             if not replace and store.exists(item_id):
@@ -246,15 +283,11 @@ class TimersCli:
     def stats(
         self,
         as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """Pending by kind, overdue (and the oldest), in flight, dead letters, quarantined;
         pending by route (handler name or kind) with the live nodes serving each."""
         now = self._clock.now()
-        with self._session(uri, db, collection, timeout) as (target, store):
+        with self._session() as (target, store):
             figures = collect_stats(store, now)
         if as_json:
             _echo_json(render.stats_json(figures))
@@ -263,25 +296,14 @@ class TimersCli:
         for line in render.stats_lines(figures):
             typer.echo(line)
 
-    def nodes(
-        self,
-        as_json: JsonOption = False,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
-    ) -> None:
+    def nodes(self, as_json: JsonOption = False) -> None:
         """The live nodes (by their heartbeat): routes served, last heartbeat, and each
         one's clock offset (the database's clock minus the node's, as it measured it)."""
         now = self._clock.now()
-        with self._session(uri, db, collection, timeout) as (target, store):
-            found = live_nodes(store.nodes, now)
-        if as_json:
-            _echo_json({"nodes": [render.node_json(node) for node in found]})
-            return
-        typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
-        for line in render.nodes_lines(found):
-            typer.echo(line)
+        with self._session() as (target, store):
+            heading = f"{target.namespace} at {target.shown}, {render.iso(now)}"
+            lines = render.nodes_output(store.nodes, now, heading, as_json)
+        typer.echo("\n".join(lines))
 
     def migrate(
         self,
@@ -304,10 +326,6 @@ class TimersCli:
                 "nodes recorded, else 1].",
             ),
         ] = None,
-        uri: UriOption = None,
-        db: DbOption = "flowsched",
-        collection: CollectionOption = "timers",
-        timeout: TimeoutOption = "5s",
     ) -> None:
         """Give a route to timers stored before routing, so that nodes claim them again.
 
@@ -317,7 +335,7 @@ class TimersCli:
         from flowsched.mongo.migration import add_routes, legacy_index
         from flowsched.mongo.store import TimerStore
 
-        with self._session(uri, db, collection, timeout) as (target, opened):
+        with self._session() as (target, opened):
             # Checks (or records) the bucket count too: one the nodes disagree with is refused.
             store = TimerStore(opened.items, buckets or opened.buckets, node=_cli_node())
             store.ensure_indexes()  # the route index, before nodes look for routes
@@ -345,11 +363,10 @@ class TimersCli:
     # -- helpers ------------------------------------------------------------------------------
 
     @contextmanager
-    def _session(
-        self, uri: str | None, db: str, collection: str, timeout: str
-    ) -> Iterator[tuple[MongoTarget, TimerStore]]:
+    def _session(self) -> Iterator[tuple[MongoTarget, TimerStore]]:
         """The target's store; driver errors inside become one line and exit 2."""
-        target = MongoTarget.of(uri, db, collection, timeout)
+        target = self._connection.target()
+        collection = target.collection
         with reporting(target), self._connect(target) as database:
             if not database.list_collection_names(filter={"name": collection}):
                 fail(
@@ -396,6 +413,25 @@ def _no_timer(item_id: str, target: MongoTarget, store: TimerStore) -> NoReturn:
     if store.dead_letter(item_id) is not None:
         hint = f" (it is a dead letter: flowsched timers requeue {item_id})"
     fail(f"no timer {item_id} in {target.namespace}{hint}", EXIT_NOT_FOUND)
+
+
+def _warn(message: str) -> None:
+    print(f"flowsched: warning: {message}", file=sys.stderr)
+
+
+def _flow_waiting_on(document: Any) -> tuple[str, str] | None:
+    """(flow, flow instance id) when ``document`` is a flow domain's own timer."""
+    if document is None:
+        return None
+    from flowsched.flow.timers import FLOW_TIMER_KINDS, flow_handler
+
+    handler, flow_id = document.get("handler"), document.get("flow_id")
+    if not isinstance(handler, str) or not isinstance(flow_id, str):
+        return None
+    if document.get("kind") not in {kind.value for kind in FLOW_TIMER_KINDS}:
+        return None
+    prefix = flow_handler("")
+    return (handler.removeprefix(prefix), flow_id) if handler.startswith(prefix) else None
 
 
 def _cancel_note(document: Any, now: datetime) -> str:

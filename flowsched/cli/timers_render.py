@@ -18,7 +18,7 @@ from rich.text import Text
 from flowsched.cli._output import human
 from flowsched.mongo.documents import MalformedDocument, dead_letter_from_document
 from flowsched.mongo.inspection import RouteStats, Stats, TimerView, timer_view
-from flowsched.mongo.nodes import NodeInfo
+from flowsched.mongo.nodes import NodeInfo, live_nodes
 from flowsched.recurrence import Recurrence
 
 __all__ = [
@@ -367,3 +367,13 @@ def nodes_lines(nodes: list[NodeInfo]) -> list[str]:
         offset = offset_text(node.clock_offset)
         lines.append(f"{node.node_id:<{width}}  {offset:>12}  {renewed:<24}  {routes}")
     return lines
+
+
+def nodes_output(nodes: Any, now: datetime, heading: str, as_json: bool) -> list[str]:
+    """``timers nodes``: the nodes live at ``now`` in the ``nodes`` collection, as JSON or
+    under ``heading``, one a line."""
+    found = live_nodes(nodes, now)
+    if as_json:
+        data = {"nodes": [node_json(node) for node in found]}
+        return [json.dumps(data, indent=2, ensure_ascii=False)]
+    return [heading, *nodes_lines(found)]

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyhocon import ConfigFactory, ConfigTree
-from pyhocon.exceptions import ConfigException
-from pyparsing import ParseBaseException
-
-from flowsched.config.locations import scan
 from flowsched.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from pyhocon import ConfigTree
+    from pyparsing import ParseBaseException
 
 __all__ = ["flatten", "format_key", "load_hocon", "parse_hocon", "parse_key", "read_text"]
 
@@ -70,6 +70,12 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
     line that opened it). ``include`` d files are parsed by pyhocon directly (their
     nanoseconds truncated).
     """
+    # pyhocon (and pyparsing) load here, when a configuration is read: the key helpers of this
+    # module serve the schedulers' settings without them.
+    from pyhocon import ConfigFactory, ConfigTree
+    from pyhocon.exceptions import ConfigException
+    from pyparsing import ParseBaseException
+
     _check_depth(text, source)
     try:
         tree = ConfigFactory.parse_string(_quote_nanos(text), basedir=basedir)
@@ -105,6 +111,8 @@ def _syntax_problem(text: str, source: str, exc: ParseBaseException) -> ConfigPr
     lines = text.split("\n")
     line_no = exc.lineno
     message = f"not valid HOCON at line {line_no}, column {exc.col}: {what}"
+    from flowsched.config.locations import scan
+
     unclosed = scan(text).unclosed
     if unclosed is not None and "end of text" in what:
         opened, opening = unclosed
@@ -147,6 +155,8 @@ def flatten(
     A node whose last part is in ``stop_at`` is yielded as a leaf even when it is an object,
     so that ``timeout-duration { ... }`` is reported as a wrong type rather than skipped.
     """
+    from pyhocon import ConfigTree
+
     for raw_key, value in tree.items():
         part = _unquote(raw_key)
         path = (*prefix, part)

@@ -30,17 +30,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from pyhocon import ConfigTree
-
-from flowsched.backoff import finite_number, whole_number
 from flowsched.config.hocon import format_key
 from flowsched.config.suggest import closest, is_near
 from flowsched.durations import hocon_text, parse_duration
 from flowsched.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from pyhocon import ConfigTree
+
+# pyhocon and pydantic (through flowsched.backoff) are imported where a configuration is
+# read, not here: the schedulers import the limits below without reading any configuration.
 
 __all__ = [
     "BLOCK",
@@ -123,6 +127,31 @@ class SchedulerSettings:
             key=f"{BLOCK}.{_MONGODB}.database-name",
         )
 
+    def with_values(self, values: Mapping[str, object]) -> SchedulerSettings:
+        """A copy with ``values`` (by key under ``ipf-scheduler``: ``mongodb.uri``,
+        ``flowsched.op-timeout`` ...) read and checked as in a configuration file; ``None``
+        values are skipped. :class:`ConfigError` naming the full key when one is wrong.
+
+        The command line overlays its options on a file's settings this way, so that an option
+        and its key accept the same values.
+
+        >>> SchedulerSettings().with_values({"mongodb.collection": "jobs"}).collection
+        'jobs'
+        """
+        found: dict[str, object] = {}
+        problems: list[ConfigProblem] = []
+        for name, value in values.items():
+            if value is None:
+                continue
+            section, _, key = name.partition(".")
+            keys = _MONGODB_KEYS if section == _MONGODB else _OUR_KEYS
+            if key not in keys:
+                raise ValueError(f"no scheduler setting {BLOCK}.{name}")
+            _set((BLOCK, section, key), keys[key], value, found, problems)
+        if problems:
+            raise ConfigError(problems)
+        return replace(self, **found)  # type: ignore[arg-type]
+
     def mongo_uri(self) -> str:
         """``uri``, or :class:`ConfigError` naming the key when it is not set."""
         if not self.uri:
@@ -144,14 +173,15 @@ def _duration_above_zero(value: object) -> object:
 
 
 def _op_timeout(value: object) -> object:
-    found = _duration_above_zero(value)
-    assert isinstance(found, timedelta)
-    if found > LONGEST_OP_TIMEOUT:
+    found = parse_duration(value)
+    if found <= timedelta(0) or found > LONGEST_OP_TIMEOUT:
         raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
     return found
 
 
 def _count(value: object) -> int:
+    from flowsched.backoff import whole_number
+
     found = whole_number(value, 1)  # also "3", as HOCON may quote it
     if found is None:
         raise ValueError("must be a whole number >= 1")
@@ -175,6 +205,8 @@ def _optional_count(value: object) -> object:
 
 
 def _factor(value: object) -> float:
+    from flowsched.backoff import finite_number
+
     found = finite_number(value)  # also "2", as HOCON may quote it
     if found is None or found < 1:
         raise ValueError("must be a number >= 1")
@@ -246,6 +278,8 @@ _SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
 
 def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[ConfigProblem]]:
     """The settings in ``tree`` (a whole configuration) and every problem found in them."""
+    from pyhocon import ConfigTree
+
     problems: list[ConfigProblem] = []
     values: dict[str, object] = {}
     for key in tree:
@@ -284,6 +318,8 @@ def _read_ours(
     values: dict[str, object],
     problems: list[ConfigProblem],
 ) -> None:
+    from pyhocon import ConfigTree
+
     if not isinstance(section, ConfigTree):
         problems.append(_wrong(path, section, "must be an object (poll-interval = 1s, ...)"))
         return
@@ -304,6 +340,8 @@ def _read(
     values: dict[str, object],
     problems: list[ConfigProblem],
 ) -> None:
+    from pyhocon import ConfigTree
+
     if not isinstance(section, ConfigTree):
         problems.append(_wrong(path, section, f"must be an object ({', '.join(keys)})"))
         return

@@ -23,6 +23,7 @@ The modules (every one internal; import from here or from ``flowsched``):
   instance.
 """
 
+from flowsched.flow.async_domain import AsyncFlowDomain
 from flowsched.flow.builder import FlowConfigError, FlowDomainBuilder
 from flowsched.flow.definition import ANY_STATE, Flow, FlowDefinition, FlowDefinitionError
 from flowsched.flow.domain import (
@@ -46,6 +47,7 @@ __all__ = [
     "ActionAdapter",
     "ActionRequest",
     "ActionTimeoutEvent",
+    "AsyncFlowDomain",
     "ConcurrentUpdateError",
     "Flow",
     "FlowAlreadyExistsError",

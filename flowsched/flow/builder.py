@@ -14,17 +14,25 @@
 ``build()`` checks that every action of every flow has an adapter and that every
 configuration key names a registered flow, state and action (near-misses suggested); it
 raises :class:`FlowConfigError` unless ``with_options(config_check="warn")``.
+
+The builder serves both faces: ``build()`` gives a :class:`FlowDomain` on a synchronous
+scheduler (and refuses ``async def`` action adapters, which it could never await);
+``build_async()`` gives an :class:`~flowsched.flow.async_domain.AsyncFlowDomain` on an
+asyncio scheduler, whose adapters may be ``async def`` or plain.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
+from flowsched.async_port import AsyncSchedulerPort
+from flowsched.callables import is_async_callable, short_callable
 from flowsched.clock import Clock, SystemClock
 from flowsched.config import SchedulingConfig
-from flowsched.errors import FlowConfigError
+from flowsched.config.suggest import closest
+from flowsched.errors import FlowConfigError, FlowDefinitionError
 from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
@@ -32,6 +40,9 @@ from flowsched.flow.planner import Planner
 from flowsched.flow.store import FlowStore, InMemoryFlowStore
 from flowsched.flow.timeline import Listener
 from flowsched.port import SchedulerPort
+
+if TYPE_CHECKING:
+    from flowsched.flow.async_domain import AsyncFlowDomain
 
 __all__ = ["FlowConfigError", "FlowDomainBuilder"]
 
@@ -45,7 +56,7 @@ class FlowDomainBuilder:
 
     def __init__(self) -> None:
         self._config: SchedulingConfig | None = None
-        self._scheduler: SchedulerPort | None = None
+        self._scheduler: SchedulerPort | AsyncSchedulerPort | None = None
         self._flows: dict[str, FlowDefinition] = {}
         self._adapters: dict[tuple[str | None, str], ActionAdapter] = {}
         self._store: FlowStore | None = None
@@ -60,9 +71,11 @@ class FlowDomainBuilder:
         self._config = config
         return self
 
-    def with_scheduler_adapter(self, scheduler: SchedulerPort) -> Self:
+    def with_scheduler_adapter(self, scheduler: SchedulerPort | AsyncSchedulerPort) -> Self:
         """The scheduler every timer goes through (``InMemoryScheduler``,
-        ``MongoScheduler``, or your own ``SchedulerPort``). Required. The domain registers
+        ``MongoScheduler``, or your own ``SchedulerPort``; for :meth:`build_async` an
+        ``AsyncInMemoryScheduler``, ``AsyncMongoScheduler`` or your own
+        ``AsyncSchedulerPort``). Required. The domain registers
         one handler per flow on it (``flow:<FlowName>``; other domains with other flows may
         share the scheduler); starting and closing it stays with you."""
         self._scheduler = scheduler
@@ -80,7 +93,12 @@ class FlowDomainBuilder:
         self, action: str, adapter: ActionAdapter, *, flow: str | None = None
     ) -> Self:
         """Call ``adapter(request)`` whenever ``action`` is invoked (in ``flow`` only, if
-        given; a flow-specific adapter wins over a general one)."""
+        given; a flow-specific adapter wins over a general one). An ``async def`` adapter
+        needs :meth:`build_async` (``build()`` refuses it)."""
+        if not callable(adapter):
+            raise TypeError(
+                f"with_action_adapter({action!r}): expected a callable, got {adapter!r}"
+            )
         self._adapters[(flow, action)] = adapter
         return self
 
@@ -126,7 +144,49 @@ class FlowDomainBuilder:
 
     def build(self) -> FlowDomain:
         """Check everything and return the domain (its flows' handlers registered on
-        the scheduler; ``ValueError`` if another domain runs one of them there)."""
+        the scheduler; ``ValueError`` if another domain runs one of them there).
+
+        ``TypeError`` for an ``async def`` action adapter or an asyncio scheduler: use
+        :meth:`build_async`."""
+        parts = self._parts()
+        scheduler = parts.pop("scheduler")
+        if isinstance(scheduler, AsyncSchedulerPort):
+            raise TypeError(
+                f"FlowDomain.builder().build(): {scheduler!r} is an asyncio scheduler; "
+                "use .build_async() for an AsyncFlowDomain"
+            )
+        refused = sorted(
+            f"{action} ({short_callable(adapter)})"
+            for (_, action), adapter in self._adapters.items()
+            if is_async_callable(adapter)
+        )
+        if refused:
+            raise TypeError(
+                f"action adapter(s) {', '.join(refused)} are coroutine functions (async "
+                "def): a FlowDomain calls adapters synchronously and would never run them; "
+                "build an AsyncFlowDomain with .build_async() on an AsyncInMemoryScheduler "
+                "or AsyncMongoScheduler, or pass plain functions"
+            )
+        return FlowDomain(scheduler=scheduler, **parts)
+
+    def build_async(self) -> AsyncFlowDomain:
+        """Check everything and return an
+        :class:`~flowsched.flow.async_domain.AsyncFlowDomain` on the asyncio scheduler
+        (``TypeError`` for a synchronous one). Action adapters may be ``async def``."""
+        from flowsched.flow.async_domain import AsyncFlowDomain
+
+        parts = self._parts()
+        scheduler = parts.pop("scheduler")
+        if not isinstance(scheduler, AsyncSchedulerPort):
+            raise TypeError(
+                f"FlowDomain.builder().build_async(): {scheduler!r} is a synchronous "
+                "scheduler; give an AsyncInMemoryScheduler or AsyncMongoScheduler, or use "
+                ".build()"
+            )
+        return AsyncFlowDomain(scheduler=scheduler, **parts)
+
+    def _parts(self) -> dict[str, Any]:
+        """The checked parts both faces are built of."""
         if self._config is None:
             raise ValueError("FlowDomain.builder(): call .with_config(SchedulingConfig) first")
         if self._scheduler is None:
@@ -143,28 +203,54 @@ class FlowDomainBuilder:
             self._rng if self._rng is not None else random.Random(),
             cancel_retries_on_exit=self._cancel_retries_on_exit,
         )
-        return FlowDomain(
-            flows=self._flows,
-            scheduler=self._scheduler,
-            store=self._store if self._store is not None else InMemoryFlowStore(),
-            planner=planner,
-            clock=self._clock,
-            adapters=self._adapters,
-            listeners=self._listeners,
-        )
+        return {
+            "flows": self._flows,
+            "scheduler": self._scheduler,
+            "store": self._store if self._store is not None else InMemoryFlowStore(),
+            "planner": planner,
+            "clock": self._clock,
+            "adapters": self._adapters,
+            "listeners": self._listeners,
+        }
 
     def _check_adapters(self) -> None:
+        """Every action of every flow has an adapter, and every adapter serves an action of a
+        registered flow: an adapter under a misspelt action (``CheckFruad``) or a flow that is
+        not registered is a :class:`FlowDefinitionError` naming it and, when one is close, the
+        action meant. (An adapter nobody can call is never right; a service that runs some of
+        its flows in each of several domains gives each domain the adapters of its flows.)"""
+        flows = self._flows
         missing = sorted(
             f"{d.name}.{action}"
-            for d in self._flows.values()
+            for d in flows.values()
             for action in d.actions
             if (d.name, action) not in self._adapters and (None, action) not in self._adapters
         )
+        every_action = {action for d in flows.values() for action in d.actions}
+        strays: list[str] = []
+        for flow, action in self._adapters:
+            if flow is not None and flow not in flows:
+                meant = closest(flow, flows, shared_words=False)
+                hint = f"; did you mean flow={meant!r}?" if meant else ""
+                strays.append(
+                    f"the adapter for {flow}.{action} names flow {flow!r}, which is not "
+                    f"registered (flows: {', '.join(sorted(flows))}){hint}"
+                )
+            elif action not in (every_action if flow is None else flows[flow].actions):
+                actions = every_action if flow is None else flows[flow].actions
+                meant = closest(action, actions, shared_words=False)
+                where = "no registered flow invokes" if flow is None else f"flow {flow} invokes no"
+                hint = f"; did you mean {meant!r}?" if meant else ""
+                label = action if flow is None else f"{flow}.{action}"
+                strays.append(f"the adapter for {label!r}: {where} action {action!r}{hint}")
+        problems = list(strays)
         if missing:
-            raise ValueError(
+            problems.append(
                 f"no action adapter for {', '.join(missing)}: register each with "
                 ".with_action_adapter(action, callable)"
             )
+        if problems:
+            raise FlowDefinitionError("; ".join(problems))
 
     def _check_config(self, config: SchedulingConfig) -> None:
         problems = config_problems(self._flows, config)

@@ -1,7 +1,7 @@
 """Internal: ``FlowDomain``, which runs flow instances and handles their time through the port.
 
 Build one with :meth:`FlowDomain.builder`. The domain talks to the scheduler only through
-:class:`~flowsched.SchedulerPort`: it registers one named handler per flow it runs,
+:class:`~flowsched.port.SchedulerPort`: it registers one named handler per flow it runs,
 ``flow:<FlowName>`` (:func:`~flowsched.flow.timers.flow_handler`), addresses every timer it
 schedules (``ACTION_TIMEOUT``, ``ACTION_RETRY``, ``PROCESSING_TIMEOUT``) to its flow's handler,
 and tells the kinds apart when one fires. So several domains with different flows can share
@@ -10,6 +10,10 @@ only the timers of the flows it runs. Two domains running the same flow on one s
 refused (``ValueError`` naming the flow); the kinds stay free for the application's own
 ``subscribe``.
 
+The decisions are :class:`~flowsched.flow.domain_base.DomainBase`'s (shared with the asyncio
+face, :class:`~flowsched.flow.async_domain.AsyncFlowDomain`); this class applies them with
+blocking calls.
+
 Thread-safe: events and timers for one instance are decided one at a time (a per-instance
 lock), different instances in parallel; the store's optimistic versioning keeps several
 processes sharing one store from overwriting each other.
@@ -17,45 +21,49 @@ processes sharing one store from overwriting each other.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from flowsched.clock import Clock
-from flowsched.errors import TimerAheadOfInstanceError, UnknownFlowError
+from flowsched.errors import ConcurrentUpdateError
 from flowsched.flow.decision import Decision
 from flowsched.flow.definition import FlowDefinition
+from flowsched.flow.domain_base import (
+    EARLY_TIMER_REDELIVERIES,
+    ActionAdapter,
+    Decide,
+    DomainBase,
+    TimerAheadOfInstanceError,
+    UnknownFlowError,
+    decided,
+)
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.locks import InstanceLocks
 from flowsched.flow.planner import Planner
-from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError, FlowStore
-from flowsched.flow.timeline import Listener, TimelineEntry
-from flowsched.flow.timers import ActionTimer, DeadlineTimer, action_timer_id, flow_handler
+from flowsched.flow.store import FlowStore
+from flowsched.flow.timeline import Listener
 from flowsched.port import SchedulerPort
-from flowsched.records import ScheduleItem, ScheduleKind
+from flowsched.records import ScheduleItem
 
 if TYPE_CHECKING:
     from flowsched.flow.builder import FlowDomainBuilder
 
-__all__ = ["ActionAdapter", "FlowDomain", "TimerAheadOfInstanceError", "UnknownFlowError"]
+__all__ = [
+    "EARLY_TIMER_REDELIVERIES",
+    "ActionAdapter",
+    "FlowDomain",
+    "TimerAheadOfInstanceError",
+    "UnknownFlowError",
+]
 
 log = logging.getLogger("flowsched.flow")
 
-ActionAdapter = Callable[[ActionRequest], object]
-"""Calls an external system for one invocation. It may return the response event at once
-(a synchronous system) or ``None`` and deliver the response later with ``domain.handle``.
-An adapter that raises is logged; the action's retries and timeout then apply."""
 
-Decide = Callable[[FlowInstance | None, datetime], Decision | None]
-
-EARLY_TIMER_REDELIVERIES = 3
-"""How many times a timer that arrived before its instance was stored is handed back to the
-scheduler for redelivery (its backoff: 3 s, 6 s, 12 s by default) before it is dropped."""
-
-
-class FlowDomain:
+class FlowDomain(DomainBase):
     """Runs the registered flows; see the module docstring for the guarantees."""
 
     def __init__(
@@ -71,29 +79,19 @@ class FlowDomain:
         conflict_retries: int = 5,
     ) -> None:
         """Use :meth:`builder`; this wires already-checked parts together."""
-        self.flows = dict(flows)
+        super().__init__(
+            flows=flows,
+            store=store,
+            planner=planner,
+            clock=clock,
+            adapters=adapters,
+            listeners=listeners,
+            conflict_retries=conflict_retries,
+        )
         self.scheduler = scheduler
         self.store = store
-        self.clock = clock
-        self._planner = planner
-        self._adapters = dict(adapters)
-        self._listeners = list(listeners)
-        self._conflict_retries = conflict_retries
         self._locks = InstanceLocks()
-        self._dispatch: dict[ScheduleKind, Callable[[ScheduleItem, int], None]] = {
-            ScheduleKind.ACTION_TIMEOUT: self._on_action_timeout,
-            ScheduleKind.ACTION_RETRY: self._on_retry,
-            ScheduleKind.PROCESSING_TIMEOUT: self._on_deadline,
-        }
-        for name in self.flows:
-            try:
-                scheduler.register(flow_handler(name), self._on_timer)
-            except ValueError:
-                raise ValueError(
-                    f"flow {name!r} already runs in another FlowDomain on this scheduler "
-                    f"(handler {flow_handler(name)!r} is registered): one domain per flow "
-                    "and scheduler"
-                ) from None
+        self._register_on(scheduler, self._on_timer)
 
     @staticmethod
     def builder() -> FlowDomainBuilder:
@@ -117,14 +115,7 @@ class FlowDomain:
         ``offsets`` are custom offsets (``{"accepted": accepted_at}``, or a parent's
         ``request.offsets``); ``data`` a small JSON object handed to every action.
         :class:`~flowsched.flow.store.FlowAlreadyExistsError` if the id is taken."""
-        definition = self._definition(flow)
-
-        def decide(instance: FlowInstance | None, now: datetime) -> Decision:
-            if instance is not None:
-                raise FlowAlreadyExistsError(f"flow instance {flow_id!r} already exists")
-            return self._planner.start(definition, flow_id, now, offsets, data)
-
-        return _decided(self._run(flow_id, decide))
+        return decided(self._run(flow_id, self._starting(flow, flow_id, offsets, data)))
 
     def handle(
         self, flow_id: str, event: object, offsets: Mapping[str, datetime] | None = None
@@ -137,14 +128,7 @@ class FlowDomain:
         ``offsets``: custom offsets that came with this input (name → aware datetime), added
         to the instance's offsets before the event is applied (a name already there is
         replaced), so a processing-time deadline armed from then on can count from them."""
-
-        def decide(instance: FlowInstance | None, now: datetime) -> Decision:
-            if instance is None:
-                raise UnknownFlowError(f"no flow instance {flow_id!r}")
-            definition = self._definition(instance.flow)
-            return self._planner.event(definition, instance, event, now, offsets)
-
-        return _decided(self._run(flow_id, decide))
+        return decided(self._run(flow_id, self._handling(flow_id, event, offsets)))
 
     def instance(self, flow_id: str) -> FlowInstance | None:
         """The stored instance, or ``None``."""
@@ -154,198 +138,87 @@ class FlowDomain:
         """What the instance is waiting on, as the scheduler holds it now, earliest first:
         the timeouts and retries of its current state's actions and its processing-time
         deadlines (empty for a finished or unknown instance)."""
-        instance = self.store.load(flow_id)
-        if instance is None or instance.finished:
-            return []
-        ids = [
-            action_timer_id(flow_id, instance.state, instance.entry, run.action, kind)
-            for run in instance.actions
-            if run.waiting
-            for kind in (ScheduleKind.ACTION_TIMEOUT, ScheduleKind.ACTION_RETRY)
-        ]
-        ids += [d.item_id for d in instance.deadlines]
+        ids = self._timer_ids(self.store.load(flow_id))
         items = [item for item in map(self.scheduler.get, ids) if item is not None]
         return sorted(items, key=lambda item: item.due)
 
-    # -- timer handlers (called by the scheduler, possibly on its worker threads) ---------
+    # -- timer handler (called by the scheduler, possibly on its worker threads) ----------
 
     def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
-        """Every timer addressed to one of this domain's flows: dispatch on its kind."""
-        handle = self._dispatch.get(item.kind)
-        if handle is None:
-            log.warning(
-                "%s %s addressed to %s: not a flow timer kind; ignored",
-                item.kind,
-                item.id,
-                item.handler,
-            )
-            return
-        handle(item, attempt)
-
-    def _on_action_timeout(self, item: ScheduleItem, attempt: int) -> None:
-        timer = ActionTimer.from_payload(item.payload or {})
-        self._timer(
-            item,
-            attempt,
-            timer.flow,
-            timer.entry,
-            lambda d, inst, now: self._planner.action_timeout(d, inst, timer, now),
-        )
-
-    def _on_retry(self, item: ScheduleItem, attempt: int) -> None:
-        timer = ActionTimer.from_payload(item.payload or {})
-        self._timer(
-            item,
-            attempt,
-            timer.flow,
-            timer.entry,
-            lambda d, inst, now: self._planner.retry(d, inst, timer, now, planned=item.due),
-        )
-
-    def _on_deadline(self, item: ScheduleItem, attempt: int) -> None:
-        timer = DeadlineTimer.from_payload(item.payload or {})
-        self._timer(
-            item,
-            attempt,
-            timer.flow,
-            timer.entry,
-            lambda d, inst, now: self._planner.deadline(d, inst, timer, item.id, now),
-        )
-
-    def _timer(
-        self,
-        item: ScheduleItem,
-        attempt: int,
-        flow: str,
-        entry: int,
-        plan: Callable[[FlowDefinition, FlowInstance, datetime], Decision],
-    ) -> None:
-        """Apply a fired timer set on state entry ``entry``.
+        """Every timer addressed to one of this domain's flows (see ``_timer_decision``).
 
         "Nothing to do" (unknown flow or instance, a flow that moved on) returns normally:
-        raising would have the scheduler redeliver it forever. A timer *ahead* of the stored
-        instance (its entry is newer, or it belongs to a just-created instance not stored
-        yet) was scheduled by a decision another node has not stored yet (timers are
-        scheduled before the instance is stored): :class:`TimerAheadOfInstanceError` has it
-        redelivered, up to :data:`EARLY_TIMER_REDELIVERIES` times, after which it is dropped
-        (that decision never got stored: it lost a race or its node died)."""
-        flow_id = item.flow_id
-        definition = self.flows.get(flow)
-        if flow_id is None or definition is None:
-            log.warning("%s %s: flow %r is not registered here; ignored", item.kind, item.id, flow)
-            return
+        raising would have the scheduler redeliver it forever."""
+        decide = self._timer_decision(item, attempt)
+        if decide is not None and item.flow_id is not None:
+            self._run(item.flow_id, decide)
 
-        def decide(instance: FlowInstance | None, now: datetime) -> Decision | None:
-            stored = 0 if instance is None else instance.entry
-            if entry > stored and (instance is not None or entry == 1):
-                if attempt < EARLY_TIMER_REDELIVERIES:
-                    raise TimerAheadOfInstanceError(
-                        f"{item.kind} {item.id}: set on entry {entry} of instance {flow_id!r},"
-                        f" which is stored at entry {stored} (not stored yet?); try again later"
-                    )
-                log.warning(
-                    "%s %s: instance %r still not stored at entry %d after %d deliveries; ignored",
-                    item.kind,
-                    item.id,
-                    flow_id,
-                    entry,
-                    attempt + 1,
-                )
-                return None
-            if instance is None:
-                log.info("%s %s: no instance %r; ignored", item.kind, item.id, flow_id)
-                return None
-            return plan(definition, instance, now)
-
-        self._run(flow_id, decide)
-
-    # -- applying a decision -------------------------------------------------------------------
+    # -- applying a step -------------------------------------------------------------------
 
     def _run(self, flow_id: str, decide: Decide) -> FlowInstance | None:
         for _ in range(self._conflict_retries):
             with self._locks.hold(flow_id):
-                decision = decide(self.store.load(flow_id), self.clock.now())
-                if decision is None:
+                step = decide(self.store.load(flow_id), self.clock.now())
+                if step is None:
                     return None
                 try:
-                    saved = self._apply(decision)
+                    saved = self._apply(step)
                 except ConcurrentUpdateError as exc:
-                    log.info(
-                        "flow instance %s changed concurrently (%s); deciding again", flow_id, exc
-                    )
+                    self._conflict(flow_id, exc)
                     continue
-            self._after(decision)
+            self._after(step)
             return saved
-        raise ConcurrentUpdateError(
-            f"flow instance {flow_id!r}: still changing concurrently after "
-            f"{self._conflict_retries} attempts"
-        )
+        raise self._gave_up(flow_id)
 
-    def _apply(self, decision: Decision) -> FlowInstance:
+    def _apply(self, step: Decision) -> FlowInstance:
         """Schedule, store, cancel — in that order (see :mod:`flowsched.flow.decision`)."""
-        for item in decision.schedules:
+        self._check_started(self.scheduler, step)
+        for item in step.schedules:
             self.scheduler.schedule(item)
-        saved = decision.instance
-        if decision.changed:
-            if decision.instance.version == 0:
-                saved = self.store.insert(decision.instance)
+        saved = step.instance
+        if step.changed:
+            if step.instance.version == 0:
+                saved = self.store.insert(step.instance)
             else:
-                saved = self.store.update(decision.instance)
-        if decision.cancel_flow:
+                saved = self.store.update(step.instance)
+        if step.cancel_flow:
             # Every timer of the instance carries its flow id: one cancel_flow (one round
             # trip on MongoDB) removes the single cancels' items too.
-            self.scheduler.cancel_flow(decision.instance.flow_id)
+            self.scheduler.cancel_flow(step.instance.flow_id)
         else:
-            for item_id in decision.cancellations():
+            for item_id in step.cancellations():
                 self.scheduler.cancel(item_id)
         return saved
 
-    def _after(self, decision: Decision) -> None:
+    def _after(self, step: Decision) -> None:
         """Outside the lock: tell listeners, invoke actions, feed back their responses."""
-        if self._listeners or log.isEnabledFor(logging.DEBUG):
-            for entry in decision.timeline:
-                self._tell(entry)
-        for request in decision.invocations:
+        self._tell_all(step)
+        for request in step.invocations:
             response = self._invoke(request)
             if response is not None:
                 self.handle(request.flow_id, response)
 
     def _invoke(self, request: ActionRequest) -> object:
-        adapter = self._adapters.get((request.flow, request.action)) or self._adapters.get(
-            (None, request.action)
-        )
-        if adapter is None:  # the builder checks every action has one; a guard, not a path
-            log.error("no action adapter for %s.%s", request.flow, request.action)
+        adapter = self._adapter(request)
+        if adapter is None:
             return None
         try:
-            return adapter(request)
+            response = adapter(request)
+            if response is not None and inspect.isawaitable(response):
+                _unawaited(response, request)
+            return response
         except Exception:
-            log.warning(
-                "action %s of %s (attempt %d) raised; its retries and timeout apply",
-                request.action,
-                request.flow_id,
-                request.attempt,
-                exc_info=True,
-            )
+            self._adapter_failed(request)
             return None
 
-    def _tell(self, entry: TimelineEntry) -> None:
-        log.debug("%s", entry)
-        for listener in self._listeners:
-            try:
-                listener(entry)
-            except Exception:
-                log.exception("timeline listener %r raised; ignored", listener)
 
-    def _definition(self, flow: str) -> FlowDefinition:
-        try:
-            return self.flows[flow]
-        except KeyError:
-            known = ", ".join(sorted(self.flows)) or "none"
-            raise UnknownFlowError(f"no flow {flow!r} registered (flows: {known})") from None
-
-
-def _decided(instance: FlowInstance | None) -> FlowInstance:
-    # start/handle always decide a decision (or raise), so there is always an instance.
-    assert instance is not None
-    return instance
+def _unawaited(response: object, request: ActionRequest) -> None:
+    """A synchronous domain's adapter returned an awaitable: close it (it never ran) and
+    fail the invocation (its retries and timeout apply)."""
+    if inspect.iscoroutine(response):
+        response.close()
+    raise TypeError(
+        f"action adapter for {request.action} returned {type(response).__name__} (an "
+        "awaitable) to a FlowDomain, which cannot await it: build the domain with "
+        "build_async() (an AsyncFlowDomain)"
+    )

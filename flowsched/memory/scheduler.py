@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import (
-    Completed,
     DeliveryCore,
     NextSlot,
     Observer,
@@ -28,7 +27,15 @@ from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
-from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
+from flowsched.records import (
+    DeadLetter,
+    ScheduleItem,
+    ScheduleKind,
+    log_fields,
+    not_an_item,
+    set_generation,
+)
+from flowsched.start_watch import NOT_STARTED, StartWatch
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -44,28 +51,22 @@ class InMemoryScheduler(SchedulerPort):
     Two ways to run it:
 
     * **Real time** (default :class:`~flowsched.clock.SystemClock`): :meth:`start` (or ``with``)
-      starts ``workers`` handler threads. One idle worker at a time sleeps until the earliest due
-      time (woken early when an earlier item arrives, and at least every ``max_wait`` so that
-      wall-clock jumps are noticed), claims what is due in a batch and delivers it, while another
-      worker takes over the clock; more workers join while claimed items wait (see
-      :mod:`flowsched.memory.pool`).
+      starts ``workers`` handler threads; one idle worker sleeps until the earliest due time
+      (woken early by an earlier item, and every ``max_wait`` to notice wall-clock jumps),
+      claims what is due and delivers it while another takes over (:mod:`flowsched.memory.pool`).
     * **Manual time** (a clock with ``attach``, such as :class:`~flowsched.clock.ManualClock`): no
-      threads at all, no ``start()`` needed. Every ``clock.advance(...)`` delivers, on the calling
-      thread and before it returns, every item due by the new time, in due order (same due:
-      schedule order), each with the clock set to its due time, including items that handlers
-      schedule or that fall due while it runs. Nothing fires until the clock is advanced; an item
+      threads, no ``start()``. Every ``clock.advance(...)`` delivers, on the calling thread and
+      before it returns, every item due by the new time, in due order (same due: schedule order),
+      each with the clock at its due time, including items handlers schedule meanwhile. An item
       already due fires on the next advance, even ``advance(timedelta(0))``.
 
     :meth:`run_due` delivers what is due now on the calling thread, on either clock.
 
     Guarantees (see :class:`~flowsched.SchedulerPort`): replace, cancel and ``cancel_flow`` are
-    fenced by id + generation: an item is claimed under the lock, checked again right before its
-    handler starts, and its outcome is applied under the lock only if it is still the current form
-    of its id. A handler may call ``schedule``/``cancel`` on this scheduler (no lock is held while
-    it runs). Items of a route nobody handles here (a kind nobody subscribed to, a handler name
-    nobody registered) stay scheduled, set aside once due, and are delivered once a handler for
-    them is subscribed or registered. After :meth:`close` nothing fires and ``schedule`` raises
-    :class:`~flowsched.SchedulerUnavailable`.
+    fenced by id + generation (claimed under the lock, checked again right before the handler,
+    outcome applied only to the current form of its id). Handlers may call this scheduler. Items
+    of a route nobody handles here stay scheduled, set aside once due, until a handler for them
+    is subscribed or registered. After :meth:`close` ``schedule`` raises ``SchedulerUnavailable``.
 
     >>> from datetime import UTC, datetime, timedelta
     >>> from flowsched.clock import ManualClock
@@ -89,12 +90,13 @@ class InMemoryScheduler(SchedulerPort):
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
     ) -> None:
-        """``workers``: handler threads (real time only), the most handlers running at once.
-        ``max_wait``: the longest the waiting worker sleeps before it reads the wall clock
-        again (how late a jump of the wall clock can be noticed)."""
+        """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
+        worker sleeps before it reads the wall clock again."""
         check_pool_arguments(workers, max_wait)
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer)
+        self._core = DeliveryCore(
+            self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
+        )
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled
         self._store = MemoryTimerStore()
@@ -116,6 +118,10 @@ class InMemoryScheduler(SchedulerPort):
         self._manual = callable(attach)
         if attach is not None and self._manual:
             attach(self)
+        # Unstarted on a real clock: the first schedule() "wakes the timer", arming the watch.
+        self._start_watch = StartWatch()
+        if not self._manual:
+            self._sleep_until = NOT_STARTED
 
     @classmethod
     def from_config(
@@ -130,10 +136,8 @@ class InMemoryScheduler(SchedulerPort):
         ``docs/reference/configuration.md``; the MongoDB settings are not used here).
 
         >>> from flowsched import SchedulingConfig
-        >>> config = SchedulingConfig.from_string(
-        ...     "ipf-scheduler.flowsched { max-attempts = 5, redelivery.initial = 1s }")
-        >>> with InMemoryScheduler.from_config(config) as scheduler:
-        ...     pass
+        >>> config = SchedulingConfig.from_string("ipf-scheduler.flowsched.max-attempts = 5")
+        >>> InMemoryScheduler.from_config(config).close()
         """
         settings = config.scheduler_settings()
         redelivery = redelivery_policy(settings)
@@ -185,8 +189,7 @@ class InMemoryScheduler(SchedulerPort):
             item = self._store.remove(item_id)
         if item is None:
             return False
-        extra = {"item_id": item_id, "kind": item.kind.value}
-        log.debug("cancelled %s %s", item.kind.value, item_id, extra=extra)
+        log.debug("cancelled %s %s", item.kind.value, item_id, extra=log_fields(item))
         self._core.cancelled(item_id)
         return True
 
@@ -217,8 +220,7 @@ class InMemoryScheduler(SchedulerPort):
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         """Deliver items of ``kind`` (without a handler name) to ``handler``; items that
-        waited for it are re-queued (under a manual clock they fire on the next ``advance``).
-        ``ValueError`` if the kind already has a handler."""
+        waited for it are re-queued. ``ValueError`` if the kind already has a handler."""
         self._unpark(self._core.subscribe(kind, handler))
 
     def register(
@@ -249,8 +251,7 @@ class InMemoryScheduler(SchedulerPort):
                 self._wake_timer()
         if item is None:
             return False
-        extra = {"item_id": item.id, "kind": item.kind.value}
-        log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=extra)
+        log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=log_fields(item))
         self._core.scheduled(item)
         return True
 
@@ -336,9 +337,8 @@ class InMemoryScheduler(SchedulerPort):
     def _deliver_claimed(self, claim: Claim) -> None:
         """A worker delivers an item the leader claimed."""
         item = claim[0]
-        # The fence, right before the handler: one dict lookup, atomic without the lock (it
-        # reads the id's current form at one instant, as a locked read would). close()
-        # joins the workers, so a handler started here is waited for.
+        # The fence, right before the handler: one dict lookup, atomic without the lock.
+        # close() joins the workers, so a handler started here is waited for.
         if self._closed or self._store.items.get(item.id) is not item:
             return
         try:
@@ -348,16 +348,13 @@ class InMemoryScheduler(SchedulerPort):
                 self._store.restore(item)
             raise
         if isinstance(outcome, Redeliver | NextSlot):
-            # Rare (a handler failed, or a recurring item moves on): apply now, so that the
-            # leader can be woken for the item's new due time.
+            # Rare: apply now, so that the leader can be woken for the item's new due time.
             with self._lock:
                 self._settle()
                 self._apply(item, outcome)
         else:
-            # Workers never take the lock for a success: the outcome waits in a lock-free
-            # queue whoever next holds the lock applies first (every locked section settles
-            # first), so nobody sees it unapplied. Blocking on the lock here would, under the
-            # GIL, form a convoy handing the lock and the GIL over on every delivery.
+            # Workers never take the lock for a success (under the GIL that forms a convoy):
+            # whoever next holds the lock applies the queued outcome first (see _settle).
             self._settling.append((item, outcome))
 
     # -- outcomes ----------------------------------------------------------------------------
@@ -371,25 +368,19 @@ class InMemoryScheduler(SchedulerPort):
 
     def _apply(self, item: ScheduleItem, outcome: Outcome) -> None:
         """Apply a delivery's outcome if ``item`` is still current (under the lock)."""
-        store = self._store
-        if isinstance(outcome, Completed):
-            applied = store.complete(item)
-        elif isinstance(outcome, Redeliver | NextSlot):
-            if isinstance(outcome, Redeliver):
-                applied = store.reschedule(item, outcome.due, outcome.attempt)
-            else:
-                applied = store.advance(item, outcome.applied, outcome.due)
+        applied = self._store.settle(item, outcome)
+        if applied and isinstance(outcome, Redeliver | NextSlot):
             until = self._sleep_until
-            if applied and until is not None and outcome.due < until:
+            if until is not None and outcome.due < until:
                 self._wake_timer()  # the leader sleeps past the item's new due time
-        else:  # DeadLettered, or Exhausted: a recurring item with no slot left
-            applied = store.bury(item, outcome.dead)
-        if not applied:
+        elif not applied:
             message = "outcome of stale delivery %s ignored (replaced or cancelled meanwhile)"
-            log.debug(message, item.key, extra={"item_id": item.id, "kind": item.kind.value})
+            log.debug(message, item.key, extra=log_fields(item))
 
     def _wake_timer(self) -> None:
         """Make the leading worker look at the heap again (called under the lock)."""
+        if self._sleep_until is NOT_STARTED:  # the first item before start(): watch it
+            self._start_watch.arm(self, self._max_wait)
         self._sleep_until = None
         self._wake.notify()
 
@@ -403,15 +394,13 @@ class InMemoryScheduler(SchedulerPort):
             if self._started:
                 return
             self._started = True
+            self._start_watch.stop()
+            if self._sleep_until is NOT_STARTED:
+                self._sleep_until = None
             if self._manual:
                 return
-            self._pool = WorkerPool(
-                self._workers,
-                self._lock,
-                self._claim,
-                self._deliver_claimed,
-                self._clock.monotonic,
-            )
+            pool = (self._workers, self._lock, self._claim, self._deliver_claimed)
+            self._pool = WorkerPool(*pool, self._clock.monotonic)
         self._pool.start()
 
     def close(self) -> None:
@@ -419,6 +408,7 @@ class InMemoryScheduler(SchedulerPort):
         with self._lock:
             self._closed = True
             self._sleep_until = None
+            self._start_watch.stop()
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
             detach = getattr(self._clock, "detach", None)
@@ -433,14 +423,23 @@ class InMemoryScheduler(SchedulerPort):
             self._settle()
 
     def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
-        """The earliest due time (at or before ``until``, after ``after`` if given) of a
-        scheduled item: how a :class:`~flowsched.clock.ManualClock` steps through time (see
-        :meth:`MemoryTimerStore.next_due_between`)."""
+        """The earliest due time at or before ``until`` (after ``after``): how a
+        :class:`~flowsched.clock.ManualClock` steps (:meth:`MemoryTimerStore.next_due_between`)."""
         with self._lock:
             self._settle()
             if self._closed:
                 return None
             return self._store.next_due_between(until, after, self._core.routes())
+
+    @property
+    def needs_start(self) -> bool:
+        """Whether it waits for :meth:`start` to fire anything (real clock, never started)."""
+        return not (self._manual or self._started or self._closed)
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still waiting for start, the earliest due item)."""
+        with self._lock:
+            return self.needs_start, self._store.next_due()
 
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "threads"

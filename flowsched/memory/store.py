@@ -31,7 +31,8 @@ from collections.abc import Collection
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
-from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.delivery import Completed, NextSlot, Outcome, Redeliver
+from flowsched.records import DeadLetter, ScheduleItem, set_generation
 
 __all__ = ["COMPACT_AT", "Claim", "MemoryTimerStore"]
 
@@ -95,6 +96,29 @@ class MemoryTimerStore:
         if self.dead:
             # A new schedule under the id supersedes its dead letter.
             self.dead.pop(key, None)
+
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item`` under a fresh generation (replacing its id's current form) and
+        return the stored form: ``item`` itself when newly built, else a copy (the identity
+        of a stored form is its fence)."""
+        if item.generation:
+            stored = item.with_generation(next(self.generations))
+        else:
+            stored = item  # newly built: stored as it is, no copy
+            set_generation(item, next(self.generations))
+        self.put(stored)
+        return stored
+
+    def settle(self, item: ScheduleItem, outcome: Outcome) -> bool:
+        """Apply a delivery's ``outcome`` to ``item``, if it is still the current form of
+        its id; ``False`` (nothing changed) for a stale delivery."""
+        if isinstance(outcome, Completed):
+            return self.complete(item)
+        if isinstance(outcome, Redeliver):
+            return self.reschedule(item, outcome.due, outcome.attempt)
+        if isinstance(outcome, NextSlot):
+            return self.advance(item, outcome.applied, outcome.due)
+        return self.bury(item, outcome.dead)
 
     def remove(self, item_id: str) -> ScheduleItem | None:
         """Drop the current form of ``item_id``; its heap entry goes stale."""

@@ -18,18 +18,18 @@ from flowsched.config.scheduler_settings import (
     LONGEST_OP_TIMEOUT,
     LONGEST_SETTING,
     MAX_BATCH_SIZE,
+    MAX_BUCKETS,
     MAX_WORKERS,
 )
 from flowsched.limits import check_id
-from flowsched.mongo.documents import MAX_BUCKETS
 from flowsched.records import ScheduleItem
 
 __all__ = [
+    "check_arguments",
     "check_bson_payload",
     "check_count",
     "check_positive",
     "check_served",
-    "check_settings",
     "storable_id",
 ]
 
@@ -49,15 +49,6 @@ def check_positive(name: str, value: timedelta, most: timedelta) -> None:
             f"MongoScheduler {name} must be a positive timedelta of at most {most.days} "
             f"day(s) (got {value!r})"
         )
-
-
-def check_settings(durations: dict[str, timedelta], counts: dict[str, int]) -> None:
-    """Check the scheduler's duration and count arguments (by name) against their bounds."""
-    for name, value in durations.items():
-        check_positive(name, value, LONGEST_OP_TIMEOUT if name == "op_timeout" else LONGEST_SETTING)
-    most = {"batch_size": MAX_BATCH_SIZE, "workers": MAX_WORKERS, "buckets": MAX_BUCKETS}
-    for name, count in counts.items():
-        check_count(name, count, most[name])
 
 
 def check_served(served: Iterable[int] | None, buckets: int) -> tuple[int, ...] | None:
@@ -90,3 +81,24 @@ def check_bson_payload(item: ScheduleItem, document: dict[str, Any]) -> None:
         raise ValueError(
             f"ScheduleItem {item.id!r}: payload cannot be stored in MongoDB: {exc}"
         ) from None
+
+
+def check_arguments(
+    poll_interval: timedelta,
+    lease: timedelta,
+    op_timeout: timedelta,
+    batch_size: int,
+    workers: int,
+    buckets: int,
+    serve_buckets: Iterable[int] | None,
+) -> tuple[int, ...] | None:
+    """Check a :class:`~flowsched.MongoScheduler`'s arguments against the bounds
+    ``from_config`` applies (longer waits overflow the platform's timeouts, or a lease never
+    ends; a larger batch or pool is beyond what a node can hold); the buckets it serves."""
+    check_positive("poll_interval", poll_interval, LONGEST_SETTING)
+    check_positive("lease", lease, LONGEST_SETTING)
+    check_positive("op_timeout", op_timeout, LONGEST_OP_TIMEOUT)
+    check_count("batch_size", batch_size, MAX_BATCH_SIZE)
+    check_count("workers", workers, MAX_WORKERS)
+    check_count("buckets", buckets, MAX_BUCKETS)
+    return check_served(serve_buckets, buckets)

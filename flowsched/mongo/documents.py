@@ -50,9 +50,10 @@ applying one slot.
 
 from __future__ import annotations
 
+import logging
 import random
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +65,7 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 __all__ = [
+    "dead_letters_from",
     "MAX_BUCKETS",
     "MAX_COUNT",
     "MAX_RECORD_BYTES",
@@ -82,6 +84,8 @@ __all__ = [
     "stored_item",
     "truncate_ms",
 ]
+
+log = logging.getLogger("flowsched.mongo")
 
 
 MAX_COUNT = 1_000_000_000
@@ -284,6 +288,18 @@ def dead_letter_from_document(doc: Mapping[str, Any]) -> DeadLetter:
     if not isinstance(error, str):
         raise MalformedDocument(item_id, f"error must be a string, got {error!r}")
     return DeadLetter(item, attempts, error, _date(doc, "dead_at", item_id))
+
+
+def dead_letters_from(documents: Iterable[Mapping[str, Any]], where: str) -> list[DeadLetter]:
+    """The dead letters of ``documents``; a malformed record is logged (naming ``where``)
+    and skipped."""
+    letters = []
+    for document in documents:
+        try:
+            letters.append(dead_letter_from_document(document))
+        except MalformedDocument as exc:
+            log.error("%s: %s", where, exc)
+    return letters
 
 
 def quarantine_document(

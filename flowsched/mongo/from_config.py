@@ -45,6 +45,7 @@ def build(
     clock: Clock | None,
     observer: Observer | None,
     client_factory: Callable[..., Any] | None,
+    check: bool = False,
 ) -> MongoScheduler:
     """See :meth:`MongoScheduler.from_config`."""
     settings = config.scheduler_settings()
@@ -84,4 +85,10 @@ def build(
         client.close()
         raise
     scheduler._owned_client = client
+    if check:
+        try:
+            scheduler.ping()
+        except BaseException:
+            scheduler.close()  # closes the client it made
+            raise
     return scheduler

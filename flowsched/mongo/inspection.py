@@ -39,6 +39,7 @@ __all__ = [
     "claim_of",
     "collect_stats",
     "overdue_query",
+    "route_pipeline",
     "timer_view",
 ]
 
@@ -255,11 +256,24 @@ def collect_stats(store: TimerStore, now: datetime) -> Stats:
     )
 
 
+def route_pipeline() -> list[dict[str, Any]]:
+    """Pending items per route, one ``$group``: count ``n``, ``oldest`` due, how many are
+    ``retrying`` (failed at least once) and their ``failures`` (``timers stats`` and the
+    console's overview both run it)."""
+    retrying = {"$cond": [{"$gt": ["$attempts", 0]}, 1, 0]}
+    group = {
+        "_id": "$route",
+        "n": {"$sum": 1},
+        "oldest": {"$min": "$due"},
+        "retrying": {"$sum": retrying},
+        "failures": {"$sum": "$attempts"},
+    }
+    return [{"$group": group}]
+
+
 def route_stats(items: Any, nodes: tuple[NodeInfo, ...]) -> tuple[RouteStats, ...]:
     """Pending items by route (one aggregation), with the ``nodes`` serving each."""
-    groups = items.aggregate(
-        [{"$group": {"_id": "$route", "n": {"$sum": 1}, "oldest": {"$min": "$due"}}}]
-    )
+    groups = items.aggregate(route_pipeline())
     merged: dict[str | None, tuple[int, datetime | None]] = {}
     for group in groups:
         # A route that is not text (a poison document) counts with the route-less ones.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
@@ -15,21 +14,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pymongo.collection import Collection
 
-from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
+from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.mongo.arguments import (
-    check_bson_payload,
-    check_served,
-    check_settings,
-    storable_id,
-)
+from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
     MalformedDocument,
     dead_letter_from_document,
+    dead_letters_from,
     item_document,
     new_generation,
     stored_item,
@@ -37,13 +32,14 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock_for
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.start_watch import StartWatch
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -83,21 +79,17 @@ class MongoScheduler(SchedulerPort):
       also sweeps sooner for an item it schedules itself that is due before the next poll.
     * ``batch_size``: items claimed per round trip; ``workers``: handler threads.
     * ``lease``: how long a claim lasts without renewal (renewed every third of it while the
-      handler runs). ``server_time``/``max_clock_skew``: time is judged by the database's
-      clock (:mod:`flowsched.mongo.server_clock`; not for a ManualClock).
+      handler runs); ``server_time``/``max_clock_skew``: :mod:`flowsched.mongo.server_clock`.
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.SchedulerUnavailable`.
     * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
       clusters), so that an item another node schedules due before this node's next poll
       fires on time rather than up to a poll late (:mod:`flowsched.mongo.change_stream`). Polling
       stays the source of truth; without change streams the node polls only.
-    * ``buckets``: how many buckets the ids are spread over (the shard key is
-      ``{bucket: 1, _id: 1}``; see docs/explanation/scaling.md). Every node of one
-      collection must use the same number (the first node records it in ``<name>_settings``;
-      a node given another is refused with a ``ConfigError``); the default, 1, suits an
-      unsharded collection.
-      ``serve_buckets``: the buckets this node claims from (default: all). A bucket no
-      running node serves does not fire: give every bucket to at least two nodes.
+    * ``buckets``: how many buckets the ids are spread over (shard key ``{bucket: 1, _id:
+      1}``; 1 suits an unsharded collection); every node of a collection must agree (the
+      first records it, a node given another gets a ``ConfigError``). ``serve_buckets``: the
+      buckets this node claims from (default all; see docs/explanation/scaling.md).
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
     started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
@@ -128,20 +120,15 @@ class MongoScheduler(SchedulerPort):
         server_time: bool | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
     ) -> None:
-        durations = {"poll_interval": poll_interval, "lease": lease, "op_timeout": op_timeout}
-        check_settings(
-            {**durations, "max_clock_skew": max_clock_skew},
-            {"batch_size": batch_size, "workers": workers, "buckets": buckets},
+        served = check_arguments(
+            poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
         )
-        served = check_served(serve_buckets, buckets)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._clock: Clock = clock or SystemClock()
-        # Everything judges time by the database's clock; self._clock only says whether
-        # this scheduler is driven by a ManualClock.
-        self._time = server_clock_for(
-            self._clock, collection, server_time, max_clock_skew, self.node_id
+        self._time = server_clock(clock, collection, server_time, max_clock_skew, self.node_id)
+        self._clock: Clock = self._time.node  # a ManualClock, or a wall clock
+        self._core = DeliveryCore(
+            self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
-        self._core = DeliveryCore(self._time, redelivery, observer)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
@@ -157,6 +144,7 @@ class MongoScheduler(SchedulerPort):
         self._wakeup: WakeUp | None = None
         self._started_manual = False
         self._closed = False
+        self._start_watch = StartWatch()
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
@@ -170,9 +158,13 @@ class MongoScheduler(SchedulerPort):
         clock: Clock | None = None,
         observer: Observer | None = None,
         client_factory: Callable[..., Any] | None = None,
+        check: bool = False,
     ) -> MongoScheduler:
         """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
         of ``ipf-scheduler.flowsched`` (see ``docs/reference/configuration.md``).
+
+        With ``check=True`` the server is reached once (:meth:`ping`): a server that is down
+        is a :class:`~flowsched.SchedulerUnavailable` here, not at the first ``schedule``.
 
         ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
         ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
@@ -184,7 +176,7 @@ class MongoScheduler(SchedulerPort):
         """
         from flowsched.mongo.from_config import build
 
-        return build(cls, config, node_id, clock, observer, client_factory)
+        return build(cls, config, node_id, clock, observer, client_factory, check)
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -199,7 +191,23 @@ class MongoScheduler(SchedulerPort):
             not_an_item(item)
         stored = self._store_item(item, replace=True)
         assert stored is not None  # a replacing write always stores
+        if self.needs_start:
+            self._start_watch.arm(self, self._poll_interval)
         return stored
+
+    @property
+    def needs_start(self) -> bool:
+        """Whether this scheduler waits for :meth:`start` to deliver anything: on a real
+        clock, never started and not closed. A :class:`~flowsched.FlowDomain` built on one
+        warns, and so does the scheduler once an item it has a handler for is due for longer
+        than ``poll_interval`` (a node that only schedules for others is not warned about)."""
+        started = self._sweeper is not None or self._started_manual
+        return not (isinstance(self._clock, ManualClock) or started or self._closed)
+
+    def _unstarted_head(self) -> tuple[bool, datetime | None]:
+        """For the start watch: (still unstarted, the earliest item it would claim, due now)."""
+        waiting = self.needs_start
+        return waiting, self.next_due(self._time.now()) if waiting else None
 
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
@@ -222,13 +230,11 @@ class MongoScheduler(SchedulerPort):
         stored = item.moved(document["due"], document.get("applied"))
         stored = stored.with_generation(document["generation"])
         self._core.scheduled(stored)
-        sweeper = self._sweeper
-        if sweeper is not None:
+        if (sweeper := self._sweeper) is not None:
             sweeper.poke(stored.due)
         return stored
 
     def now(self) -> datetime:
-        """The database's time, as this node reckons it (its clock plus the offset)."""
         return self._time.now()
 
     def cancel(self, item_id: str) -> bool:
@@ -264,9 +270,14 @@ class MongoScheduler(SchedulerPort):
 
     def exists(self, item_id: str) -> bool:
         """Whether the item is still scheduled (one lookup by ``_id``)."""
-        if not storable_id(item_id):
-            return False
-        return self._call(f"exists({item_id!r})", lambda: self._store.exists(item_id))
+        what = f"exists({item_id!r})"
+        return storable_id(item_id) and self._call(what, lambda: self._store.exists(item_id))
+
+    def ping(self) -> None:
+        """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
+        cannot be reached (a scheduler is built without a round trip: fail at start-up)."""
+        database = self._store.items.database
+        within(self._op_timeout, "ping", lambda: database.command("ping"), self._store.items)
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
@@ -300,8 +311,7 @@ class MongoScheduler(SchedulerPort):
         self._served_more()
 
     def _served_more(self) -> None:
-        sweeper = self._sweeper
-        if sweeper is not None:
+        if (sweeper := self._sweeper) is not None:
             sweeper.poke()  # sweeps (and renews the heartbeat with the new route) at once
 
     def run_due(self) -> int:
@@ -340,13 +350,8 @@ class MongoScheduler(SchedulerPort):
 
     def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first (malformed records skipped)."""
-        letters = []
-        for document in self._call("dead_letters", self._store.dead_letters):
-            try:
-                letters.append(dead_letter_from_document(document))
-            except MalformedDocument as exc:
-                log.error("%s_dead: %s", self._store.name, exc)
-        return letters
+        documents = self._call("dead_letters", self._store.dead_letters)
+        return dead_letters_from(documents, f"{self._store.name}_dead")
 
     def requeue(self, item_id: str, due: datetime | None = None, *, replace: bool = False) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
@@ -359,12 +364,10 @@ class MongoScheduler(SchedulerPort):
         document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False
-        dead = dead_letter_from_document(document)
+        old = dead_letter_from_document(document).item
         when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
-        old = dead.item
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
-        generation = old.generation
-        self._call(what, lambda: self._store.remove_dead_letter(item_id, generation))
+        self._call(what, lambda: self._store.remove_dead_letter(item_id, old.generation))
         return stored is not None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -373,14 +376,14 @@ class MongoScheduler(SchedulerPort):
         """Start the background sweeper; on a :class:`~flowsched.clock.ManualClock`, no
         thread: attach to the clock, whose ``advance`` then delivers (idempotent).
 
-        Once, at start, looks for items stored before routing (no ``route``: no node claims
-        them) and logs a warning asking to run ``flowsched timers migrate`` if there are
-        any (on the sweeper thread; synchronously with a ManualClock)."""
+        Once, at start, warns if items stored before routing (no ``route``: no node claims
+        them) need ``flowsched timers migrate`` (on the sweeper thread, or at once)."""
         with self._lock:
             if self._closed:
                 raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
             if self._sweeper is not None or self._started_manual:
                 return
+            self._start_watch.stop()
             if isinstance(self._clock, ManualClock):
                 self._started_manual = True
                 self._clock.attach(self)
@@ -421,6 +424,7 @@ class MongoScheduler(SchedulerPort):
             if self._closed:
                 return
             self._closed = True
+            self._start_watch.stop()
             sweeper, self._sweeper = self._sweeper, None
             wakeup, self._wakeup = self._wakeup, None
         if wakeup is not None:
@@ -436,14 +440,11 @@ class MongoScheduler(SchedulerPort):
         return warn_if_unrouted(self._store)
 
     def _write(self, settlements: list[Settlement]) -> None:
-        self._call("run_due settle", functools.partial(self._settle, settlements))
-
-    def _settle(self, settlements: list[Settlement]) -> None:
-        self._claims.settle(settlements, self._time.now())
+        self._call("run_due settle", lambda: self._claims.settle(settlements, self._time.now()))
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         def run() -> T:
             self._store.ensure_indexes()
             return operation()
 
-        return within(self._op_timeout, what, run)
+        return within(self._op_timeout, what, run, self._store.items)

@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from flowsched.clock import Clock, ManualClock
+from flowsched.clock import Clock, ManualClock, SystemClock
+from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.mongo.documents import bson_utc
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "REFRESH",
     "ServerClock",
     "offset_from_hello",
-    "server_clock_for",
+    "server_clock",
 ]
 
 log = logging.getLogger("flowsched.mongo")
@@ -159,11 +160,18 @@ class ServerClock:
         return f"ServerClock({self.node!r}, offset={self._offset.total_seconds():+.3f}s)"
 
 
-def server_clock_for(
-    clock: Clock, collection: Any, server_time: bool | None, max_skew: timedelta, owner: str
+def server_clock(
+    clock: Clock | None, collection: Any, server_time: bool | None, max_skew: timedelta, owner: str
 ) -> ServerClock:
-    """The :class:`ServerClock` of a scheduler on ``collection``: measured unless
-    ``server_time`` is ``False`` (its default: ``False`` for a ManualClock, else ``True``)."""
+    """The :class:`ServerClock` of scheduler ``owner`` on ``collection``: measured unless
+    ``server_time`` is ``False`` (its default: ``False`` for a ManualClock, else ``True``),
+    on ``clock`` (default: a :class:`~flowsched.clock.SystemClock`). A scheduler judges every
+    time by it; its own clock only says whether a ManualClock drives it. ``ValueError`` if
+    ``max_skew`` is not a positive timedelta (up to 365 days)."""
+    from flowsched.mongo.arguments import check_positive  # bson: not for nodes' importers
+
+    check_positive("max_clock_skew", max_skew, LONGEST_SETTING)
+    clock = clock or SystemClock()
     measure = not isinstance(clock, ManualClock) if server_time is None else server_time
     database = getattr(collection, "database", None)
     command = getattr(database, "command", None)

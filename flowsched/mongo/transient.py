@@ -11,17 +11,26 @@ scheduler's clock: a network does not answer faster because a test's ManualClock
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pymongo
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure, PyMongoError
 
 from flowsched.errors import ConfigError, SchedulerUnavailable
 
-__all__ = ["OutageBackoff", "OutageLog", "is_transient", "log_sweep_failure", "within"]
+__all__ = [
+    "OutageBackoff",
+    "OutageLog",
+    "hosts",
+    "is_transient",
+    "log_sweep_failure",
+    "unavailable",
+    "within",
+]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -29,6 +38,10 @@ T = TypeVar("T")
 
 # Server error codes that mean "try again later": interrupted by shutdown/step-down,
 # not primary, host unreachable, exceeded time limit...
+_REASON = re.compile(r" \(configured timeouts|, Timeout: |, Topology Description: ")
+"""Where the driver's own message turns into its timeouts and the whole topology."""
+_LONGEST_REASON = 120
+
 _TRANSIENT_CODES = frozenset({6, 7, 50, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
 
 
@@ -61,11 +74,14 @@ class OutageBackoff:
         self._next = self.first
 
 
-def within(op_timeout: timedelta, what: str, operation: Callable[[], T]) -> T:
+def within(
+    op_timeout: timedelta, what: str, operation: Callable[[], T], collection: Any = None
+) -> T:
     """Run ``operation``, retrying transient errors for at most ``op_timeout`` in all.
 
-    Raises :class:`SchedulerUnavailable` (naming ``what`` and the last error) when the time
-    is up; non-transient driver errors propagate at once.
+    Raises :class:`SchedulerUnavailable` when the time is up: one short line naming ``what``,
+    the hosts of ``collection``'s client and the wait, with the last driver error as its
+    ``__cause__``. Non-transient driver errors propagate at once.
     """
     budget = op_timeout.total_seconds()
     deadline = time.monotonic() + budget
@@ -80,10 +96,7 @@ def within(op_timeout: timedelta, what: str, operation: Callable[[], T]) -> T:
                 raise
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SchedulerUnavailable(
-                    f"MongoDB unreachable: {what} did not take effect within "
-                    f"op_timeout={budget:g}s ({type(exc).__name__}: {exc})"
-                ) from exc
+                raise SchedulerUnavailable(unavailable(what, budget, exc, collection)) from exc
             log.debug("%s failed (%s), retrying", what, exc)
             time.sleep(min(backoff.next(), remaining))
 
@@ -97,6 +110,39 @@ def log_sweep_failure(owner: str, exc: Exception) -> None:
         log.warning("sweeper of %s: MongoDB unreachable, retrying: %s", owner, exc)
     else:
         log.exception("sweeper of %s failed, retrying", owner)
+
+
+def hosts(collection: Any) -> str:
+    """The servers ``collection``'s client knows (``db1:27017,db2:27017``), ``"?"`` if none.
+
+    Read from the client's topology description: no network call, nothing that can block."""
+    try:
+        servers = collection.database.client.topology_description.server_descriptions()
+        return ",".join(f"{host}:{port}" for host, port in servers) or "?"
+    except Exception:  # a stand-in collection (tests, mongomock) has no topology
+        return "?"
+
+
+def unavailable(what: str, budget: float, exc: BaseException, collection: Any = None) -> str:
+    """The one line of a :class:`SchedulerUnavailable`: what did not happen, where, how long,
+    and the driver's first reason (its topology dump stays in the ``__cause__``).
+
+    >>> from pymongo.errors import ServerSelectionTimeoutError
+    >>> error = ServerSelectionTimeoutError(
+    ...     "h:1: [Errno 111] Connection refused (configured timeouts: ...), Timeout: 0.5s, "
+    ...     "Topology Description: <TopologyDescription id: ...>")
+    >>> unavailable("schedule('t')", 0.5, error)
+    "MongoDB at ? unreachable: schedule('t') did not take effect within op_timeout=0.5s (ServerSelectionTimeoutError: h:1: [Errno 111] Connection refused)"
+    """  # noqa: E501
+    reason = _REASON.split(" ".join(str(exc).split()), maxsplit=1)[0]
+    if len(reason) > _LONGEST_REASON:
+        reason = reason[: _LONGEST_REASON - 3] + "..."
+    where = hosts(collection) if collection is not None else "?"
+    detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+    return (
+        f"MongoDB at {where} unreachable: {what} did not take effect within "
+        f"op_timeout={budget:g}s ({detail})"
+    )
 
 
 class OutageLog:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from flowsched.clock import ManualClock
 from flowsched.delivery import RedeliveryPolicy
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
@@ -202,7 +201,7 @@ def _a_tick_that_cancels_or_replaces_itself(t: Trial) -> None:
 
 
 def _london_ticks(t: Trial, begin: datetime, expression: str, days: int) -> list[datetime]:
-    clock = ManualClock(begin)
+    clock = t.new_clock(begin)
     s = t.build(clock)
     rec = Recorder(clock)
     s.subscribe(TIMER, rec)

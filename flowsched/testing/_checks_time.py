@@ -3,11 +3,8 @@ ones - due order, each handler at its item's due time, follow-ups inside the win
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from flowsched.clock import ManualClock
-from flowsched.port import SchedulerPort
 from flowsched.records import ScheduleItem
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Trial
 
@@ -56,9 +53,9 @@ def _follow_ups_inside_the_window(t: Trial) -> None:
     )
 
 
-def _history(build: Callable[[ManualClock], SchedulerPort], steps: list[timedelta]) -> list[str]:
-    clock = ManualClock(CLOCK_START)
-    s = build(clock)
+def _history(t: Trial, steps: list[timedelta]) -> list[str]:
+    clock = t.new_clock(CLOCK_START)
+    s = t.build(clock)
     history: list[str] = []
     failures = {"flaky": 2}
 
@@ -81,8 +78,8 @@ def _history(build: Callable[[ManualClock], SchedulerPort], steps: list[timedelt
 
 
 def _one_big_advance_equals_small_ones(t: Trial) -> None:
-    big = _history(t.build, [30 * S])
-    small = _history(t.build, [S] * 30)
+    big = _history(t, [30 * S])
+    small = _history(t, [S] * 30)
     assert big == small, (
         f"one 30 s advance gave {big}, thirty 1 s advances gave {small}: they must be the same"
     )

@@ -1,22 +1,39 @@
 """The pytest fixtures of the test kit, loaded by pytest through flowsched's ``pytest11``
 entry point (no conftest needed): ``manual_clock``, ``memory_scheduler``,
-``mongo_scheduler`` and ``scheduler``. See :mod:`flowsched.testing`."""
+``mongo_scheduler`` and ``scheduler``; for ``async def`` tests (pytest-asyncio, installed
+with ``flowsched[testing]``) ``async_memory_scheduler``, ``async_mongo_scheduler`` and
+``async_scheduler``. See :mod:`flowsched.testing`."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
+import flowsched
+from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
-from flowsched.memory import InMemoryScheduler
+from flowsched.memory import AsyncInMemoryScheduler, InMemoryScheduler
 from flowsched.port import SchedulerPort
 from flowsched.testing._trial import CLOCK_START
 
-__all__ = ["manual_clock", "memory_scheduler", "mongo_scheduler", "scheduler"]
+try:
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - flowsched installed without its testing extra
+    pytest_asyncio = None  # type: ignore[assignment]
+
+__all__ = [
+    "async_memory_scheduler",
+    "async_mongo_scheduler",
+    "async_scheduler",
+    "manual_clock",
+    "memory_scheduler",
+    "mongo_scheduler",
+    "scheduler",
+]
 
 MONGO_URI_VARIABLE = "FLOWSCHED_MONGO_URI"
 
@@ -75,4 +92,71 @@ def scheduler(request: pytest.FixtureRequest) -> SchedulerPort:
     """Each adapter in turn (the test runs once per adapter): ``memory_scheduler``, then
     ``mongo_scheduler``."""
     built: SchedulerPort = request.getfixturevalue(f"{request.param}_scheduler")
+    return built
+
+
+# -- the asyncio face ------------------------------------------------------------------------
+#
+# pytest-asyncio runs the async fixtures (and the tests marked @pytest.mark.asyncio) on one
+# event loop per test. Without it the async fixtures skip, saying what to install.
+
+ASYNC_ADAPTERS = ["memory", "mongo"] if "AsyncMongoScheduler" in dir(flowsched) else ["memory"]
+"""What ``async_scheduler`` runs over: the MongoDB one once ``flowsched`` exports
+``AsyncMongoScheduler`` (until then, the in-memory one only)."""
+
+
+def _async_fixture(function: Callable[..., Any]) -> Any:
+    if pytest_asyncio is not None:
+        return pytest_asyncio.fixture(function)
+
+    @pytest.fixture(name=function.__name__)
+    def missing() -> None:
+        pytest.skip(f"{function.__name__} needs pytest-asyncio: pip install 'flowsched[testing]'")
+
+    missing.__doc__ = function.__doc__
+    return missing
+
+
+@_async_fixture
+async def async_memory_scheduler(
+    manual_clock: ManualClock,
+) -> AsyncIterator[AsyncInMemoryScheduler]:
+    """A started :class:`~flowsched.AsyncInMemoryScheduler` on ``manual_clock``, closed
+    after the test: ``await manual_clock.advance_async(delta)`` delivers what falls due."""
+    scheduler = AsyncInMemoryScheduler(clock=manual_clock)
+    await scheduler.start()
+    yield scheduler
+    await scheduler.aclose()
+
+
+@_async_fixture
+async def async_mongo_scheduler(manual_clock: ManualClock) -> AsyncIterator[Any]:
+    """A started ``AsyncMongoScheduler`` on ``manual_clock`` over a collection of a
+    database of its own (dropped after the test), on the server at ``FLOWSCHED_MONGO_URI``
+    (mongomock has no asyncio client). Skips while flowsched has no ``AsyncMongoScheduler``."""
+    if "AsyncMongoScheduler" not in dir(flowsched):
+        pytest.skip("AsyncMongoScheduler is not part of this flowsched yet")
+    uri = os.environ.get(MONGO_URI_VARIABLE)
+    if not uri:
+        pytest.skip(f"async_mongo_scheduler needs a server at {MONGO_URI_VARIABLE}")
+    pymongo = pytest.importorskip("pymongo", reason="async_mongo_scheduler needs pymongo")
+    client = pymongo.AsyncMongoClient(uri, serverSelectionTimeoutMS=10_000)
+    name = f"flowsched_test_{uuid.uuid4().hex[:12]}"
+    scheduler = getattr(flowsched, "AsyncMongoScheduler")(  # noqa: B009 - not yet typed
+        client[name]["timers"], node_id="test", clock=manual_clock
+    )
+    await scheduler.start()
+    try:
+        yield scheduler
+    finally:
+        await scheduler.aclose()
+        await client.drop_database(name)
+        await client.close()
+
+
+@pytest.fixture(params=ASYNC_ADAPTERS)
+def async_scheduler(request: pytest.FixtureRequest) -> AsyncSchedulerPort:
+    """Each asyncio adapter in turn: ``async_memory_scheduler``, then (once flowsched has
+    it) ``async_mongo_scheduler``."""
+    built: AsyncSchedulerPort = request.getfixturevalue(f"async_{request.param}_scheduler")
     return built

@@ -144,8 +144,10 @@ def test_json_gives_the_page_and_every_field(namespace, timers):
         (["--kind", "alarm"], "--kind 'alarm': not one of ACTION_TIMEOUT, ACTION_RETRY, "
                               "PROCESSING_TIMEOUT, TIMER"),
         (["--timeout", "soon"], "--timeout 'soon':"),
-        (["--timeout", "0s"], "--timeout '0s': must be more than 0"),
-        (["--timeout", "12d"], "--timeout '12d': must be at most 1d"),
+        (["--timeout", "0s"], "--timeout '0s': must be a duration above zero and at most 1d"),
+        (["--timeout", "12d"], "--timeout '12d': must be a duration above zero and at most 1d"),
+        (["--collection", "a..b"], "--collection 'a..b': must be a MongoDB collection name"),
+        (["--db", "my db"], "--db 'my db': must be a MongoDB database name"),
     ],
 )  # fmt: skip
 def test_bad_options_are_one_line_and_exit_2(namespace, timers, args, message):

@@ -15,7 +15,7 @@ from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind, kind_route
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Result = tuple[int, str, str]
-runner = CliRunner(env={"FLOWSCHED_MONGO_URI": None})  # the default URI, whatever is set
+runner = CliRunner(env={"FLOWSCHED_MONGO_URI": None, "FLOWSCHED_CONFIG": None})  # defaults
 
 
 def run(app: Any, args: list[str]) -> Result:

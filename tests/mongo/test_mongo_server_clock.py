@@ -14,7 +14,7 @@ from flowsched.clock import ManualClock, SystemClock
 from flowsched.config import SchedulingConfig
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.nodes import Heartbeat, live_nodes
-from flowsched.mongo.server_clock import ServerClock, offset_from_hello, server_clock_for
+from flowsched.mongo.server_clock import ServerClock, offset_from_hello, server_clock
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -86,16 +86,16 @@ def test_a_server_without_local_time_leaves_the_offset_at_zero_said_once(
 
 
 def test_mongomock_has_no_hello_the_offset_stays_zero(collection: Any) -> None:
-    clock = server_clock_for(SystemClock(), collection, None, timedelta(seconds=1), "n1")
+    clock = server_clock(SystemClock(), collection, None, timedelta(seconds=1), "n1")
     clock.refresh()
     assert clock.measures and not clock.measured and clock.offset == timedelta(0)
 
 
 def test_a_manual_clock_is_trusted_as_it_is_unless_told_otherwise(collection: Any) -> None:
     manual = ManualClock(T0)
-    assert not server_clock_for(manual, collection, None, timedelta(seconds=1), "n").measures
-    assert server_clock_for(manual, collection, True, timedelta(seconds=1), "n").measures
-    assert not server_clock_for(SystemClock(), collection, False, timedelta(1), "n").measures
+    assert not server_clock(manual, collection, None, timedelta(seconds=1), "n").measures
+    assert server_clock(manual, collection, True, timedelta(seconds=1), "n").measures
+    assert not server_clock(SystemClock(), collection, False, timedelta(1), "n").measures
 
 
 def test_the_heartbeat_records_the_measured_offset(collection: Any) -> None:

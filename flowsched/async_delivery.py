@@ -1,0 +1,200 @@
+"""Internal: delivering on an event loop — the pieces every asyncio adapter shares.
+
+The rules stay in :class:`~flowsched.delivery.DeliveryCore` (routing, redelivery backoff,
+dead letters, ticks of recurring items, observation); this module only runs them on a loop:
+
+* :class:`AsyncDelivery` makes one delivery of a claimed item and returns its
+  :data:`~flowsched.delivery.Outcome`: an ``async def`` handler is awaited on the loop, a
+  plain one runs in a worker thread (the loop's executor, the caller's context copied, as
+  :func:`asyncio.to_thread` does), so that it never blocks the loop. A handler's own
+  exception (``CancelledError`` and ``SystemExit`` included) is a failed delivery, as on
+  the synchronous face. **Cancellation is honest**: when the delivery's task is cancelled
+  (shutdown), the ``CancelledError`` goes through - there is no outcome, the caller must
+  not settle the item, and it is delivered again.
+* :class:`Deliveries` holds the delivery tasks of one scheduler: at most ``limit`` at once,
+  drained (waited for) or cancelled on close, so that no task outlives the scheduler.
+* :class:`Alarm` is the firing loop's sleep: until a time, or until rung (an earlier item
+  arrived, a slot became free).
+
+An adapter claims items (from its heap, from its collection), spawns ``delivery.run`` for
+each in :class:`Deliveries`, and applies each outcome under its own fence (id +
+generation), exactly as its synchronous twin applies ``DeliveryCore.deliver``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from typing import Any
+
+from flowsched.callables import is_async_callable
+from flowsched.delivery import DeliveryCore, Outcome
+from flowsched.port import ScheduleItem
+
+__all__ = ["Alarm", "AsyncDelivery", "Deliveries", "cancelled_from_outside"]
+
+log = logging.getLogger("flowsched.delivery")
+
+
+def cancelled_from_outside() -> bool:
+    """Whether the running task has been asked to cancel (a shutdown), as opposed to a
+    handler raising ``CancelledError`` of its own accord (a failed delivery)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class AsyncDelivery:
+    """One delivery at a time, through ``core``, on the running loop.
+
+    ``executor``: where plain handlers run (``None``: the loop's default executor)."""
+
+    def __init__(self, core: DeliveryCore, executor: Executor | None = None) -> None:
+        if not core.coroutines:
+            raise ValueError("AsyncDelivery needs a DeliveryCore built with coroutines=True")
+        self.core = core
+        self._executor = executor
+        # Route -> whether its handler is a coroutine function (routes are never re-bound).
+        self._awaited: dict[str, bool] = {}
+
+    async def run(self, item: ScheduleItem, attempt: int) -> Outcome:
+        """Deliver ``item`` (a recurring one as the slot it ticks for) and return what
+        happens next. Raises ``CancelledError`` only when this task is cancelled (no
+        outcome: do not settle), and ``KeyboardInterrupt``."""
+        core = self.core
+        if item.recurrence is not None:
+            try:
+                ticked = core.tick(item)
+            except Exception as exc:  # a recurrence that cannot compute its slot
+                return core.failure(item, attempt, f"{type(exc).__name__}: {exc}")
+            if not isinstance(ticked, ScheduleItem):
+                return ticked  # nothing due yet (NextSlot), or no slot left (Exhausted)
+            item = ticked
+        handler = core.started(item, attempt)
+        route = item.route
+        awaited = self._awaited.get(route)
+        if awaited is None:
+            awaited = self._awaited[route] = is_async_callable(handler)
+        try:
+            if awaited:
+                result = handler(item, attempt)
+            else:
+                result = await self._in_thread(handler, item, attempt)
+            if result is not None and inspect.isawaitable(result):
+                await result  # a plain function that returned a coroutine: run it too
+        except KeyboardInterrupt:
+            raise
+        except asyncio.CancelledError as exc:
+            if cancelled_from_outside():
+                raise
+            return core.outcome(item, attempt, exc)
+        except BaseException as exc:
+            return core.outcome(item, attempt, exc)
+        return core.outcome(item, attempt, None)
+
+    def _in_thread(self, handler: Callable[..., object], *args: object) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, handler, *args)
+        return loop.run_in_executor(self._executor, call)
+
+
+class Deliveries:
+    """The delivery tasks of one scheduler (at most ``limit`` at once).
+
+    ``on_free()`` is called when a task ends while all ``limit`` slots were taken (wake the
+    firing loop: it can claim again)."""
+
+    def __init__(self, limit: int, on_free: Callable[[], None] = lambda: None) -> None:
+        if limit < 1:
+            raise ValueError(f"concurrency must be at least 1 (got {limit})")
+        self.limit = limit
+        self._on_free = on_free
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def free(self) -> int:
+        """How many more deliveries may start now."""
+        return self.limit - len(self._tasks)
+
+    def spawn(self, delivery: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``delivery`` as a task of its own, held until it ends."""
+        task = asyncio.get_running_loop().create_task(delivery)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        full = len(self._tasks) >= self.limit
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a delivery task failed", exc_info=task.exception())
+        if full:
+            self._on_free()
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait for every delivery in flight (but the caller's own); after ``timeout``
+        seconds, cancel those still running (they are not settled) and wait for them.
+
+        Cancelled meanwhile, it cancels them too, waits for them, and re-raises."""
+        me = asyncio.current_task()
+        pending = {task for task in self._tasks if task is not me}
+        try:
+            while pending:
+                _, pending = await asyncio.wait(pending, timeout=timeout)
+                if pending and timeout is not None:
+                    break
+                pending = {task for task in self._tasks if task is not me and not task.done()}
+        except asyncio.CancelledError:
+            await self.cancel()
+            raise
+        if pending:
+            log.warning("%d handler(s) still running after %s s: cancelled", len(pending), timeout)
+            await self.cancel()
+
+    async def cancel(self) -> None:
+        """Cancel every delivery in flight (but the caller's own) and wait for them to end."""
+        me = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not me]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+class Alarm:
+    """A sleep that can be cut short: ``await alarm.sleep(seconds)`` returns after that
+    long or as soon as :meth:`ring` is called, whichever comes first."""
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def ring(self) -> None:
+        """Wake the sleeper, if any (a no-op otherwise)."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def sleep(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiter = waiter
+        handle = loop.call_later(max(seconds, 0.0), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            self._waiter = None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,36 @@
+"""Internal: telling coroutine functions from plain ones, for the two faces' refusals.
+
+A synchronous scheduler or flow domain refuses what :func:`is_async_callable` calls async
+(its coroutine would never run); the asyncio face uses it to decide what to await and what
+to run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+__all__ = ["is_async_callable", "short_callable"]
+
+
+def is_async_callable(value: object) -> bool:
+    """Whether calling ``value`` gives a coroutine to await: an ``async def`` function or
+    method, a ``functools.partial`` of one, or an object whose ``__call__`` is ``async``."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    if inspect.iscoroutinefunction(value):
+        return True
+    if inspect.isfunction(value) or inspect.ismethod(value) or isinstance(value, type):
+        return False
+    dunder = "__call__"  # looked up on the type, as a call does
+    return inspect.iscoroutinefunction(getattr(type(value), dunder, None))
+
+
+def short_callable(value: object) -> str:
+    """A callable's name for a message (its qualified name, else its type's)."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    name = getattr(value, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    return f"{type(value).__qualname__} object"

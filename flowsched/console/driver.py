@@ -1,0 +1,153 @@
+"""Internal: one async face over a MongoDB collection: pymongo's async driver, or a sync stand-in.
+
+The console runs its reads with ``pymongo.AsyncMongoClient``. A collection of the sync driver
+(or mongomock, in tests) works too: its calls run in a worker thread, so a page never blocks
+the event loop. Every read carries a time budget (``maxTimeMS``): the server stops a query
+that would take longer, and the page says so instead of waiting on a scan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from flowsched.console.queries import FindSpec
+from flowsched.errors import SchedulerUnavailable
+
+__all__ = ["AsyncCollection"]
+
+T = TypeVar("T")
+
+_MAX_TIME_EXPIRED = 50
+
+
+class AsyncCollection:
+    """``raw`` (an ``AsyncCollection`` of the async driver, or a sync collection) as coroutines.
+
+    ``scrub`` removes secrets from driver messages; ``budget_ms`` bounds every read."""
+
+    def __init__(self, raw: Any, scrub: Callable[[object], str], budget_ms: int) -> None:
+        self.raw = raw
+        self.name: str = raw.name
+        self._scrub = scrub
+        self._budget = budget_ms
+        self._async = _is_async(raw)
+
+    async def find(self, spec: FindSpec, projection: Mapping[str, Any] | None = None) -> list[Any]:
+        """The documents of ``spec``, walking its index."""
+
+        def cursor() -> Any:
+            found = self.raw.find(spec.filter, projection).sort(spec.sort)
+            if spec.hint is not None:
+                found = found.hint(spec.hint)
+            return found.limit(spec.limit).max_time_ms(self._budget)
+
+        if self._async:
+            return list(await self._guard(lambda: cursor().to_list()))
+        return list(await self._sync(lambda: list(cursor())))
+
+    async def explain(self, spec: FindSpec) -> dict[str, Any]:
+        """The server's plan for ``spec`` (used by the bench to show no COLLSCAN)."""
+
+        def cursor() -> Any:
+            found = self.raw.find(spec.filter).sort(spec.sort)
+            return (found.hint(spec.hint) if spec.hint else found).limit(spec.limit)
+
+        if self._async:
+            return dict(await self._guard(lambda: cursor().explain()))
+        return dict(await self._sync(lambda: cursor().explain()))
+
+    async def find_one(self, query: Mapping[str, Any]) -> Any:
+        """One document matching ``query`` (by ``_id`` in every caller), or ``None``."""
+        if self._async:
+            return await self._guard(lambda: self.raw.find_one(dict(query)))
+        return await self._sync(lambda: self.raw.find_one(dict(query)))
+
+    async def aggregate(
+        self, pipeline: Sequence[Mapping[str, Any]], hint: str | None = None
+    ) -> list[Any]:
+        """The result of one aggregation (its ``$match`` walking index ``hint``, if given)."""
+        options: dict[str, Any] = {"maxTimeMS": self._budget}
+        if hint is not None:
+            options["hint"] = hint
+        if self._async:
+
+            async def run() -> list[Any]:
+                cursor = await self.raw.aggregate(list(pipeline), **options)
+                return list(await cursor.to_list())
+
+            return list(await self._guard(run))
+        return list(await self._sync(lambda: list(self.raw.aggregate(list(pipeline), **options))))
+
+    async def insert_one(self, document: Mapping[str, Any]) -> None:
+        """Insert ``document`` (the driver's ``DuplicateKeyError`` is raised unchanged)."""
+        if self._async:
+            await self._guard(lambda: self.raw.insert_one(dict(document)), writes=True)
+        else:
+            await self._sync(lambda: self.raw.insert_one(dict(document)), writes=True)
+
+    async def delete_one(self, query: Mapping[str, Any]) -> int:
+        """Delete one document matching ``query``; how many went (0 or 1)."""
+        if self._async:
+            result = await self._guard(lambda: self.raw.delete_one(dict(query)))
+        else:
+            result = await self._sync(lambda: self.raw.delete_one(dict(query)))
+        return int(result.deleted_count)
+
+    async def update_one(self, query: Mapping[str, Any], update: Mapping[str, Any]) -> int:
+        """Update one document matching ``query``; how many matched (0 or 1)."""
+        if self._async:
+            result = await self._guard(lambda: self.raw.update_one(dict(query), dict(update)))
+        else:
+            result = await self._sync(lambda: self.raw.update_one(dict(query), dict(update)))
+        return int(result.matched_count)
+
+    async def create_index(self, keys: list[tuple[str, int]], name: str) -> None:
+        """Create index ``name`` on ``keys`` (idempotent)."""
+        if self._async:
+            await self._guard(lambda: self.raw.create_index(keys, name=name))
+        else:
+            await self._sync(lambda: self.raw.create_index(keys, name=name))
+
+    async def _sync(self, call: Callable[[], T], writes: bool = False) -> Any:
+        async def run() -> T:
+            return await anyio.to_thread.run_sync(call)
+
+        return await self._guard(run, writes)
+
+    async def _guard(self, call: Callable[[], Any], writes: bool = False) -> Any:
+        try:
+            return await call()
+        except Exception as exc:
+            raise self._translated(exc, writes) from None
+
+    def _translated(self, exc: Exception, writes: bool) -> Exception:
+        from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
+
+        if writes and isinstance(exc, DuplicateKeyError):
+            return exc
+        if isinstance(exc, OperationFailure) and exc.code == _MAX_TIME_EXPIRED:
+            return SchedulerUnavailable(
+                f"the query on {self.name} took longer than {self._budget} ms and was stopped:"
+                " narrow it with an id or flow prefix (both walk an index)"
+            )
+        if isinstance(exc, PyMongoError):
+            details = getattr(exc, "details", None)
+            if isinstance(details, dict) and isinstance(details.get("errmsg"), str):
+                reason: object = f"{details['errmsg']} ({details.get('codeName', 'no code')})"
+            else:  # the driver appends its timeouts and topology: keep the first reason
+                reason = re.split(r" \(configured timeouts|, Timeout: ", str(exc))[0]
+            text = " ".join(self._scrub(reason).split())[:300]
+            return SchedulerUnavailable(f"MongoDB did not answer the query on {self.name}: {text}")
+        return exc
+
+
+def _is_async(raw: Any) -> bool:
+    try:
+        from pymongo.asynchronous.collection import AsyncCollection as DriverCollection
+    except ImportError:  # an older driver: only sync collections
+        return False
+    return isinstance(raw, DriverCollection)

@@ -1,0 +1,429 @@
+"""Internal: the console's reads as data: query strings, filters, keyset pages, pipelines.
+
+Nothing here touches a driver: every function turns validated input into a MongoDB filter,
+sort, index hint or aggregation pipeline that :mod:`flowsched.console.source` runs with the
+async driver. Bad input raises :class:`BadQuery` (a ``ValueError`` naming the parameter and
+what would be valid): the pages answer it with a 400, never a 500 or a scan of everything.
+
+Pages never ``skip``: each walks one index (``_id``, or ``flow_id_sparse`` when a flow prefix
+is given) and continues after the last row shown (a keyset cursor, ``after``), so page 1,000
+costs what page 1 costs and stays stable while timers fire and vanish. A flow-prefix page is
+ordered by ``(flow_id, _id)`` but read in the index's order (:meth:`TimerQuery.flow_steps`),
+so a prefix matching a million timers is not sorted to show fifty.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flowsched.mongo.inspection import overdue_query
+from flowsched.port import ScheduleKind
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_TEXT",
+    "STATES",
+    "BadQuery",
+    "Params",
+    "check_text",
+    "FindSpec",
+    "PageQuery",
+    "TimerQuery",
+    "failures_pipeline",
+    "forecast_pipeline",
+    "lateness_pipeline",
+    "prefix_range",
+]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_TEXT = 200
+"""Longest id, flow, handler or cursor text accepted (a handler name is at most 200 too)."""
+
+ID_INDEX = "_id_"
+FLOW_INDEX = "flow_id_sparse"
+CLAIM_INDEX = "claim_by_route_bucket"
+DEAD_INDEX = "dead_at"
+
+STATES: Mapping[str, str] = {
+    "waiting": "not due yet, nobody holds it",
+    "overdue": "due, and nobody is delivering it",
+    "running": "a node holds it with a live lease",
+    "stale": "claimed, but the lease ran out (its node died or was cut off)",
+    "retrying": "failed at least once",
+}
+"""The ``state`` filter's values and what each means."""
+
+_TOP = "\U0010ffff"  # the highest code point: sorts after every string it follows
+
+
+class BadQuery(ValueError):
+    """A query parameter the console cannot use; the message names it and what is valid."""
+
+
+@dataclass(frozen=True, slots=True)
+class FindSpec:
+    """One indexed ``find``: filter, sort, the index to walk, and how many rows."""
+
+    filter: dict[str, Any]
+    sort: list[tuple[str, int]]
+    hint: str | None
+    """The index to walk (``None``: the server's choice, for the small audit collection)."""
+    limit: int
+
+    def cursor_of(self, document: Mapping[str, Any]) -> str:
+        """The ``after`` value that continues after ``document`` in this order."""
+        return encode_cursor([document.get(name) for name, _ in self.sort])
+
+
+def prefix_range(prefix: str) -> dict[str, str]:
+    """The range of strings starting with ``prefix`` (one index range, unlike a regex)."""
+    return {"$gte": prefix, "$lt": prefix + _TOP}
+
+
+def encode_cursor(values: Sequence[object]) -> str:
+    """An opaque, URL-safe keyset cursor of sort values: text, whole numbers and ObjectIds
+    (ids a program or a person stored), times as ISO text."""
+    raw = json.dumps([_plain(v) for v in values], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if value is None or isinstance(value, str) or type(value) is int:
+        return value
+    if type(value).__name__ == "ObjectId":
+        return {"oid": str(value)}
+    return str(value)  # cannot be a sort value we continue after: the next page restarts
+
+
+def decode_cursor(text: str, size: int) -> list[object]:
+    """The ``size`` values of a cursor made by :func:`encode_cursor`; :class:`BadQuery` if not."""
+    if len(text) > 4 * MAX_TEXT:
+        raise BadQuery(f"after: cursor longer than {4 * MAX_TEXT} characters")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        values = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link") from None
+    if not isinstance(values, list) or len(values) != size:
+        raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link")
+    return [_value(v, text) for v in values]
+
+
+def _value(value: object, text: str) -> object:
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, str):
+        return check_text("after", value)
+    if isinstance(value, dict) and list(value) == ["oid"] and isinstance(value["oid"], str):
+        from bson import ObjectId
+        from bson.errors import InvalidId
+
+        try:
+            return ObjectId(value["oid"])
+        except InvalidId:
+            pass
+    raise BadQuery(f"after: {text[:40]!r} is not a cursor from a page's 'next' link")
+
+
+class Params:
+    """A query string's parameters: each known name at most once, no others."""
+
+    def __init__(self, items: Sequence[tuple[str, str]], known: Sequence[str]) -> None:
+        self.values: dict[str, str] = {}
+        for name, value in items:
+            if name not in known:
+                raise BadQuery(f"unknown parameter {name[:40]!r} (known: {', '.join(known)})")
+            if name in self.values:
+                raise BadQuery(f"{name}: given more than once")
+            self.values[name] = value
+
+    def text(self, name: str) -> str | None:
+        value = self.values.get(name, "")
+        return check_text(name, value) if value != "" else None
+
+    def limit(self) -> int:
+        raw = self.values.get("limit", "")
+        if raw == "":
+            return DEFAULT_LIMIT
+        if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            raise BadQuery(f"limit: {raw[:40]!r} is not a whole number from 1 to {MAX_LIMIT}")
+        return int(raw)
+
+
+def check_text(name: str, value: str) -> str:
+    if len(value) > MAX_TEXT:
+        raise BadQuery(f"{name}: longer than {MAX_TEXT} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadQuery(f"{name}: not valid text (a lone surrogate)") from None
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise BadQuery(f"{name}: control characters are not allowed")
+    return value
+
+
+def _time(name: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadQuery(
+            f"{name}: {value[:40]!r} is not an ISO 8601 time (e.g. 2026-03-01T12:00:00Z)"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class TimerQuery:
+    """The timers page's filters (all optional; every given one must hold) and its page."""
+
+    id_prefix: str | None = None
+    flow_prefix: str | None = None
+    kind: ScheduleKind | None = None
+    handler: str | None = None
+    due_from: datetime | None = None
+    due_to: datetime | None = None
+    state: str | None = None
+    after: str | None = None
+    limit: int = DEFAULT_LIMIT
+
+    PARAMS = ("id", "flow", "kind", "handler", "due_from", "due_to", "state", "after", "limit")
+
+    @classmethod
+    def parse(cls, items: Sequence[tuple[str, str]]) -> TimerQuery:
+        """From a query string's ``(name, value)`` pairs; :class:`BadQuery` names a bad one."""
+        params = Params(items, cls.PARAMS)
+        kind_text = params.text("kind")
+        kind = None
+        if kind_text is not None:
+            try:
+                kind = ScheduleKind(kind_text.upper())
+            except ValueError:
+                valid = ", ".join(k.value for k in ScheduleKind)
+                raise BadQuery(f"kind: {kind_text[:40]!r} is not one of {valid}") from None
+        state = params.text("state")
+        if state is not None and state not in STATES:
+            raise BadQuery(f"state: {state[:40]!r} is not one of {', '.join(STATES)}")
+        due_from = _time("due_from", params.text("due_from"))
+        due_to = _time("due_to", params.text("due_to"))
+        if due_from is not None and due_to is not None and due_from >= due_to:
+            raise BadQuery("due_from must be before due_to")
+        query = cls(
+            params.text("id"),
+            params.text("flow"),
+            kind,
+            params.text("handler"),
+            due_from,
+            due_to,
+            state,
+            params.text("after"),
+            params.limit(),
+        )
+        now = datetime.now(UTC)  # checks the cursor too, before any round trip:
+        query.flow_steps(now) if query.flow_prefix is not None else query.find(now)
+        return query
+
+    def cursor_of(self, document: Mapping[str, Any]) -> str:
+        """The ``after`` value that continues after ``document`` in this page's order."""
+        if self.flow_prefix is None:
+            return encode_cursor([document.get("_id")])
+        return encode_cursor([document.get("flow_id"), document.get("_id")])
+
+    def find(self, now: datetime) -> FindSpec:
+        """The indexed ``find`` of this page at ``now`` (``now`` matters for ``state``), in
+        ``_id`` order: without a flow prefix (with one, see :meth:`flow_steps`)."""
+        if self.flow_prefix is not None:
+            raise ValueError("a flow-prefix page is read in steps: use flow_steps()")
+        conditions = self._conditions(now)
+        sort = [("_id", 1)]
+        if self.after is not None:
+            conditions.append(after_query(sort, decode_cursor(self.after, 1)))
+        return FindSpec(_all(conditions), sort, ID_INDEX, self.limit)
+
+    def flow_steps(self, now: datetime) -> tuple[FindSpec | None, FindSpec]:
+        """A flow-prefix page in ``(flow_id, _id)`` order, read in index order (no sort of
+        the whole range): the rest of the cursor's flow (``None`` on the first page), then
+        the next flows in ``flow_id_sparse`` order. The last flow the second read reaches
+        may be cut anywhere: :meth:`flow_whole` reads it again in ``_id`` order."""
+        assert self.flow_prefix is not None
+        conditions = self._conditions(now)
+        span: dict[str, str] = prefix_range(self.flow_prefix)
+        current = None
+        if self.after is not None:
+            flow, last_id = decode_cursor(self.after, 2)
+            if not isinstance(flow, str) or not flow.startswith(self.flow_prefix):
+                raise BadQuery("after: this cursor is from a page of another flow prefix")
+            rest = [*conditions, {"flow_id": flow, "_id": {"$gt": last_id}}]
+            current = FindSpec(_all(rest), [("_id", 1)], FLOW_INDEX, self.limit)
+            span = {"$gt": flow, "$lt": span["$lt"]}
+        following = [*conditions, {"flow_id": span}]
+        return current, FindSpec(_all(following), [("flow_id", 1)], FLOW_INDEX, self.limit)
+
+    def flow_whole(self, flow_id: str, now: datetime, limit: int) -> FindSpec:
+        """The first ``limit`` timers of one flow in ``_id`` order (one flow: a small range)."""
+        conditions = [*self._conditions(now), {"flow_id": flow_id}]
+        return FindSpec(_all(conditions), [("_id", 1)], FLOW_INDEX, limit)
+
+    def _conditions(self, now: datetime) -> list[dict[str, Any]]:
+        # Every filter but the flow prefix and the cursor (those decide the index range).
+        conditions: list[dict[str, Any]] = []
+        if self.id_prefix is not None:
+            conditions.append({"_id": prefix_range(self.id_prefix)})
+        if self.kind is not None:
+            conditions.append({"kind": self.kind.value})
+        if self.handler is not None:
+            conditions.append({"handler": self.handler})
+        due: dict[str, datetime] = {}
+        if self.due_from is not None:
+            due["$gte"] = self.due_from
+        if self.due_to is not None:
+            due["$lt"] = self.due_to
+        if due:
+            conditions.append({"due": due})
+        if self.state is not None:
+            conditions.append(state_query(self.state, now))
+        return conditions
+
+    def link(self, **changes: str | None) -> list[tuple[str, str]]:
+        """This query's parameters (for links), with ``changes`` applied (None: left out)."""
+        values: dict[str, str | None] = {
+            "id": self.id_prefix,
+            "flow": self.flow_prefix,
+            "kind": self.kind.value if self.kind else None,
+            "handler": self.handler,
+            "due_from": self.due_from.isoformat() if self.due_from else None,
+            "due_to": self.due_to.isoformat() if self.due_to else None,
+            "state": self.state,
+            "limit": str(self.limit) if self.limit != DEFAULT_LIMIT else None,
+            "after": self.after,
+        }
+        values.update(changes)
+        return [(name, value) for name, value in values.items() if value is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """A plain keyset page (dead letters, quarantine): ``after`` and ``limit`` only."""
+
+    after: str | None = None
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def parse(cls, items: Sequence[tuple[str, str]]) -> PageQuery:
+        """From a query string's pairs; :class:`BadQuery` names a bad one."""
+        params = Params(items, ("after", "limit"))
+        query = cls(params.text("after"), params.limit())
+        if query.after is not None:
+            decode_cursor(query.after, 2)
+        return query
+
+    def find(self, sort_field: str, hint: str) -> FindSpec:
+        """The page in ``(sort_field, _id)`` order, walking index ``hint``."""
+        sort = [(sort_field, 1), ("_id", 1)] if sort_field != "_id" else [("_id", 1)]
+        conditions: list[dict[str, Any]] = []
+        if self.after is not None:
+            values = decode_cursor(self.after, 2)[: len(sort)]
+            if sort_field != "_id":
+                values[0] = _time("after", values[0] if isinstance(values[0], str) else None)
+            conditions.append(after_query(sort, values))
+        return FindSpec(_all(conditions), sort, hint, self.limit)
+
+    def cursor_of(self, spec: FindSpec, document: Mapping[str, Any]) -> str:
+        """The ``after`` value continuing after ``document`` (always two values)."""
+        values = [document.get(name) for name, _ in spec.sort]
+        return encode_cursor(([*values, None])[:2])
+
+
+def state_query(state: str, now: datetime) -> dict[str, Any]:
+    """The filter of one of :data:`STATES` at ``now``."""
+    claimed: dict[str, Any] = {"claim": {"$ne": None}}
+    if state == "waiting":
+        return {"claim": None, "ready_at": {"$gt": now}}
+    if state == "overdue":
+        return overdue_query(now)
+    if state == "running":
+        return {**claimed, "claim.lease_until": {"$gt": now}}
+    if state == "stale":
+        return {**claimed, "claim.lease_until": {"$lte": now}}
+    if state == "retrying":
+        return {"attempts": {"$gt": 0}}
+    raise BadQuery(f"state: {state!r} is not one of {', '.join(STATES)}")
+
+
+def after_query(sort: Sequence[tuple[str, int]], values: Sequence[object]) -> dict[str, Any]:
+    """Documents after ``values`` in the ascending order ``sort`` (the keyset condition)."""
+    (first, _), *rest = sort
+    if not rest:
+        return {first: {"$gt": values[0]}}
+    (second, _) = rest[0]
+    return {"$or": [{first: {"$gt": values[0]}}, {first: values[0], second: {"$gt": values[1]}}]}
+
+
+def _all(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    if not conditions:
+        return {}
+    return conditions[0] if len(conditions) == 1 else {"$and": conditions}
+
+
+def slots(now: datetime, per: str, span: timedelta) -> list[datetime]:
+    """Slot boundaries from ``now`` (rounded down to ``per``) covering ``span``."""
+    step = timedelta(hours=1) if per == "hour" else timedelta(minutes=1)
+    start = now.replace(second=0, microsecond=0)
+    if per == "hour":
+        start = start.replace(minute=0)
+    count = int(span / step) + 1
+    return [start + n * step for n in range(count + 1)]
+
+
+def forecast_pipeline(boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
+    """Due load per slot (one aggregation): items whose ``ready_at`` falls in each slot.
+
+    ``ready_at`` is ``due`` while unclaimed and the lease's end while claimed: when the item
+    is next up for a node. Run with the claim index as its hint: the range is on that index's
+    last field, so the server reads index keys, not the whole collection."""
+    window = {"ready_at": {"$gte": boundaries[0], "$lt": boundaries[-1]}}
+    return [
+        {"$match": window},
+        {
+            "$bucket": {
+                "groupBy": "$ready_at",
+                "boundaries": list(boundaries),
+                "default": "later",
+                "output": {"n": {"$sum": 1}},
+            }
+        },
+    ]
+
+
+def lateness_pipeline(now: datetime, boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
+    """Items due and still not delivered at ``now``, per minute of their due time over the
+    last hour (``earlier``: due before that), one aggregation."""
+    return [
+        {"$match": overdue_query(now)},
+        {
+            "$bucket": {
+                "groupBy": "$due",
+                "boundaries": list(boundaries),
+                "default": "earlier",
+                "output": {"n": {"$sum": 1}},
+            }
+        },
+    ]
+
+
+def failures_pipeline() -> list[dict[str, Any]]:
+    """Dead letters per handler (or per kind for kind-routed items)."""
+    return [
+        {"$group": {"_id": {"handler": "$handler", "kind": "$kind"}, "n": {"$sum": 1}}},
+    ]

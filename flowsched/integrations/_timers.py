@@ -1,0 +1,148 @@
+"""Internal: what the state-machine integrations share - timer ids, payloads, entry tokens,
+durations and the ``application.conf`` override.
+
+A machine's timeout is one flowsched ``TIMER`` per (machine name, model id, state): id
+``"<name>:<model id>:<state>"``, addressed to the handler ``<name>``, its payload naming the
+model, the state and the *entry token* of the state entry that armed it. Entering the state
+again replaces the timer (same id, new token); leaving it cancels it. When a timer fires,
+the machine acts only if the model is still in that state *and* in that entry (the token
+matches): a late or stale timer does nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from flowsched import SchedulerPort, SchedulingConfig, Undeliverable, parse_duration
+
+__all__ = [
+    "ANY_ACTION",
+    "EntryTokens",
+    "TimerAddress",
+    "check_scheduler_face",
+    "is_async_scheduler",
+    "configured_timeout",
+    "missing",
+    "timeout_delta",
+]
+
+ANY_ACTION = "Any"
+"""The action part of a machine's config keys: ``<name>.<State>.Any.timeout-duration``."""
+
+
+def timeout_delta(value: object, what: str) -> timedelta | None:
+    """A state's ``timeout`` as a ``timedelta`` (``None`` or zero: no timeout).
+
+    A number is **seconds**, as in transitions' ``Timeout`` and python-statemachine's
+    ``timeout``; a string is a HOCON duration (``"30s"``, ``"5 minutes"``; a string of digits
+    is milliseconds, as everywhere in HOCON); a ``timedelta`` passes through."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{what}: a boolean is not a timeout (got {value!r})")
+    if isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{what}: timeout must be a finite number of seconds (got {value!r})")
+        if value < 0:
+            raise ValueError(f"{what}: timeout cannot be negative (got {value!r})")
+        delta = timedelta(seconds=value)
+    elif isinstance(value, str | timedelta):
+        delta = parse_duration(value, what)
+    else:
+        raise TypeError(
+            f"{what}: timeout must be seconds (a number), a HOCON duration string or a "
+            f"timedelta (got {type(value).__name__}: {value!r})"
+        )
+    return delta if delta > timedelta(0) else None
+
+
+def configured_timeout(config: SchedulingConfig | None, name: str, state: str) -> timedelta | None:
+    """``<name>.<state>.Any.timeout-duration`` resolved with the usual ``Any`` precedence
+    (``Any.<state>.Any``, ``<name>.Any.Any``, ``Any.Any.Any``), or ``None`` if no key sets it."""
+    if config is None:
+        return None
+    return config.action(name, state, ANY_ACTION).timeout
+
+
+@dataclass(frozen=True, slots=True)
+class TimerAddress:
+    """Where one machine's timers go: the handler ``name`` and the ids built from it."""
+
+    name: str
+
+    def timer_id(self, owner: str, state: str) -> str:
+        """``"<name>:<model id>:<state>"``: one timer per model and state."""
+        return f"{self.name}:{owner}:{state}"
+
+    @staticmethod
+    def payload(owner: str, state: str, entry: str) -> dict[str, Any]:
+        """The timer's payload: ids and the entry token only (never model data)."""
+        return {"model": owner, "state": state, "entry": entry}
+
+    @staticmethod
+    def read(payload: Mapping[str, Any] | None, item_id: str) -> tuple[str, str, str]:
+        """``(model id, state, entry token)`` from a payload; :class:`Undeliverable` if it is
+        not one of ours (retrying would not change it)."""
+        try:
+            assert payload is not None
+            owner, state, entry = payload["model"], payload["state"], payload["entry"]
+        except (AssertionError, KeyError, TypeError):
+            raise Undeliverable(
+                f"timer {item_id!r}: payload {payload!r} is not a state-machine timeout "
+                "(expected model, state and entry)"
+            ) from None
+        if not all(isinstance(part, str) for part in (owner, state, entry)):
+            raise Undeliverable(f"timer {item_id!r}: payload {payload!r} has non-text parts")
+        return owner, state, entry
+
+
+class EntryTokens:
+    """Entry tokens unique across processes and restarts: a random prefix drawn once per
+    machine, then a counter (cheap: no randomness per entry)."""
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(6).hex()
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        """A token no other entry of any machine has."""
+        return f"{self._prefix}.{next(self._counter)}"
+
+
+def missing(owner: str, name: str, how: str) -> Undeliverable:
+    """The dead-letter reason for a timer whose model cannot be found."""
+    return Undeliverable(f"machine {name!r}: model {owner!r} not found ({how})")
+
+
+def is_async_scheduler(scheduler: Any) -> bool:
+    """Whether ``scheduler`` has the async face (CONTRACT section 11: coroutine ``schedule``,
+    ``cancel``, ``create_single_timer``); a ``SchedulerPort`` never has."""
+    if isinstance(scheduler, SchedulerPort):
+        return False
+    return any(
+        inspect.iscoroutinefunction(getattr(scheduler, method, None))
+        for method in ("cancel", "create_single_timer", "schedule")
+    )
+
+
+def check_scheduler_face(scheduler: Any, want_async: bool, cls: str, other: str) -> None:
+    """``TypeError`` unless ``scheduler`` is a scheduler of the right face: coroutine
+    ``schedule``/``cancel`` for the async machines, plain ones for the others."""
+    for method in ("create_single_timer", "cancel", "register", "get"):
+        if not callable(getattr(scheduler, method, None)):
+            raise TypeError(
+                f"{cls}: scheduler must be a flowsched scheduler (no {method}() on "
+                f"{type(scheduler).__name__})"
+            )
+    is_async = is_async_scheduler(scheduler)
+    if is_async != want_async:
+        face = "an async" if is_async else "a synchronous"
+        raise TypeError(
+            f"{cls}: {type(scheduler).__name__} is {face} scheduler; use {other} with it"
+        )

@@ -1,0 +1,72 @@
+"""``flowsched console``: its options, defaults (127.0.0.1:8765, read-only) and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flowsched.cli import build_app
+
+uvicorn = pytest.importorskip("uvicorn")
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What ``uvicorn.run`` was asked to serve (nothing is served)."""
+    seen: dict[str, Any] = {}
+
+    def run(application: Any, host: str, port: int, **options: Any) -> None:
+        seen.update(app=application, host=host, port=port)
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    return seen
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(build_app(), ["console", *args], catch_exceptions=False)
+
+
+def test_help_lists_the_contract_options() -> None:
+    result = invoke("--help")
+    for option in ["--uri", "--database", "--collection", "--host", "--port", "--token-file"]:
+        assert option in result.output
+
+
+def test_defaults_bind_this_machine_read_only(served: dict[str, Any]) -> None:
+    result = invoke("--uri", "mongodb://ops:pa55word-xyz@db1:27017/")
+    assert result.exit_code == 0, result.output
+    assert (served["host"], served["port"]) == ("127.0.0.1", 8765)
+    assert "read-only" in result.output and "ops:***@db1" in result.output
+    assert "pa55word-xyz" not in result.output
+
+
+def test_options_reach_the_app(served: dict[str, Any], tmp_path: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("a-long-operator-token\n")
+    result = invoke(
+        "--uri", "mongodb://db1/", "--database", "shop", "--collection", "jobs",
+        "--host", "0.0.0.0", "--port", "9000", "--token-file", str(token),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (served["host"], served["port"]) == ("0.0.0.0", 9000)
+    assert "shop.jobs" in result.output and "actions need the token" in result.output
+
+
+def test_a_missing_token_file_is_a_usage_error(served: dict[str, Any]) -> None:
+    result = invoke("--uri", "mongodb://db1/", "--token-file", "/nonexistent/token")
+    assert result.exit_code == 2 and "/nonexistent/token" in result.output
+    assert not served
+
+
+def test_an_invalid_uri_is_a_usage_error_without_its_password(served: dict[str, Any]) -> None:
+    result = invoke("--uri", "mongodb://ops:pa55word-xyz@")
+    assert result.exit_code == 2
+    assert "pa55word-xyz" not in result.output
+
+
+def test_timeout_sets_the_query_budget(served: dict[str, Any]) -> None:
+    assert invoke("--uri", "mongodb://db1/", "--timeout", "30s").exit_code == 0
+    bad = invoke("--uri", "mongodb://db1/", "--timeout", "soon")
+    assert bad.exit_code == 2 and "--timeout 'soon'" in bad.output

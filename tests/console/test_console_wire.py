@@ -1,0 +1,83 @@
+"""The console on the MongoDB-wire server, through ``pymongo.AsyncMongoClient``: the pages
+answer from indexes (explain: no COLLSCAN), actions are fenced and audited, and a URI's
+password stays out of every page."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from console_kit import TOKEN, csrf_of, dead_letter, make_index, sign_in, timer
+from starlette.testclient import TestClient
+
+from flowsched.clock import ManualClock
+from flowsched.console import app
+from flowsched.console.queries import TimerQuery
+
+pytestmark = pytest.mark.wire
+
+
+@pytest.fixture
+def stored(mongo_db: Any) -> Any:
+    make_index(mongo_db.timers)
+    mongo_db.timers.insert_many([timer(n) for n in range(300)])
+    mongo_db.timers_dead.insert_one(dead_letter("d-1"))
+    return mongo_db
+
+
+def test_pages_and_actions_over_the_async_driver(
+    mongo_uri: str, stored: Any, clock: ManualClock
+) -> None:
+    with TestClient(app(mongo_uri, database=stored.name, token=TOKEN, clock=clock)) as console:
+        first = console.get("/timers")
+        assert first.status_code == 200 and first.text.count("timer-link") == 50
+        assert console.get("/timers?flow=flow-3").text.count("timer-link") == 43
+        assert "300 due in the next 24 h" in console.get("/").text
+        sign_in(console)
+        html = console.get("/timer?id=t-00010").text
+        data = {"csrf": csrf_of(html), "id": "t-00010", "generation": "11"}
+        assert console.post("/timer/cancel", data=data).status_code == 200
+        page = console.get("/dead").text
+        console.post("/dead/requeue", data={"csrf": csrf_of(page), "id": "d-1", "generation": "77"})
+    assert stored.timers.find_one({"_id": "t-00010"}) is None
+    assert stored.timers.find_one({"_id": "d-1"})["attempts"] == 0
+    assert [a["action"] for a in stored.timers_audit.find({}).sort("at", 1)] == [
+        "cancel",
+        "requeue",
+    ]
+
+
+def test_list_queries_walk_an_index(mongo_uri: str, stored: Any) -> None:
+    import pymongo
+
+    async def plans() -> list[str]:
+        client: Any = pymongo.AsyncMongoClient(mongo_uri)
+        found = []
+        now = stored.timers.find_one({})["due"]
+        flow = TimerQuery(flow_prefix="flow-1")
+        specs = [TimerQuery().find(now), TimerQuery(id_prefix="t-001").find(now)]
+        specs += [flow.flow_steps(now)[1], flow.flow_whole("flow-1", now, 50)]
+        for spec in specs:
+            cursor = client[stored.name].timers.find(spec.filter).sort(spec.sort).hint(spec.hint)
+            plan = await cursor.limit(spec.limit).explain()
+            found.append(str(plan["queryPlanner"]["winningPlan"]))
+        await client.close()
+        return found
+
+    plans_seen = asyncio.run(plans())
+    for plan in plans_seen:
+        assert "IXSCAN" in plan and "COLLSCAN" not in plan
+    assert "SORT" not in plans_seen[2]  # the next flows come in index order
+
+
+def test_a_password_in_the_uri_is_never_shown(mongo_uri: str, stored: Any) -> None:
+    parts = urlsplit(mongo_uri)
+    secret_uri = urlunsplit(parts._replace(netloc=f"ops:t0p-s3cret@{parts.netloc}"))
+    with TestClient(app(secret_uri, database=stored.name, query_budget_ms=2000)) as console:
+        for url in ["/", "/timers", "/timer?id=t-00001", "/nodes"]:
+            page = console.get(url)
+            assert page.status_code in (200, 503), url
+            assert "t0p-s3cret" not in page.text
+            assert "ops:***@" in page.text
