@@ -160,3 +160,49 @@ def test_a_mongo_node_that_only_schedules_for_others_is_not_warned_about(caplog)
 
     assert warnings(caplog) == []
     producer.close()
+
+
+async def _start_two_on(scheduler: Any) -> None:
+    domain = (
+        FlowDomain.builder()
+        .with_config(SchedulingConfig.from_string(CONF))
+        .with_scheduler_adapter(scheduler)
+        .with_flow(PAYMENT)
+        .with_action_adapter("CheckFraud", lambda request: None)
+        .build_async()
+    )
+    await domain.start("Payment", "p-1")
+    await domain.start("Payment", "p-2")
+
+
+def test_an_async_domain_on_an_async_scheduler_never_started_warns_once(caplog):
+    import asyncio
+
+    from flowsched import AsyncInMemoryScheduler
+
+    scheduler = AsyncInMemoryScheduler()
+    assert scheduler.needs_start
+    with caplog.at_level(logging.WARNING, logger="flowsched.flow"):
+        asyncio.run(_start_two_on(scheduler))
+
+    (message,) = warnings(caplog)
+    assert "AsyncInMemoryScheduler was never started" in message
+
+
+def test_an_async_domain_on_a_started_or_manual_async_scheduler_does_not_warn(caplog):
+    import asyncio
+
+    from flowsched import AsyncInMemoryScheduler
+
+    async def started() -> None:
+        async with AsyncInMemoryScheduler() as scheduler:
+            assert not scheduler.needs_start
+            await _start_two_on(scheduler)
+
+    with caplog.at_level(logging.WARNING, logger="flowsched.flow"):
+        asyncio.run(started())
+        manual = AsyncInMemoryScheduler(clock=ManualClock())
+        assert not manual.needs_start
+        asyncio.run(_start_two_on(manual))
+
+    assert warnings(caplog) == []

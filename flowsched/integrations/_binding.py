@@ -159,9 +159,15 @@ class Binding:
             )
         return owner, state_name, token, state
 
-    def missing(self, owner: str) -> Undeliverable:
-        """Why a timer for a model neither here nor loadable is a dead letter."""
-        how = "load_model returned None" if self.load_model else "no load_model was given"
+    def missing(self, owner: str, error: BaseException | None = None) -> Undeliverable:
+        """Why a timer for a model neither here nor loadable is a dead letter (``error``:
+        the ``LookupError`` ``load_model`` raised, if it did)."""
+        if error is not None:
+            how = f"load_model raised {type(error).__name__}: {error}"
+        elif self.load_model is not None:
+            how = "load_model returned None"
+        else:
+            how = "no load_model was given"
         return missing(owner, self.name, how)
 
     def in_state(self, model: Any, state_name: str) -> bool:

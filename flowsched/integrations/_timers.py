@@ -11,7 +11,6 @@ matches): a late or stale timer does nothing.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
 from collections.abc import Mapping
@@ -19,7 +18,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from flowsched import SchedulerPort, SchedulingConfig, Undeliverable, parse_duration
+from flowsched import (
+    AsyncSchedulerPort,
+    SchedulerPort,
+    SchedulingConfig,
+    Undeliverable,
+    parse_duration,
+)
 
 __all__ = [
     "ANY_ACTION",
@@ -121,26 +126,20 @@ def missing(owner: str, name: str, how: str) -> Undeliverable:
 
 
 def is_async_scheduler(scheduler: Any) -> bool:
-    """Whether ``scheduler`` has the async face (CONTRACT section 11: coroutine ``schedule``,
-    ``cancel``, ``create_single_timer``); a ``SchedulerPort`` never has."""
-    if isinstance(scheduler, SchedulerPort):
-        return False
-    return any(
-        inspect.iscoroutinefunction(getattr(scheduler, method, None))
-        for method in ("cancel", "create_single_timer", "schedule")
-    )
+    """Whether ``scheduler`` has the async face: an :class:`~flowsched.AsyncSchedulerPort`
+    (CONTRACT section 11: ``AsyncInMemoryScheduler``, ``AsyncMongoScheduler``)."""
+    return isinstance(scheduler, AsyncSchedulerPort)
 
 
 def check_scheduler_face(scheduler: Any, want_async: bool, cls: str, other: str) -> None:
-    """``TypeError`` unless ``scheduler`` is a scheduler of the right face: coroutine
-    ``schedule``/``cancel`` for the async machines, plain ones for the others."""
-    for method in ("create_single_timer", "cancel", "register", "get"):
-        if not callable(getattr(scheduler, method, None)):
-            raise TypeError(
-                f"{cls}: scheduler must be a flowsched scheduler (no {method}() on "
-                f"{type(scheduler).__name__})"
-            )
+    """``TypeError`` unless ``scheduler`` is a scheduler of the right face: an
+    ``AsyncSchedulerPort`` for the async machines, a ``SchedulerPort`` for the others."""
     is_async = is_async_scheduler(scheduler)
+    if not is_async and not isinstance(scheduler, SchedulerPort):
+        raise TypeError(
+            f"{cls}: scheduler must be a flowsched SchedulerPort or AsyncSchedulerPort "
+            f"(got {type(scheduler).__name__}: {scheduler!r})"
+        )
     if is_async != want_async:
         face = "an async" if is_async else "a synchronous"
         raise TypeError(

@@ -81,7 +81,7 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
                 found = await found
         except Exception as exc:
             if is_lookup_miss(exc):
-                raise binding.missing(owner) from exc
+                raise binding.missing(owner, exc) from exc
             raise
         return check_loaded(binding, owner, found)
 

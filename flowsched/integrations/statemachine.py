@@ -245,10 +245,7 @@ class StatechartTimers:
         machine_id, state_id, token = self._address.read(item.payload, item.id)
         machine = self._machines.get(machine_id)
         if machine is None:
-            loaded = self._load(machine_id)
-            if inspect.isawaitable(loaded):
-                loaded = await loaded
-            machine = self._found(machine_id, loaded)
+            machine = self._found(machine_id, await self._load_async(machine_id))
         state = self._state(machine, state_id, item)
         current = self._current(machine, machine_id, state_id, token)
         if current is None:
@@ -273,6 +270,18 @@ class StatechartTimers:
         except LookupError as exc:
             how = f"load_machine raised {type(exc).__name__}: {exc}"
             raise missing(machine_id, self.name, how) from exc
+
+    async def _load_async(self, machine_id: str) -> Any:
+        """As :meth:`_load`, awaiting an ``async def`` ``load_machine`` (a ``LookupError`` it
+        raises when awaited is a missing machine too)."""
+        try:
+            loaded = self._load(machine_id)
+            if inspect.isawaitable(loaded):
+                loaded = await loaded
+        except LookupError as exc:
+            how = f"load_machine raised {type(exc).__name__}: {exc}"
+            raise missing(machine_id, self.name, how) from exc
+        return loaded
 
     @staticmethod
     def _event(state: Any) -> str:

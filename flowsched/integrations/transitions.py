@@ -120,7 +120,7 @@ class DurableMachine(ModelIndex, Machine):
             found = binding.load_model(owner)
         except Exception as exc:
             if is_lookup_miss(exc):
-                raise binding.missing(owner) from exc
+                raise binding.missing(owner, exc) from exc
             raise
         return check_loaded(binding, owner, found)
 

@@ -367,6 +367,13 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             return None
         return self._store.next_due_between(until, after, self._core.routes())
 
+    @property
+    def needs_start(self) -> bool:
+        """Whether it fires nothing until started (``async with`` or ``await start()``): on a
+        real clock, never started and not closed. An ``AsyncFlowDomain`` built on one warns
+        once, at its first timer."""
+        return not (self._manual or self._started or self._closed)
+
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "loop"
         return f"AsyncInMemoryScheduler(pending={len(self._store)}, {mode}, clock={self._clock!r})"

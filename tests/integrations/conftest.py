@@ -1,20 +1,15 @@
-"""Fixtures for the state-machine integrations: a manual clock, an in-memory scheduler on it,
-and a small stand-in for the async schedulers (see fake_async_port.py)."""
+"""Fixtures for the state-machine integrations: a manual clock and an in-memory scheduler on
+it. The async machines run on the test kit's ``async_memory_scheduler`` (a real
+``AsyncInMemoryScheduler`` on its ``manual_clock``; ``await manual_clock.advance_async(d)``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("transitions")
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_async_port import FakeAsyncScheduler
 
 from flowsched import InMemoryScheduler, ManualClock
 
@@ -30,8 +25,3 @@ def clock() -> ManualClock:
 def scheduler(clock: ManualClock) -> Iterator[InMemoryScheduler]:
     with InMemoryScheduler(clock=clock) as built:
         yield built
-
-
-@pytest.fixture
-def async_port(clock: ManualClock) -> FakeAsyncScheduler:
-    return FakeAsyncScheduler(clock)

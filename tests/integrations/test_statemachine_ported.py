@@ -5,15 +5,16 @@ Ported from fgmacedo/python-statemachine ``tests/test_contrib_timeout.py`` at co
 place of ``timeout`` (and its class and repr); every machine gets a ``StatechartTimers``
 listener; the runner advances virtual time in place of sleeping (then waits for the invoke
 threads or tasks the engine started, as upstream's sleep lets them run), on both engines: sync
-on ``InMemoryScheduler`` + ``ManualClock``, async on the stand-in async port
-(``fake_async_port``, until CONTRACT section 11's schedulers land).
+on ``InMemoryScheduler``, async on ``AsyncInMemoryScheduler`` (the test kit's
+``async_memory_scheduler``, ``await manual_clock.advance_async(...)``), both on the test kit's
+``manual_clock``; the ``async def`` tests are marked ``@pytest.mark.asyncio`` (pytest-asyncio's
+strict mode).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from inspect import isawaitable
 from typing import Any
@@ -22,10 +23,9 @@ import pytest
 
 pytest.importorskip("statemachine")
 
-from fake_async_port import FakeAsyncScheduler
 from statemachine import State, StateChart
 
-from flowsched import InMemoryScheduler, ManualClock
+from flowsched import AsyncInMemoryScheduler, InMemoryScheduler, ManualClock
 from flowsched.integrations.statemachine import (
     DurableTimeoutInvoke,
     StatechartTimers,
@@ -39,13 +39,10 @@ _Timeout = DurableTimeoutInvoke
 class SMRunner:
     """Upstream's ``sm_runner``, with a scheduler and virtual time."""
 
-    def __init__(self, is_async: bool, clock: ManualClock) -> None:
-        self.is_async = is_async
+    def __init__(self, scheduler: InMemoryScheduler | AsyncInMemoryScheduler, clock: ManualClock):
+        self.is_async = isinstance(scheduler, AsyncInMemoryScheduler)
         self.clock = clock
-        if is_async:
-            self.scheduler: Any = FakeAsyncScheduler(clock)
-        else:
-            self.scheduler = InMemoryScheduler(clock=clock)
+        self.scheduler: Any = scheduler
         self.timers = StatechartTimers(self.scheduler, name="ported")
         self.count = 0
 
@@ -75,7 +72,7 @@ class SMRunner:
         delta = timedelta(seconds=seconds)
         if self.is_async:
             await asyncio.sleep(0)  # as a real sleep does, let the invoke tasks start first
-            await self.scheduler.advance(delta)
+            await self.clock.advance_async(delta)
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             if others:
                 await asyncio.wait(others, timeout=2)
@@ -85,20 +82,12 @@ class SMRunner:
                 if "_run_sync_handler" in thread.name:
                     thread.join(timeout=2)
 
-    def close(self) -> None:
-        if not self.is_async:
-            self.scheduler.close()
-
 
 @pytest.fixture(params=["sync", "async"])
-def sm_runner(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[SMRunner]:
-    runner = SMRunner(request.param == "async", clock)
-    yield runner
-    runner.close()
-
-
-def run(coroutine: Any) -> None:
-    asyncio.run(coroutine)
+def sm_runner(request: pytest.FixtureRequest, manual_clock: ManualClock) -> SMRunner:
+    if request.param == "async":
+        return SMRunner(request.getfixturevalue("async_memory_scheduler"), manual_clock)
+    return SMRunner(request.getfixturevalue("memory_scheduler"), manual_clock)
 
 
 class TestTimeoutValidation:
@@ -125,21 +114,20 @@ class TestTimeoutValidation:
 class TestTimeoutBasic:
     """Timeout fires done.invoke.<state> when no custom event is specified."""
 
-    def test_timeout_fires_done_invoke(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_timeout_fires_done_invoke(self, sm_runner: SMRunner) -> None:
         class SM(StateChart):
             waiting = State(initial=True, invoke=timeout(0.05))
             done = State(final=True)
             done_invoke_waiting = waiting.to(done)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.sleep(0.15)
-            await sm_runner.processing_loop(sm)
-            assert "done" in sm.configuration_values
+        sm = await sm_runner.start(SM)
+        await sm_runner.sleep(0.15)
+        await sm_runner.processing_loop(sm)
+        assert "done" in sm.configuration_values
 
-        run(body())
-
-    def test_timeout_cancelled_on_early_exit(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_timeout_cancelled_on_early_exit(self, sm_runner: SMRunner) -> None:
         """If the machine transitions out before the timeout, nothing fires."""
 
         class SM(StateChart):
@@ -149,52 +137,46 @@ class TestTimeoutBasic:
             # No done_invoke_waiting — would fail if timeout fired unexpectedly
             done_invoke_waiting = waiting.to(waiting)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.send(sm, "go")
-            assert "other" in sm.configuration_values
-            await sm_runner.sleep(20)  # added: the cancelled timer never fires
-            assert "other" in sm.configuration_values
-
-        run(body())
+        sm = await sm_runner.start(SM)
+        await sm_runner.send(sm, "go")
+        assert "other" in sm.configuration_values
+        await sm_runner.sleep(20)  # added: the cancelled timer never fires
+        assert "other" in sm.configuration_values
 
 
 class TestTimeoutCustomEvent:
     """Timeout fires a custom event via the `on` parameter."""
 
-    def test_custom_event_fires(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_custom_event_fires(self, sm_runner: SMRunner) -> None:
         class SM(StateChart):
             waiting = State(initial=True, invoke=timeout(0.05, on="expired"))
             timed_out = State(final=True)
             expired = waiting.to(timed_out)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.sleep(0.15)
-            await sm_runner.processing_loop(sm)
-            assert "timed_out" in sm.configuration_values
+        sm = await sm_runner.start(SM)
+        await sm_runner.sleep(0.15)
+        await sm_runner.processing_loop(sm)
+        assert "timed_out" in sm.configuration_values
 
-        run(body())
-
-    def test_custom_event_cancelled_on_early_exit(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_custom_event_cancelled_on_early_exit(self, sm_runner: SMRunner) -> None:
         class SM(StateChart):
             waiting = State(initial=True, invoke=timeout(10, on="expired"))
             other = State(final=True)
             go = waiting.to(other)
             expired = waiting.to(waiting)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.send(sm, "go")
-            assert "other" in sm.configuration_values
-
-        run(body())
+        sm = await sm_runner.start(SM)
+        await sm_runner.send(sm, "go")
+        assert "other" in sm.configuration_values
 
 
 class TestTimeoutComposition:
     """Timeout combined with other invoke handlers — first to complete wins."""
 
-    def test_invoke_completes_before_timeout(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_invoke_completes_before_timeout(self, sm_runner: SMRunner) -> None:
         """A fast invoke handler transitions out, cancelling the timeout."""
 
         def fast_handler() -> str:
@@ -207,15 +189,13 @@ class TestTimeoutComposition:
             done_invoke_loading = loading.to(ready)
             too_slow = loading.to(stuck)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.sleep(0.15)
-            await sm_runner.processing_loop(sm)
-            assert "ready" in sm.configuration_values
+        sm = await sm_runner.start(SM)
+        await sm_runner.sleep(0.15)
+        await sm_runner.processing_loop(sm)
+        assert "ready" in sm.configuration_values
 
-        run(body())
-
-    def test_timeout_fires_before_slow_invoke(self, sm_runner: SMRunner) -> None:
+    @pytest.mark.asyncio
+    async def test_timeout_fires_before_slow_invoke(self, sm_runner: SMRunner) -> None:
         """Timeout fires while a slow invoke handler is still running."""
         handler_cancelled = threading.Event()
 
@@ -232,13 +212,10 @@ class TestTimeoutComposition:
             done_invoke_loading = loading.to(ready)
             too_slow = loading.to(stuck)
 
-        async def body() -> None:
-            sm = await sm_runner.start(SM)
-            await sm_runner.sleep(0.15)
-            await sm_runner.processing_loop(sm)
-            assert "stuck" in sm.configuration_values
-            # The slow handler should have been cancelled when the state exited
-            handler_cancelled.wait(timeout=2)
-            assert handler_cancelled.is_set()
-
-        run(body())
+        sm = await sm_runner.start(SM)
+        await sm_runner.sleep(0.15)
+        await sm_runner.processing_loop(sm)
+        assert "stuck" in sm.configuration_values
+        # The slow handler should have been cancelled when the state exited
+        handler_cancelled.wait(timeout=2)
+        assert handler_cancelled.is_set()

@@ -4,13 +4,14 @@ Ported from pytransitions/transitions ``tests/test_async.py`` at commit
 bd42b38f3627e6bca7274fb4d9af2e105f75da7c (``test_async_timeout``, ``test_timeout_cancel``,
 ``test_queued_timeout_cancel``). Changes, and only these: ``DurableTimeout`` (through
 ``AsyncDurableMachine``, with ``scheduler=`` and ``name=``) in place of ``AsyncTimeout``;
-virtual time in place of the test's own sleeps (``await port.advance(...)``); where upstream
-relies on the timeout firing *while* a trigger is awaited, the trigger runs as a task and an
-``asyncio.Event`` says when its callback has started waiting, then time is advanced.
+virtual time in place of the test's own sleeps (``await manual_clock.advance_async(...)``);
+where upstream relies on the timeout firing *while* a trigger is awaited, the trigger runs as
+a task and an ``asyncio.Event`` says when its callback has started waiting, then time is
+advanced; the test's ``run()`` is awaited on pytest-asyncio's loop (the scheduler's) instead
+of ``asyncio.run``.
 
-The scheduler is :class:`fake_async_port.FakeAsyncScheduler`, a stand-in for CONTRACT
-section 11's ``AsyncInMemoryScheduler`` (not on this branch yet): to be re-run on the real
-one once it lands.
+The scheduler is the real ``AsyncInMemoryScheduler`` (the test kit's
+``async_memory_scheduler``, on its ``manual_clock``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from fake_async_port import FakeAsyncScheduler
 from transitions.extensions.states import add_state_features
 
+from flowsched import AsyncInMemoryScheduler, ManualClock
 from flowsched.integrations.transitions import AsyncDurableMachine, DurableTimeout
 
 
@@ -32,7 +33,10 @@ def seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def test_async_timeout(async_port: FakeAsyncScheduler) -> None:
+@pytest.mark.asyncio
+async def test_async_timeout(
+    async_memory_scheduler: AsyncInMemoryScheduler, manual_clock: ManualClock
+) -> None:
     timeout_called = MagicMock()
 
     @add_state_features(DurableTimeout)
@@ -45,30 +49,35 @@ def test_async_timeout(async_port: FakeAsyncScheduler) -> None:
         {"name": "C", "timeout": 0, "on_timeout": "to_D"},
         "D",
     ]
-    m: Any = TimeoutMachine(states=states, initial="A", scheduler=async_port, name="async")
+    m: Any = TimeoutMachine(
+        states=states, initial="A", scheduler=async_memory_scheduler, name="async"
+    )
     with pytest.raises(AttributeError):
         m.add_state("Fail", timeout=1)
 
     async def run() -> None:
         await m.to_B()
-        await async_port.advance(seconds(0.1))
+        await manual_clock.advance_async(seconds(0.1))
         assert m.is_B()  # timeout shouldn't be triggered
         await m.to_A()  # cancel timeout
         assert m.is_A()
         await m.to_B()
-        await async_port.advance(seconds(0.3))
+        await manual_clock.advance_async(seconds(0.3))
         assert m.is_C()  # now timeout should have been processed
         assert timeout_called.called
         m.get_state("C").timeout = 0.05
         await m.to_B()
-        await async_port.advance(seconds(0.3))
+        await manual_clock.advance_async(seconds(0.3))
         assert m.is_D()
         assert timeout_called.call_count == 2
 
-    asyncio.run(run())
+    await run()
 
 
-def test_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
+@pytest.mark.asyncio
+async def test_timeout_cancel(
+    async_memory_scheduler: AsyncInMemoryScheduler, manual_clock: ManualClock
+) -> None:
     error_mock = MagicMock()
     timout_mock = MagicMock()
     long_op_mock = MagicMock()
@@ -89,24 +98,27 @@ def test_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
         states=["A", {"name": "B", "timeout": 0.1, "on_timeout": "handle_timeout"}],
         initial="A",
         on_exception=error_mock,
-        scheduler=async_port,
+        scheduler=async_memory_scheduler,
         name="cancel",
     )
 
     async def run() -> None:
         trigger = asyncio.create_task(machine.to_B())
         await waiting.wait()
-        await async_port.advance(seconds(0.1))
+        await manual_clock.advance_async(seconds(0.1))
         await trigger
         assert timout_mock.called
         assert error_mock.call_count == 1  # should only be one CancelledError
         assert not long_op_mock.called
         assert machine.is_A()
 
-    asyncio.run(run())
+    await run()
 
 
-def test_queued_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
+@pytest.mark.asyncio
+async def test_queued_timeout_cancel(
+    async_memory_scheduler: AsyncInMemoryScheduler, manual_clock: ManualClock
+) -> None:
     error_mock = MagicMock()
     timout_mock = MagicMock()
     long_op_mock = MagicMock()
@@ -145,7 +157,7 @@ def test_queued_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
         queued=True,
         send_event=True,
         on_exception="handle_error",
-        scheduler=async_port,
+        scheduler=async_memory_scheduler,
         name="queued",
     )
 
@@ -153,7 +165,7 @@ def test_queued_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
         waiting.clear()
         trigger = asyncio.create_task(machine.to_B())
         await waiting.wait()
-        await async_port.advance(seconds(0.1))
+        await manual_clock.advance_async(seconds(0.1))
         await trigger
 
     async def run() -> None:
@@ -165,4 +177,4 @@ def test_queued_timeout_cancel(async_port: FakeAsyncScheduler) -> None:
         with pytest.raises(RuntimeError):
             await to_b_while_time_passes()
 
-    asyncio.run(run())
+    await run()
