@@ -101,6 +101,10 @@ class Observer:
     def dead_lettered(self, dead: DeadLetter) -> None:
         """An item exhausted ``max_attempts``."""
 
+    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
+        """A handler returned ``late`` after its claim's lease ended (MongoDB): no failure,
+        the item is done, but another node may have run it too."""
+
 
 class DeliveryCore:
     """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.

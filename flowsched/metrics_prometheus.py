@@ -11,7 +11,8 @@
 
 Metrics (``namespace`` defaults to ``flowsched``): counters ``<ns>_scheduled_total``,
 ``<ns>_fired_total``, ``<ns>_completed_total``, ``<ns>_failed_total``,
-``<ns>_dead_lettered_total`` (label ``kind``) and ``<ns>_cancelled_total``; histogram
+``<ns>_dead_lettered_total``, ``<ns>_late_completions_total`` (runs that completed after
+their MongoDB lease ended; label ``kind``) and ``<ns>_cancelled_total``; histogram
 ``<ns>_lateness_seconds`` (label ``kind``: fire time minus due time); gauge ``<ns>_pending``
 (items scheduled, read from the scheduler at scrape time).
 """
@@ -61,6 +62,7 @@ class PrometheusObserver(Observer):
         completed = counter("completed", "Deliveries whose handler returned.")
         failed = counter("failed", "Deliveries whose handler raised.")
         dead = counter("dead_lettered", "Items set aside after max_attempts.")
+        late = counter("late_completions", "Runs that completed after their lease ended.")
         lateness = Histogram(
             "lateness_seconds",
             "Fire time minus due time.",
@@ -75,6 +77,7 @@ class PrometheusObserver(Observer):
         self._completed = {k: completed.labels(k.value) for k in ScheduleKind}
         self._failed = {k: failed.labels(k.value) for k in ScheduleKind}
         self._dead = {k: dead.labels(k.value) for k in ScheduleKind}
+        self._late = {k: late.labels(k.value) for k in ScheduleKind}
         self._lateness = {k: lateness.labels(k.value) for k in ScheduleKind}
         self._cancelled = Counter(
             "cancelled", "Items cancelled.", namespace=namespace, registry=registry
@@ -105,3 +108,6 @@ class PrometheusObserver(Observer):
 
     def dead_lettered(self, dead: DeadLetter) -> None:
         self._dead[dead.item.kind].inc()
+
+    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
+        self._late[item.kind].inc()

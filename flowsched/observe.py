@@ -51,6 +51,8 @@ class Metrics:
     failed: int
     dead_lettered: int
     lateness: Lateness
+    late_completions: int = 0
+    """Runs that completed after their claim's lease ended (MongoDB; not failures)."""
 
 
 class MetricsObserver(Observer):
@@ -69,7 +71,7 @@ class MetricsObserver(Observer):
         self._sample: list[float] = []
         self._max = 0.0
         self._scheduled = self._cancelled = self._fired = 0
-        self._completed = self._failed = self._dead = 0
+        self._completed = self._failed = self._dead = self._late = 0
 
     def scheduled(self, item: ScheduleItem) -> None:
         with self._lock:
@@ -104,6 +106,10 @@ class MetricsObserver(Observer):
         with self._lock:
             self._dead += 1
 
+    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
+        with self._lock:
+            self._late += 1
+
     def snapshot(self) -> Metrics:
         """All counts and the lateness summary, taken at one instant."""
         with self._lock:
@@ -121,6 +127,7 @@ class MetricsObserver(Observer):
                     p50=_percentile(sample, 0.50),
                     p99=_percentile(sample, 0.99),
                 ),
+                late_completions=self._late,
             )
 
 
@@ -165,3 +172,6 @@ class Observers(Observer):
 
     def dead_lettered(self, dead: DeadLetter) -> None:
         self._each("dead_lettered", dead)
+
+    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
+        self._each("late_completion", item, attempt, late)

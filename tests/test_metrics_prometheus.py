@@ -39,3 +39,13 @@ def test_events_and_pending_reach_the_registry():
     assert value("flowsched_lateness_seconds_count", kind="TIMER") == 1
     assert value("flowsched_lateness_seconds_sum", kind="TIMER") == pytest.approx(2.0)
     assert value("flowsched_pending") == 1  # "b" waits for an ACTION_TIMEOUT handler
+
+
+def test_late_completions_are_counted_per_kind_not_as_failures():
+    registry = prometheus_client.CollectorRegistry()
+    observer = PrometheusObserver(registry=registry)
+    item = ScheduleItem("a", ScheduleKind.TIMER, START)
+    observer.late_completion(item, 0, timedelta(seconds=4))
+    labels = {"kind": "TIMER"}
+    assert registry.get_sample_value("flowsched_late_completions_total", labels) == 1
+    assert registry.get_sample_value("flowsched_failed_total", labels) == 0

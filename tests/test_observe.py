@@ -103,3 +103,11 @@ def test_observers_fan_out_every_event():
 def test_a_bad_reservoir_size_is_refused():
     with pytest.raises(ValueError, match="reservoir must be >= 1"):
         MetricsObserver(reservoir=0)
+
+
+def test_late_completions_are_counted_and_fanned_out():
+    first, second = MetricsObserver(), MetricsObserver()
+    fan = Observers(first, second)
+    fan.late_completion(ScheduleItem("t", TIMER, START), 0, timedelta(seconds=3))
+    assert first.snapshot().late_completions == second.snapshot().late_completions == 1
+    assert first.snapshot().failed == 0

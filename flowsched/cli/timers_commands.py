@@ -99,6 +99,7 @@ class TimersCli:
         app.command("requeue", epilog=_CONNECTION_HELP)(self.requeue)
         app.command("quarantined", epilog=_CONNECTION_HELP)(self.quarantined)
         app.command("stats", epilog=_CONNECTION_HELP)(self.stats)
+        app.command("nodes", epilog=_CONNECTION_HELP)(self.nodes)
         app.command("migrate", epilog=_CONNECTION_HELP)(self.migrate)
         return app
 
@@ -294,6 +295,15 @@ class TimersCli:
         typer.echo(f"{target.namespace} at {target.shown}, {render.iso(now)}")
         for line in render.stats_lines(figures):
             typer.echo(line)
+
+    def nodes(self, as_json: JsonOption = False) -> None:
+        """The live nodes (by their heartbeat): routes served, last heartbeat, and each
+        one's clock offset (the database's clock minus the node's, as it measured it)."""
+        now = self._clock.now()
+        with self._session() as (target, store):
+            heading = f"{target.namespace} at {target.shown}, {render.iso(now)}"
+            lines = render.nodes_output(store.nodes, now, heading, as_json)
+        typer.echo("\n".join(lines))
 
     def migrate(
         self,

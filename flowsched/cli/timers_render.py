@@ -18,6 +18,7 @@ from rich.text import Text
 from flowsched.cli._output import human
 from flowsched.mongo.documents import MalformedDocument, bson_utc, dead_letter_from_document
 from flowsched.mongo.inspection import RouteStats, Stats, TimerView, timer_view
+from flowsched.mongo.nodes import NodeInfo, live_nodes
 from flowsched.recurrence import Recurrence
 
 __all__ = [
@@ -335,3 +336,44 @@ def route_lines(stats: Stats) -> list[str]:
     if unserved:
         lines.append(f"unserved      {unserved} route(s) with pending items and no live node")
     return lines
+
+
+def offset_text(offset: timedelta | None) -> str:
+    """A node's clock offset for people: ``+0.012s`` (``not measured`` when unknown)."""
+    return "not measured" if offset is None else f"{offset.total_seconds():+.3f}s"
+
+
+def node_json(node: NodeInfo) -> dict[str, Any]:
+    """One live node for ``timers nodes --json``."""
+    offset = node.clock_offset
+    return {
+        "node": node.node_id,
+        "routes": list(node.routes),
+        "renewed_at": plain(node.renewed_at),
+        "expires_at": plain(node.expires_at),
+        "clock_offset_seconds": None if offset is None else offset.total_seconds(),
+    }
+
+
+def nodes_lines(nodes: list[NodeInfo]) -> list[str]:
+    """``timers nodes`` for people: one line per live node."""
+    if not nodes:
+        return ["no live node"]
+    width = max(len(node.node_id) for node in nodes)
+    lines = [f"{'node':<{width}}  {'clock offset':>12}  last heartbeat            routes"]
+    for node in nodes:
+        routes = ", ".join(node.routes) or "none"
+        renewed = iso(node.renewed_at) if node.renewed_at else "?"
+        offset = offset_text(node.clock_offset)
+        lines.append(f"{node.node_id:<{width}}  {offset:>12}  {renewed:<24}  {routes}")
+    return lines
+
+
+def nodes_output(nodes: Any, now: datetime, heading: str, as_json: bool) -> list[str]:
+    """``timers nodes``: the nodes live at ``now`` in the ``nodes`` collection, as JSON or
+    under ``heading``, one a line."""
+    found = live_nodes(nodes, now)
+    if as_json:
+        data = {"nodes": [node_json(node) for node in found]}
+        return [json.dumps(data, indent=2, ensure_ascii=False)]
+    return [heading, *nodes_lines(found)]

@@ -22,6 +22,9 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
   ``run_due``'s delivery on the calling thread.
 * ``settlement`` - a claim's outcome (``Settlement``) and the fenced writes it becomes.
 * ``local_writes`` - skips a claimed item this node has cancelled or replaced since.
+* ``leases`` - when each held claim's lease ends: a lapsed claim is never started, a run
+  that completes after its lease is a late completion.
+* ``server_clock`` - the database's clock: this node's offset from the server's time.
 * ``quarantine`` - unusable (poison) documents moved aside, with the reason.
 * ``transient`` - which driver errors are outages; bounded retries and their backoff.
 * ``nodes`` - node heartbeats: which live node serves which routes.

@@ -27,8 +27,10 @@ from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Exhausted, NextSlot
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
+from flowsched.mongo.leases import HeldLeases
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.quarantine import Audit
+from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
 from flowsched.mongo.store import Doc
 from flowsched.mongo.transient import is_transient
@@ -50,6 +52,8 @@ class ClaimedBatch:
     deliver: list[Claim] = field(default_factory=list)
     settle: list[Settlement] = field(default_factory=list)
     next_ready: datetime | None = None
+    lease_until: datetime | None = None
+    """When the leases of the claims won end (database time)."""
 
 
 class BatchClaimer:
@@ -93,6 +97,8 @@ class BatchClaimer:
         if not routes or limit < 1:
             return batch
         self._audit()
+        if isinstance(self.clock, ServerClock):
+            self.clock.refresh_when_due()  # the claim judges due times and leases by it
         claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
         token, documents = claimed.token, claimed.documents
         batch.won, batch.due, batch.next_ready = (
@@ -101,6 +107,7 @@ class BatchClaimer:
             claimed.next_ready,
         )
         batch.quarantined = claimed.quarantined
+        batch.lease_until = claimed.lease_until
         ticks: list[Claim] = []
         for document in documents:
             try:
@@ -164,23 +171,30 @@ def deliver_in_thread(
     fence: LocalWrites,
     core: DeliveryCore,
     write: Callable[[list[Settlement]], None],
+    lease: timedelta,
 ) -> int:
     """Deliver a claimed batch in this thread (``run_due``) and ``write`` the outcomes;
     how many ran.
 
-    A claim this node cancelled or replaced since its stamp is released, not run. If a
+    A claim this node cancelled or replaced since its stamp is released, not run, and so is
+    one whose ``lease`` has ended (or nearly) by the time its turn comes: nobody renews a
+    ``run_due`` batch's leases (see :mod:`flowsched.mongo.leases`). A run that completes
+    after its lease ended is settled as a late completion. If a
     handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
     interrupted and unstarted claims given back (claimable again at once, not counted as
     failures, like the in-memory adapter's), then the interrupt goes on."""
     settle = batch.settle
     done = ran = 0
+    leases = HeldLeases(lease)
+    if batch.lease_until is not None:
+        leases.claimed(((c.item.id, c.token) for c in batch.deliver), batch.lease_until)
     try:
         for claim in batch.deliver:
-            if fence.stale(stamp, claim.item):
+            if fence.stale(stamp, claim.item) or leases.lapsed(claim, core.clock.now()):
                 settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             else:
-                outcome = core.deliver(claim.item, claim.attempt)
-                settle.append(Settlement.of(claim, outcome))
+                outcome = Settlement.of(claim, core.deliver(claim.item, claim.attempt))
+                settle.append(leases.finished(outcome, claim, core.clock.now(), core.observer))
                 ran += 1
             done += 1
     except BaseException:

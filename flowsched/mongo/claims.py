@@ -47,9 +47,9 @@ tick cannot make another node repeat that slot: the next claimer reads the moved
 and runs only a later slot. The price: a tick whose node died mid-run counts as applied (it
 may have been), even with ``retry_failed``.
 
-Clock skew: ``due`` and ``lease_until`` are compared against the *claiming* node's clock. A
-node whose clock runs ``s`` ahead fires items up to ``s`` early and sees other nodes' leases
-end ``s`` early; keep skew (NTP: milliseconds) far below the lease (default 30 s).
+Clock skew: every ``now`` given here is the database's time
+(:class:`~flowsched.mongo.server_clock.ServerClock`: the node's clock corrected by its
+offset from the server), so ``due`` and ``lease_until`` are judged on one clock by every node.
 """
 
 from __future__ import annotations
@@ -105,6 +105,8 @@ class Claimed:
     next_ready: datetime | None = None
     quarantined: int = 0
     suspects: frozenset[str] = frozenset()
+    lease_until: datetime | None = None
+    """When the leases of ``documents`` end (database time)."""
 
 
 def _ready_key(doc: Doc) -> datetime:
@@ -169,7 +171,7 @@ class Claims:
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         # Read before this claim replaced it: an earlier claim nobody settled.
         suspects = frozenset(repr(doc["_id"]) for doc in due if doc.get("claim") is not None)
-        return Claimed(token, documents, len(due), next_ready, quarantined, suspects)
+        return Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
 
     def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
         """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
@@ -281,7 +283,8 @@ class Claims:
         ]
 
     def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
-        """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many renewed."""
+        """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many the
+        renewal found (fewer than ``held``: some were lost, see :meth:`holding`)."""
         if not held:
             return 0
         lease_until = truncate_ms(now + self.lease)
@@ -293,7 +296,22 @@ class Claims:
             },
             {"$set": {"claim.lease_until": lease_until, "ready_at": lease_until}},
         )
-        return int(result.modified_count)
+        return int(result.matched_count)
+
+    def holding(self, held: Sequence[tuple[Any, str]]) -> set[tuple[Any, str]]:
+        """Which of ``held`` (id, token) pairs this node still holds (one ``find``)."""
+        if not held:
+            return set()
+        query = {
+            **self.store.keys(sorted({item_id for item_id, _ in held}, key=repr)),
+            "claim.token": {"$in": sorted({token for _, token in held})},
+            "claim.owner": self.owner,
+        }
+        found = {
+            (doc["_id"], doc["claim"]["token"])
+            for doc in self.store.items.find(query, {"claim.token": 1})
+        }
+        return {key for key in held if key in found}
 
     def settle(
         self, settlements: Sequence[Settlement], now: datetime, starts: Sequence[Claim] = ()

@@ -79,6 +79,7 @@ def build(
             workers=settings.workers,
             buckets=settings.buckets,
             op_timeout=settings.op_timeout,
+            max_clock_skew=settings.max_clock_skew,
         )
     except BaseException:
         client.close()

@@ -4,7 +4,7 @@ Every started :class:`~flowsched.mongo.MongoScheduler` advertises itself in
 ``<collection>_nodes``, one document per node::
 
     {_id: <node id>, routes: ["h:alpha", "k:TIMER", ...], renewed_at: <date>,
-     expires_at: <date>}
+     expires_at: <date>, clock_offset_ms: <server time - node time, or null: not measured>}
 
 The sweeper renews it every poll (and at once when a handler is registered); it expires like
 a lease (``expires_at``, three polls and at least :data:`MIN_TTL` ahead), so a node that died
@@ -23,10 +23,13 @@ from typing import Any
 
 from flowsched.clock import Clock
 from flowsched.mongo.documents import bson_utc_or_none, truncate_ms
+from flowsched.mongo.server_clock import ServerClock
 
 __all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
 
 log = logging.getLogger("flowsched.mongo")
+
+_MS = timedelta(milliseconds=1)
 
 MIN_TTL = timedelta(seconds=5)
 """The shortest time a heartbeat is trusted for, whatever the poll interval."""
@@ -45,6 +48,8 @@ class NodeInfo:
     routes: tuple[str, ...]
     renewed_at: datetime | None
     expires_at: datetime | None
+    clock_offset: timedelta | None = None
+    """The database's clock minus the node's, as it last measured (``None``: not measured)."""
 
 
 class Heartbeat:
@@ -65,16 +70,19 @@ class Heartbeat:
         now = clock.monotonic()
         if now < self._next_beat and not self.changed(routes):
             return
-        self.beat(routes, clock.now())
+        offset = clock.offset if isinstance(clock, ServerClock) and clock.measured else None
+        self.beat(routes, clock.now(), offset)
         self._next_beat = now + min(poll, self.ttl.total_seconds() / 3)
 
     def changed(self, routes: frozenset[str]) -> bool:
         """Whether ``routes`` differ from what the last heartbeat advertised."""
         return routes != self._advertised
 
-    def beat(self, routes: frozenset[str], now: datetime) -> None:
-        """Advertise ``routes`` until ``now + ttl`` (one upsert). Errors are logged, never
-        raised: a missing heartbeat only makes ``timers stats`` report the routes unserved."""
+    def beat(self, routes: frozenset[str], now: datetime, offset: timedelta | None = None) -> None:
+        """Advertise ``routes`` until ``now + ttl`` (one upsert), with the node's clock
+        ``offset`` (see :class:`~flowsched.mongo.server_clock.ServerClock`). Errors are
+        logged, never raised: a missing heartbeat only makes ``timers stats`` report the
+        routes unserved."""
         try:
             if not self._indexed:
                 # Dead nodes' documents go away by themselves (MongoDB's TTL monitor).
@@ -86,6 +94,7 @@ class Heartbeat:
                 "routes": sorted(routes),
                 "renewed_at": truncate_ms(now),
                 "expires_at": truncate_ms(now + self.ttl),
+                "clock_offset_ms": None if offset is None else round(offset / _MS, 1),
             }
             self.nodes.update_one({"_id": self.node_id}, {"$set": document}, upsert=True)
         except Exception as exc:
@@ -113,7 +122,17 @@ def live_nodes(nodes: Any, now: datetime) -> list[NodeInfo]:
 def _node(doc: Mapping[str, Any]) -> NodeInfo:
     routes = doc.get("routes")
     listed = tuple(str(r) for r in routes) if isinstance(routes, list) else ()
-    return NodeInfo(str(doc.get("_id")), listed, _date(doc, "renewed_at"), _date(doc, "expires_at"))
+    stored = doc.get("clock_offset_ms")
+    offset = None
+    if isinstance(stored, int | float) and not isinstance(stored, bool):
+        offset = timedelta(milliseconds=stored)
+    return NodeInfo(
+        str(doc.get("_id")),
+        listed,
+        _date(doc, "renewed_at"),
+        _date(doc, "expires_at"),
+        offset,
+    )
 
 
 def _date(doc: Mapping[str, Any], name: str) -> datetime | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pymongo.collection import Collection
 
-from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
+from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
@@ -33,6 +32,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
@@ -79,7 +79,7 @@ class MongoScheduler(SchedulerPort):
       also sweeps sooner for an item it schedules itself that is due before the next poll.
     * ``batch_size``: items claimed per round trip; ``workers``: handler threads.
     * ``lease``: how long a claim lasts without renewal (renewed every third of it while the
-      handler runs). Node clocks must agree to well within it.
+      handler runs); ``server_time``/``max_clock_skew``: :mod:`flowsched.mongo.server_clock`.
     * ``op_timeout``: how long ``schedule``/``cancel``/... keep retrying through an outage
       before raising :class:`~flowsched.SchedulerUnavailable`.
     * ``push_wakeup``: watch the collection with a change stream (replica sets and sharded
@@ -117,18 +117,21 @@ class MongoScheduler(SchedulerPort):
         push_wakeup: bool = True,
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
+        server_time: bool | None = None,
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
         )
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._clock: Clock = clock or SystemClock()
+        self._time = server_clock(clock, collection, server_time, max_clock_skew, self.node_id)
+        self._clock: Clock = self._time.node  # a ManualClock, or a wall clock
         self._core = DeliveryCore(
-            self._clock, redelivery, observer, async_class="AsyncMongoScheduler"
+            self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
-        self._claimer = BatchClaimer(self._claims, self._core, self._clock)
+        self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
         self._batch_size = batch_size
@@ -204,7 +207,7 @@ class MongoScheduler(SchedulerPort):
     def _unstarted_head(self) -> tuple[bool, datetime | None]:
         """For the start watch: (still unstarted, the earliest item it would claim, due now)."""
         waiting = self.needs_start
-        return waiting, self.next_due(self._clock.now()) if waiting else None
+        return waiting, self.next_due(self._time.now()) if waiting else None
 
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
@@ -232,7 +235,7 @@ class MongoScheduler(SchedulerPort):
         return stored
 
     def now(self) -> datetime:
-        return self._clock.now()
+        return self._time.now()
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""
@@ -329,7 +332,7 @@ class MongoScheduler(SchedulerPort):
                 if not batch.won and not batch.quarantined:
                     return delivered
                 delivered += deliver_in_thread(
-                    batch, stamp, self._local_writes, self._core, self._write
+                    batch, stamp, self._local_writes, self._core, self._write, self._claims.lease
                 )
             finally:
                 self._local_writes.close(stamp)
@@ -362,7 +365,7 @@ class MongoScheduler(SchedulerPort):
         if document is None:
             return False
         old = dead_letter_from_document(document).item
-        when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
+        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
         self._call(what, lambda: self._store.remove_dead_letter(item_id, old.generation))
         return stored is not None
@@ -437,10 +440,7 @@ class MongoScheduler(SchedulerPort):
         return warn_if_unrouted(self._store)
 
     def _write(self, settlements: list[Settlement]) -> None:
-        self._call("run_due settle", functools.partial(self._settle, settlements))
-
-    def _settle(self, settlements: list[Settlement]) -> None:
-        self._claims.settle(settlements, self._clock.now())
+        self._call("run_due settle", lambda: self._claims.settle(settlements, self._time.now()))
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         def run() -> T:

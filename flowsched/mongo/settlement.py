@@ -14,7 +14,7 @@ reschedules what replaced it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -82,6 +82,9 @@ class Settlement:
     action: Action
     unapply: tuple[datetime | None] | None = None
     suspect: bool = False
+    late: bool = False
+    """A completion that came after its lease ended (:mod:`flowsched.mongo.leases`): fenced
+    on ``_id`` + ``generation`` only, so it settles that generation whoever holds it now."""
 
     @classmethod
     def of(cls, claim: Claim, action: Action | Exhausted) -> Settlement:
@@ -96,7 +99,13 @@ class Settlement:
             unapply = (item.previous,)
         return cls(item.id, item.generation, claim.token, action, unapply, claim.suspect)
 
+    def settled_late(self) -> Settlement:
+        """This settlement, fenced as a late completion (see :attr:`late`)."""
+        return replace(self, late=True)
+
     def fence(self) -> dict[str, Any]:
+        if self.late and self.generation is not None:
+            return {"_id": self.item_id, "generation": self.generation}
         fence: dict[str, Any] = {"_id": self.item_id, "claim.token": self.token}
         if self.generation is not None:
             fence["generation"] = self.generation
@@ -119,7 +128,12 @@ def settlement_writes(settlements: Sequence[Settlement], store: TimerStore) -> l
     completed: dict[str, list[Any]] = {}
     writes = []
     for settlement in settlements:
-        if isinstance(settlement.action, Completed) and settlement.generation is not None:
+        late = settlement.late
+        if (
+            isinstance(settlement.action, Completed)
+            and settlement.generation is not None
+            and not late
+        ):
             completed.setdefault(settlement.token, []).append(settlement.item_id)
         elif (write := _write(settlement, bucket_fence(settlement, store))) is not None:
             writes.append(write)

@@ -15,6 +15,11 @@ Every node runs one; there is no leader. Each turn of the loop:
    ahead, same round trip; not sooner than 50 ms, so that items due close together share a
    claim), so items fire within about 50 ms, not a whole poll.
 
+No handler starts on a claim whose lease has (nearly) ended by the database's clock - the
+node was paused or starved past it, and another node may hold the item now: it is given back,
+fenced, unrun; a run that completes after its lease is a late completion, not a failure (see
+:mod:`flowsched.mongo.leases`).
+
 A fresh claim's handler starts at once, unmarked: its failure is counted when its outcome is
 written, and if the node dies first its claim comes back at the lease's end with no attempt
 counted and no backoff. A *suspect* claim (:attr:`Claim.suspect`: the document still carried
@@ -48,6 +53,7 @@ from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
+from flowsched.mongo.leases import HeldLeases, renew_held
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat
 from flowsched.mongo.pacing import (
@@ -59,7 +65,7 @@ from flowsched.mongo.pacing import (
     wait_after_claim,
 )
 from flowsched.mongo.settlement import Claim, Release, Settlement
-from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure, within
+from flowsched.mongo.transient import OutageBackoff, OutageLog, is_transient, within
 
 __all__ = ["Sweeper"]
 
@@ -109,6 +115,7 @@ class Sweeper:
         self._stop = threading.Event()
         self._closing = False
         self._held: dict[tuple[Any, str], Claim] = {}
+        self._leases = HeldLeases(self._claims.lease)  # when each held claim's lease ends
         # Start marks: asked for by workers, being written, written (until its worker reads it).
         self._starting: list[Claim] = []
         self._marking: list[Claim] = []
@@ -191,8 +198,9 @@ class Sweeper:
             except Exception as exc:
                 log.debug("sweeper of %s: start-up check failed: %s", self._claims.owner, exc)
         backoff = OutageBackoff(first=0.1, cap=5.0)
-        failing_since: float | None = None
+        outage = OutageLog(self._claims.owner, self._clock.monotonic)
         while not self._stop.is_set():
+            started = self._clock.monotonic()
             try:
                 # Bound every turn, so that an outage cannot hold the loop (and close()) in
                 # one call for the driver's 30 s server selection.
@@ -200,22 +208,11 @@ class Sweeper:
                     self._claims.store.ensure_indexes()
                     self._turn()
             except Exception as exc:
-                now = self._clock.monotonic()
-                if failing_since is None:
-                    failing_since = now
-                    log_sweep_failure(self._claims.owner, exc)
-                else:
-                    log.debug("sweep still failing: %s", exc)
+                outage.failed(exc, started)
                 self._wake.wait(backoff.next())
                 self._wake.clear()
                 continue
-            if failing_since is not None:
-                log.warning(
-                    "sweeper of %s recovered after %.1fs",
-                    self._claims.owner,
-                    self._clock.monotonic() - failing_since,
-                )
-                failing_since = None
+            if outage.succeeded():
                 backoff.reset()
             self._wake.wait(self._wait())
             self._wake.clear()
@@ -252,6 +249,9 @@ class Sweeper:
             self._unwritten.extend(batch.settle)
             for claim in batch.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
+            if batch.lease_until is not None:
+                keys = ((c.item.id, c.token) for c in batch.deliver)
+                self._leases.claimed(keys, batch.lease_until)
             # A full batch means more may be due: go again at once. Otherwise wait until the
             # next item the query saw, or to the end of the range it looked at (or poke()).
             if self._next_poll <= now:
@@ -317,6 +317,8 @@ class Sweeper:
             skip = skip or (claim.suspect and not self._await_start(claim))
             with self._lock:
                 skip = skip or self._closing or self._local_writes.stale(stamp, claim.item)
+                # Paused (or starved) past its lease: another node may hold it now.
+                skip = skip or self._leases.lapsed(claim, self._clock.now())
                 if not skip:
                     self._running += 1
             if skip:
@@ -352,7 +354,7 @@ class Sweeper:
 
     def _outcome(self, claim: Claim) -> Settlement:
         try:
-            return Settlement.of(claim, self._core.deliver(claim.item, claim.attempt))
+            settlement = Settlement.of(claim, self._core.deliver(claim.item, claim.attempt))
         except BaseException as exc:
             # deliver() turns every handler error into an outcome and ignores observer
             # errors: this is a KeyboardInterrupt. Settle the item as failed so that it is
@@ -363,6 +365,7 @@ class Sweeper:
             error = f"{type(exc).__name__}: {exc}"
             self._finish(Settlement.of(claim, Redeliver(due, failures, error)))
             raise
+        return self._leases.finished(settlement, claim, self._clock.now(), self._core.observer)
 
     def _finish(self, settlement: Settlement) -> None:
         with self._lock:
@@ -415,6 +418,7 @@ class Sweeper:
         with self._lock:
             for settlement in batch:
                 self._held.pop((settlement.item_id, settlement.token), None)
+            self._leases.forget((s.item_id, s.token) for s in batch)
             self._marked.update((claim.item.id, claim.token) for claim in starts)
             self._marking = []
             self._marks.notify_all()
@@ -439,6 +443,6 @@ class Sweeper:
             if not self._held or now < self._next_renew:
                 return
             held = list(self._held)
-        self._claims.renew(held, self._clock.now())
+        renew_held(self._claims, self._leases, held, self._clock.now())
         with self._lock:
             self._next_renew = now + self._renew_every

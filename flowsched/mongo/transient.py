@@ -22,7 +22,15 @@ from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure
 
 from flowsched.errors import ConfigError, SchedulerUnavailable
 
-__all__ = ["OutageBackoff", "hosts", "is_transient", "log_sweep_failure", "unavailable", "within"]
+__all__ = [
+    "OutageBackoff",
+    "OutageLog",
+    "hosts",
+    "is_transient",
+    "log_sweep_failure",
+    "unavailable",
+    "within",
+]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -135,3 +143,36 @@ def unavailable(what: str, budget: float, exc: BaseException, collection: Any = 
         f"MongoDB at {where} unreachable: {what} did not take effect within "
         f"op_timeout={budget:g}s ({detail})"
     )
+
+
+class OutageLog:
+    """A sweep loop's outage in the log: once when it begins (:func:`log_sweep_failure`),
+    once with its length when a turn succeeds again.
+
+    The length runs from the *start* of the first failing turn, not from when it failed: a
+    turn blocks for up to ``op_timeout`` before its error arrives, and the last turn that
+    succeeded ended at most one poll interval before that start. So the figure is the
+    outage's real length to within one poll interval."""
+
+    def __init__(self, owner: str, monotonic: Callable[[], float]) -> None:
+        self._owner = owner
+        self._monotonic = monotonic
+        self._since: float | None = None
+
+    def failed(self, exc: Exception, turn_started: float) -> None:
+        """A turn that began at ``turn_started`` (monotonic seconds) raised ``exc``."""
+        if self._since is None:
+            self._since = turn_started
+            log_sweep_failure(self._owner, exc)
+        else:
+            log.debug("sweep still failing: %s", exc)
+
+    def succeeded(self) -> bool:
+        """A turn succeeded: whether that ends an outage (then logged with its length)."""
+        if self._since is None:
+            return False
+        log.warning(
+            "sweeper of %s recovered after %.1fs", self._owner, self._monotonic() - self._since
+        )
+        self._since = None
+        return True

@@ -48,6 +48,14 @@ class Nodes:
         process.send_signal(signal.SIGKILL)
         process.wait(30)
 
+    def pause(self, name: str) -> None:
+        """``kill -STOP``: the node freezes (a VM paused, a long GC), holding what it holds."""
+        self.running[name].send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        """``kill -CONT``: the paused node runs on from where it was."""
+        self.running[name].send_signal(signal.SIGCONT)
+
     def stop(self, *names: str) -> None:
         """SIGTERM: the node closes gracefully (waits for handlers, writes outcomes)."""
         for name in names or tuple(self.running):

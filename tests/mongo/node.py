@@ -1,26 +1,39 @@
 """One scheduler node for the multi-process tests: ``python -m tests.mongo.node URI DB NODE``.
 
 Subscribes a TIMER handler that records ``{item, node, attempt, generation}`` in the
-``deliveries`` collection (then optionally sleeps, to have deliveries in flight, or - for
-an item whose id starts with ``--kill-prefix`` - kills its own process), starts the sweeper
-on ``timers``, prints ``ready`` and runs until SIGTERM (graceful close) or SIGKILL.
+``deliveries`` collection (then optionally sleeps, to have deliveries in flight, or holds
+the GIL in a blocking C call (``--gil-seconds``), or - for an item whose id starts with
+``--kill-prefix`` - kills its own process), starts the sweeper on ``timers``, prints
+``ready`` and runs until SIGTERM (graceful close) or SIGKILL. ``--clock-offset`` runs the
+scheduler on a wall clock that many seconds off (the record's ``at`` stays the true time).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import MongoClient
 
-from flowsched import MongoScheduler, ScheduleItem, ScheduleKind
+from flowsched import MongoScheduler, ScheduleItem, ScheduleKind, SystemClock
 from flowsched.delivery import RedeliveryPolicy
+
+
+class OffsetClock(SystemClock):
+    """A wall clock ``offset`` seconds off the true time (a host whose NTP is broken)."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = timedelta(seconds=offset)
+
+    def now(self) -> datetime:
+        return super().now() + self.offset
 
 
 def main() -> None:
@@ -35,6 +48,8 @@ def main() -> None:
     parser.add_argument("--max-attempts", type=int, default=0)  # 0: no maximum
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--kill-prefix", default="")  # a handler for these ids kills -9 us
+    parser.add_argument("--gil-seconds", type=int, default=0)  # C sleep holding the GIL
+    parser.add_argument("--clock-offset", type=float, default=0.0)  # this node's clock error
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
 
@@ -50,12 +65,15 @@ def main() -> None:
                 "attempt": attempt,
                 "generation": item.generation,
                 "at": time.time(),
+                "due": item.due.timestamp(),
             }
         )
         if args.kill_prefix and item.id.startswith(args.kill_prefix):
             os.kill(os.getpid(), signal.SIGKILL)
         if args.handler_seconds:
             time.sleep(args.handler_seconds)
+        if args.gil_seconds:
+            ctypes.PyDLL(None).sleep(args.gil_seconds)  # PyDLL: the GIL stays held
 
     redelivery = RedeliveryPolicy(
         initial=timedelta(seconds=args.redelivery),
@@ -70,6 +88,7 @@ def main() -> None:
         redelivery=redelivery,
         op_timeout=timedelta(seconds=5),
         workers=args.workers,
+        clock=OffsetClock(args.clock_offset),
     )
     scheduler.subscribe(ScheduleKind.TIMER, record)
     stop = threading.Event()

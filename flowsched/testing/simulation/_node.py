@@ -96,6 +96,9 @@ class SimNode:
         )
         # Seam 1: generations drawn from the seed, so a replay stores the same ones.
         self.scheduler._rng.seed(f"{seed}:{self.name}")
+        # Never started (the simulator drives run_due): no start-watch thread, which would
+        # read the collection in real time, beside the simulation.
+        self.scheduler._start_watch.stop()
         # Seam 2: see what each claim won (the harvest), before any handler runs.
         harvester = self.scheduler._claimer
         real_take = harvester.take
@@ -115,7 +118,8 @@ class SimNode:
         """Renew the leases of the claims this node holds (seam 3: what the sweeper's
         renewal does every third of the lease)."""
         pairs = [(claim.item.id, claim.token) for claim in self.held]
-        return self.scheduler._claims.renew(pairs, self.clock.now())
+        # On the scheduler's clock (the database's time), as the sweeper renews.
+        return self.scheduler._claims.renew(pairs, self.scheduler._time.now())
 
     def available(self, now: float) -> bool:
         """Whether the node can take a client call now (alive, not paused)."""

@@ -1,0 +1,167 @@
+"""Internal: the leases this node holds, tracked locally - is a claim still ours to run?
+
+A claim is this node's only for its lease. A node can be stopped (SIGSTOP, a VM paused, a
+long garbage collection, a handler that holds the GIL) past the end of a lease while other
+nodes take the item over, so before a handler starts the node checks, by the database's
+clock (:class:`~flowsched.mongo.server_clock.ServerClock`), that the claim's lease is alive
+with :func:`start_margin` to spare. :class:`HeldLeases` knows each held claim's
+``lease_until``: set at the claim, moved only by a renewal the server acknowledged for that
+claim, never by a renewal that did not reach it. A claim whose lease has ended is given
+back (a fenced release: if another node took it, the release matches nothing), never run.
+
+A run that *completes* after its lease ended is no failure (:func:`late_completion`): it is
+logged and counted (:meth:`~flowsched.delivery.Observer.late_completion`), and a one-shot
+item's completion is written fenced on ``_id`` + ``generation`` instead of the claim token
+(:attr:`~flowsched.mongo.settlement.Settlement.late`). The node that took the item over
+marked its start (a suspect claim), which would later count as a failed attempt; the late
+completion settles that generation, so the item ends completed and never moves towards the
+dead letter because of runs that succeeded. A recurring item needs no such case: its slot is
+fenced by ``applied`` and a tick's failures never lead to a dead letter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flowsched.delivery import Completed, Observer
+from flowsched.mongo.claims import Claims
+from flowsched.mongo.documents import truncate_ms
+from flowsched.mongo.settlement import Claim, Settlement
+
+__all__ = ["HeldLeases", "late_completion", "refused_start", "renew_held", "start_margin"]
+
+log = logging.getLogger("flowsched.mongo")
+
+Key = tuple[Any, str]  # (item id, claim token)
+
+MAX_MARGIN = timedelta(seconds=2)
+
+_ENDED = datetime.min.replace(tzinfo=UTC)
+
+
+def start_margin(lease: timedelta) -> timedelta:
+    """How much of its lease a claim must have left for its handler to start: a fifth of
+    the lease, at most :data:`MAX_MARGIN` (the offset's error, a short stall after the check).
+    A healthy node renews every third of the lease, so its claims keep two thirds."""
+    return min(lease / 5, MAX_MARGIN)
+
+
+class HeldLeases:
+    """``lease_until`` (database time) of each claim this node holds, by (id, token)."""
+
+    def __init__(self, lease: timedelta) -> None:
+        self.lease = lease
+        self.margin = start_margin(lease)
+        self._until: dict[Key, datetime] = {}
+        self._lock = threading.Lock()
+
+    def claimed(self, keys: Iterable[Key], lease_until: datetime) -> None:
+        """Claims just won, their lease ending at ``lease_until``."""
+        with self._lock:
+            for key in keys:
+                self._until[key] = lease_until
+
+    def renewed(self, keys: Iterable[Key], lease_until: datetime) -> None:
+        """Claims whose renewal to ``lease_until`` the server acknowledged."""
+        with self._lock:
+            for key in keys:
+                if key in self._until:
+                    self._until[key] = max(self._until[key], lease_until)
+
+    def lost(self, keys: Iterable[Key]) -> None:
+        """Claims a renewal did not find: taken over, replaced or cancelled."""
+        with self._lock:
+            for key in keys:
+                if key in self._until:
+                    self._until[key] = _ENDED
+
+    def forget(self, keys: Iterable[Key]) -> None:
+        """Claims settled: no longer held."""
+        with self._lock:
+            for key in keys:
+                self._until.pop(key, None)
+
+    def until(self, key: Key) -> datetime | None:
+        """When the lease of ``key`` ends (``None``: not held)."""
+        with self._lock:
+            return self._until.get(key)
+
+    def may_start(self, key: Key, now: datetime) -> bool:
+        """Whether a handler of ``key`` may start at ``now``: its lease is alive, with the
+        margin to spare. A claim not tracked here (none should be) may start."""
+        until = self.until(key)
+        return until is None or now + self.margin < until
+
+    def lapsed(self, claim: Claim, now: datetime) -> bool:
+        """Whether ``claim`` must not start at ``now`` (:meth:`may_start`); said in the log."""
+        key = (claim.item.id, claim.token)
+        if self.may_start(key, now):
+            return False
+        refused_start(claim, self.until(key), now)
+        return True
+
+    def finished(
+        self, settlement: Settlement, claim: Claim, now: datetime, observer: Observer
+    ) -> Settlement:
+        """The settlement of ``claim``'s run, finished at ``now``: a
+        :func:`late_completion` if its lease had ended by then."""
+        key = (claim.item.id, claim.token)
+        if not self.ended(key, now):
+            return settlement
+        return late_completion(settlement, claim, self.until(key), now, observer)
+
+    def ended(self, key: Key, now: datetime) -> bool:
+        """Whether the lease of ``key`` had ended by ``now``."""
+        until = self.until(key)
+        return until is not None and now >= until
+
+
+def refused_start(claim: Claim, until: datetime | None, now: datetime) -> None:
+    """Log a claim given back because its lease had ended (or nearly) before it started."""
+    ended = "" if until is None else f" (lease until {until.isoformat()}, now {now.isoformat()})"
+    log.warning(
+        "claim of %r lapsed before its handler started%s: given back unrun",
+        claim.item.id,
+        ended,
+        extra={"item_id": claim.item.id, "kind": claim.item.kind.value},
+    )
+
+
+def late_completion(
+    settlement: Settlement, claim: Claim, until: datetime | None, now: datetime, observer: Observer
+) -> Settlement:
+    """``settlement`` of a run that completed at ``now`` after its lease ended at ``until``:
+    logged, reported to ``observer``, and for a one-shot item written fenced on id and
+    generation (see the module's docstring). Any other outcome is returned as it is."""
+    if not isinstance(settlement.action, Completed) or settlement.generation is None:
+        return settlement
+    late = now - until if until is not None else timedelta(0)
+    log.warning(
+        "%r completed %.1fs after its lease ended (another node may have run it too): "
+        "settled as completed, not as a failure",
+        claim.item.id,
+        late.total_seconds(),
+        extra={"item_id": claim.item.id, "kind": claim.item.kind.value},
+    )
+    try:
+        observer.late_completion(claim.item, claim.attempt, late)
+    except Exception:
+        log.exception("observer late_completion failed (ignored)")
+    if claim.item.recurrence is not None:
+        return settlement
+    return settlement.settled_late()
+
+
+def renew_held(claims: Claims, leases: HeldLeases, held: list[Key], now: datetime) -> None:
+    """Renew the leases of ``held`` to ``now + lease`` (database time) and track what the
+    server acknowledged: when the renewal found fewer than ``held``, one more ``find`` tells
+    which were lost (taken over after a pause, replaced, cancelled)."""
+    lease_until = truncate_ms(now + claims.lease)
+    found = claims.renew(held, now)
+    kept = set(held) if found >= len(held) else claims.holding(held)
+    leases.renewed(kept, lease_until)
+    leases.lost(key for key in held if key not in kept)

@@ -1,0 +1,193 @@
+"""Internal: the database's clock - the one time every node of a collection judges by.
+
+Due times, leases, renewals and settle fences are compared across nodes, so they must be
+read on one clock. A node's own wall clock may be minutes off; the server's is shared by
+every node of one collection. :class:`ServerClock` is that clock as seen from one node:
+its own clock plus an **offset** it learns from the server.
+
+The offset is measured with ``hello`` (a command every driver already sends; it answers
+``localTime``, the server's wall clock), corrected by half the round trip::
+
+    offset = localTime - (node time before + round trip / 2)
+
+and measured again every :data:`REFRESH` (one cheap command, on the sweeper's thread).
+Between two measurements the server's time is carried forward on the node's *monotonic*
+clock (the server's time at the measurement plus the monotonic time since), so a step of the
+node's wall clock (NTP, a VM resumed, an operator) changes nothing until the next
+measurement, which reports it as a new offset.
+``localTime`` has millisecond precision and the correction assumes a symmetric round trip:
+the offset is right to about half the round trip plus a millisecond.
+
+A server that does not answer ``localTime`` (mongomock) leaves the offset at 0, said once in
+the log. A node whose offset exceeds ``max_skew`` logs it once, with the figure (its clock
+is wrong: fix NTP; flowsched keeps working on the server's time meanwhile).
+
+Only a wall clock is corrected: a :class:`~flowsched.clock.ManualClock` (tests, virtual
+time) is the truth by definition, so ``measure=False`` (the scheduler's ``server_time``
+option, which defaults to ``False`` for a ManualClock and ``True`` otherwise) keeps the
+offset at 0 and never asks the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowsched.clock import Clock, ManualClock, SystemClock
+from flowsched.config.scheduler_settings import LONGEST_SETTING
+from flowsched.mongo.documents import bson_utc
+
+__all__ = [
+    "DEFAULT_MAX_SKEW",
+    "REFRESH",
+    "ServerClock",
+    "offset_from_hello",
+    "server_clock",
+]
+
+log = logging.getLogger("flowsched.mongo")
+
+REFRESH = 30.0
+"""Seconds between two measurements of the offset."""
+
+DEFAULT_MAX_SKEW = timedelta(seconds=1)
+"""A node clock further than this from the server's is logged (once)."""
+
+
+def offset_from_hello(
+    reply: Mapping[str, Any], sent: datetime, round_trip: float
+) -> timedelta | None:
+    """The server's clock minus this node's, from a ``hello`` ``reply`` to a command sent at
+    ``sent`` (node time) that took ``round_trip`` seconds; ``None`` without ``localTime``."""
+    local_time = reply.get("localTime")
+    if not isinstance(local_time, datetime):
+        return None
+    return bson_utc(local_time) - (sent + timedelta(seconds=round_trip / 2))
+
+
+class ServerClock:
+    """This node's view of the server's clock: ``node clock + offset`` (a :class:`Clock`).
+
+    ``monotonic`` is the node's own (waits are local). ``command`` sends ``hello`` to the
+    server (``database.command``); ``measure=False`` trusts the node clock as it is."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        command: Callable[[str], Mapping[str, Any]] | None,
+        *,
+        measure: bool,
+        max_skew: timedelta = DEFAULT_MAX_SKEW,
+        owner: str = "",
+    ) -> None:
+        self.node = clock
+        self._command = command
+        self.measures = measure and command is not None
+        self.max_skew = max_skew
+        self._owner = owner
+        self._offset = timedelta(0)
+        self._measured = False
+        # The server's time at the last measurement and the node's monotonic time then:
+        # now() carries it forward on the monotonic clock (immune to wall-clock steps).
+        self._base: datetime | None = None
+        self._base_monotonic = 0.0
+        self._next = 0.0  # monotonic: when to measure again
+        self._said_unsupported = False
+        self._said_skew = False
+        self._lock = threading.Lock()
+
+    @property
+    def offset(self) -> timedelta:
+        """Server time minus node time, as last measured (0 until then, or not measuring)."""
+        return self._offset
+
+    @property
+    def measured(self) -> bool:
+        """Whether the offset comes from the server (``False``: 0 by default)."""
+        return self._measured
+
+    def now(self) -> datetime:
+        """The server's time now, as this node reckons it: the last measurement carried
+        forward on the monotonic clock (before any, the node's clock plus 0)."""
+        base = self._base
+        if base is None:
+            return self.node.now() + self._offset
+        return base + timedelta(seconds=self.node.monotonic() - self._base_monotonic)
+
+    def monotonic(self) -> float:
+        return self.node.monotonic()
+
+    def refresh_when_due(self) -> None:
+        """:meth:`refresh` if :data:`REFRESH` seconds have passed since the last one (or
+        none was made); driver errors propagate (the caller's turn retries)."""
+        if not self.measures or self.node.monotonic() < self._next:
+            return
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Measure the offset now (one ``hello``)."""
+        if not self.measures or self._command is None:
+            return
+        started = self.node.monotonic()
+        sent = self.node.now()
+        try:
+            reply = self._command("hello")
+        except NotImplementedError:  # mongomock
+            reply = {}
+        round_trip = self.node.monotonic() - started
+        self._next = self.node.monotonic() + REFRESH
+        offset = offset_from_hello(reply, sent, round_trip)
+        midpoint = started + round_trip / 2
+        if offset is None:
+            if not self._said_unsupported:
+                self._said_unsupported = True
+                log.info(
+                    "node %s: the server does not report its time (hello without localTime): "
+                    "judging time by this node's clock",
+                    self._owner,
+                )
+            return
+        with self._lock:
+            self._offset, self._measured = offset, True
+            self._base = sent + timedelta(seconds=round_trip / 2) + offset
+            self._base_monotonic = midpoint
+        self._check_skew(offset, round_trip)
+
+    def _check_skew(self, offset: timedelta, round_trip: float) -> None:
+        if abs(offset) <= self.max_skew or self._said_skew:
+            return
+        self._said_skew = True
+        seconds = offset.total_seconds()
+        log.warning(
+            "node %s: its clock is %.3fs %s the database's (bound %gs, round trip %.3fs); "
+            "flowsched judges time by the database's clock, but fix this host's time (NTP)",
+            self._owner,
+            abs(seconds),
+            "behind" if seconds > 0 else "ahead of",
+            self.max_skew.total_seconds(),
+            round_trip,
+        )
+
+    def __repr__(self) -> str:
+        return f"ServerClock({self.node!r}, offset={self._offset.total_seconds():+.3f}s)"
+
+
+def server_clock(
+    clock: Clock | None, collection: Any, server_time: bool | None, max_skew: timedelta, owner: str
+) -> ServerClock:
+    """The :class:`ServerClock` of scheduler ``owner`` on ``collection``: measured unless
+    ``server_time`` is ``False`` (its default: ``False`` for a ManualClock, else ``True``),
+    on ``clock`` (default: a :class:`~flowsched.clock.SystemClock`). A scheduler judges every
+    time by it; its own clock only says whether a ManualClock drives it. ``ValueError`` if
+    ``max_skew`` is not a positive timedelta (up to 365 days)."""
+    from flowsched.mongo.arguments import check_positive  # bson: not for nodes' importers
+
+    check_positive("max_clock_skew", max_skew, LONGEST_SETTING)
+    clock = clock or SystemClock()
+    measure = not isinstance(clock, ManualClock) if server_time is None else server_time
+    database = getattr(collection, "database", None)
+    command = getattr(database, "command", None)
+    return ServerClock(clock, command, measure=measure, max_skew=max_skew, owner=owner)

@@ -1,0 +1,156 @@
+"""The database's clock: a node learns its offset from ``hello``'s ``localTime`` (half the
+round trip corrected), judges time by it, says once when its own clock is off, and records
+the offset in its heartbeat. A ManualClock is trusted as it is."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from flowsched.clock import ManualClock, SystemClock
+from flowsched.config import SchedulingConfig
+from flowsched.mongo import MongoScheduler
+from flowsched.mongo.nodes import Heartbeat, live_nodes
+from flowsched.mongo.server_clock import ServerClock, offset_from_hello, server_clock
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class Server:
+    """A ``database.command`` whose clock is ``ahead`` of the node's, answering after
+    ``delay`` seconds of the node's clock (``local_time=False``: no ``localTime``)."""
+
+    def __init__(self, node: ManualClock, ahead: timedelta, *, local_time: bool = True) -> None:
+        self.node, self.ahead, self.local_time = node, ahead, local_time
+        self.calls: list[str] = []
+
+    def __call__(self, name: str) -> dict[str, Any]:
+        self.calls.append(name)
+        self.node.jump(timedelta(milliseconds=20))  # the request's half of the round trip
+        reply: dict[str, Any] = {"ok": 1}
+        if self.local_time:
+            reply["localTime"] = (self.node.now() + self.ahead).replace(tzinfo=None)  # naive
+        self.node.jump(timedelta(milliseconds=20))  # the reply's half
+        return reply
+
+
+def test_the_offset_is_local_time_minus_the_send_time_and_half_the_round_trip() -> None:
+    reply = {"localTime": datetime(2026, 3, 1, 12, 0, 5, tzinfo=UTC)}
+    assert offset_from_hello(reply, T0, round_trip=0.2) == timedelta(seconds=4.9)
+    assert offset_from_hello({"ok": 1}, T0, 0.2) is None
+
+
+def test_a_node_judges_time_by_the_server_clock_and_says_once_that_its_own_is_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node = ManualClock(T0)
+    server = Server(node, timedelta(seconds=-90))
+    clock = ServerClock(node, server, measure=True, owner="n1")
+    with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+        clock.refresh()
+        clock.refresh()
+
+    assert clock.offset == timedelta(seconds=-90)
+    assert clock.now() == node.now() - timedelta(seconds=90)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert "n1: its clock is 90.000s ahead of the database's (bound 1s" in warnings[0]
+
+
+def test_the_offset_is_measured_again_every_thirty_seconds_not_on_every_claim() -> None:
+    node = ManualClock(T0)
+    server = Server(node, timedelta(seconds=0.5))
+    clock = ServerClock(node, server, measure=True)
+    clock.refresh_when_due()
+    clock.refresh_when_due()
+    node.jump(timedelta(seconds=31))
+    clock.refresh_when_due()
+    assert server.calls == ["hello", "hello"]
+    assert clock.offset == timedelta(seconds=0.5)
+
+
+def test_a_server_without_local_time_leaves_the_offset_at_zero_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node = ManualClock(T0)
+    clock = ServerClock(node, Server(node, timedelta(hours=1), local_time=False), measure=True)
+    with caplog.at_level(logging.INFO, "flowsched.mongo"):
+        clock.refresh()
+        clock.refresh()
+    assert clock.offset == timedelta(0) and not clock.measured
+    assert [r.getMessage() for r in caplog.records if "localTime" in r.getMessage()] != []
+    assert len(caplog.records) == 1
+
+
+def test_mongomock_has_no_hello_the_offset_stays_zero(collection: Any) -> None:
+    clock = server_clock(SystemClock(), collection, None, timedelta(seconds=1), "n1")
+    clock.refresh()
+    assert clock.measures and not clock.measured and clock.offset == timedelta(0)
+
+
+def test_a_manual_clock_is_trusted_as_it_is_unless_told_otherwise(collection: Any) -> None:
+    manual = ManualClock(T0)
+    assert not server_clock(manual, collection, None, timedelta(seconds=1), "n").measures
+    assert server_clock(manual, collection, True, timedelta(seconds=1), "n").measures
+    assert not server_clock(SystemClock(), collection, False, timedelta(1), "n").measures
+
+
+def test_the_heartbeat_records_the_measured_offset(collection: Any) -> None:
+    node = ManualClock(datetime.now(UTC))
+    nodes = collection.database["timers_nodes"]
+    measured = ServerClock(node, Server(node, timedelta(seconds=-2.5)), measure=True)
+    measured.refresh()
+    Heartbeat(nodes, "measured", timedelta(minutes=1)).beat_when_due(frozenset(), measured, 1)
+    unmeasured = ServerClock(node, None, measure=False)
+    Heartbeat(nodes, "trusted", timedelta(minutes=1)).beat_when_due(frozenset(), unmeasured, 1)
+
+    found = {n.node_id: n.clock_offset for n in live_nodes(nodes, node.now())}
+    assert found == {"measured": timedelta(seconds=-2.5), "trusted": None}
+
+
+def test_max_clock_skew_is_a_setting_and_a_constructor_argument(collection: Any) -> None:
+    config = SchedulingConfig.from_string(
+        'ipf-scheduler { mongodb { uri = "mongodb://h/db" }, flowsched { max-clock-skew = 250ms } }'
+    )
+    assert config.scheduler_settings().max_clock_skew == timedelta(milliseconds=250)
+    client = collection.database.client
+    built = MongoScheduler.from_config(config, client_factory=lambda uri, **options: client)
+    assert built._time.max_skew == timedelta(milliseconds=250)
+    built.close()
+    with pytest.raises(ValueError, match="max_clock_skew"):
+        MongoScheduler(collection, max_clock_skew=timedelta(0))
+
+
+class SteppingClock:
+    """A node's wall clock that an operator (or NTP, or a resumed VM) can step, over a
+    monotonic clock that a step does not move."""
+
+    def __init__(self, base: ManualClock) -> None:
+        self.base, self.step = base, timedelta(0)
+
+    def now(self) -> datetime:
+        return self.base.now() + self.step
+
+    def monotonic(self) -> float:
+        return self.base.monotonic()
+
+
+def test_a_step_of_the_node_clock_between_measurements_changes_nothing() -> None:
+    base = ManualClock(T0)
+    node = SteppingClock(base)
+    server = Server(base, timedelta(seconds=3))
+    clock = ServerClock(node, server, measure=True, owner="n1")  # type: ignore[arg-type]
+    clock.refresh()
+    before = clock.now()
+
+    node.step = timedelta(minutes=2)  # the wall clock jumps ahead; no time passes
+    assert clock.now() == before
+    base.advance(timedelta(seconds=5))  # 5 s pass (monotonic too)
+    assert clock.now() == before + timedelta(seconds=5)
+
+    clock.refresh()  # the next measurement reports the step as the new offset
+    assert clock.offset == timedelta(seconds=3) - timedelta(minutes=2)
+    assert abs(clock.now() - (base.now() + timedelta(seconds=3))) <= timedelta(milliseconds=1)
