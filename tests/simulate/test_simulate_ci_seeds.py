@@ -33,8 +33,7 @@ def test_a_report_says_which_invariants_it_checked_and_how_often() -> None:
     assert all(report.invariants[name] > 0 for name in INVARIANTS), report.invariants
     assert report.runs > 0 and report.trace
     assert report.replay_command == (
-        "flowsched simulate --seed 5 --nodes 3 --timers 12 --faults "
-        "kill,outage,lost_replies,slow_replies,duplicate_wakeups,races,handler_failures,recurring"
+        "flowsched simulate --seed 5 --nodes 3 --timers 12 --faults all"
     )
 
 
