@@ -34,7 +34,6 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 
 if TYPE_CHECKING:
-    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.backoff import BackoffType, RetryPolicy
     from flowsched.config import ActionPolicy, ProcessingTimePolicy, SchedulingConfig
     from flowsched.flow import (
@@ -52,7 +51,9 @@ if TYPE_CHECKING:
         ProcessingTimeElapsedEvent,
         TimelineEntry,
     )
+    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import MongoFlowStore, MongoScheduler
+    from flowsched.mongo.async_scheduler import AsyncMongoScheduler
 
 __version__ = "0.1.0"
 """The release (the one place it is written: pyproject.toml reads it from here)."""
@@ -64,6 +65,7 @@ __version__ = "0.1.0"
 # walks). Each name maps to the module that defines it.
 _LAZY = {
     "AsyncInMemoryScheduler": "flowsched.memory.async_scheduler",
+    "AsyncMongoScheduler": "flowsched.mongo.async_scheduler",
     "BackoffType": "flowsched.backoff",
     "RetryPolicy": "flowsched.backoff",
     "ActionPolicy": "flowsched.config",
@@ -126,6 +128,7 @@ __all__ = [
     "ActionTimeoutEvent",
     "AsyncFlowDomain",
     "AsyncInMemoryScheduler",
+    "AsyncMongoScheduler",
     "AsyncSchedulerPort",
     "BackoffType",
     "Clock",

@@ -26,4 +26,5 @@ def __getattr__(name: str) -> Any:
         return AsyncInMemoryScheduler
     raise AttributeError(f"module 'flowsched.memory' has no attribute {name!r}")
 
+
 __all__ = ["AsyncInMemoryScheduler", "InMemoryScheduler"]
