@@ -50,12 +50,12 @@ def build(
 ) -> MongoScheduler:
     """See :meth:`MongoScheduler.from_config`."""
     settings = config.scheduler_settings()
+    database = settings.database()  # a missing database is named before any client is made
     if client_factory is None:
         from pymongo import MongoClient
 
         client_factory = MongoClient
     client = _client(settings, client_factory)
-    database = settings.database()
     try:
         scheduler = cls(
             client[database][settings.collection],
@@ -83,7 +83,7 @@ def build(
     return scheduler
 
 
-def _client(settings: Any, client_factory: Callable[..., Any]) -> Any:
+def _client(settings: SchedulerSettings, client_factory: Callable[..., Any]) -> Any:
     """The client of ``settings`` (its URI, the options the URI does not set itself)."""
     uri = settings.mongo_uri()
     options = client_options(settings)
@@ -110,13 +110,14 @@ def build_async(
 ) -> AsyncMongoScheduler:
     """See :meth:`AsyncMongoScheduler.from_config` (the client is closed by ``aclose``)."""
     settings = config.scheduler_settings()
+    database = settings.database()
     if client_factory is None:
         from pymongo import AsyncMongoClient
 
         client_factory = AsyncMongoClient
     client = _client(settings, client_factory)
     scheduler = cls(
-        client[settings.database()][settings.collection],
+        client[database][settings.collection],
         node_id=node_id or settings.node_id,
         poll_interval=settings.poll_interval,
         clock=clock,

@@ -23,7 +23,8 @@ from flowsched import MongoScheduler, ScheduleItem, ScheduleKind
 from flowsched.delivery import RedeliveryPolicy
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The command line both node scripts take."""
     parser = argparse.ArgumentParser()
     parser.add_argument("uri")
     parser.add_argument("db")
@@ -35,7 +36,11 @@ def main() -> None:
     parser.add_argument("--max-attempts", type=int, default=0)  # 0: no maximum
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--kill-prefix", default="")  # a handler for these ids kills -9 us
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
 
     client: Any = MongoClient(args.uri, tz_aware=True, serverSelectionTimeoutMS=2000)
