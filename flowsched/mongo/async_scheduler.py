@@ -133,6 +133,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         attach = getattr(self._clock, "attach", None)
         self._manual = callable(attach)
 
+    @property
+    def collection(self) -> Any:
+        """The items collection (its ``database`` holds the ``_dead`` ones and yours)."""
+        return self._store.items
+
     def __repr__(self) -> str:
         return f"AsyncMongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
 
