@@ -5,10 +5,10 @@ there, one task and a task per delivery here); the claims, settlements, renewals
 fences are the same procedures (:mod:`flowsched.mongo.commands`), run by the asyncio driver.
 Each turn of the firing task:
 
-1. writes the outcomes of finished deliveries in one fenced ``bulk_write``;
-2. renews the leases of the claims still held (every third of the lease);
-3. when there is room for half a batch, claims a batch (suspect claims marked started in the
-   same turn, before their handlers run) and spawns a delivery task per claim;
+1. renews the leases of the claims still held (every third of the lease);
+2. writes the outcomes of finished deliveries in one fenced ``bulk_write`` and, at the same
+   time, when there is room for half a batch, claims a batch (suspect claims marked started
+   before their handlers run) and spawns a delivery task per claim;
 4. sleeps until the next item the claim saw coming (at most a poll; at once after a full
    batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
@@ -87,11 +87,19 @@ class AsyncSweeper:
         next_renew = 0.0
         while not self.closing:
             try:
-                await self.flush()
                 if self._held and time.monotonic() >= next_renew:
                     next_renew = time.monotonic() + self._renew_every
                     await self._run(self._claims.renew_steps(list(self._held), self._clock.now()))
-                wait, behind, busy = await self._claim(behind, busy)
+                # The last batch's outcomes are written while the next batch is claimed (two
+                # requests in flight, as the threaded sweeper pipelines its batches).
+                flushed, claimed = await asyncio.gather(
+                    self.flush(), self._claim(behind, busy), return_exceptions=True
+                )
+                for outcome in (flushed, claimed):
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                assert not isinstance(claimed, BaseException)
+                wait, behind, busy = claimed
                 backoff = OutageBackoff()
             except asyncio.CancelledError:
                 raise
