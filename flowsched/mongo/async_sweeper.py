@@ -64,7 +64,12 @@ class AsyncSweeper:
         self._delivery = delivery
         self._clock = clock
         self.alarm = Alarm()
-        self.deliveries = Deliveries(concurrency, self.alarm.ring)
+        # Claimed deliveries may wait for a handler slot (up to two batches' worth per slot
+        # count, as the threaded sweeper holds PIPELINE batches): claims stay large while at
+        # most ``concurrency`` handlers run.
+        self.deliveries = Deliveries(2 * concurrency, self.alarm.ring)
+        self._running = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
         self._batch_size = batch_size
         self._poll_interval = poll_interval
         self._poll = poll_interval.total_seconds()
@@ -118,7 +123,7 @@ class AsyncSweeper:
         """One claim if there is room: (seconds to wait, behind, busy)."""
         room = self.deliveries.free
         free = min(room, 2 * self._batch_size if behind else self._batch_size)
-        if free < max(1, min(self._batch_size, self.deliveries.limit) // 2):
+        if free < max(1, min(self._batch_size, self._concurrency) // 2):
             return self._poll, behind, busy
         lookahead = claim_lookahead(self._poll_interval, behind=behind, busy=busy)
         batch = await self._take(free, lookahead)
@@ -165,17 +170,27 @@ class AsyncSweeper:
         """One delivery task: skip a stale claim, run, keep the outcome for the next write.
         Cancelled (shutdown), the claim is given back undelivered."""
         try:
-            if self.closing or self._local_writes.stale(stamp, claim.item):
+            async with self._running:  # at most `concurrency` handlers at once
+                if self.closing or self._local_writes.stale(stamp, claim.item):
+                    self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+                    return
+                try:
+                    outcome = await self._delivery.run(claim.item, claim.attempt)
+                except BaseException:
+                    self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+                    raise
+                self._finish(Settlement.of(claim, outcome))
+        except asyncio.CancelledError:
+            if (claim.item.id, claim.token) in self._held and not self._released(claim):
+                # cancelled while waiting for a slot: given back, never started
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
-                return
-            try:
-                outcome = await self._delivery.run(claim.item, claim.attempt)
-            except BaseException:
-                self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
-                raise
-            self._finish(Settlement.of(claim, outcome))
+            raise
         finally:
             self._local_writes.close(stamp)
+
+    def _released(self, claim: Claim) -> bool:
+        key = (claim.item.id, claim.token)
+        return any((s.item_id, s.token) == key for s in self._finished)
 
     def _finish(self, settlement: Settlement) -> None:
         self._finished.append(settlement)
