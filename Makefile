@@ -67,7 +67,12 @@ $(APS4_VENV)/.installed:
 	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check 'apscheduler==4.0.0a6'
 	touch $@
 
-bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed
+# Its MongoDB data store's driver (bench/apscheduler4_mongo_peer.py).
+$(APS4_VENV)/.installed-pymongo: $(APS4_VENV)/.installed
+	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check 'pymongo>=4.13'
+	touch $@
+
+bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.installed-pymongo
 	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
@@ -75,6 +80,7 @@ bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed
 	$(PY) bench/async_bench.py
 	$(PY) bench/integrations_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
+	bash tools/with-mongo.sh $(PY) bench/async_mongo_bench.py
 
 # The console guide's screenshots: made by the browser tests, kept under docs/.
 console-screenshots: $(STAMP)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     )
     from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import MongoFlowStore, MongoScheduler
+    from flowsched.mongo.async_scheduler import AsyncMongoScheduler
 
 __version__ = "0.1.0"
 """The release (the one place it is written: pyproject.toml reads it from here)."""
@@ -65,6 +66,7 @@ __version__ = "0.1.0"
 # walks). Each name maps to the module that defines it.
 _LAZY = {
     "AsyncInMemoryScheduler": "flowsched.memory.async_scheduler",
+    "AsyncMongoScheduler": "flowsched.mongo.async_scheduler",
     "BackoffType": "flowsched.backoff",
     "RetryPolicy": "flowsched.backoff",
     "ActionPolicy": "flowsched.config",
@@ -127,6 +129,7 @@ __all__ = [
     "ActionTimeoutEvent",
     "AsyncFlowDomain",
     "AsyncInMemoryScheduler",
+    "AsyncMongoScheduler",
     "AsyncSchedulerPort",
     "BackoffType",
     "Clock",

@@ -24,6 +24,7 @@ PUBLIC = {
     "ActionTimeoutEvent",
     "AsyncFlowDomain",
     "AsyncInMemoryScheduler",
+    "AsyncMongoScheduler",
     "AsyncSchedulerPort",
     "BackoffType",
     "Clock",

@@ -17,6 +17,11 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``sweeper`` - the background loop: claim, dispatch to workers, renew, settle;
   ``pacing`` says when it claims and how far it looks ahead.
 * ``change_stream`` - push wake-up: tells a node at once of an item made due elsewhere.
+* ``commands`` - the procedures' operations (``Call``, ``Find``) and their two drivers:
+  ``drive`` (pymongo ``Collection``, in the calling thread) and ``drive_async``
+  (``AsyncCollection``); claims, settlements, quarantine and the store are written once.
+* ``async_scheduler`` - ``AsyncMongoScheduler``: the port's calls as coroutines;
+  ``async_sweeper`` its firing task, ``async_wakeup`` its change stream.
 * ``claims`` - claiming due documents under a lease, renewing, settling (``Claims``).
 * ``claimed_batch`` - sorts a claimed batch into deliveries, settlements and quarantine;
   ``run_due``'s delivery on the calling thread.

@@ -26,6 +26,7 @@ from pymongo.errors import PyMongoError
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Exhausted, NextSlot
 from flowsched.mongo.claims import Claims
+from flowsched.mongo.commands import Steps
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
 from flowsched.mongo.leases import HeldLeases
 from flowsched.mongo.local_writes import LocalWrites
@@ -65,7 +66,7 @@ class BatchClaimer:
         self.clock = clock
         self.audit = Audit(claims.poison)
 
-    def _audit(self) -> None:
+    def _audit(self) -> Steps[None]:
         """Look for documents the claim query cannot find, at the first claim and then every
         few minutes (see :class:`~flowsched.mongo.quarantine.Audit`); an audit that fails is
         logged and tried again at its next time, never holding up the claim."""
@@ -73,7 +74,7 @@ class BatchClaimer:
         if not self.audit.due(monotonic):
             return
         try:
-            self.audit.run(self.clock.now(), monotonic)
+            yield from self.audit.run_steps(self.clock.now(), monotonic)
         except PyMongoError as exc:
             if is_transient(exc):
                 raise
@@ -84,8 +85,14 @@ class BatchClaimer:
     def take(
         self, limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
     ) -> ClaimedBatch:
-        """Claim up to ``limit`` due items (one ``find`` per route served, then two round
-        trips; none if nothing is subscribed or registered).
+        """Claim up to ``limit`` due items, synchronously (:meth:`take_steps`)."""
+        return self.claims.store.run(self.take_steps(limit, lookahead, mark=mark))
+
+    def take_steps(
+        self, limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
+    ) -> Steps[ClaimedBatch]:
+        """Claim up to ``limit`` due items (one ``find`` per route served, then one round
+        trip, two if some candidates were lost; none if nothing is subscribed or registered).
 
         ``batch.due`` counts the due items found (won or lost to another node): when it
         reaches ``limit``, more may be due. Suspect claims (:attr:`Claim.suspect`) must be
@@ -96,10 +103,12 @@ class BatchClaimer:
         routes = self.core.routes()
         if not routes or limit < 1:
             return batch
-        self._audit()
+        yield from self._audit()
         if isinstance(self.clock, ServerClock):
-            self.clock.refresh_when_due()  # the claim judges due times and leases by it
-        claimed = self.claims.claim(routes, self.clock.now(), limit, lookahead)
+            # The claim judges due times and leases by it (a measurement every REFRESH s,
+            # on the synchronous driver: the asyncio face judges by its own clock, for now).
+            self.clock.refresh_when_due()
+        claimed = yield from self.claims.claim_steps(routes, self.clock.now(), limit, lookahead)
         token, documents = claimed.token, claimed.documents
         batch.won, batch.due, batch.next_ready = (
             len(documents),
@@ -132,10 +141,10 @@ class BatchClaimer:
             else:
                 batch.deliver.append(claim)
         if ticks:
-            batch.deliver.extend(self.claims.fence_slots(ticks))
+            batch.deliver.extend((yield from self.claims.fence_slots_steps(ticks)))
         starts = [claim for claim in batch.deliver if claim.suspect]
         if mark and starts:
-            self.claims.settle([], self.clock.now(), starts)
+            yield from self.claims.settle_steps([], self.clock.now(), starts)
         return batch
 
     def _tick(

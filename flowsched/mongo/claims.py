@@ -1,7 +1,7 @@
 """Internal: MongoDB claims (a node's lock on a due item), lease renewal and fenced settlement.
 
-A node takes a batch of due items in three steps (one ``find`` per route it serves, then
-two round trips):
+A node takes a batch of due items in two steps in the common case (one ``find`` per route
+it serves, then one round trip), three when the claim lost some candidates:
 
 1. ``find`` the ids of up to ``limit`` claimable documents of the routes it serves, oldest
    ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``
@@ -16,7 +16,13 @@ two round trips):
    never both win one document. If the
    server refuses the update for good (a document too large to take a claim), the ids are
    claimed one by one and the refused ones quarantined;
-3. ``find`` by ids and token: exactly the documents this node won.
+3. only if the update did not modify every candidate: ``find`` by ids and token, exactly
+   the documents this node won. The first ``find`` reads whole documents, and the claiming
+   update is also conditioned on the generations read, so when it modified them all, the
+   documents read are the ones claimed (a document replaced meanwhile has a fresh random
+   generation and is not claimed as read; one whose fields changed under the same
+   generation - another node's claim and settle in between - is caught by the fenced
+   settle, as every stale claim is).
 
 Attempts count handlers that started or may have started, not claims (see
 :mod:`flowsched.mongo.documents`). A fresh claim - the document carried no earlier claim -
@@ -68,6 +74,7 @@ from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import DeadLettered
+from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc,
     dead_letter_document,
@@ -121,7 +128,10 @@ def _same_instant(stored: object, slot: datetime) -> bool:
 
 
 class Claims:
-    """Claim, renew and settle for one node (``owner``) with leases of ``lease``."""
+    """Claim, renew and settle for one node (``owner``) with leases of ``lease``.
+
+    Each step is a procedure (``*_steps``: see :mod:`flowsched.mongo.commands`) run by the
+    synchronous calls here (``claim``, ``renew``, ...) or by the asyncio driver."""
 
     def __init__(self, store: TimerStore, owner: str, lease: timedelta) -> None:
         self.store = store
@@ -139,6 +149,16 @@ class Claims:
         limit: int,
         lookahead: timedelta = timedelta(0),
     ) -> Claimed:
+        """Claim up to ``limit`` items of ``routes`` due by ``now`` (:meth:`claim_steps`)."""
+        return self.store.run(self.claim_steps(routes, now, limit, lookahead))
+
+    def claim_steps(
+        self,
+        routes: Iterable[str],
+        now: datetime,
+        limit: int,
+        lookahead: timedelta = timedelta(0),
+    ) -> Steps[Claimed]:
         """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
         The first queries also look ``lookahead`` past ``now`` (same index range, same round
@@ -149,8 +169,8 @@ class Claims:
         wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
-        found = self._candidates(wanted, now + lookahead, limit)
-        due, next_ready, quarantined = self._usable(found, now)
+        found = yield from self._candidates(wanted, now + lookahead, limit)
+        due, next_ready, quarantined = yield from self._usable(found, now)
         ids = [doc["_id"] for doc in due]
         if not ids:
             return Claimed(token, [], len(due), next_ready, quarantined)
@@ -159,32 +179,33 @@ class Claims:
         update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
         # route again: a document replaced meanwhile by one for another route is not ours.
         where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
-        taken, refused = self._take(ids, where, update, due, now)
+        # Read before this claim replaced it: an earlier claim nobody settled.
+        suspects = frozenset(repr(doc["_id"]) for doc in due if doc.get("claim") is not None)
+        taken, refused = yield from self._take(ids, where, update, due, now)
         quarantined += refused
+        if taken == len(ids):
+            # Every candidate won, each still of the generation read (a replaced document
+            # has a fresh random one: see _take): the documents read are the ones claimed.
+            claimed = list(due)
+            return Claimed(token, claimed, len(due), next_ready, quarantined, suspects, lease_until)
         if not taken:
             return Claimed(token, [], len(due), next_ready, quarantined)
         query = {**self.store.keys(ids), "claim.token": token}
-        # limit = batch size: the reply closes the cursor, no getMore round trip.
-        documents = list(self.store.items.find(query).limit(len(ids)).batch_size(len(ids)))
+        documents: list[Doc] = yield Find("items", query, limit=len(ids))
         # Deliver in the order the claim query found them (oldest first), not storage order.
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
-        # Read before this claim replaced it: an earlier claim nobody settled.
-        suspects = frozenset(repr(doc["_id"]) for doc in due if doc.get("claim") is not None)
         return Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
 
-    def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> list[Doc]:
+    def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> Steps[list[Doc]]:
         """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
-        index range per route and bucket, merged (one of each with the default one bucket)."""
-        # ``claim`` too: a document still carrying an earlier claim is suspect (see Claim).
-        fields = dict.fromkeys((*CLAIM_FIELDS, "claim"), 1)
+        index range per route and bucket, merged (one of each with the default one bucket).
+        Whole documents: when the claim wins them all, they are what it delivers."""
         ranges: list[list[Doc]] = []
         for route in routes:
             for bucket in self.store.served:
                 query = {"route": route, "bucket": bucket, "ready_at": {"$lte": horizon}}
-                cursor = self.store.items.find(query, fields).sort("ready_at", ASCENDING)
-                # limit = batch size: the reply closes the cursor, no getMore round trip.
-                ranges.append(list(cursor.limit(limit).batch_size(limit)))
+                ranges.append((yield Find("items", query, sort=_BY_READY, limit=limit)))
         if len(ranges) == 1:
             return ranges[0]
         merged = heapq.merge(*ranges, key=_ready_key)
@@ -192,7 +213,7 @@ class Claims:
 
     def _usable(
         self, found: Sequence[Doc], now: datetime
-    ) -> tuple[list[Doc], datetime | None, int]:
+    ) -> Steps[tuple[list[Doc], datetime | None, int]]:
         """The claimable documents due by ``now``, the next ``ready_at`` after it, and how
         many unusable documents were moved aside.
 
@@ -209,7 +230,9 @@ class Claims:
                 upcoming.append(ready)
             else:
                 due.append(doc)
-        removed = self.poison.unclaimed(poison, CLAIM_FIELDS, now) if poison else 0
+        removed = 0
+        if poison:
+            removed = yield from self.poison.unclaimed_steps(poison, CLAIM_FIELDS, now)
         return due, min(upcoming, default=None), removed
 
     def _take(
@@ -219,20 +242,32 @@ class Claims:
         update: dict[str, Any],
         due: Sequence[Doc],
         now: datetime,
-    ) -> tuple[bool, int]:
-        """The claiming update: whether it may have won anything, and how many documents it
-        quarantined.
+    ) -> Steps[tuple[int, int]]:
+        """The claiming update: how many documents it claimed (``len(ids)`` only if it
+        certainly claimed each as read; else the caller reads back what it won), and how many
+        documents it quarantined.
 
         One bulk write of ``update_many`` operations (ids in chunks, see
-        :data:`~flowsched.mongo.store.ID_CHUNK`); if the server refuses it for good, one
-        update per id, and the documents it still refuses (one at the 16 MiB limit cannot
-        take a claim) are quarantined with the server's reason."""
+        :data:`~flowsched.mongo.store.ID_CHUNK`), each also on the generations read: a
+        document replaced since (``schedule``: a fresh random generation) is not claimed as
+        read. If the server refuses it for good, one update per id, and the documents it
+        still refuses (one at the 16 MiB limit cannot take a claim) are quarantined with the
+        server's reason."""
+        generation = {repr(doc["_id"]): doc.get("generation") for doc in due}
         writes = [
-            Write({**self.store.keys(chunk), **where}, update, many=True)
+            Write(
+                {
+                    **self.store.keys(chunk),
+                    "generation": {"$in": sorted({generation[repr(i)] for i in chunk}, key=repr)},
+                    **where,
+                },
+                update,
+                many=True,
+            )
             for chunk in id_chunks(ids)
         ]
         try:
-            return bool(self.store.write(self.store.items, writes)), 0
+            return (yield from self.store.write_steps("items", writes)), 0
         except (BulkWriteError, WriteError) as exc:
             if is_transient(exc):
                 raise
@@ -240,15 +275,21 @@ class Claims:
         refused: list[tuple[Doc, str]] = []
         for doc in due:
             try:
-                self.store.items.update_one({**self.store.key(doc["_id"]), **where}, update)
+                yield Call("items", "update_one", ({**self.store.key(doc["_id"]), **where}, update))
             except WriteError as exc:
                 if is_transient(exc):
                     raise
                 refused.append((doc, f"the server refused to claim it: {exc}"[:1000]))
-        removed = self.poison.unclaimed(refused, CLAIM_FIELDS, now) if refused else 0
-        return True, removed  # the third query tells what was won (the first update may have)
+        removed = 0
+        if refused:
+            removed = yield from self.poison.unclaimed_steps(refused, CLAIM_FIELDS, now)
+        return -1, removed  # read back what was won (the first update may have won some)
 
     def fence_slots(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Take the slots of recurring claims (:meth:`fence_slots_steps`)."""
+        return self.store.run(self.fence_slots_steps(claims))
+
+    def fence_slots_steps(self, claims: Sequence[Claim]) -> Steps[list[Claim]]:
         """Take the slot of each recurring claim (``item.due``, after ``item.previous``):
         the claims whose ``applied`` this call moved, so theirs to run; the rest were lost
         (replaced, cancelled, or re-claimed after their lease ran out) and must not run.
@@ -268,14 +309,12 @@ class Claims:
             )
             for claim in claims
         ]
-        if self.store.write(self.store.items, writes) == len(claims):
+        if (yield from self.store.write_steps("items", writes)) == len(claims):
             return list(claims)
         tokens = sorted({claim.token for claim in claims})
         query = {**self.store.keys([c.item.id for c in claims]), "claim.token": {"$in": tokens}}
-        held = {
-            (doc["_id"], doc["claim"]["token"]): doc.get("applied")
-            for doc in self.store.items.find(query, {"claim.token": 1, "applied": 1})
-        }
+        found = yield Find("items", query, {"claim.token": 1, "applied": 1})
+        held = {(doc["_id"], doc["claim"]["token"]): doc.get("applied") for doc in found}
         return [
             claim
             for claim in claims
@@ -285,49 +324,58 @@ class Claims:
     def renew(self, held: Sequence[tuple[Any, str]], now: datetime) -> int:
         """Push the lease of ``held`` (id, token) pairs to ``now + lease``; how many the
         renewal found (fewer than ``held``: some were lost, see :meth:`holding`)."""
+        return self.store.run(self.renew_steps(held, now))
+
+    def renew_steps(self, held: Sequence[tuple[Any, str]], now: datetime) -> Steps[int]:
+        """:meth:`renew` as a procedure."""
         if not held:
             return 0
         lease_until = truncate_ms(now + self.lease)
-        result = self.store.items.update_many(
-            {
-                **self.store.keys(sorted({item_id for item_id, _ in held}, key=repr)),
-                "claim.token": {"$in": sorted({token for _, token in held})},
-                "claim.owner": self.owner,
-            },
-            {"$set": {"claim.lease_until": lease_until, "ready_at": lease_until}},
-        )
+        change = {"$set": {"claim.lease_until": lease_until, "ready_at": lease_until}}
+        result = yield Call("items", "update_many", (self._held_query(held), change))
         return int(result.matched_count)
 
     def holding(self, held: Sequence[tuple[Any, str]]) -> set[tuple[Any, str]]:
         """Which of ``held`` (id, token) pairs this node still holds (one ``find``)."""
+        return self.store.run(self.holding_steps(held))
+
+    def holding_steps(self, held: Sequence[tuple[Any, str]]) -> Steps[set[tuple[Any, str]]]:
+        """:meth:`holding` as a procedure."""
         if not held:
             return set()
-        query = {
+        found: list[Doc] = yield Find("items", self._held_query(held), {"claim.token": 1})
+        keys = {(doc["_id"], doc["claim"]["token"]) for doc in found}
+        return {key for key in held if key in keys}
+
+    def _held_query(self, held: Sequence[tuple[Any, str]]) -> dict[str, Any]:
+        return {
             **self.store.keys(sorted({item_id for item_id, _ in held}, key=repr)),
             "claim.token": {"$in": sorted({token for _, token in held})},
             "claim.owner": self.owner,
         }
-        found = {
-            (doc["_id"], doc["claim"]["token"])
-            for doc in self.store.items.find(query, {"claim.token": 1})
-        }
-        return {key for key in held if key in found}
 
     def settle(
         self, settlements: Sequence[Settlement], now: datetime, starts: Sequence[Claim] = ()
     ) -> None:
+        """Write every outcome and mark ``starts`` started (:meth:`settle_steps`)."""
+        self.store.run(self.settle_steps(settlements, now, starts))
+
+    def settle_steps(
+        self, settlements: Sequence[Settlement], now: datetime, starts: Sequence[Claim] = ()
+    ) -> Steps[None]:
         """Write every outcome, fenced, and mark ``starts`` started (``deliveries`` =
         ``attempt + 1``), in one bulk write; safe to repeat after an error (every write is
         idempotent)."""
         dead = [s for s in settlements if isinstance(s.action, DeadLettered)]
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
-            self.store.put_quarantined([self._quarantine_record(s, now) for s in quarantined])
+            records = [self._quarantine_record(s, now) for s in quarantined]
+            yield from self.store.put_quarantined_steps(records)
         writes = settlement_writes(settlements, self.store)
         writes.extend(start_mark(claim, self.store) for claim in starts)
-        self.store.write(self.store.items, writes)
+        yield from self.store.write_steps("items", writes)
         if dead:
-            self._dead_letter(dead)
+            yield from self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)
 
     def settle_each(
@@ -336,13 +384,22 @@ class Claims:
         now: Callable[[], datetime],
         starts: Sequence[Claim] = (),
     ) -> None:
+        """Like :meth:`settle`, one outcome at a time (:meth:`settle_each_steps`)."""
+        self.store.run(self.settle_each_steps(settlements, now, starts))
+
+    def settle_each_steps(
+        self,
+        settlements: Sequence[Settlement],
+        now: Callable[[], datetime],
+        starts: Sequence[Claim] = (),
+    ) -> Steps[None]:
         """Like :meth:`settle`, one outcome at a time (after one could not be encoded),
         dropping (and logging) those that cannot be written: their claims run out and the
         items are delivered again."""
-        self.settle([], now(), starts)
+        yield from self.settle_steps([], now(), starts)
         for settlement in settlements:
             try:
-                self.settle([settlement], now())
+                yield from self.settle_steps([settlement], now())
             except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
                 log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
 
@@ -355,7 +412,7 @@ class Claims:
         record["_id"] = f"{settlement.token}:{settlement.item_id!r}"
         return record
 
-    def _dead_letter(self, dead: Sequence[Settlement]) -> None:
+    def _dead_letter(self, dead: Sequence[Settlement]) -> Steps[None]:
         # Two collections, no transaction: write the dead letter first, then remove the item
         # under its fence (a crash in between leaves both: the item is redelivered after its
         # lease and dead-lettered again, nothing is lost). If the fence does not match on the
@@ -364,12 +421,18 @@ class Claims:
         # an error) the item may be gone because the earlier try removed it (its reply was
         # lost): then the dead letter is kept unless another form of the item is stored.
         letters = [s.action.dead for s in dead if isinstance(s.action, DeadLettered)]
-        self.store.put_dead_letters([dead_letter_document(d) for d in letters])
+        yield from self.store.put_dead_letters_steps([dead_letter_document(d) for d in letters])
         for settlement in dead:
             key = (settlement.item_id, settlement.token)
             repeated = key in self._tried
             self._tried.add(key)
-            if self.store.items.delete_one(bucket_fence(settlement, self.store)).deleted_count:
+            fence = bucket_fence(settlement, self.store)
+            if (yield Call("items", "delete_one", (fence,))).deleted_count:
                 continue
-            if not repeated or self.store.exists(settlement.item_id):
-                self.store.remove_dead_letter(settlement.item_id, settlement.generation)
+            if not repeated or (yield from self.store.exists_steps(settlement.item_id)):
+                yield from self.store.remove_dead_letter_steps(
+                    settlement.item_id, settlement.generation
+                )
+
+
+_BY_READY = (("ready_at", ASCENDING),)

@@ -19,6 +19,7 @@ from flowsched.delivery import Observer, redelivery_policy
 from flowsched.errors import ConfigError
 
 if TYPE_CHECKING:
+    from flowsched.mongo.async_scheduler import AsyncMongoScheduler
     from flowsched.mongo.scheduler import MongoScheduler
 
 __all__ = ["build", "client_options"]
@@ -49,23 +50,12 @@ def build(
 ) -> MongoScheduler:
     """See :meth:`MongoScheduler.from_config`."""
     settings = config.scheduler_settings()
-    uri = settings.mongo_uri()
-    database = settings.database()
+    database = settings.database()  # a missing database is named before any client is made
     if client_factory is None:
         from pymongo import MongoClient
 
         client_factory = MongoClient
-    options = client_options(settings)
-    for name in list(options):  # an option the URI sets is the URI's
-        if f"{name.lower()}=" in uri.lower():
-            del options[name]
-    try:
-        client = client_factory(uri, **options)
-    except (ConfigurationError, ValueError, TypeError) as exc:  # InvalidURI is one
-        # The URI is not repeated: it may hold a password.
-        raise ConfigError.single(
-            f"the MongoDB driver refused it: {type(exc).__name__}: {exc}", key=URI_KEY
-        ) from None
+    client = _client(settings, client_factory)
     try:
         scheduler = cls(
             client[database][settings.collection],
@@ -91,4 +81,54 @@ def build(
         except BaseException:
             scheduler.close()  # closes the client it made
             raise
+    return scheduler
+
+
+def _client(settings: SchedulerSettings, client_factory: Callable[..., Any]) -> Any:
+    """The client of ``settings`` (its URI, the options the URI does not set itself)."""
+    uri = settings.mongo_uri()
+    options = client_options(settings)
+    for name in list(options):  # an option the URI sets is the URI's
+        if f"{name.lower()}=" in uri.lower():
+            del options[name]
+    try:
+        return client_factory(uri, **options)
+    except (ConfigurationError, ValueError, TypeError) as exc:  # InvalidURI is one
+        # The URI is not repeated: it may hold a password.
+        raise ConfigError.single(
+            f"the MongoDB driver refused it: {type(exc).__name__}: {exc}", key=URI_KEY
+        ) from None
+
+
+def build_async(
+    cls: type[AsyncMongoScheduler],
+    config: SchedulingConfig,
+    node_id: str | None,
+    clock: Clock | None,
+    observer: Observer | None,
+    client_factory: Callable[..., Any] | None,
+    concurrency: int,
+) -> AsyncMongoScheduler:
+    """See :meth:`AsyncMongoScheduler.from_config` (the client is closed by ``aclose``)."""
+    settings = config.scheduler_settings()
+    database = settings.database()
+    if client_factory is None:
+        from pymongo import AsyncMongoClient
+
+        client_factory = AsyncMongoClient
+    client = _client(settings, client_factory)
+    scheduler = cls(
+        client[database][settings.collection],
+        node_id=node_id or settings.node_id,
+        poll_interval=settings.poll_interval,
+        clock=clock,
+        redelivery=redelivery_policy(settings),
+        observer=observer,
+        batch_size=settings.batch_size,
+        lease=settings.lease,
+        concurrency=concurrency,
+        buckets=settings.buckets,
+        op_timeout=settings.op_timeout,
+    )
+    scheduler._owned_client = client
     return scheduler

@@ -39,6 +39,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from flowsched.limits import check_id
+from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import MAX_COUNT, bucket_of, quarantine_document, short_repr
 from flowsched.mongo.store import Doc, TimerStore
 
@@ -111,6 +112,12 @@ class Quarantiner:
     def unclaimed(
         self, found: Sequence[tuple[Doc, str]], fields: Sequence[str], now: datetime
     ) -> int:
+        """Move aside unclaimed unusable documents (:meth:`unclaimed_steps`)."""
+        return self.store.run(self.unclaimed_steps(found, fields, now))
+
+    def unclaimed_steps(
+        self, found: Sequence[tuple[Doc, str]], fields: Sequence[str], now: datetime
+    ) -> Steps[int]:
         """Move aside documents read by a query that fetched ``fields`` (``(doc, reason)``
         pairs, claimed by no one): each is re-read whole, recorded, and deleted if those
         fields still hold what was read (missing ones still missing). How many went.
@@ -122,18 +129,19 @@ class Quarantiner:
         removed = 0
         for doc, reason in found:
             fence = _fence(doc, fields)
-            full = self.store.items.find_one(fence)
+            full = yield Call("items", "find_one", (fence,))
             if full is None:
                 continue  # gone or changed since it was read: the next look decides
             record_id = _record_id(doc, fields)
-            written = self._write(full, reason, now, record_id)
+            written = yield from self._write(full, reason, now, record_id)
             if written is None:
                 continue  # not even a marker could be stored: the document stays
-            if self.store.items.delete_one(fence).deleted_count:
+            if (yield Call("items", "delete_one", (fence,))).deleted_count:
                 removed += 1
-            elif self.store.items.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None:
+            elif (yield Call("items", "find_one", ({"_id": doc["_id"]}, {"_id": 1}))) is not None:
                 if written:
-                    self.store.quarantine.delete_one({"_id": record_id, "node": self.owner})
+                    mine = {"_id": record_id, "node": self.owner}
+                    yield Call("quarantine", "delete_one", (mine,))
                 continue
             if written:
                 self._log(full, reason, written)
@@ -141,16 +149,17 @@ class Quarantiner:
 
     def _write(
         self, doc: Doc, reason: str, now: datetime, record_id: str
-    ) -> dict[str, Any] | Literal[False] | None:
+    ) -> Steps[dict[str, Any] | Literal[False] | None]:
         """Write the quarantine record: the record if this call wrote it, ``False`` if it was
         there already (another node, a retried write), ``None`` if none could be stored (the
         original then stays where it is, and an error is logged, until a record can be)."""
         record = quarantine_document(doc, reason, self.owner, now)
         record["_id"] = record_id
-        if self.store.put_quarantined([record]):
+        if (yield from self.store.put_quarantined_steps([record])):
             return record
         where = short_repr(doc.get("_id"))
-        if self.store.quarantine.find_one({"_id": record_id}, {"_id": 1}) is not None:
+        there = yield Call("quarantine", "find_one", ({"_id": record_id}, {"_id": 1}))
+        if there is not None:
             log.debug("%s %s was already quarantined: %s", self.store.name, where, reason)
             return False
         log.error(
@@ -195,6 +204,10 @@ class Audit:
         return monotonic >= self._next
 
     def run(self, now: datetime, monotonic: float) -> int:
+        """One audit, synchronously (:meth:`run_steps`)."""
+        return self.quarantiner.store.run(self.run_steps(now, monotonic))
+
+    def run_steps(self, now: datetime, monotonic: float) -> Steps[int]:
         """One audit - the node's first, or one on this node's turn (one round trip to take
         it; then one query, plus two writes per poison document found); how many went.
 
@@ -204,16 +217,16 @@ class Audit:
         self._next = monotonic + self.every
         # A node's first audit runs before its first claim, so that nothing found here is
         # also being claimed by it; later ones only on this node's turn.
-        if not self._take_turn(now) and not first:
+        if not (yield from self._take_turn(now)) and not first:
             return 0
-        found = list(self.quarantiner.store.items.find(self.QUERY).limit(AUDIT_LIMIT))
+        found = yield Find("items", self.QUERY, limit=AUDIT_LIMIT)
         if not found:
             return 0
         found_with = [(doc, _audit_reason(doc)) for doc in found]
         fields = ("_id", "bucket", "kind", "ready_at", "due")
-        return self.quarantiner.unclaimed(found_with, fields, now)
+        return (yield from self.quarantiner.unclaimed_steps(found_with, fields, now))
 
-    def _take_turn(self, now: datetime) -> bool:
+    def _take_turn(self, now: datetime) -> Steps[bool]:
         """Whether this node audits now: it moves the collection's next audit time from the
         past to ``now + every`` (or records the first one), as one conditional upsert. When
         another node's turn is still running (the time is in the future), the upsert's
@@ -221,11 +234,14 @@ class Audit:
         nodes in one period, and is skipped rather than doubled when in doubt."""
         store = self.quarantiner.store
         try:
-            taken = store.settings.find_one_and_update(
-                {"_id": "audit", "next_at": {"$lte": now}},
-                {"$set": {"next_at": now + timedelta(seconds=self.every), "by": store.node}},
-                upsert=True,
-                return_document=ReturnDocument.AFTER,
+            taken = yield Call(
+                "settings",
+                "find_one_and_update",
+                (
+                    {"_id": "audit", "next_at": {"$lte": now}},
+                    {"$set": {"next_at": now + timedelta(seconds=self.every), "by": store.node}},
+                ),
+                {"upsert": True, "return_document": ReturnDocument.AFTER},
             )
         except DuplicateKeyError:
             return False

@@ -23,24 +23,20 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bson.codec_options import DatetimeConversion
 from pymongo import (
     ASCENDING,
-    DeleteMany,
-    DeleteOne,
-    ReplaceOne,
     ReturnDocument,
-    UpdateMany,
-    UpdateOne,
 )
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from flowsched.errors import ConfigError
+from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
 from flowsched.mongo.documents import bson_utc_or_none, bucket_of
 
 __all__ = [
@@ -54,28 +50,7 @@ __all__ = [
 ]
 
 Doc = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One write of a batch: delete (no ``update``/``replacement``), update, or replace."""
-
-    filter: Mapping[str, Any]
-    update: Mapping[str, Any] | None = None
-    replacement: Mapping[str, Any] | None = None
-    upsert: bool = False
-    many: bool = False  # a delete or update of every document the filter matches
-
-    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
-        if self.replacement is not None:
-            return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
-        if self.update is not None and self.many:
-            return UpdateMany(self.filter, self.update, upsert=self.upsert)
-        if self.update is not None:
-            return UpdateOne(self.filter, self.update, upsert=self.upsert)
-        if self.many:
-            return DeleteMany(self.filter)
-        return DeleteOne(self.filter)
+T = TypeVar("T")
 
 
 _DUPLICATE_KEY = 11000
@@ -105,11 +80,11 @@ def _one_or_in(buckets: list[int]) -> Any:
     return buckets[0] if len(buckets) == 1 else {"$in": buckets}
 
 
-def _tolerant(collection: Collection[Any]) -> Collection[Any]:
+def _tolerant(collection: Any) -> Any:
     """``collection`` reading every document it can hold: a date beyond Python's range comes
     back as ``DatetimeMS`` and invalid UTF-8 as U+FFFD, instead of failing the whole query
     (and so every sweep) on one bad document. The checks then find and quarantine it."""
-    if not isinstance(collection, Collection):
+    if not isinstance(collection, Collection | AsyncCollection):
         return collection  # a stand-in (mongomock) that has no such codec options
     options = collection.codec_options.with_options(
         datetime_conversion=DatetimeConversion.DATETIME_AUTO,
@@ -148,18 +123,20 @@ class TimerStore:
 
     def __init__(
         self,
-        collection: Collection[Any],
+        collection: Collection[Any] | AsyncCollection[Any],
         buckets: int = 1,
         served: Sequence[int] | None = None,
         node: str = "?",
     ) -> None:
-        self.items = _tolerant(collection)
+        self.items: Any = _tolerant(collection)
         self.node = node
         """Who this store works for (recorded beside the bucket count it records)."""
         self.buckets = buckets
         self.served: tuple[int, ...] = tuple(range(buckets) if served is None else served)
         """The buckets this node claims from (all, unless told otherwise)."""
-        database = collection.database
+        database: Any = collection.database
+        # pymongo's bulk_write (mongomock 4.3 cannot take pymongo 4.9+ bulk operations).
+        self.bulk = isinstance(collection, Collection | AsyncCollection)
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]
@@ -168,37 +145,23 @@ class TimerStore:
         self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
 
+    def collection(self, role: str) -> Any:
+        """The collection an operation names by role (``items``, ``dead``, ...)."""
+        return getattr(self, role)
+
+    def run(self, steps: Steps[T]) -> T:
+        """Run a procedure on this store's synchronous collections."""
+        return drive(steps, self)
+
     @staticmethod
     def write(collection: Collection[Any], writes: Sequence[Write]) -> int:
-        """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); return how many
-        documents the updates and replacements modified.
+        """Apply ``writes`` to ``collection`` (see :func:`write_steps`), synchronously."""
+        bulk = isinstance(collection, Collection)
+        return drive(write_steps("c", writes, bulk), _One(collection))
 
-        Stand-ins that are not pymongo collections (mongomock 4.3 cannot take pymongo 4.9+
-        bulk operations) get one call per write instead: same effect, more calls."""
-        if not writes:
-            return 0
-        if isinstance(collection, Collection):
-            result = collection.bulk_write([w.operation() for w in writes], ordered=False)
-            return int(result.modified_count)
-        modified = 0
-        for w in writes:
-            if w.replacement is not None:
-                modified += collection.replace_one(
-                    w.filter, w.replacement, upsert=w.upsert
-                ).modified_count
-            elif w.update is not None and w.many:
-                modified += collection.update_many(
-                    w.filter, w.update, upsert=w.upsert
-                ).modified_count
-            elif w.update is not None:
-                modified += collection.update_one(
-                    w.filter, w.update, upsert=w.upsert
-                ).modified_count
-            elif w.many:
-                collection.delete_many(w.filter)
-            else:
-                collection.delete_one(w.filter)
-        return modified
+    def write_steps(self, role: str, writes: Sequence[Write]) -> Steps[int]:
+        """Apply ``writes`` to the ``role`` collection (see :func:`write_steps`)."""
+        return write_steps(role, writes, self.bulk)
 
     @property
     def name(self) -> str:
@@ -229,25 +192,34 @@ class TimerStore:
         if self._indexed:
             return
         with self._index_lock:
-            if self._disagreement is not None:
-                raise self._disagreement
-            if self._indexed:
-                return
-            self.check_buckets()
-            # (route, bucket, ready_at): the sweep asks, per route and bucket it serves, for
-            # ready_at <= now sorted by ready_at - one index range each; other routes are
-            # never read.
-            self.items.create_index(CLAIM_INDEX_KEYS, name=CLAIM_INDEX)
-            # Sparse: an item without a flow (the field is left out) costs no entry here, so
-            # claiming and settling it maintains one index less. Replaces the full index of
-            # earlier versions ("flow_id"), dropped once.
-            self.items.create_index([("flow_id", ASCENDING)], name="flow_id_sparse", sparse=True)
-            with contextlib.suppress(OperationFailure):  # not there: new, or dropped already
-                self.items.drop_index("flow_id")
-            self.dead.create_index([("dead_at", ASCENDING)], name="dead_at")
-            self._indexed = True
+            self.run(self.ensure_indexes_steps())
+
+    def ensure_indexes_steps(self) -> Steps[None]:
+        """:meth:`ensure_indexes` as a procedure (the caller keeps callers one at a time)."""
+        if self._disagreement is not None:
+            raise self._disagreement
+        if self._indexed:
+            return
+        yield from self.check_buckets_steps()
+        # (route, bucket, ready_at): the sweep asks, per route and bucket it serves, for
+        # ready_at <= now sorted by ready_at - one index range each; other routes are
+        # never read.
+        yield Call("items", "create_index", (CLAIM_INDEX_KEYS,), {"name": CLAIM_INDEX})
+        # Sparse: an item without a flow (the field is left out) costs no entry here, so
+        # claiming and settling it maintains one index less. Replaces the full index of
+        # earlier versions ("flow_id"), dropped once.
+        flow_index = ([("flow_id", ASCENDING)],)
+        yield Call("items", "create_index", flow_index, {"name": "flow_id_sparse", "sparse": True})
+        with contextlib.suppress(OperationFailure):  # not there: new, or dropped already
+            yield Call("items", "drop_index", ("flow_id",))
+        yield Call("dead", "create_index", ([("dead_at", ASCENDING)],), {"name": "dead_at"})
+        self._indexed = True
 
     def check_buckets(self) -> None:
+        """Record this store's bucket count, or compare it (:meth:`check_buckets_steps`)."""
+        self.run(self.check_buckets_steps())
+
+    def check_buckets_steps(self) -> Steps[None]:
         """Record this store's bucket count if the collection has none yet, else compare.
 
         Every filter by id names the item's bucket, ``crc32(id) mod buckets``: a node that
@@ -256,16 +228,19 @@ class TimerStore:
         :class:`~flowsched.ConfigError` naming both counts and who recorded the collection's.
         One round trip."""
         try:
-            recorded = self.settings.find_one_and_update(
-                {"_id": "buckets"},
-                {"$setOnInsert": {"value": self.buckets, "recorded_by": self.node}},
-                upsert=True,
-                return_document=ReturnDocument.AFTER,
+            recorded = yield Call(
+                "settings",
+                "find_one_and_update",
+                (
+                    {"_id": "buckets"},
+                    {"$setOnInsert": {"value": self.buckets, "recorded_by": self.node}},
+                ),
+                {"upsert": True, "return_document": ReturnDocument.AFTER},
             )
         except DuplicateKeyError:  # two first nodes at once: the other one's count stands
             recorded = None
         if recorded is None:  # some servers return no document for an upsert: read it back
-            recorded = self.settings.find_one({"_id": "buckets"})
+            recorded = yield Call("settings", "find_one", ({"_id": "buckets"},))
         value = None if recorded is None else recorded.get("value")
         if value is None or (value == self.buckets and not isinstance(value, bool)):
             return  # agreed (or nothing readable recorded: nothing to disagree with)
@@ -283,56 +258,33 @@ class TimerStore:
         )
         raise self._disagreement
 
-    # -- the port's operations -------------------------------------------------------------
+    # -- the port's operations: sync calls over the procedures ---------------------------
 
     def put(self, document: Doc) -> None:
-        """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""
-        key = self.key(document["_id"])
-        try:
-            self.items.replace_one(key, document, upsert=True)
-        except DuplicateKeyError:
-            # Two upserts of one new _id raced; the loser's retry now finds the document.
-            # Or the stored one has no bucket yet (written before buckets; `flowsched
-            # timers migrate` sets it): replaced by _id alone, as before.
-            if self.items.replace_one(key, document).matched_count == 0:
-                self.items.replace_one({"_id": document["_id"]}, document, upsert=True)
+        self.run(self.put_steps(document))
 
     def insert(self, document: Doc) -> bool:
-        """Insert the item's document unless one with its ``_id`` exists; whether it did."""
-        try:
-            self.items.insert_one(dict(document))
-        except DuplicateKeyError:
-            return False
-        return True
+        return self.run(self.insert_steps(document))
 
     def delete(self, item_id: str) -> bool:
-        return self.items.delete_one(self.key(item_id)).deleted_count > 0
+        return self.run(self.delete_steps(item_id))
 
     def delete_flow(self, flow_id: str) -> int:
-        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
-        return int(self.items.delete_many(query).deleted_count)
+        return self.run(self.delete_flow_steps(flow_id))
 
     def flow_ids(self, flow_id: str) -> list[str]:
-        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
-        return [doc["_id"] for doc in self.items.find(query, {"_id": 1})]
+        return self.run(self.flow_ids_steps(flow_id))
 
     def exists(self, item_id: str) -> bool:
-        return self.items.find_one(self.key(item_id), {"_id": 1}) is not None
+        return self.run(self.exists_steps(item_id))
 
     def next_ready(
         self, routes: Sequence[str], until: datetime, after: datetime | None = None
     ) -> datetime | None:
-        """The earliest ``ready_at`` (at or before ``until``, after ``after`` if given) among
-        items of ``routes``: one query on the claim index, one document, ``ready_at`` only."""
-        bounds: dict[str, datetime] = {"$lte": until}
-        if after is not None:
-            bounds["$gt"] = after
-        found = self.items.find_one(
-            {"route": {"$in": list(routes)}, "ready_at": bounds},
-            {"_id": 0, "ready_at": 1},
-            sort=[("ready_at", ASCENDING)],
-        )
-        return None if found is None else bson_utc_or_none(found.get("ready_at"))
+        return self.run(self.next_ready_steps(routes, until, after))
+
+    def find(self, item_id: str) -> Doc | None:
+        return self.run(self.find_steps(item_id))
 
     def unrouted_sample(self) -> Doc | None:
         """One item document without a ``route`` (stored before routing), or ``None``.
@@ -341,30 +293,95 @@ class TimerStore:
         found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
         return found
 
-    def find(self, item_id: str) -> Doc | None:
-        found: Doc | None = self.items.find_one(self.key(item_id))
-        return found
-
-    # -- dead letters and quarantine -------------------------------------------------------
-
     def dead_letters(self) -> list[Doc]:
-        return list(self.dead.find().sort([("dead_at", ASCENDING), ("_id", ASCENDING)]))
+        return self.run(self.dead_letters_steps())
 
     def dead_letter(self, item_id: str) -> Doc | None:
-        found: Doc | None = self.dead.find_one({"_id": item_id})
-        return found
+        return self.run(self.dead_letter_steps(item_id))
 
     def put_dead_letters(self, documents: Sequence[Doc]) -> None:
-        writes = [Write({"_id": d["_id"]}, replacement=d, upsert=True) for d in documents]
-        self.write(self.dead, writes)
+        self.run(self.put_dead_letters_steps(documents))
 
     def remove_dead_letter(self, item_id: str, generation: int | None = None) -> bool:
+        return self.run(self.remove_dead_letter_steps(item_id, generation))
+
+    def put_quarantined(self, records: Sequence[Doc], *, markers: bool = True) -> int:
+        return self.run(self.put_quarantined_steps(records, markers=markers))
+
+    # -- the procedures --------------------------------------------------------------------
+
+    def put_steps(self, document: Doc) -> Steps[None]:
+        """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""
+        key = self.key(document["_id"])
+        try:
+            yield Call("items", "replace_one", (key, document), {"upsert": True})
+        except DuplicateKeyError:
+            # Two upserts of one new _id raced; the loser's retry now finds the document.
+            # Or the stored one has no bucket yet (written before buckets; `flowsched
+            # timers migrate` sets it): replaced by _id alone, as before.
+            if (yield Call("items", "replace_one", (key, document))).matched_count == 0:
+                by_id = ({"_id": document["_id"]}, document)
+                yield Call("items", "replace_one", by_id, {"upsert": True})
+
+    def insert_steps(self, document: Doc) -> Steps[bool]:
+        """Insert the item's document unless one with its ``_id`` exists; whether it did."""
+        try:
+            yield Call("items", "insert_one", (dict(document),))
+        except DuplicateKeyError:
+            return False
+        return True
+
+    def delete_steps(self, item_id: str) -> Steps[bool]:
+        result = yield Call("items", "delete_one", (self.key(item_id),))
+        return bool(result.deleted_count > 0)
+
+    def delete_flow_steps(self, flow_id: str) -> Steps[int]:
+        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+        return int((yield Call("items", "delete_many", (query,))).deleted_count)
+
+    def flow_ids_steps(self, flow_id: str) -> Steps[list[str]]:
+        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+        return [doc["_id"] for doc in (yield Find("items", query, {"_id": 1}))]
+
+    def exists_steps(self, item_id: str) -> Steps[bool]:
+        return (yield Call("items", "find_one", (self.key(item_id), {"_id": 1}))) is not None
+
+    def next_ready_steps(
+        self, routes: Sequence[str], until: datetime, after: datetime | None = None
+    ) -> Steps[datetime | None]:
+        """The earliest ``ready_at`` (at or before ``until``, after ``after`` if given) among
+        items of ``routes``: one query on the claim index, one document, ``ready_at`` only."""
+        bounds: dict[str, datetime] = {"$lte": until}
+        if after is not None:
+            bounds["$gt"] = after
+        query = {"route": {"$in": list(routes)}, "ready_at": bounds}
+        sort = {"sort": [("ready_at", ASCENDING)]}
+        found = yield Call("items", "find_one", (query, {"_id": 0, "ready_at": 1}), sort)
+        return None if found is None else bson_utc_or_none(found.get("ready_at"))
+
+    def find_steps(self, item_id: str) -> Steps[Doc | None]:
+        found: Doc | None = yield Call("items", "find_one", (self.key(item_id),))
+        return found
+
+    def dead_letters_steps(self) -> Steps[list[Doc]]:
+        found: list[Doc] = yield Find("dead", {}, sort=[("dead_at", ASCENDING), ("_id", ASCENDING)])
+        return found
+
+    def dead_letter_steps(self, item_id: str) -> Steps[Doc | None]:
+        found: Doc | None = yield Call("dead", "find_one", ({"_id": item_id},))
+        return found
+
+    def put_dead_letters_steps(self, documents: Sequence[Doc]) -> Steps[None]:
+        writes = [Write({"_id": d["_id"]}, replacement=d, upsert=True) for d in documents]
+        yield from self.write_steps("dead", writes)
+
+    def remove_dead_letter_steps(self, item_id: str, generation: int | None = None) -> Steps[bool]:
         query: dict[str, Any] = {"_id": item_id}
         if generation is not None:
             query["generation"] = generation
-        return self.dead.delete_one(query).deleted_count > 0
+        return bool((yield Call("dead", "delete_one", (query,))).deleted_count > 0)
 
-    def put_quarantined(self, records: Sequence[Doc], *, markers: bool = True) -> int:
+    def put_quarantined_steps(self, records: Sequence[Doc], *, markers: bool = True) -> Steps[int]:
         """Insert quarantine records; how many were new. Ones already there (a retried write,
         another node) are kept as they are. A record the server refuses for another reason
         (a field name it cannot store, say) is replaced by a marker: its ``_id``, the
@@ -373,7 +390,7 @@ class TimerStore:
             return 0
         records = list(records)
         try:
-            self.quarantine.insert_many(records, ordered=False)
+            yield Call("quarantine", "insert_many", (records,), {"ordered": False})
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
             if not errors:
@@ -382,6 +399,16 @@ class TimerStore:
             written = len(records) - len(errors)
             if refused and markers:
                 kept = [_marker(records[e["index"]], e.get("errmsg", "")) for e in refused]
-                written += self.put_quarantined(kept, markers=False)
+                written += yield from self.put_quarantined_steps(kept, markers=False)
             return written
         return len(records)
+
+
+class _One:
+    """One collection under every role (:meth:`TimerStore.write` on a given collection)."""
+
+    def __init__(self, collection: Any) -> None:
+        self._collection = collection
+
+    def collection(self, role: str) -> Any:
+        return self._collection

@@ -6,6 +6,7 @@ with ``flowsched[testing]``) ``async_memory_scheduler``, ``async_mongo_scheduler
 
 from __future__ import annotations
 
+import inspect
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -13,7 +14,6 @@ from typing import Any
 
 import pytest
 
-import flowsched
 from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
 from flowsched.memory import AsyncInMemoryScheduler, InMemoryScheduler
@@ -100,9 +100,8 @@ def scheduler(request: pytest.FixtureRequest) -> SchedulerPort:
 # pytest-asyncio runs the async fixtures (and the tests marked @pytest.mark.asyncio) on one
 # event loop per test. Without it the async fixtures skip, saying what to install.
 
-ASYNC_ADAPTERS = ["memory", "mongo"] if "AsyncMongoScheduler" in dir(flowsched) else ["memory"]
-"""What ``async_scheduler`` runs over: the MongoDB one once ``flowsched`` exports
-``AsyncMongoScheduler`` (until then, the in-memory one only)."""
+ASYNC_ADAPTERS = ["memory", "mongo"]
+"""What ``async_scheduler`` runs over."""
 
 
 def _async_fixture(function: Callable[..., Any]) -> Any:
@@ -132,31 +131,39 @@ async def async_memory_scheduler(
 @_async_fixture
 async def async_mongo_scheduler(manual_clock: ManualClock) -> AsyncIterator[Any]:
     """A started ``AsyncMongoScheduler`` on ``manual_clock`` over a collection of a
-    database of its own (dropped after the test), on the server at ``FLOWSCHED_MONGO_URI``
-    (mongomock has no asyncio client). Skips while flowsched has no ``AsyncMongoScheduler``."""
-    if "AsyncMongoScheduler" not in dir(flowsched):
-        pytest.skip("AsyncMongoScheduler is not part of this flowsched yet")
+    database of its own (dropped after the test): on the server at ``FLOWSCHED_MONGO_URI``
+    (pymongo's ``AsyncMongoClient``), else on mongomock, whose calls the asyncio driver runs
+    inline (mongomock has no asyncio client; the procedures run are the same)."""
+    pytest.importorskip("pymongo", reason="async_mongo_scheduler needs pymongo")
+    from flowsched.mongo.async_scheduler import AsyncMongoScheduler
+
     uri = os.environ.get(MONGO_URI_VARIABLE)
-    if not uri:
-        pytest.skip(f"async_mongo_scheduler needs a server at {MONGO_URI_VARIABLE}")
-    pymongo = pytest.importorskip("pymongo", reason="async_mongo_scheduler needs pymongo")
-    client = pymongo.AsyncMongoClient(uri, serverSelectionTimeoutMS=10_000)
     name = f"flowsched_test_{uuid.uuid4().hex[:12]}"
-    scheduler = getattr(flowsched, "AsyncMongoScheduler")(  # noqa: B009 - not yet typed
-        client[name]["timers"], node_id="test", clock=manual_clock
-    )
+    client: Any
+    if uri:
+        from pymongo import AsyncMongoClient
+
+        client = AsyncMongoClient(uri, serverSelectionTimeoutMS=10_000, tz_aware=True)
+    else:
+        mongomock = pytest.importorskip(
+            "mongomock",
+            reason=f"async_mongo_scheduler needs mongomock, or a server at {MONGO_URI_VARIABLE}",
+        )
+        client = mongomock.MongoClient(tz_aware=True)
+    scheduler = AsyncMongoScheduler(client[name]["timers"], node_id="test", clock=manual_clock)
     await scheduler.start()
     try:
         yield scheduler
     finally:
         await scheduler.aclose()
-        await client.drop_database(name)
-        await client.close()
+        for call in (client.drop_database(name), client.close()):
+            if inspect.isawaitable(call):
+                await call
 
 
 @pytest.fixture(params=ASYNC_ADAPTERS)
 def async_scheduler(request: pytest.FixtureRequest) -> AsyncSchedulerPort:
-    """Each asyncio adapter in turn: ``async_memory_scheduler``, then (once flowsched has
-    it) ``async_mongo_scheduler``."""
+    """Each asyncio adapter in turn: ``async_memory_scheduler``, then
+    ``async_mongo_scheduler``."""
     built: AsyncSchedulerPort = request.getfixturevalue(f"async_{request.param}_scheduler")
     return built

@@ -22,4 +22,4 @@ def test_the_guides_async_test_passes_as_a_users_test(
     assert len(tests) == 1, "the guide's async test changed: update this test"
     pytester.makepyfile(test_guide=tests[0])
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)  # async_scheduler: the in-memory adapter (for now)
+    result.assert_outcomes(passed=2)  # async_scheduler: in memory, then MongoDB (mongomock)

@@ -36,7 +36,8 @@ class OffsetClock(SystemClock):
         return super().now() + self.offset
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The command line both node scripts take."""
     parser = argparse.ArgumentParser()
     parser.add_argument("uri")
     parser.add_argument("db")
@@ -50,7 +51,11 @@ def main() -> None:
     parser.add_argument("--kill-prefix", default="")  # a handler for these ids kills -9 us
     parser.add_argument("--gil-seconds", type=int, default=0)  # C sleep holding the GIL
     parser.add_argument("--clock-offset", type=float, default=0.0)  # this node's clock error
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     logging.basicConfig(level=logging.WARNING, format=f"[{args.node}] %(levelname)s %(message)s")
 
     client: Any = MongoClient(args.uri, tz_aware=True, serverSelectionTimeoutMS=2000)

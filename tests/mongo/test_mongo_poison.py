@@ -147,17 +147,17 @@ def test_a_document_claimed_while_the_audit_moves_it_aside_keeps_one_record(cloc
     # document aside under its claim (one record, one error line, as for any document).
     store.insert_one(raw(clock, _id="wrong-kind", kind=5))
     timers = TimerStore(store, node="auditor")
-    write = timers.put_quarantined
+    write = timers.put_quarantined_steps
 
     def write_then_claimed_elsewhere(records, **options):
-        written = write(records, **options)
+        written = yield from write(records, **options)
         store.update_one(
             {"_id": "wrong-kind"},
             {"$set": {"ready_at": clock.now() + timedelta(seconds=30), "claim": {"t": "x"}}},
         )
         return written
 
-    timers.put_quarantined = write_then_claimed_elsewhere
+    timers.put_quarantined_steps = write_then_claimed_elsewhere
     with caplog.at_level(logging.ERROR, logger="flowsched.mongo"):
         assert Audit(Quarantiner(timers, "auditor")).run(clock.now(), 0.0) == 0
 

@@ -57,9 +57,10 @@ def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
     assert scheduler.run_due() == 200
     seen = commands.take_names()
     assert len(set(fired)) == 200
-    # Per batch of 100: find the ids, claim them (update), read them back (find), settle
-    # (one bulk write: all deletes here). Then one find that comes back empty.
-    assert seen == {"find": 2 * 2 + 1, "update": 2, "delete": 2}
+    # Per batch of 100: find the documents, claim them (update; it won them all, so no
+    # read-back), settle (one bulk write: all deletes here). Then one find that comes back
+    # empty.
+    assert seen == {"find": 2 + 1, "update": 2, "delete": 2}
     assert sum(seen.values()) / 200 <= 0.1
     assert collection.count_documents({}) == 0
 
@@ -79,12 +80,12 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     seen = commands.take_names()
 
     assert ticks == [first.due]
-    # find the ids, claim (update), read back (find), take the slot (update), settle: move
-    # to the next slot (update); then one find that comes back empty. A one-shot item: the
-    # same without taking the slot, and a delete to settle. Plus, an hour having passed,
-    # this claim also audits the collection (every 5 minutes): one findAndModify to take the
-    # collection's audit turn, and its find.
-    assert seen == {"find": 4, "update": 3, "findAndModify": 1}
+    # find the document, claim (update; no read-back: it won it), take the slot (update),
+    # settle: move to the next slot (update); then one find that comes back empty. A
+    # one-shot item: the same without taking the slot, and a delete to settle. Plus, an hour
+    # having passed, this claim also audits the collection (every 5 minutes): one
+    # findAndModify to take the collection's audit turn, and its find.
+    assert seen == {"find": 3, "update": 3, "findAndModify": 1}
 
 
 def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
@@ -109,3 +110,37 @@ def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
     tokens = {s["q"]["claim.token"] for s in statements}
     assert len(tokens) == 1
     assert all(s["limit"] == 0 for s in statements)
+
+
+def test_a_claim_that_lost_a_candidate_reads_back_what_it_won(mongo_uri):
+    # Another node replaces a candidate between the claim's find and its update (a fresh
+    # generation): the update no longer modifies every candidate, so the claim reads back
+    # what it won - and the replaced form is not delivered as the form read.
+    with monitored_database(mongo_uri, "fs_rt") as (database, commands):
+        clock = ManualClock(datetime.now(UTC))
+        scheduler = MongoScheduler(database["timers"], clock=clock)
+        other = MongoScheduler(database["timers"], clock=clock, node_id="other")
+        delivered: list[tuple[str, object]] = []
+        scheduler.subscribe(
+            ScheduleKind.TIMER, lambda item, attempt: delivered.append((item.id, item.payload))
+        )
+        for n in range(3):
+            scheduler.schedule(ScheduleItem(f"t-{n}", ScheduleKind.TIMER, clock.now()))
+        claims = scheduler._claims
+        take = claims._take
+
+        def replaced_meanwhile(*args, **kwargs):
+            claims._take = take  # once
+            other.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, clock.now(), payload={"v": 2}))
+            return (yield from take(*args, **kwargs))
+
+        claims._take = replaced_meanwhile
+        commands.take_names()
+        assert scheduler.run_due() == 3
+        finds = [command for name, _, command in commands.take() if name == "find"]
+        assert sorted(delivered, key=str) == [("t-0", None), ("t-1", {"v": 2}), ("t-2", None)]
+        # The first claim won 2 of its 3 candidates: it read them back (the one find by claim
+        # token); the second claim won the replaced t-1, all it found: no read-back.
+        read_backs = [f for f in finds if "claim.token" in f.get("filter", {})]
+        assert len(read_backs) == 1
+        assert database["timers"].count_documents({}) == 0

@@ -41,8 +41,9 @@ def test_odd_ids_never_reach_the_held_set_and_no_turn_fails(make, collection, ca
     assert not [r for r in caplog.records if "sweeper" in r.getMessage()]
 
 
-class FailsReadingBack:
-    """The collection, except that reading back a claim (``claim.token`` query) fails once."""
+class FailsAfterClaiming:
+    """The collection, except that the first claiming update applies and then fails (its
+    reply lost), so the turn that claimed fails after claiming."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -51,17 +52,29 @@ class FailsReadingBack:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def find(self, query: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(query, dict) and "claim.token" in query and not self.failed.is_set():
+    def _claiming(self, result: Any) -> Any:
+        if not self.failed.is_set():
             self.failed.set()
-            raise OperationFailure("injected: the read-back failed", code=8000)
-        return self._inner.find(query, *args, **kwargs)
+            raise OperationFailure("injected: the claim's reply was lost", code=8000)
+        return result
+
+    def update_many(self, query: Any, update: Any, *args: Any, **kwargs: Any) -> Any:
+        result = self._inner.update_many(query, update, *args, **kwargs)
+        if "claim" in update.get("$set", {}):
+            return self._claiming(result)
+        return result
+
+    def bulk_write(self, operations: Any, *args: Any, **kwargs: Any) -> Any:
+        result = self._inner.bulk_write(operations, *args, **kwargs)
+        if any("claim" in (getattr(op, "_doc", None) or {}).get("$set", {}) for op in operations):
+            return self._claiming(result)
+        return result
 
 
 def test_a_turn_that_fails_after_claiming_leaves_the_claims_to_come_back_uncounted(
     make, collection
 ):
-    failing = FailsReadingBack(collection)
+    failing = FailsAfterClaiming(collection)
     scheduler = make(
         collection=failing,
         clock=SystemClock(),
@@ -90,7 +103,7 @@ def test_outcomes_written_one_by_one_are_kept_when_the_server_fails_meanwhile(ma
     # dropped while their claims are renewed for ever).
     scheduler = make(clock=SystemClock(), poll_interval=timedelta(milliseconds=50))
     claims = scheduler._claims
-    settle = claims.settle
+    settle = claims.settle_steps
     calls = {"n": 0}
 
     def flaky_settle(batch: Any, now: Any, starts: Any = ()) -> Any:
@@ -99,9 +112,9 @@ def test_outcomes_written_one_by_one_are_kept_when_the_server_fails_meanwhile(ma
             raise ValueError("injected: an outcome that cannot be encoded")
         if calls["n"] == 2:
             raise AutoReconnect("injected: the server went away")
-        return settle(batch, now, starts)
+        return (yield from settle(batch, now, starts))
 
-    claims.settle = flaky_settle
+    claims.settle_steps = flaky_settle
     done = threading.Event()
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: done.set())
     with scheduler:

@@ -241,9 +241,9 @@ class History:
                     op.kind == "schedule-recurring" and self._ran(item, op, since=quiet)
                     for op in group
                 )
-                if last.kind == "schedule" and item in stored and not self._ran(item, last):
-                    if not ticking:
-                        owed.append(f"{item} is still stored, undelivered, after concurrent calls")
+                owed_here = last.kind == "schedule" and item in stored and not ticking
+                if owed_here and not self._ran(item, last):
+                    owed.append(f"{item} is still stored, undelivered, after concurrent calls")
                 continue
             if last.kind == "cancel":
                 if item in stored:

@@ -1,0 +1,364 @@
+"""Internal: ``AsyncMongoScheduler``, durable timers in MongoDB, fired on an asyncio loop.
+
+The same documents, claims, leases, fences and settlements as
+:class:`~flowsched.mongo.MongoScheduler` - the very same procedures
+(:mod:`flowsched.mongo.commands`: :class:`~flowsched.mongo.claims.Claims`,
+:class:`~flowsched.mongo.claimed_batch.BatchClaimer`, the store's), run by the asyncio
+driver on a pymongo ``AsyncCollection`` instead of the synchronous one - so both kinds of
+node share one collection as one cluster. Only the driving differs: one firing task claims
+due items, spawns a delivery task per claim (:mod:`flowsched.async_delivery`), writes the
+finished outcomes in one fenced bulk write, and renews the leases of the claims it holds;
+a change-stream task rings the firing task early when another node schedules an item due
+before its next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pymongo.errors import PyMongoError
+
+from flowsched.async_delivery import AsyncDelivery
+from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
+from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
+from flowsched.errors import SchedulerUnavailable
+from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
+from flowsched.mongo.async_sweeper import AsyncSweeper
+from flowsched.mongo.claimed_batch import BatchClaimer
+from flowsched.mongo.claims import Claims
+from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.documents import (
+    MalformedDocument,
+    dead_letter_from_document,
+    dead_letters_from,
+    item_document,
+    new_generation,
+    stored_item,
+)
+from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.store import TimerStore
+from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
+from flowsched.port import FailedHandler
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+
+if TYPE_CHECKING:
+    from flowsched.config import SchedulingConfig
+
+__all__ = ["AsyncMongoScheduler"]
+
+log = logging.getLogger("flowsched.mongo")
+
+T = TypeVar("T")
+
+
+class AsyncMongoScheduler(AsyncSchedulerPort):
+    """Timers in a MongoDB collection, for asyncio services: the port's calls as coroutines.
+
+    ``collection`` is a pymongo ``AsyncCollection`` (``pymongo.AsyncMongoClient(...)[db][name]``,
+    tz-aware client recommended). It may be shared with :class:`~flowsched.MongoScheduler`
+    nodes and other ``AsyncMongoScheduler`` nodes: each due item is delivered to exactly one
+    node per attempt, routed by handler name and kind, and one whose node died is delivered
+    again once its lease has run out. Delivery is at least once.
+
+    ``async def`` handlers are awaited on the loop, plain ones run in a worker thread
+    (``executor``, else the loop's default); at most ``concurrency`` run at once. The other
+    settings mean what they mean for :class:`~flowsched.MongoScheduler` (``poll_interval``,
+    ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``, ``buckets``,
+    ``serve_buckets``).
+
+    ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
+    claimed, the handlers in flight finish (after ``timeout`` seconds, given to
+    :meth:`aclose`, those still running are cancelled: not settled, their claims given back
+    so they are delivered again), their outcomes are written, and no task is left behind.
+    With a :class:`~flowsched.clock.ManualClock` there is no firing task: ``await
+    clock.advance_async(delta)`` delivers what falls due on the way (:meth:`run_due`).
+    """
+
+    _owned_client: Any = None
+
+    def __init__(
+        self,
+        collection: Any,
+        node_id: str | None = None,
+        poll_interval: timedelta = timedelta(seconds=1),
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        *,
+        batch_size: int = 100,
+        lease: timedelta = timedelta(seconds=30),
+        concurrency: int = 100,
+        executor: Executor | None = None,
+        op_timeout: timedelta = timedelta(seconds=10),
+        push_wakeup: bool = True,
+        buckets: int = 1,
+        serve_buckets: Iterable[int] | None = None,
+    ) -> None:
+        served = check_arguments(
+            poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
+        )
+        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._clock: Clock = clock or SystemClock()
+        self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self._claims = Claims(self._store, self.node_id, lease)
+        self._local_writes = LocalWrites()
+        self._sweeper = AsyncSweeper(
+            BatchClaimer(self._claims, self._core, self._clock),
+            AsyncDelivery(self._core, executor),
+            self._clock,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            poll_interval=poll_interval,
+            local_writes=self._local_writes,
+        )
+        self._poll = poll_interval.total_seconds()
+        self._op_timeout = op_timeout
+        self._push_wakeup = push_wakeup
+        self._rng = random.Random()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._closed = False
+        attach = getattr(self._clock, "attach", None)
+        self._manual = callable(attach)
+
+    @property
+    def collection(self) -> Any:
+        """The items collection (its ``database`` holds the ``_dead`` ones and yours)."""
+        return self._store.items
+
+    def __repr__(self) -> str:
+        return f"AsyncMongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SchedulingConfig,
+        *,
+        node_id: str | None = None,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        client_factory: Callable[..., Any] | None = None,
+        concurrency: int = 100,
+    ) -> AsyncMongoScheduler:
+        """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
+        of ``ipf-scheduler.flowsched`` (as :meth:`MongoScheduler.from_config`); the client is
+        ``client_factory(uri, **options)`` (default ``pymongo.AsyncMongoClient``), closed by
+        :meth:`aclose`."""
+        from flowsched.mongo.from_config import build_async
+
+        return build_async(cls, config, node_id, clock, observer, client_factory, concurrency)
+
+    # -- the port --------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    async def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        """Store ``item`` (one upsert), replacing any item with its id, under a new
+        generation; the stored item (``due`` cut to whole milliseconds) is returned."""
+        if item.__class__ is not ScheduleItem:
+            not_an_item(item)
+        stored = await self._store_item(item, replace=True)
+        assert stored is not None
+        return stored
+
+    async def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
+        if self._closed:
+            raise SchedulerUnavailable(f"{self!r} is closed: cannot schedule {item.id!r}")
+        store = self._store
+        document = item_document(item, new_generation(self._rng), bucket=store.bucket(item.id))
+        check_bson_payload(item, document)
+        what = f"schedule({item.id!r})"
+        try:
+            if replace:
+                await self._call(what, lambda: store.put_steps(document))
+            elif not await self._call(what, lambda: store.insert_steps(document)):
+                found = await self._call(what, lambda: store.find_steps(item.id))
+                if found is None or found.get("generation") != document["generation"]:
+                    return None
+        finally:
+            self._local_writes.touch(item.id)
+        stored = item.moved(document["due"], document.get("applied"))
+        stored = stored.with_generation(document["generation"])
+        self._core.scheduled(stored)
+        until = self._sweeper.sleeping_until
+        if until is not None and stored.due < until:
+            self._sweeper.alarm.ring()
+        return stored
+
+    async def cancel(self, item_id: str) -> bool:
+        """Remove the item (one delete); ``False`` if there was none."""
+        if not storable_id(item_id):
+            return False
+        try:
+            removed = await self._call(
+                f"cancel({item_id!r})", lambda: self._store.delete_steps(item_id)
+            )
+        finally:
+            self._local_writes.touch(item_id)
+        if removed:
+            self._core.cancelled(item_id)
+        return removed
+
+    async def cancel_flow(self, flow_id: str) -> int:
+        """Remove every item of the flow instance (one ``delete_many``); how many went."""
+        if not storable_id(flow_id):
+            return 0
+        what = f"cancel_flow({flow_id!r})"
+        ids: list[str] = []
+        if self._core.observes_cancelled:
+            ids = await self._call(what, lambda: self._store.flow_ids_steps(flow_id))
+        try:
+            removed = await self._call(what, lambda: self._store.delete_flow_steps(flow_id))
+        finally:
+            self._local_writes.touch_flow(flow_id)
+        for item_id in ids[:removed]:
+            self._core.cancelled(item_id)
+        return removed
+
+    async def exists(self, item_id: str) -> bool:
+        if not storable_id(item_id):
+            return False
+        return await self._call(f"exists({item_id!r})", lambda: self._store.exists_steps(item_id))
+
+    async def get(self, item_id: str) -> ScheduleItem | None:
+        """The item as stored now, or ``None`` (a malformed document reads as ``None``)."""
+        if not storable_id(item_id):
+            return None
+        what = f"get({item_id!r})"
+        document = await self._call(what, lambda: self._store.find_steps(item_id))
+        if document is None:
+            return None
+        try:
+            return stored_item(document).item
+        except MalformedDocument as exc:
+            log.error("%s: %s", self._store.name, exc)
+            return None
+
+    def subscribe(self, kind: ScheduleKind, handler: AsyncHandler) -> None:
+        """Deliver due items of ``kind`` without a handler name to ``handler``."""
+        self._core.subscribe(kind, handler)
+        self._sweeper.alarm.ring()
+
+    def register(
+        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        """Deliver due items addressed to ``name`` to ``handler``; from now on this node
+        claims them."""
+        self._core.register(name, handler, on_failed)
+        self._sweeper.alarm.ring()
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        """Items that exhausted ``max_attempts``, oldest first."""
+        documents = await self._call("dead_letters", self._store.dead_letters_steps)
+        return dead_letters_from(documents, f"{self._store.name}_dead")
+
+    async def requeue(
+        self, item_id: str, due: datetime | None = None, *, replace: bool = False
+    ) -> bool:
+        """Schedule a dead letter again (as :meth:`MongoScheduler.requeue`)."""
+        what = f"requeue({item_id!r})"
+        document = await self._call(what, lambda: self._store.dead_letter_steps(item_id))
+        if document is None:
+            return False
+        old = dead_letter_from_document(document).item
+        when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
+        stored = await self._store_item(old.moved(when, old.previous), replace=replace)
+        await self._call(
+            what, lambda: self._store.remove_dead_letter_steps(item_id, old.generation)
+        )
+        return stored is not None
+
+    async def _call(self, what: str, steps: Callable[[], Steps[T]]) -> T:
+        """Run a procedure, retrying transient errors for ``op_timeout`` in all, then
+        :class:`SchedulerUnavailable` (as the synchronous class does)."""
+        budget = self._op_timeout.total_seconds()
+        deadline = time.monotonic() + budget
+        backoff = OutageBackoff()
+        while True:
+            try:
+                await drive_async(self._store.ensure_indexes_steps(), self._store)
+                return await drive_async(steps(), self._store)
+            except PyMongoError as exc:
+                remaining = deadline - time.monotonic()
+                if not is_transient(exc):
+                    raise
+                if remaining <= 0:
+                    message = unavailable(what, budget, exc, self._store.items)
+                    raise SchedulerUnavailable(message) from exc
+                await asyncio.sleep(min(backoff.next(), remaining))
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start firing on the running loop (a manual clock: attach to it); idempotent."""
+        if self._closed:
+            raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
+        if self._started:
+            return
+        self._started = True
+        await self._call("start", lambda: self._store.ensure_indexes_steps())
+        if self._manual:
+            getattr(self._clock, "attach")(self)  # noqa: B009 - a ManualClock
+            return
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._sweeper.fire(), name="flowsched-mongo-firing"))
+        if self._push_wakeup:
+            from flowsched.mongo.async_wakeup import follow_changes
+
+            watch = follow_changes(
+                self._store.items, self._sweeper.alarm.ring, self._handles, self._poll
+            )
+            self._tasks.append(loop.create_task(watch, name="flowsched-mongo-wakeup"))
+
+    def _handles(self, document: Mapping[str, Any]) -> bool:
+        if document.get("bucket", 0) not in self._store.served:
+            return False
+        return document.get("route") in self._core.routes()
+
+    async def aclose(self, *, timeout: float | None = None) -> None:
+        """Stop claiming, wait for the handlers in flight (cancel those still running after
+        ``timeout`` seconds: given back, not settled), write the outcomes; idempotent."""
+        if self._closed:
+            return
+        self._closed = self._sweeper.closing = True
+        if self._manual:
+            detach = getattr(self._clock, "detach", None)
+            if detach is not None:
+                detach(self)
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._sweeper.close(timeout)
+        if self._owned_client is not None:
+            await self._owned_client.close()
+
+    # -- virtual time (ManualClock.advance_async) ------------------------------------------
+
+    async def run_due(self) -> int:
+        """Deliver every item due by the clock's now, awaiting each batch; how many ran."""
+        if self._closed:
+            return 0
+        return await self._sweeper.run_due()
+
+    async def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """When the earliest item this node would claim is ready (at or before ``until``,
+        after ``after``): how a ManualClock steps through time."""
+        routes = sorted(self._core.routes())
+        if not routes or self._closed:
+            return None
+        steps = lambda: self._store.next_ready_steps(routes, until, after)  # noqa: E731
+        return await self._call("next_due", steps)

@@ -1,0 +1,240 @@
+"""Internal: the firing task of ``AsyncMongoScheduler`` - claims, delivery tasks, settles, renews.
+
+The asyncio twin of the *driving* in :mod:`flowsched.mongo.sweeper` (a thread and a pool
+there, one task and a task per delivery here); the claims, settlements, renewals and their
+fences are the same procedures (:mod:`flowsched.mongo.commands`), run by the asyncio driver.
+Each turn of the firing task:
+
+1. renews the leases of the claims still held (every third of the lease);
+2. writes the outcomes of finished deliveries in one fenced ``bulk_write`` and, at the same
+   time, when there is room for half a batch, claims a batch (suspect claims marked started
+   before their handlers run) and spawns a delivery task per claim;
+4. sleeps until the next item the claim saw coming (at most a poll; at once after a full
+   batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
+   until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
+
+A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
+claimable at once, the delivery uncounted), so it is delivered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from bson.errors import BSONError
+from pymongo.errors import BulkWriteError, PyMongoError, WriteError
+
+from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
+from flowsched.clock import Clock
+from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
+from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.pacing import FLUSH_INTERVAL, claim_lookahead, wait_after_claim
+from flowsched.mongo.settlement import Claim, Release, Settlement
+from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
+
+__all__ = ["AsyncSweeper"]
+
+log = logging.getLogger("flowsched.mongo")
+
+T = TypeVar("T")
+
+
+class AsyncSweeper:
+    """Claims due items on the running loop and delivers each in a task of its own."""
+
+    def __init__(
+        self,
+        claimer: BatchClaimer,
+        delivery: AsyncDelivery,
+        clock: Clock,
+        *,
+        concurrency: int,
+        batch_size: int,
+        poll_interval: timedelta,
+        local_writes: LocalWrites,
+    ) -> None:
+        self._claimer = claimer
+        self._claims = claimer.claims
+        self._store = claimer.claims.store
+        self._delivery = delivery
+        self._clock = clock
+        self.alarm = Alarm()
+        # Claimed deliveries may wait for a handler slot (up to two batches' worth per slot
+        # count, as the threaded sweeper holds PIPELINE batches): claims stay large while at
+        # most ``concurrency`` handlers run.
+        self.deliveries = Deliveries(2 * concurrency, self.alarm.ring)
+        self._running = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._batch_size = batch_size
+        self._poll_interval = poll_interval
+        self._poll = poll_interval.total_seconds()
+        self._renew_every = claimer.claims.lease.total_seconds() / 3
+        self._local_writes = local_writes
+        self._held: dict[tuple[Any, str], Claim] = {}
+        self._finished: list[Settlement] = []
+        self.sleeping_until: Any = None
+        """When the firing task wakes next (``None``: it is not sleeping)."""
+        self.closing = False
+
+    async def _run(self, steps: Steps[T]) -> T:
+        return await drive_async(steps, self._store)
+
+    async def fire(self) -> None:
+        """The firing task: turns until cancelled; an error is logged and retried after a
+        backoff (outcomes not written are kept for the next turn)."""
+        backoff = OutageBackoff()
+        behind = busy = False
+        next_renew = 0.0
+        while not self.closing:
+            try:
+                if self._held and time.monotonic() >= next_renew:
+                    next_renew = time.monotonic() + self._renew_every
+                    await self._run(self._claims.renew_steps(list(self._held), self._clock.now()))
+                # The last batch's outcomes are written while the next batch is claimed (two
+                # requests in flight, as the threaded sweeper pipelines its batches).
+                flushed, claimed = await asyncio.gather(
+                    self.flush(), self._claim(behind, busy), return_exceptions=True
+                )
+                for outcome in (flushed, claimed):
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                assert not isinstance(claimed, BaseException)
+                wait, behind, busy = claimed
+                backoff = OutageBackoff()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log_sweep_failure(self._claims.owner, exc)
+                wait = backoff.next()
+            if len(self.deliveries) or self._finished:
+                wait = min(wait, FLUSH_INTERVAL)
+            self.sleeping_until = self._clock.now() + timedelta(seconds=wait)
+            try:
+                await self.alarm.sleep(wait)
+            finally:
+                self.sleeping_until = None
+
+    async def _claim(self, behind: bool, busy: bool) -> tuple[float, bool, bool]:
+        """One claim if there is room: (seconds to wait, behind, busy)."""
+        room = self.deliveries.free
+        free = min(room, 2 * self._batch_size if behind else self._batch_size)
+        if free < max(1, min(self._batch_size, self._concurrency) // 2):
+            return self._poll, behind, busy
+        lookahead = claim_lookahead(self._poll_interval, behind=behind, busy=busy)
+        batch = await self._take(free, lookahead)
+        if batch is None:
+            return self._poll, behind, busy
+        # Quarantined documents took places in the batch: more may be due behind them.
+        behind = batch.due + batch.quarantined >= free
+        busy = batch.due > 0
+        if behind:
+            return 0.0, behind, busy
+        ahead = None
+        if batch.next_ready is not None:
+            ahead = (batch.next_ready - self._clock.now()).total_seconds()
+        return wait_after_claim(ahead, lookahead, self._poll), behind, busy
+
+    async def _take(
+        self, limit: int, lookahead: timedelta = timedelta(0), *, wait: bool = False
+    ) -> ClaimedBatch | None:
+        """Claim up to ``limit`` items and spawn their deliveries (``wait``: await each in
+        turn, as virtual time does); the batch (``None``: no route served)."""
+        if not self._claimer.core.routes():
+            return None
+        stamp = self._local_writes.open()
+        try:
+            steps = self._claimer.take_steps(limit, lookahead, mark=True)
+            batch = await self._run(steps)
+            self._local_writes.hold(stamp, len(batch.deliver))  # closed by each delivery
+        finally:
+            self._local_writes.close(stamp)
+        self._finished.extend(batch.settle)
+        for claim in batch.deliver:
+            self._held[(claim.item.id, claim.token)] = claim
+        for claim in batch.deliver:
+            task = self.deliveries.spawn(self._deliver(claim, stamp))
+            if wait:
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    if cancelled_from_outside():
+                        raise  # else the delivery was cancelled (a bounded aclose)
+        return batch
+
+    async def _deliver(self, claim: Claim, stamp: int) -> None:
+        """One delivery task: skip a stale claim, run, keep the outcome for the next write.
+        Cancelled (shutdown), the claim is given back undelivered."""
+        try:
+            async with self._running:  # at most `concurrency` handlers at once
+                if self.closing or self._local_writes.stale(stamp, claim.item):
+                    self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+                    return
+                try:
+                    outcome = await self._delivery.run(claim.item, claim.attempt)
+                except BaseException:
+                    self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+                    raise
+                self._finish(Settlement.of(claim, outcome))
+        except asyncio.CancelledError:
+            if (claim.item.id, claim.token) in self._held and not self._released(claim):
+                # cancelled while waiting for a slot: given back, never started
+                self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+            raise
+        finally:
+            self._local_writes.close(stamp)
+
+    def _released(self, claim: Claim) -> bool:
+        key = (claim.item.id, claim.token)
+        return any((s.item_id, s.token) == key for s in self._finished)
+
+    def _finish(self, settlement: Settlement) -> None:
+        self._finished.append(settlement)
+        if len(self.deliveries) <= 1:
+            self.alarm.ring()  # the last one running: write now
+
+    async def flush(self) -> None:
+        """Write the finished outcomes in one fenced bulk write; kept for the next turn on a
+        transient error; those that cannot be written are dropped one by one (their claims
+        run out and the items are delivered again)."""
+        if not self._finished:
+            return
+        batch, self._finished = self._finished, []
+        try:
+            try:
+                await self._run(self._claims.settle_steps(batch, self._clock.now()))
+            except (BulkWriteError, WriteError, BSONError, ValueError, TypeError) as exc:
+                if isinstance(exc, PyMongoError) and is_transient(exc):
+                    raise
+                await self._run(self._claims.settle_each_steps(batch, self._clock.now))
+        except BaseException:
+            self._finished[:0] = batch
+            raise
+        for settlement in batch:
+            self._held.pop((settlement.item_id, settlement.token), None)
+
+    async def run_due(self) -> int:
+        """Deliver every item due by the clock's now, awaiting each (virtual time); how many
+        ran. Sweeps until a claim finds nothing, so follow-ups due by now run too."""
+        delivered = 0
+        while not self.closing:
+            batch = await self._take(self._batch_size, wait=True)
+            await self.flush()
+            if batch is None or (not batch.won and not batch.quarantined):
+                return delivered
+            delivered += len(batch.deliver)
+        return delivered
+
+    async def close(self, timeout: float | None) -> None:
+        """Wait for the deliveries in flight (cancel those still running after ``timeout``
+        seconds), then write every outcome."""
+        self.closing = True
+        await self.deliveries.drain(timeout)
+        try:
+            await self.flush()
+        except PyMongoError as exc:  # nothing lost: the claims run out and are redelivered
+            log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)

@@ -1,0 +1,175 @@
+"""Internal: the MongoDB procedures without I/O, and the two drivers that run them.
+
+A procedure (a claim, a settlement, a lease renewal, a quarantine move, ...) is written once,
+as a generator that ``yield``\\ s the database operations it needs (:class:`Call`,
+:class:`Find`) and receives each one's result (or has its error thrown in, so ``try``/
+``except`` around a ``yield`` works as around a call). What the procedure does with the
+results - the interpretation - lives in the generator; how the operations reach the server
+lives in a driver:
+
+* :func:`drive` runs a procedure on pymongo's synchronous ``Collection`` (or mongomock):
+  ``steps.send(collection.<op>(...))`` - plain calls in the calling thread, no event loop;
+* :func:`drive_async` runs the same procedure on pymongo's ``AsyncCollection``:
+  ``steps.send(await collection.<op>(...))``. A collection whose calls return plain values
+  (mongomock) runs inline, which the fast async unit tests use.
+
+An operation names its collection by role (``items``, ``dead``, ``quarantine``,
+``settings``, ``nodes``): the attributes of :class:`~flowsched.mongo.store.TimerStore`, which
+holds either kind of collection.
+
+>>> def count_due(now):
+...     found = yield Find("items", {"ready_at": {"$lte": now}}, {"_id": 1})
+...     return len(found)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
+
+__all__ = ["Call", "Find", "Op", "Steps", "Write", "drive", "drive_async", "write_steps"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """``<role collection>.<method>(*args, **kwargs)``: its result is sent back."""
+
+    role: str
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Find:
+    """A query read to the end as a list (``limit`` 0: no limit; a positive limit is also
+    the batch size, so the first reply closes the cursor: no ``getMore`` round trip)."""
+
+    role: str
+    filter: Mapping[str, Any]
+    projection: Mapping[str, Any] | None = None
+    sort: Sequence[tuple[str, int]] | None = None
+    limit: int = 0
+
+
+Op = Call | Find
+Steps = Generator[Op, Any, T]
+"""A procedure: yields operations, receives their results, returns its own."""
+
+
+class Collections(Protocol):
+    """What a driver reads the collections from (a TimerStore)."""
+
+    def collection(self, role: str) -> Any: ...
+
+
+def _find(collection: Any, op: Find) -> Any:
+    cursor = collection.find(op.filter, op.projection)
+    if op.sort:
+        cursor = cursor.sort(list(op.sort))
+    if op.limit:
+        cursor = cursor.limit(op.limit).batch_size(op.limit)
+    return cursor
+
+
+def _start(collection: Any, op: Op) -> Any:
+    if isinstance(op, Find):
+        return _find(collection, op)
+    return getattr(collection, op.method)(*op.args, **op.kwargs)
+
+
+def drive(steps: Steps[T], store: Collections) -> T:
+    """Run ``steps`` on synchronous collections; its return value."""
+    try:
+        op = next(steps)
+        while True:
+            try:
+                result = _start(store.collection(op.role), op)
+                if isinstance(op, Find):
+                    result = list(result)
+            except Exception as exc:  # into the procedure, which may handle it
+                op = steps.throw(exc)
+            else:
+                op = steps.send(result)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+
+
+async def drive_async(steps: Steps[T], store: Collections) -> T:
+    """Run ``steps`` on asyncio collections (``AsyncCollection``; plain ones inline)."""
+    try:
+        op = next(steps)
+        while True:
+            try:
+                result = _start(store.collection(op.role), op)
+                if isinstance(op, Find):
+                    to_list = getattr(result, "to_list", None)
+                    if to_list is not None and inspect.iscoroutinefunction(to_list):
+                        result = await to_list(None)
+                    else:
+                        result = list(result)
+                elif inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                op = steps.throw(exc)
+            else:
+                op = steps.send(result)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write of a batch: delete (no ``update``/``replacement``), update, or replace."""
+
+    filter: Mapping[str, Any]
+    update: Mapping[str, Any] | None = None
+    replacement: Mapping[str, Any] | None = None
+    upsert: bool = False
+    many: bool = False  # a delete or update of every document the filter matches
+
+    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
+        if self.replacement is not None:
+            return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
+        if self.update is not None and self.many:
+            return UpdateMany(self.filter, self.update, upsert=self.upsert)
+        if self.update is not None:
+            return UpdateOne(self.filter, self.update, upsert=self.upsert)
+        if self.many:
+            return DeleteMany(self.filter)
+        return DeleteOne(self.filter)
+
+
+def write_steps(role: str, writes: Sequence[Write], bulk: bool) -> Steps[int]:
+    """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); return how many
+    documents the updates and replacements modified.
+
+    Stand-ins that are not pymongo collections (``bulk`` false: mongomock 4.3 cannot take
+    pymongo 4.9+ bulk operations) get one call per write instead: same effect, more calls."""
+    if not writes:
+        return 0
+    if bulk:
+        operations = [w.operation() for w in writes]
+        result = yield Call(role, "bulk_write", (operations,), {"ordered": False})
+        return int(result.modified_count)
+    modified = 0
+    for w in writes:
+        if w.replacement is not None:
+            call = Call(role, "replace_one", (w.filter, w.replacement), {"upsert": w.upsert})
+        elif w.update is not None:
+            method = "update_many" if w.many else "update_one"
+            call = Call(role, method, (w.filter, w.update), {"upsert": w.upsert})
+        else:
+            call = Call(role, "delete_many" if w.many else "delete_one", (w.filter,))
+        result = yield call
+        if w.replacement is not None or w.update is not None:
+            modified += result.modified_count
+    return modified

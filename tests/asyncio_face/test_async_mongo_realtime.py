@@ -1,0 +1,153 @@
+"""``AsyncMongoScheduler`` in real time on the wire server: every ``async def`` delivery runs
+once (none lost), plain handlers run off the loop, ``async with`` leaves no task behind, a
+bounded shutdown gives its running claims back unsettled (delivered again by the next node),
+a change stream wakes a node for an item another node scheduled, and an async and a sync node
+on one collection are one cluster routed by handler name."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+pytest.importorskip("pymongo")
+
+from pymongo import AsyncMongoClient
+
+from flowsched import (
+    AsyncMongoScheduler,
+    MongoScheduler,
+    ScheduleItem,
+    ScheduleKind,
+    SystemClock,
+)
+
+TIMER = ScheduleKind.TIMER
+pytestmark = [pytest.mark.asyncio, pytest.mark.wire]
+FAST = timedelta(milliseconds=100)
+
+
+@pytest.fixture
+def names(mongo_db: Any) -> Iterator[tuple[str, str]]:
+    """(database, collection) on the wire server; the database is dropped afterwards."""
+    yield mongo_db.name, f"timers_{uuid.uuid4().hex[:8]}"
+
+
+@pytest_asyncio.fixture
+async def collection(mongo_uri: str, names: tuple[str, str]) -> AsyncIterator[Any]:
+    client: Any = AsyncMongoClient(mongo_uri, tz_aware=True)
+    yield client[names[0]][names[1]]
+    await client.close()
+
+
+async def until(condition: Any, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return bool(condition())
+
+
+async def test_every_async_delivery_runs_once_and_no_task_is_left(collection: Any) -> None:
+    clock = SystemClock()
+    ran: Counter[str] = Counter()
+    before = set(asyncio.all_tasks())
+    async with AsyncMongoScheduler(collection, node_id="a", poll_interval=FAST) as scheduler:
+
+        async def handler(item: ScheduleItem, attempt: int) -> None:
+            await asyncio.sleep(0)
+            ran[item.id] += 1
+
+        scheduler.subscribe(TIMER, handler)
+        for n in range(150):
+            await scheduler.schedule(ScheduleItem(f"t-{n}", TIMER, clock.now()))
+        assert await until(lambda: len(ran) == 150)
+        assert await until(lambda: True, 0.3)
+    assert set(ran.values()) == {1}
+    assert await collection.count_documents({}) == 0
+    left = set(asyncio.all_tasks()) - before  # the client's own monitor tasks aside
+    assert [task for task in left if "flowsched" in task.get_coro().cr_code.co_filename] == []
+
+
+async def test_plain_handlers_run_off_the_loop(collection: Any) -> None:
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    async with AsyncMongoScheduler(collection, node_id="a", poll_interval=FAST) as scheduler:
+        scheduler.subscribe(TIMER, lambda item, attempt: threads.append(threading.get_ident()))
+        await scheduler.schedule(ScheduleItem("t", TIMER, scheduler.now()))
+        assert await until(lambda: bool(threads))
+    assert threads[0] != loop_thread
+
+
+async def test_a_handler_cancelled_by_shutdown_is_delivered_again(collection: Any) -> None:
+    started = asyncio.Event()
+    first = AsyncMongoScheduler(collection, node_id="first", poll_interval=FAST)
+
+    async def forever(item: ScheduleItem, attempt: int) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    first.subscribe(TIMER, forever)
+    await first.start()
+    await first.schedule(ScheduleItem("t", TIMER, first.now()))
+    await asyncio.wait_for(started.wait(), 20)
+    await first.aclose(timeout=0.1)
+    stored = await collection.find_one({"_id": "t"})
+    assert stored is not None and stored["attempts"] == 0 and stored["claim"] is None
+
+    seen: list[int] = []
+    async with AsyncMongoScheduler(collection, node_id="second", poll_interval=FAST) as second:
+        second.subscribe(TIMER, lambda item, attempt: seen.append(attempt))
+        assert await until(lambda: seen == [0])
+
+
+async def test_a_change_stream_wakes_the_node_for_another_nodes_item(
+    collection: Any, mongo_uri: str, names: tuple[str, str]
+) -> None:
+    fired = asyncio.Event()
+    slow_poll = timedelta(seconds=30)
+    async with AsyncMongoScheduler(collection, node_id="a", poll_interval=slow_poll) as node:
+        node.subscribe(TIMER, lambda item, attempt: fired.set())
+        await asyncio.sleep(2.0)  # the first poll has looked (and seen nothing); the stream opens
+        other = MongoScheduler(pymongo_collection(mongo_uri, names), node_id="b")
+        other.schedule(ScheduleItem("t", TIMER, other.now()))
+        await asyncio.wait_for(fired.wait(), 10)  # long before the 30 s poll
+
+
+def pymongo_collection(uri: str, names: tuple[str, str]) -> Any:
+    import pymongo
+
+    return pymongo.MongoClient(uri, tz_aware=True)[names[0]][names[1]]
+
+
+async def test_an_async_and_a_sync_node_share_a_collection_routed_by_name(
+    collection: Any, mongo_uri: str, names: tuple[str, str]
+) -> None:
+    by_async: list[str] = []
+    by_sync: list[str] = []
+    sync_node = MongoScheduler(
+        pymongo_collection(mongo_uri, names), node_id="s", poll_interval=FAST
+    )
+    sync_node.register("pay", lambda item, attempt: by_sync.append(item.id))
+    async with AsyncMongoScheduler(collection, node_id="a", poll_interval=FAST) as node:
+
+        async def remind(item: ScheduleItem, attempt: int) -> None:
+            by_async.append(item.id)
+
+        node.register("remind", remind)
+        with sync_node:
+            for n in range(20):
+                await node.create_single_timer(f"r-{n}", timedelta(0), "remind")
+                sync_node.create_single_timer(f"p-{n}", timedelta(0), "pay")
+            assert await until(lambda: len(by_async) == 20 and len(by_sync) == 20)
+    assert sorted(by_async) == sorted(f"r-{n}" for n in range(20))
+    assert sorted(by_sync) == sorted(f"p-{n}" for n in range(20))
