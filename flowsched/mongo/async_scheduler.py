@@ -30,7 +30,7 @@ from pymongo.errors import PyMongoError
 
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
-from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
@@ -47,6 +47,7 @@ from flowsched.mongo.documents import (
     stored_item,
 )
 from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
@@ -110,14 +111,19 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         )
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._clock: Clock = clock or SystemClock()
-        self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        # The database's clock, as MongoScheduler judges by (measured by the firing task; a
+        # ManualClock is trusted as it is).
+        self._time = ServerClock(
+            self._clock, None, measure=not isinstance(self._clock, ManualClock), owner=node_id or ""
+        )
+        self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
         self._sweeper = AsyncSweeper(
-            BatchClaimer(self._claims, self._core, self._clock),
+            BatchClaimer(self._claims, self._core, self._time),
             AsyncDelivery(self._core, executor),
-            self._clock,
+            self._time,
             concurrency=concurrency,
             batch_size=batch_size,
             poll_interval=poll_interval,
@@ -163,7 +169,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     # -- the port --------------------------------------------------------------------------
 
     def now(self) -> datetime:
-        return self._clock.now()
+        return self._time.now()
 
     async def schedule(self, item: ScheduleItem) -> ScheduleItem:
         """Store ``item`` (one upsert), replacing any item with its id, under a new
@@ -274,7 +280,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         if document is None:
             return False
         old = dead_letter_from_document(document).item
-        when = ensure_utc(due, "requeue due") if due is not None else self._clock.now()
+        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
         stored = await self._store_item(old.moved(when, old.previous), replace=replace)
         await self._call(
             what, lambda: self._store.remove_dead_letter_steps(item_id, old.generation)

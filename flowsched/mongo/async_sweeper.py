@@ -34,6 +34,7 @@ from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.pacing import FLUSH_INTERVAL, claim_lookahead, wait_after_claim
+from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
 
@@ -92,6 +93,9 @@ class AsyncSweeper:
         next_renew = 0.0
         while not self.closing:
             try:
+                clock = self._clock
+                if isinstance(clock, ServerClock) and clock.due():
+                    await clock.refresh_async(self._store.items.database.command)
                 if self._held and time.monotonic() >= next_renew:
                     next_renew = time.monotonic() + self._renew_every
                     await self._run(self._claims.renew_steps(list(self._held), self._clock.now()))

@@ -30,6 +30,7 @@ offset at 0 and never asks the server.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -85,7 +86,8 @@ class ServerClock:
     ) -> None:
         self.node = clock
         self._command = command
-        self.measures = measure and command is not None
+        # Without a command the owner measures through measure_async (the asyncio face).
+        self.measures = measure
         self.max_skew = max_skew
         self._owner = owner
         self._offset = timedelta(0)
@@ -123,9 +125,26 @@ class ServerClock:
     def refresh_when_due(self) -> None:
         """:meth:`refresh` if :data:`REFRESH` seconds have passed since the last one (or
         none was made); driver errors propagate (the caller's turn retries)."""
-        if not self.measures or self.node.monotonic() < self._next:
+        if self._command is None or not self.due():
             return
         self.refresh()
+
+    def due(self) -> bool:
+        """Whether a measurement is due (:data:`REFRESH` seconds since the last, or none)."""
+        return self.measures and self.node.monotonic() >= self._next
+
+    async def refresh_async(self, command: Callable[[str], Any]) -> None:
+        """:meth:`refresh` with an awaitable ``command`` (an ``AsyncDatabase.command``)."""
+        if not self.measures:
+            return
+        started = self.node.monotonic()
+        sent = self.node.now()
+        try:
+            answer = command("hello")
+            reply = await answer if inspect.isawaitable(answer) else answer
+        except NotImplementedError:  # mongomock, run inline
+            reply = {}
+        self._accept(reply, sent, started, self.node.monotonic() - started)
 
     def refresh(self) -> None:
         """Measure the offset now (one ``hello``)."""
@@ -137,7 +156,12 @@ class ServerClock:
             reply = self._command("hello")
         except NotImplementedError:  # mongomock
             reply = {}
-        round_trip = self.node.monotonic() - started
+        self._accept(reply, sent, started, self.node.monotonic() - started)
+
+    def _accept(
+        self, reply: Mapping[str, Any], sent: datetime, started: float, round_trip: float
+    ) -> None:
+        """Take the offset from a ``hello`` reply sent at ``sent`` (monotonic ``started``)."""
         self._next = self.node.monotonic() + REFRESH
         offset = offset_from_hello(reply, sent, round_trip)
         midpoint = started + round_trip / 2

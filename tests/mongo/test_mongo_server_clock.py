@@ -154,3 +154,35 @@ def test_a_step_of_the_node_clock_between_measurements_changes_nothing() -> None
     clock.refresh()  # the next measurement reports the step as the new offset
     assert clock.offset == timedelta(seconds=3) - timedelta(minutes=2)
     assert abs(clock.now() - (base.now() + timedelta(seconds=3))) <= timedelta(milliseconds=1)
+
+
+def test_the_asyncio_face_measures_with_an_awaited_hello() -> None:
+    import asyncio
+
+    node = ManualClock(T0)
+    server = Server(node, timedelta(seconds=-90))
+
+    async def command(name: str) -> dict[str, Any]:
+        return server(name)
+
+    clock = ServerClock(node, None, measure=True, owner="a1")  # AsyncMongoScheduler's
+    assert clock.due()
+    asyncio.run(clock.refresh_async(command))
+
+    assert clock.offset == timedelta(seconds=-90) and not clock.due()
+    assert clock.now() == node.now() - timedelta(seconds=90)
+    clock.refresh_when_due()  # no synchronous command: nothing sent
+    assert server.calls == ["hello"]
+
+
+def test_an_async_mongo_scheduler_judges_time_by_the_database_clock() -> None:
+    import mongomock
+
+    from flowsched import AsyncMongoScheduler
+
+    scheduler = AsyncMongoScheduler(mongomock.MongoClient(tz_aware=True)["db"]["t"], node_id="a")
+    assert isinstance(scheduler._time, ServerClock) and scheduler._time.measures
+    manual = AsyncMongoScheduler(
+        mongomock.MongoClient(tz_aware=True)["db"]["t"], node_id="m", clock=ManualClock(T0)
+    )
+    assert not manual._time.measures  # a ManualClock is the truth
