@@ -31,9 +31,15 @@ from pymongo.errors import PyMongoError
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
+from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
+from flowsched.mongo.arguments import (
+    check_arguments,
+    check_bson_payload,
+    check_positive,
+    storable_id,
+)
 from flowsched.mongo.async_sweeper import AsyncSweeper
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
@@ -47,7 +53,7 @@ from flowsched.mongo.documents import (
     stored_item,
 )
 from flowsched.mongo.local_writes import LocalWrites
-from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
@@ -76,7 +82,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     (``executor``, else the loop's default); at most ``concurrency`` run at once. The other
     settings mean what they mean for :class:`~flowsched.MongoScheduler` (``poll_interval``,
     ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``, ``buckets``,
-    ``serve_buckets``).
+    ``serve_buckets``, ``max_clock_skew``).
 
     ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
     claimed, the handlers in flight finish (after ``timeout`` seconds, given to
@@ -105,6 +111,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         push_wakeup: bool = True,
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
@@ -113,8 +120,10 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._clock: Clock = clock or SystemClock()
         # The database's clock, as MongoScheduler judges by (measured by the firing task; a
         # ManualClock is trusted as it is).
+        check_positive("max_clock_skew", max_clock_skew, LONGEST_SETTING)
+        measure = not isinstance(self._clock, ManualClock)
         self._time = ServerClock(
-            self._clock, None, measure=not isinstance(self._clock, ManualClock), owner=node_id or ""
+            self._clock, None, measure=measure, max_skew=max_clock_skew, owner=self.node_id
         )
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)

@@ -59,17 +59,8 @@ def build(
     try:
         scheduler = cls(
             client[database][settings.collection],
-            node_id=node_id or settings.node_id,
-            poll_interval=settings.poll_interval,
-            clock=clock,
-            redelivery=redelivery_policy(settings),
-            observer=observer,
-            batch_size=settings.batch_size,
-            lease=settings.lease,
             workers=settings.workers,
-            buckets=settings.buckets,
-            op_timeout=settings.op_timeout,
-            max_clock_skew=settings.max_clock_skew,
+            **_arguments(settings, node_id, clock, observer),
         )
     except BaseException:
         client.close()
@@ -82,6 +73,25 @@ def build(
             scheduler.close()  # closes the client it made
             raise
     return scheduler
+
+
+def _arguments(
+    settings: SchedulerSettings, node_id: str | None, clock: Clock | None, observer: Observer | None
+) -> dict[str, Any]:
+    """The constructor arguments both faces take from ``settings`` (one list: a setting
+    neither face may silently ignore)."""
+    return {
+        "node_id": node_id or settings.node_id,
+        "poll_interval": settings.poll_interval,
+        "clock": clock,
+        "redelivery": redelivery_policy(settings),
+        "observer": observer,
+        "batch_size": settings.batch_size,
+        "lease": settings.lease,
+        "buckets": settings.buckets,
+        "op_timeout": settings.op_timeout,
+        "max_clock_skew": settings.max_clock_skew,
+    }
 
 
 def _client(settings: SchedulerSettings, client_factory: Callable[..., Any]) -> Any:
@@ -119,16 +129,8 @@ def build_async(
     client = _client(settings, client_factory)
     scheduler = cls(
         client[database][settings.collection],
-        node_id=node_id or settings.node_id,
-        poll_interval=settings.poll_interval,
-        clock=clock,
-        redelivery=redelivery_policy(settings),
-        observer=observer,
-        batch_size=settings.batch_size,
-        lease=settings.lease,
         concurrency=concurrency,
-        buckets=settings.buckets,
-        op_timeout=settings.op_timeout,
+        **_arguments(settings, node_id, clock, observer),
     )
     scheduler._owned_client = client
     return scheduler

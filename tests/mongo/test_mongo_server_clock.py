@@ -124,6 +124,19 @@ def test_max_clock_skew_is_a_setting_and_a_constructor_argument(collection: Any)
         MongoScheduler(collection, max_clock_skew=timedelta(0))
 
 
+def test_the_async_face_reads_max_clock_skew_from_config_too(collection: Any) -> None:
+    from flowsched import AsyncMongoScheduler
+
+    config = SchedulingConfig.from_string(
+        'ipf-scheduler { mongodb { uri = "mongodb://h/db" }, flowsched { max-clock-skew = 250ms } }'
+    )
+    client = collection.database.client
+    built = AsyncMongoScheduler.from_config(config, client_factory=lambda uri, **options: client)
+    assert built._time.max_skew == timedelta(milliseconds=250)
+    with pytest.raises(ValueError, match="max_clock_skew"):
+        AsyncMongoScheduler(collection, max_clock_skew=timedelta(0))
+
+
 class SteppingClock:
     """A node's wall clock that an operator (or NTP, or a resumed VM) can step, over a
     monotonic clock that a step does not move."""
