@@ -334,7 +334,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             from flowsched.mongo.async_wakeup import follow_changes
 
             watch = follow_changes(
-                self._store.items, self._sweeper.alarm.ring, self._handles, self._poll
+                self._store.items,
+                self._sweeper.alarm.ring,
+                self._handles,
+                self._poll,
+                paused=lambda: self._sweeper.sweeping,
             )
             self._tasks.append(loop.create_task(watch, name="flowsched-mongo-wakeup"))
 

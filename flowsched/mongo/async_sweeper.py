@@ -33,7 +33,12 @@ from flowsched.clock import Clock
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.local_writes import LocalWrites
-from flowsched.mongo.pacing import FLUSH_INTERVAL, claim_lookahead, wait_after_claim
+from flowsched.mongo.pacing import (
+    FLUSH_INTERVAL,
+    SHORT_LOOKAHEAD,
+    claim_lookahead,
+    wait_after_claim,
+)
 from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
@@ -81,6 +86,10 @@ class AsyncSweeper:
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
         self.closing = False
+        self.sweeping = False
+        """Whether the node claims back to back: the last claim found due items and the
+        next is at most SHORT_LOOKAHEAD away (the change stream is not read meanwhile: see
+        :mod:`flowsched.mongo.change_stream`)."""
 
     async def _run(self, steps: Steps[T]) -> T:
         return await drive_async(steps, self._store)
@@ -109,6 +118,7 @@ class AsyncSweeper:
                         raise outcome
                 assert not isinstance(claimed, BaseException)
                 wait, behind, busy = claimed
+                self.sweeping = behind or (busy and wait <= SHORT_LOOKAHEAD.total_seconds())
                 backoff = OutageBackoff()
             except asyncio.CancelledError:
                 raise

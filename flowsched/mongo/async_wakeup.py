@@ -32,9 +32,17 @@ def wanted_change(change: Mapping[str, Any], wanted: Wanted) -> bool:
 
 
 async def follow_changes(
-    collection: Any, ring: Callable[[], None], wanted: Wanted, poll: float
+    collection: Any,
+    ring: Callable[[], None],
+    wanted: Wanted,
+    poll: float,
+    paused: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Watch ``collection`` until cancelled, calling ``ring()`` for every wanted change."""
+    """Watch ``collection`` until cancelled, calling ``ring()`` for every wanted change.
+
+    While ``paused()`` (the node's claims keep finding due items) the stream is left unread,
+    and then opened again from now with ``ring()`` at once, as the threaded
+    :class:`~flowsched.mongo.change_stream.WakeUp` does (its module says why)."""
     watch = getattr(type(collection), "watch", None)
     if watch is None or not asyncio.iscoroutinefunction(watch):
         log.info("push wake-up unavailable on %r: polling only", collection)
@@ -59,8 +67,15 @@ async def follow_changes(
             await asyncio.sleep(backoff.next())
             continue
         backoff.reset()
+        if token is None:
+            ring()  # opened from now: whatever was written before is found by a sweep
         try:
             while stream.alive:
+                if paused():
+                    token = None  # the burst's own writes are of no interest: reopen from now
+                    while paused():
+                        await asyncio.sleep(MIN_GAP)
+                    break
                 change = await stream.try_next()
                 token = stream.resume_token or token
                 if change is not None and wanted_change(change, wanted):

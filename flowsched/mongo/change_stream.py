@@ -13,6 +13,14 @@ the server) and calls ``poke(ready_at)``; the sweeper ignores a poke that is not
 its next planned sweep. It costs nothing when nothing is written: one awaiting ``getMore``
 per ``max_await`` that the server parks until a write arrives.
 
+While the node's claims keep finding due items (``paused()``: the sweeper is claiming back to
+back and looks at the collection again within a short lookahead anyway), the stream is left
+unread. Reading it then is not free: each ``getMore`` has the server filter every write of
+the burst, the node's own claims and settlements included - on the wire server, with 2,000
+timers due within 1 s, about a fifth of the server's work and half the node's round trips.
+When the node turns idle, the stream is opened again *from now* (the burst's writes are of no
+interest) and a sweep is poked at once, which finds whatever another node wrote meanwhile.
+
 Failure is never fatal, and never silent more than once:
 
 * a server or stand-in without change streams (a standalone ``mongod``, mongomock): logged
@@ -95,9 +103,11 @@ class WakeUp:
         *,
         max_await: timedelta = timedelta(seconds=1),
         name: str = "flowsched-wakeup",
+        paused: Callable[[], bool] = lambda: False,
     ) -> None:
         self._collection = collection
         self._poke = poke
+        self._paused = paused
         self._wanted = wanted
         self._max_await_ms = max(1, int(max_await.total_seconds() * 1000))
         self._stop = threading.Event()
@@ -163,7 +173,8 @@ class WakeUp:
                 broken = False
             backoff.reset()
             try:
-                self._follow(stream)
+                if self._follow(stream):
+                    self._token = None  # paused: start again from now (see the module's docstring)
             except PyMongoError as exc:
                 if self._stop.is_set():
                     return
@@ -188,9 +199,19 @@ class WakeUp:
         self.watching.set()
         return stream
 
-    def _follow(self, stream: Any) -> None:
+    def _follow(self, stream: Any) -> bool:
+        """Read ``stream`` until it ends or the node is sweeping; ``True``: it was left
+        unread while the node swept, open a new one from now."""
         asked = 0.0
+        skipped = False
         while not self._stop.is_set() and stream.alive:
+            if self._paused():
+                skipped = True
+                if self._stop.wait(MIN_GAP):
+                    return False
+                continue
+            if skipped:
+                return True
             # At most one getMore per MIN_GAP: a server that answers awaiting getMores on
             # every write (to any collection) or a burst of events costs a bounded number
             # of round trips; events are buffered on the server meanwhile, and a poke only
@@ -206,6 +227,7 @@ class WakeUp:
             if change is not None:
                 self.events += 1
                 self._consider(change)
+        return False
 
     def _consider(self, change: Mapping[str, Any]) -> None:
         document = change.get("fullDocument")

@@ -406,6 +406,7 @@ class MongoScheduler(SchedulerPort):
                     self._sweeper.poke,
                     self._handles,
                     max_await=min(self._poll_interval, MAX_AWAIT),
+                    paused=self._sweeper.sweeping,
                 )
                 self._wakeup.start()
 

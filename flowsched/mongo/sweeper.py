@@ -60,6 +60,7 @@ from flowsched.mongo.pacing import (
     BATCH_GAP,
     FLUSH_INTERVAL,
     PIPELINE,
+    SHORT_LOOKAHEAD,
     START_GATHER,
     claim_lookahead,
     wait_after_claim,
@@ -136,6 +137,15 @@ class Sweeper:
 
     def start(self) -> None:
         self._thread.start()
+
+    def sweeping(self) -> bool:
+        """Whether the node is claiming back to back: its last claim found due items and
+        the next is at most :data:`SHORT_LOOKAHEAD` away. Its change stream is not read
+        meanwhile (see :mod:`flowsched.mongo.change_stream`)."""
+        if self._behind:
+            return True
+        soon = self._next_poll - self._clock.monotonic() <= SHORT_LOOKAHEAD.total_seconds()
+        return self._busy and soon
 
     def poke(self, due: datetime | None = None) -> None:
         """Sweep at ``due`` (or now) if that is before the next planned poll.

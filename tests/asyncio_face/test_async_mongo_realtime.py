@@ -7,6 +7,7 @@ on one collection are one cluster routed by handler name."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -151,3 +152,40 @@ async def test_an_async_and_a_sync_node_share_a_collection_routed_by_name(
             assert await until(lambda: len(by_async) == 20 and len(by_sync) == 20)
     assert sorted(by_async) == sorted(f"r-{n}" for n in range(20))
     assert sorted(by_sync) == sorted(f"p-{n}" for n in range(20))
+
+
+async def test_while_the_node_sweeps_its_stream_is_left_unread_then_opened_from_now(
+    collection: Any,
+) -> None:
+    # The async face's wake-up follows the same rule as the threaded one.
+    from flowsched.mongo.async_wakeup import follow_changes
+
+    sweeping = False
+    rings: list[float] = []
+    watch = asyncio.create_task(
+        follow_changes(
+            collection,
+            lambda: rings.append(time.monotonic()),
+            lambda doc: True,
+            0.2,
+            paused=lambda: sweeping,
+        )
+    )
+    try:
+        assert await until(lambda: len(rings) == 1)  # opened from now: one sweep at once
+        sweeping = True
+        await asyncio.sleep(0.2)
+        for n in range(3):
+            await collection.insert_one({"_id": f"during-{n}", "kind": "TIMER", "claim": None})
+        await asyncio.sleep(0.2)
+        assert len(rings) == 1  # unread while it sweeps
+        sweeping = False
+        assert await until(lambda: len(rings) == 2)  # reopened from now: one sweep
+        await asyncio.sleep(0.3)
+        assert len(rings) == 2  # the writes made meanwhile were never read
+        await collection.insert_one({"_id": "after", "kind": "TIMER", "claim": None})
+        assert await until(lambda: len(rings) == 3)
+    finally:
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch

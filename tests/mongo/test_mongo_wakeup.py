@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from pymongo import MongoClient
 
 from flowsched.clock import SystemClock
 from flowsched.mongo import MongoScheduler
-from flowsched.mongo.change_stream import PIPELINE
+from flowsched.mongo.change_stream import PIPELINE, WakeUp
 from flowsched.port import ScheduleItem, ScheduleKind
 
 POLL = timedelta(hours=1)  # polling alone would fire nothing within the test
@@ -105,6 +106,40 @@ def test_a_stream_that_ends_is_opened_again(timers):
         assert fired["after"].wait(WAIT)
 
 
+@pytest.mark.wire
+def test_while_the_node_sweeps_the_stream_is_left_unread_then_opened_from_now(timers):
+    # A node claiming back to back reads nothing from its stream (each read would have the
+    # server filter the whole burst); idle again, it starts from now and sweeps at once.
+    sweeping = threading.Event()
+    pokes: list[object] = []
+    wakeup = WakeUp(
+        timers,
+        pokes.append,
+        lambda document: True,
+        max_await=timedelta(milliseconds=50),
+        paused=sweeping.is_set,
+    )
+    wakeup.start()
+    try:
+        assert wakeup.watching.wait(WAIT)
+        sweeping.set()
+        time.sleep(0.3)  # a getMore in flight when the sweep began has come back by now
+        assert wakeup.watching.is_set()  # still open, just unread
+        for n in range(3):
+            timers.insert_one({"_id": f"during-{n}", "kind": "TIMER", "claim": None})
+        first = wakeup._stream
+        sweeping.clear()
+        assert _eventually(lambda: pokes == [None])  # one sweep for whatever came meanwhile
+        assert _eventually(lambda: wakeup._stream not in (None, first))
+        assert wakeup.events == 0  # the writes made while it swept were never read
+        due = SystemClock().now()
+        timers.insert_one({"_id": "after", "kind": "TIMER", "claim": None, "ready_at": due})
+        assert _eventually(lambda: wakeup.events == 1)
+        assert len(pokes) == 2 and pokes[1] is not None
+    finally:
+        wakeup.stop()
+
+
 def test_without_change_streams_the_node_polls_and_says_so_once(make, caplog):
     # mongomock has no change streams.
     caplog.set_level(logging.INFO, logger="flowsched.mongo")
@@ -125,8 +160,6 @@ def test_push_wakeup_can_be_turned_off(make):
 
 
 def _eventually(condition: Any, timeout: float = WAIT) -> bool:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
