@@ -53,6 +53,7 @@ from flowsched.mongo.documents import (
     stored_item,
 )
 from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
@@ -129,6 +130,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
+        attach = getattr(self._clock, "attach", None)
+        self._manual = callable(attach)
+        # Advertised by the firing task (a ManualClock has none: nothing to advertise).
+        ttl = node_ttl(poll_interval)
+        heartbeat = None if self._manual else Heartbeat(self._store.nodes, self.node_id, ttl)
         self._sweeper = AsyncSweeper(
             BatchClaimer(self._claims, self._core, self._time),
             AsyncDelivery(self._core, executor),
@@ -137,6 +143,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             batch_size=batch_size,
             poll_interval=poll_interval,
             local_writes=self._local_writes,
+            heartbeat=heartbeat,
+            op_timeout=op_timeout,
         )
         self._poll = poll_interval.total_seconds()
         self._op_timeout = op_timeout
@@ -145,8 +153,6 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
-        attach = getattr(self._clock, "attach", None)
-        self._manual = callable(attach)
 
     @property
     def collection(self) -> Any:
