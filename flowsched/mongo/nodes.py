@@ -72,6 +72,7 @@ class Heartbeat:
         self._advertised: frozenset[str] | None = None
         self._indexed = False
         self._failing = False
+        self._tried = False  # a beat was sent (it may have been written, even if it failed)
         self._next_beat = 0.0  # monotonic seconds
 
     def collection(self, role: str) -> Any:
@@ -107,6 +108,7 @@ class Heartbeat:
         first time), with the node's clock ``offset`` (see
         :class:`~flowsched.mongo.server_clock.ServerClock`). Errors are logged, never
         raised: a missing heartbeat only makes ``timers stats`` report the routes unserved."""
+        self._tried = True
         try:
             if not self._indexed:
                 # Dead nodes' documents go away by themselves (MongoDB's TTL monitor).
@@ -129,7 +131,10 @@ class Heartbeat:
         drive(self.remove_steps(), self)
 
     def remove_steps(self) -> Steps[None]:
-        """Withdraw the advertisement (on close); errors are logged."""
+        """Withdraw the advertisement (on close; no round trip if none was ever sent);
+        errors are logged."""
+        if not self._tried:
+            return
         try:
             yield Call("nodes", "delete_one", ({"_id": self.node_id},))
         except Exception as exc:

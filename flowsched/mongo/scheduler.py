@@ -276,8 +276,8 @@ class MongoScheduler(SchedulerPort):
     def ping(self) -> None:
         """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
         cannot be reached (a scheduler is built without a round trip: fail at start-up)."""
-        database = self._store.items.database
-        within(self._op_timeout, "ping", lambda: database.command("ping"), self._store.items)
+        ping = lambda: self._store.run(self._store.ping_steps())  # noqa: E731
+        within(self._op_timeout, "ping", ping, self._store.items)
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.
