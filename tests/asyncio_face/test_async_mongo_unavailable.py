@@ -118,3 +118,17 @@ async def test_from_config_with_check_starts_against_a_live_server(mongo_uri: st
         assert await scheduler.get("none") is None
     with pymongo.MongoClient(mongo_uri) as client:
         client.drop_database(database)
+
+
+async def test_a_start_that_could_not_reach_the_server_is_tried_again_by_the_next_start(
+    closed_port: int,
+) -> None:
+    client: Any = AsyncMongoClient(f"mongodb://127.0.0.1:{closed_port}/?directConnection=true")
+    scheduler = AsyncMongoScheduler(client["db"]["timers"], op_timeout=QUICK)
+    try:
+        for _ in range(2):  # not "already started": the second start fails the same way
+            with pytest.raises(SchedulerUnavailable, match="unreachable: start did not"):
+                await scheduler.start()
+        await scheduler.aclose()
+    finally:
+        await client.close()
