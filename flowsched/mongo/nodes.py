@@ -1,7 +1,7 @@
 """Internal: node heartbeats — which live node serves which routes (for ``timers stats``).
 
 Every started :class:`~flowsched.mongo.MongoScheduler` and
-:class:`~flowsched.mongo.AsyncMongoScheduler` advertises itself in ``<collection>_nodes``, one
+:class:`~flowsched.AsyncMongoScheduler` advertises itself in ``<collection>_nodes``, one
 document per node (:func:`heartbeat_document`, one definition for both faces)::
 
     {_id: <node id>, routes: ["h:alpha", "k:TIMER", ...], renewed_at: <date>,
