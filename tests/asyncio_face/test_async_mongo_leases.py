@@ -180,3 +180,47 @@ async def test_a_run_that_completes_after_losing_its_claim_is_counted_late_and_s
 
     assert metrics.snapshot().late_completions == 1
     assert other.get("x") == replacement  # the late completion settled only its generation
+
+
+# -- the wire server: the blocked loop through pymongo's AsyncMongoClient ---------------------
+
+
+@pytest.mark.wire
+async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_claim_afresh(
+    mongo_uri: str, mongo_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pymongo import AsyncMongoClient
+
+    client: Any = AsyncMongoClient(mongo_uri, tz_aware=True)
+    metrics = MetricsObserver()
+    ran: list[tuple[str, int]] = []
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, attempt))
+        if item.id == "a-blocks":
+            time.sleep(3.0)  # blocks the loop past the 2 s lease: nothing renews meanwhile
+
+    node = AsyncMongoScheduler(
+        client[mongo_db.name]["timers"],
+        node_id="a",
+        poll_interval=timedelta(milliseconds=100),
+        lease=timedelta(seconds=2),
+        concurrency=1,
+        observer=metrics,
+    )
+    node.subscribe(TIMER, handler)
+    try:
+        for item_id in ("a-blocks", "b-waits"):
+            await node.schedule(ScheduleItem(item_id, TIMER, node.now()))
+        with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+            async with node:
+                assert await until(lambda: metrics.snapshot().completed == 2, 30)
+    finally:
+        await client.close()
+
+    assert ran == [("a-blocks", 0), ("b-waits", 0)]
+    assert any(
+        "'b-waits' lapsed before its handler started" in r.getMessage() for r in caplog.records
+    )
+    assert metrics.snapshot().late_completions == 1
+    assert mongo_db["timers"].count_documents({}) == 0

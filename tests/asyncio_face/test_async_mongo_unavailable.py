@@ -24,10 +24,10 @@ from pymongo.errors import PyMongoError  # noqa: E402
 
 from flowsched import (  # noqa: E402
     AsyncMongoScheduler,
-    SchedulerUnavailable,
-    SchedulingConfig,
     ScheduleItem,
     ScheduleKind,
+    SchedulerUnavailable,
+    SchedulingConfig,
 )
 
 pytestmark = pytest.mark.asyncio
