@@ -28,11 +28,11 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``settlement`` - a claim's outcome (``Settlement``) and the fenced writes it becomes.
 * ``local_writes`` - skips a claimed item this node has cancelled or replaced since.
 * ``leases`` - when each held claim's lease ends: a lapsed claim is never started, a run
-  that completes after its lease is a late completion.
+  that completes after its lease is a late completion (both faces' rule).
 * ``server_clock`` - the database's clock: this node's offset from the server's time.
 * ``quarantine`` - unusable (poison) documents moved aside, with the reason.
 * ``transient`` - which driver errors are outages; bounded retries and their backoff.
-* ``nodes`` - node heartbeats: which live node serves which routes.
+* ``nodes`` - node heartbeats: which live node serves which routes (procedures: both faces).
 * ``inspection`` - read-only pages and counts for ``flowsched timers``.
 * ``migration`` - routes and buckets for items stored by older versions.
 * ``flow_store`` - ``MongoFlowStore``; ``no_driver`` - stand-ins without pymongo.

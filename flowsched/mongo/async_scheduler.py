@@ -26,6 +26,7 @@ from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pymongo
 from pymongo.errors import PyMongoError
 
 from flowsched.async_delivery import AsyncDelivery
@@ -53,6 +54,7 @@ from flowsched.mongo.documents import (
     stored_item,
 )
 from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
@@ -129,6 +131,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
+        attach = getattr(self._clock, "attach", None)
+        self._manual = callable(attach)
+        # Advertised by the firing task (a ManualClock has none: nothing to advertise).
+        ttl = node_ttl(poll_interval)
+        heartbeat = None if self._manual else Heartbeat(self._store.nodes, self.node_id, ttl)
         self._sweeper = AsyncSweeper(
             BatchClaimer(self._claims, self._core, self._time),
             AsyncDelivery(self._core, executor),
@@ -137,6 +144,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             batch_size=batch_size,
             poll_interval=poll_interval,
             local_writes=self._local_writes,
+            heartbeat=heartbeat,
+            op_timeout=op_timeout,
         )
         self._poll = poll_interval.total_seconds()
         self._op_timeout = op_timeout
@@ -145,8 +154,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
-        attach = getattr(self._clock, "attach", None)
-        self._manual = callable(attach)
+        self._check = False  # from_config(check=True): start() pings first
 
     @property
     def collection(self) -> Any:
@@ -166,14 +174,23 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         observer: Observer | None = None,
         client_factory: Callable[..., Any] | None = None,
         concurrency: int = 100,
+        check: bool = False,
     ) -> AsyncMongoScheduler:
         """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
         of ``ipf-scheduler.flowsched`` (as :meth:`MongoScheduler.from_config`); the client is
         ``client_factory(uri, **options)`` (default ``pymongo.AsyncMongoClient``), closed by
-        :meth:`aclose`."""
+        :meth:`aclose`.
+
+        This call is synchronous and makes no round trip. With ``check=True`` the server is
+        reached once first thing in :meth:`start` (``async with``): a server that is down
+        is a :class:`~flowsched.SchedulerUnavailable` there, within ``op-timeout``, not at
+        the first ``schedule``, and the scheduler closes its client. (Or ``await
+        scheduler.ping()`` when you choose.)"""
         from flowsched.mongo.from_config import build_async
 
-        return build_async(cls, config, node_id, clock, observer, client_factory, concurrency)
+        scheduler = build_async(cls, config, node_id, clock, observer, client_factory, concurrency)
+        scheduler._check = check
+        return scheduler
 
     # -- the port --------------------------------------------------------------------------
 
@@ -296,16 +313,25 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         )
         return stored is not None
 
-    async def _call(self, what: str, steps: Callable[[], Steps[T]]) -> T:
-        """Run a procedure, retrying transient errors for ``op_timeout`` in all, then
-        :class:`SchedulerUnavailable` (as the synchronous class does)."""
+    async def ping(self) -> None:
+        """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
+        cannot be reached (a scheduler is built without a round trip: fail at start-up;
+        ``from_config(..., check=True)`` has :meth:`start` do it)."""
+        await self._call("ping", self._store.ping_steps, indexes=False)
+
+    async def _call(self, what: str, steps: Callable[[], Steps[T]], indexes: bool = True) -> T:
+        """Run a procedure (after the indexes, once), retrying transient errors for
+        ``op_timeout`` in all (each try bounded by what is left: the driver's own timeouts
+        may be longer), then :class:`SchedulerUnavailable` (as the synchronous class does)."""
         budget = self._op_timeout.total_seconds()
         deadline = time.monotonic() + budget
         backoff = OutageBackoff()
         while True:
             try:
-                await drive_async(self._store.ensure_indexes_steps(), self._store)
-                return await drive_async(steps(), self._store)
+                with pymongo.timeout(max(deadline - time.monotonic(), 0.001)):
+                    if indexes:
+                        await drive_async(self._store.ensure_indexes_steps(), self._store)
+                    return await drive_async(steps(), self._store)
             except PyMongoError as exc:
                 remaining = deadline - time.monotonic()
                 if not is_transient(exc):
@@ -318,13 +344,26 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     # -- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start firing on the running loop (a manual clock: attach to it); idempotent."""
+        """Start firing on the running loop (a manual clock: attach to it); idempotent.
+
+        Built by ``from_config(..., check=True)``, it first reaches the server once
+        (:meth:`ping`): if it cannot within ``op_timeout``, the scheduler closes (and with
+        it the client ``from_config`` made) and :class:`SchedulerUnavailable` is raised,
+        before any task starts."""
         if self._closed:
             raise SchedulerUnavailable(f"{self!r} is closed: it cannot start again")
         if self._started:
             return
         self._started = True
-        await self._call("start", lambda: self._store.ensure_indexes_steps())
+        try:
+            if self._check:
+                await self.ping()
+            await self._call("start", lambda: self._store.ensure_indexes_steps())
+        except BaseException:
+            self._started = False  # nothing started: a later start() tries again
+            if self._check:
+                await self.aclose()
+            raise
         if self._manual:
             getattr(self._clock, "attach")(self)  # noqa: B009 - a ManualClock
             return

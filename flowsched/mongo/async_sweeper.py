@@ -5,16 +5,24 @@ there, one task and a task per delivery here); the claims, settlements, renewals
 fences are the same procedures (:mod:`flowsched.mongo.commands`), run by the asyncio driver.
 Each turn of the firing task:
 
-1. renews the leases of the claims still held (every third of the lease);
+1. renews the leases of the claims still held (every third of the lease), tracking which
+   renewals the server acknowledged (:func:`~flowsched.mongo.leases.renew_held_steps`);
 2. writes the outcomes of finished deliveries in one fenced ``bulk_write`` and, at the same
    time, when there is room for half a batch, claims a batch (suspect claims marked started
-   before their handlers run) and spawns a delivery task per claim;
-4. sleeps until the next item the claim saw coming (at most a poll; at once after a full
+   before their handlers run) and spawns a delivery task per claim, and renews the node's
+   heartbeat when it is due (every poll, at once when the routes changed:
+   :class:`~flowsched.mongo.nodes.Heartbeat`);
+3. sleeps until the next item the claim saw coming (at most a poll; at once after a full
    batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
 
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
-claimable at once, the delivery uncounted), so it is delivered again.
+claimable at once, the delivery uncounted), so it is delivered again. As on the threaded
+node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
+handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
+was blocked or the process paused past it, or a renewal found the claim taken over - it is
+given back unrun; and a run that completes after its lease ended is a late completion
+(logged, counted by the observer, settled fenced on its generation), not a failure.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import time
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import pymongo
 from bson.errors import BSONError
 from pymongo.errors import BulkWriteError, PyMongoError, WriteError
 
@@ -32,7 +41,9 @@ from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled
 from flowsched.clock import Clock
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
 from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.leases import HeldLeases, renew_held_steps
 from flowsched.mongo.local_writes import LocalWrites
+from flowsched.mongo.nodes import Heartbeat
 from flowsched.mongo.pacing import (
     FLUSH_INTERVAL,
     SHORT_LOOKAHEAD,
@@ -63,8 +74,14 @@ class AsyncSweeper:
         batch_size: int,
         poll_interval: timedelta,
         local_writes: LocalWrites,
+        heartbeat: Heartbeat | None = None,
+        op_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
+        """``heartbeat``: the node's advertisement, renewed by the firing task and removed by
+        :meth:`close` (within ``op_timeout``)."""
         self._claimer = claimer
+        self._heartbeat = heartbeat
+        self._op_timeout = op_timeout
         self._claims = claimer.claims
         self._store = claimer.claims.store
         self._delivery = delivery
@@ -82,6 +99,7 @@ class AsyncSweeper:
         self._renew_every = claimer.claims.lease.total_seconds() / 3
         self._local_writes = local_writes
         self._held: dict[tuple[Any, str], Claim] = {}
+        self._leases = HeldLeases(claimer.claims.lease)  # when each held claim's lease ends
         self._finished: list[Settlement] = []
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
@@ -107,11 +125,16 @@ class AsyncSweeper:
                     await clock.refresh_async(self._store.items.database.command)
                 if self._held and time.monotonic() >= next_renew:
                     next_renew = time.monotonic() + self._renew_every
-                    await self._run(self._claims.renew_steps(list(self._held), self._clock.now()))
+                    await self._run(
+                        renew_held_steps(
+                            self._claims, self._leases, list(self._held), self._clock.now()
+                        )
+                    )
                 # The last batch's outcomes are written while the next batch is claimed (two
-                # requests in flight, as the threaded sweeper pipelines its batches).
-                flushed, claimed = await asyncio.gather(
-                    self.flush(), self._claim(behind, busy), return_exceptions=True
+                # requests in flight, as the threaded sweeper pipelines its batches), and the
+                # heartbeat beside them when due (it logs its own errors).
+                flushed, claimed, _ = await asyncio.gather(
+                    self.flush(), self._claim(behind, busy), self._beat(), return_exceptions=True
                 )
                 for outcome in (flushed, claimed):
                     if isinstance(outcome, BaseException):
@@ -132,6 +155,11 @@ class AsyncSweeper:
                 await self.alarm.sleep(wait)
             finally:
                 self.sleeping_until = None
+
+    async def _beat(self) -> None:
+        if self._heartbeat is not None:
+            routes = self._claimer.core.routes()
+            await self._run(self._heartbeat.beat_when_due_steps(routes, self._clock, self._poll))
 
     async def _claim(self, behind: bool, busy: bool) -> tuple[float, bool, bool]:
         """One claim if there is room: (seconds to wait, behind, busy)."""
@@ -170,6 +198,9 @@ class AsyncSweeper:
         self._finished.extend(batch.settle)
         for claim in batch.deliver:
             self._held[(claim.item.id, claim.token)] = claim
+        if batch.lease_until is not None:
+            keys = ((claim.item.id, claim.token) for claim in batch.deliver)
+            self._leases.claimed(keys, batch.lease_until)
         for claim in batch.deliver:
             task = self.deliveries.spawn(self._deliver(claim, stamp))
             if wait:
@@ -181,11 +212,13 @@ class AsyncSweeper:
         return batch
 
     async def _deliver(self, claim: Claim, stamp: int) -> None:
-        """One delivery task: skip a stale claim, run, keep the outcome for the next write.
-        Cancelled (shutdown), the claim is given back undelivered."""
+        """One delivery task: skip a stale or lapsed claim, run, keep the outcome for the
+        next write. Cancelled (shutdown), the claim is given back undelivered."""
         try:
             async with self._running:  # at most `concurrency` handlers at once
-                if self.closing or self._local_writes.stale(stamp, claim.item):
+                skip = self.closing or self._local_writes.stale(stamp, claim.item)
+                # Blocked or paused past its lease (or lost it): another node may hold it now.
+                if skip or self._leases.lapsed(claim, self._clock.now()):
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                     return
                 try:
@@ -193,7 +226,10 @@ class AsyncSweeper:
                 except BaseException:
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                     raise
-                self._finish(Settlement.of(claim, outcome))
+                settlement = Settlement.of(claim, outcome)
+                observer = self._claimer.core.observer
+                now = self._clock.now()
+                self._finish(self._leases.finished(settlement, claim, now, observer))
         except asyncio.CancelledError:
             if (claim.item.id, claim.token) in self._held and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started
@@ -230,6 +266,7 @@ class AsyncSweeper:
             raise
         for settlement in batch:
             self._held.pop((settlement.item_id, settlement.token), None)
+        self._leases.forget((s.item_id, s.token) for s in batch)
 
     async def run_due(self) -> int:
         """Deliver every item due by the clock's now, awaiting each (virtual time); how many
@@ -245,10 +282,15 @@ class AsyncSweeper:
 
     async def close(self, timeout: float | None) -> None:
         """Wait for the deliveries in flight (cancel those still running after ``timeout``
-        seconds), then write every outcome."""
+        seconds), then write every outcome and withdraw the heartbeat."""
         self.closing = True
-        await self.deliveries.drain(timeout)
         try:
-            await self.flush()
-        except PyMongoError as exc:  # nothing lost: the claims run out and are redelivered
-            log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)
+            await self.deliveries.drain(timeout)
+            try:
+                await self.flush()
+            except PyMongoError as exc:  # nothing lost: the claims run out and are redelivered
+                log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)
+        finally:
+            if self._heartbeat is not None:  # withdrawn: the node no longer serves its routes
+                with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded in an outage
+                    await self._run(self._heartbeat.remove_steps())

@@ -218,7 +218,7 @@ class WakeUp:
             # has to land before the item's due time.
             pause = asked + MIN_GAP - time.monotonic()
             if pause > 0 and self._stop.wait(pause):
-                return
+                return False
             asked = time.monotonic()
             change = stream.try_next()
             token = stream.resume_token

@@ -27,9 +27,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
+if TYPE_CHECKING:  # imported where used: a procedure's module needs no driver to import
+    from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 
 __all__ = ["Call", "Find", "Op", "Steps", "Write", "drive", "drive_async", "write_steps"]
 
@@ -137,6 +138,8 @@ class Write:
     many: bool = False  # a delete or update of every document the filter matches
 
     def operation(self) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
+        from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
+
         if self.replacement is not None:
             return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
         if self.update is not None and self.many:

@@ -17,6 +17,9 @@ marked its start (a suspect claim), which would later count as a failed attempt;
 completion settles that generation, so the item ends completed and never moves towards the
 dead letter because of runs that succeeded. A recurring item needs no such case: its slot is
 fenced by ``applied`` and a tick's failures never lead to a dead letter.
+
+Both faces keep these rules with this code: ``MongoScheduler``'s sweeper and ``run_due``,
+``AsyncMongoScheduler``'s firing task and ``run_due`` (renewals by :func:`renew_held_steps`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,18 @@ from typing import Any
 
 from flowsched.delivery import Completed, Observer
 from flowsched.mongo.claims import Claims
+from flowsched.mongo.commands import Steps
 from flowsched.mongo.documents import truncate_ms
 from flowsched.mongo.settlement import Claim, Settlement
 
-__all__ = ["HeldLeases", "late_completion", "refused_start", "renew_held", "start_margin"]
+__all__ = [
+    "HeldLeases",
+    "late_completion",
+    "refused_start",
+    "renew_held",
+    "renew_held_steps",
+    "start_margin",
+]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -157,11 +168,19 @@ def late_completion(
 
 
 def renew_held(claims: Claims, leases: HeldLeases, held: list[Key], now: datetime) -> None:
+    """:func:`renew_held_steps`, synchronously."""
+    claims.store.run(renew_held_steps(claims, leases, held, now))
+
+
+def renew_held_steps(
+    claims: Claims, leases: HeldLeases, held: list[Key], now: datetime
+) -> Steps[None]:
     """Renew the leases of ``held`` to ``now + lease`` (database time) and track what the
     server acknowledged: when the renewal found fewer than ``held``, one more ``find`` tells
-    which were lost (taken over after a pause, replaced, cancelled)."""
+    which were lost (taken over after a pause, replaced, cancelled). A procedure (see
+    :mod:`flowsched.mongo.commands`): both faces renew by it."""
     lease_until = truncate_ms(now + claims.lease)
-    found = claims.renew(held, now)
-    kept = set(held) if found >= len(held) else claims.holding(held)
+    found = yield from claims.renew_steps(held, now)
+    kept = set(held) if found >= len(held) else (yield from claims.holding_steps(held))
     leases.renewed(kept, lease_until)
     leases.lost(key for key in held if key not in kept)

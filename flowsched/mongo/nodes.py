@@ -1,15 +1,17 @@
 """Internal: node heartbeats — which live node serves which routes (for ``timers stats``).
 
-Every started :class:`~flowsched.mongo.MongoScheduler` advertises itself in
-``<collection>_nodes``, one document per node::
+Every started :class:`~flowsched.mongo.MongoScheduler` and
+:class:`~flowsched.AsyncMongoScheduler` advertises itself in ``<collection>_nodes``, one
+document per node (:func:`heartbeat_document`, one definition for both faces)::
 
     {_id: <node id>, routes: ["h:alpha", "k:TIMER", ...], renewed_at: <date>,
      expires_at: <date>, clock_offset_ms: <server time - node time, or null: not measured>}
 
-The sweeper renews it every poll (and at once when a handler is registered); it expires like
-a lease (``expires_at``, three polls and at least :data:`MIN_TTL` ahead), so a node that died
-without closing drops out of the "live" list by itself (a TTL index removes its document
-later). ``close()`` removes it. Nothing here decides delivery: claims never read this
+The sweeper (the async node's firing task) renews it every poll (and at once when a handler
+is subscribed or registered); it expires like a lease (``expires_at``, three polls and at
+least :data:`MIN_TTL` ahead), so a node that died without closing drops out of the "live"
+list by itself (a TTL index removes its document later). ``close()`` (``aclose()``) removes
+it. Nothing here decides delivery: claims never read this
 collection, it only tells operators which routes no live node serves.
 """
 
@@ -22,14 +24,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock
+from flowsched.mongo.commands import Call, Steps, drive
 from flowsched.mongo.documents import bson_utc_or_none, truncate_ms
 from flowsched.mongo.server_clock import ServerClock
 
-__all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "live_nodes", "node_ttl"]
+__all__ = ["MIN_TTL", "Heartbeat", "NodeInfo", "heartbeat_document", "live_nodes", "node_ttl"]
 
 log = logging.getLogger("flowsched.mongo")
 
 _MS = timedelta(milliseconds=1)
+_TTL = {"expireAfterSeconds": 0}
 
 MIN_TTL = timedelta(seconds=5)
 """The shortest time a heartbeat is trusted for, whatever the poll interval."""
@@ -53,7 +57,13 @@ class NodeInfo:
 
 
 class Heartbeat:
-    """One node's advertisement in ``nodes`` (a collection), renewed with :meth:`beat`."""
+    """One node's advertisement in ``nodes`` (a collection), renewed with :meth:`beat`.
+
+    Written once for both faces: each operation is a procedure (:mod:`flowsched.mongo.commands`:
+    ``*_steps``, naming the ``nodes`` collection by role) that ``MongoScheduler`` runs with
+    :meth:`beat_when_due`/:meth:`beat`/:meth:`remove` (plain pymongo calls) and
+    ``AsyncMongoScheduler`` awaits with :func:`~flowsched.mongo.commands.drive_async` on its
+    store."""
 
     def __init__(self, nodes: Any, node_id: str, ttl: timedelta) -> None:
         self.nodes = nodes
@@ -62,16 +72,25 @@ class Heartbeat:
         self._advertised: frozenset[str] | None = None
         self._indexed = False
         self._failing = False
+        self._tried = False  # a beat was sent (it may have been written, even if it failed)
         self._next_beat = 0.0  # monotonic seconds
 
+    def collection(self, role: str) -> Any:
+        """The collection of every operation here (``nodes``): the sync driver's view."""
+        return self.nodes
+
     def beat_when_due(self, routes: frozenset[str], clock: Clock, poll: float) -> None:
-        """:meth:`beat` if the routes changed or a beat is due: every ``poll`` seconds, and
-        at least three times per ``ttl``."""
+        """:meth:`beat_when_due_steps`, synchronously."""
+        drive(self.beat_when_due_steps(routes, clock, poll), self)
+
+    def beat_when_due_steps(self, routes: frozenset[str], clock: Clock, poll: float) -> Steps[None]:
+        """:meth:`beat_steps` if the routes changed or a beat is due: every ``poll`` seconds,
+        and at least three times per ``ttl`` (no round trip otherwise)."""
         now = clock.monotonic()
         if now < self._next_beat and not self.changed(routes):
             return
         offset = clock.offset if isinstance(clock, ServerClock) and clock.measured else None
-        self.beat(routes, clock.now(), offset)
+        yield from self.beat_steps(routes, clock.now(), offset)
         self._next_beat = now + min(poll, self.ttl.total_seconds() / 3)
 
     def changed(self, routes: frozenset[str]) -> bool:
@@ -79,24 +98,26 @@ class Heartbeat:
         return routes != self._advertised
 
     def beat(self, routes: frozenset[str], now: datetime, offset: timedelta | None = None) -> None:
-        """Advertise ``routes`` until ``now + ttl`` (one upsert), with the node's clock
-        ``offset`` (see :class:`~flowsched.mongo.server_clock.ServerClock`). Errors are
-        logged, never raised: a missing heartbeat only makes ``timers stats`` report the
-        routes unserved."""
+        """:meth:`beat_steps`, synchronously."""
+        drive(self.beat_steps(routes, now, offset), self)
+
+    def beat_steps(
+        self, routes: frozenset[str], now: datetime, offset: timedelta | None = None
+    ) -> Steps[None]:
+        """Advertise ``routes`` until ``now + ttl`` (one upsert, after the TTL index the
+        first time), with the node's clock ``offset`` (see
+        :class:`~flowsched.mongo.server_clock.ServerClock`). Errors are logged, never
+        raised: a missing heartbeat only makes ``timers stats`` report the routes unserved."""
+        self._tried = True
         try:
             if not self._indexed:
                 # Dead nodes' documents go away by themselves (MongoDB's TTL monitor).
-                self.nodes.create_index(
-                    [("expires_at", 1)], name="expires_at", expireAfterSeconds=0
-                )
+                index = ([("expires_at", 1)],)
+                yield Call("nodes", "create_index", index, {"name": "expires_at", **_TTL})
                 self._indexed = True
-            document = {
-                "routes": sorted(routes),
-                "renewed_at": truncate_ms(now),
-                "expires_at": truncate_ms(now + self.ttl),
-                "clock_offset_ms": None if offset is None else round(offset / _MS, 1),
-            }
-            self.nodes.update_one({"_id": self.node_id}, {"$set": document}, upsert=True)
+            document = heartbeat_document(routes, now, self.ttl, offset)
+            change = ({"_id": self.node_id}, {"$set": document})
+            yield Call("nodes", "update_one", change, {"upsert": True})
         except Exception as exc:
             if not self._failing:
                 log.warning("node %s: could not write its heartbeat: %s", self.node_id, exc)
@@ -106,11 +127,30 @@ class Heartbeat:
         self._advertised = routes
 
     def remove(self) -> None:
-        """Withdraw the advertisement (on close); errors are logged."""
+        """:meth:`remove_steps`, synchronously."""
+        drive(self.remove_steps(), self)
+
+    def remove_steps(self) -> Steps[None]:
+        """Withdraw the advertisement (on close; no round trip if none was ever sent);
+        errors are logged."""
+        if not self._tried:
+            return
         try:
-            self.nodes.delete_one({"_id": self.node_id})
+            yield Call("nodes", "delete_one", ({"_id": self.node_id},))
         except Exception as exc:
             log.warning("node %s: could not remove its heartbeat: %s", self.node_id, exc)
+
+
+def heartbeat_document(
+    routes: frozenset[str], now: datetime, ttl: timedelta, offset: timedelta | None
+) -> dict[str, Any]:
+    """The fields one heartbeat sets (the node's ``_id`` aside)."""
+    return {
+        "routes": sorted(routes),
+        "renewed_at": truncate_ms(now),
+        "expires_at": truncate_ms(now + ttl),
+        "clock_offset_ms": None if offset is None else round(offset / _MS, 1),
+    }
 
 
 def live_nodes(nodes: Any, now: datetime) -> list[NodeInfo]:

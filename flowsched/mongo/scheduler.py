@@ -71,9 +71,8 @@ class MongoScheduler(SchedulerPort):
     Routing: a node claims only the items it can run - those addressed to a handler name it
     has registered, and those of a kind it has subscribed to (one index range per route,
     see :mod:`flowsched.mongo.claims`). Other items stay scheduled for the nodes that serve
-    them. A started node advertises the routes it serves in ``<name>_nodes`` (a heartbeat
-    renewed every poll, expiring after three polls; removed by ``close``), which
-    ``flowsched timers stats`` reads to flag items no live node serves.
+    them. A started node advertises its routes in ``<name>_nodes`` (a heartbeat renewed every
+    poll, expiring after three; removed by ``close``): ``flowsched timers stats`` reads it.
 
     * ``poll_interval``: how often each node looks for due items (it bounds lateness); a node
       also sweeps sooner for an item it schedules itself that is due before the next poll.
@@ -276,8 +275,8 @@ class MongoScheduler(SchedulerPort):
     def ping(self) -> None:
         """Reach the server once: :class:`SchedulerUnavailable` within ``op_timeout`` if it
         cannot be reached (a scheduler is built without a round trip: fail at start-up)."""
-        database = self._store.items.database
-        within(self._op_timeout, "ping", lambda: database.command("ping"), self._store.items)
+        ping = lambda: self._store.run(self._store.ping_steps())  # noqa: E731
+        within(self._op_timeout, "ping", ping, self._store.items)
 
     def get(self, item_id: str) -> ScheduleItem | None:
         """The item as stored now (``due`` moves on redelivery), or ``None``.

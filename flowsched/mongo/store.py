@@ -135,6 +135,8 @@ class TimerStore:
         self.served: tuple[int, ...] = tuple(range(buckets) if served is None else served)
         """The buckets this node claims from (all, unless told otherwise)."""
         database: Any = collection.database
+        self.database: Any = database
+        """The items' database (operations on it name the role ``database``)."""
         # pymongo's bulk_write (mongomock 4.3 cannot take pymongo 4.9+ bulk operations).
         self.bulk = isinstance(collection, Collection | AsyncCollection)
         self.dead = database[f"{collection.name}_dead"]
@@ -309,6 +311,10 @@ class TimerStore:
         return self.run(self.put_quarantined_steps(records, markers=markers))
 
     # -- the procedures --------------------------------------------------------------------
+
+    def ping_steps(self) -> Steps[None]:
+        """Reach the server once (the ``ping`` command), whatever the collections hold."""
+        yield Call("database", "command", ("ping",))
 
     def put_steps(self, document: Doc) -> Steps[None]:
         """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""

@@ -8,31 +8,26 @@ Every node runs one; there is no leader. Each turn of the loop:
 3. renews the node's heartbeat (every poll, and at once when its routes change: see
    :mod:`flowsched.mongo.nodes`);
 4. when the poll is due and at least half the batch is free, claims a batch and hands it to
-   the worker pool (after a full claim, up to all the room left in PIPELINE batches).
-   The poll is due every ``poll_interval``; at once after a full batch;
-   sooner when this node schedules an item due before the next poll; and at the due time of
-   the next item the claim query saw coming within the poll interval (it looks one poll
-   ahead, same round trip; not sooner than 50 ms, so that items due close together share a
-   claim), so items fire within about 50 ms, not a whole poll.
+   the worker pool (after a full claim, up to all the room left in PIPELINE batches). The poll
+   is due every ``poll_interval``; at once after a full batch; sooner when this node schedules
+   an item due before the next poll; and at the due time of the next item the claim query saw
+   coming within the poll interval (it looks one poll ahead, same round trip; not sooner than
+   50 ms, so that items due close together share a claim): items fire within about 50 ms.
 
-No handler starts on a claim whose lease has (nearly) ended by the database's clock - the
-node was paused or starved past it, and another node may hold the item now: it is given back,
-fenced, unrun; a run that completes after its lease is a late completion, not a failure (see
-:mod:`flowsched.mongo.leases`).
+No handler starts on a claim whose lease has (nearly) ended by the database's clock (the node
+was paused past it; another node may hold the item): it is given back, fenced, unrun; a run
+completed after its lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
 
-A fresh claim's handler starts at once, unmarked: its failure is counted when its outcome is
-written, and if the node dies first its claim comes back at the lease's end with no attempt
-counted and no backoff. A *suspect* claim (:attr:`Claim.suspect`: the document still carried
-an earlier claim that was never settled) does not start until its start is marked in the
-collection (``deliveries`` = attempt + 1, :meth:`Claims.settle` ``starts``): a worker about
-to run one asks, the loop writes every mark asked for in the bulk write of the outcomes it
-is writing anyway, then those handlers start. A handler that kills its node thus runs at
-most twice per counted attempt (fresh, then suspect and marked; the next claim counts it).
+A fresh claim's handler starts at once, unmarked. A *suspect* claim (:attr:`Claim.suspect`:
+an earlier claim was never settled) starts only once its start is marked in the collection:
+a worker about to run one asks, the loop writes every mark asked for with the outcomes it is
+writing anyway, then those handlers start (see :mod:`flowsched.mongo.claims`). A handler that
+kills its node thus runs at most twice per counted attempt.
 
 Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
-unwritten outcomes for the next turn (every write is fenced, so repeating one is harmless).
-An outcome the server refuses for good, or that cannot be encoded, is dropped on its own
-(the others are written): its claim runs out and the item is delivered again.
+unwritten outcomes for the next turn (every write is fenced: repeating one is harmless). An
+outcome the server refuses for good, or that cannot be encoded, is dropped on its own (the
+others are written): its claim runs out and the item is delivered again.
 """
 
 from __future__ import annotations
@@ -139,13 +134,10 @@ class Sweeper:
         self._thread.start()
 
     def sweeping(self) -> bool:
-        """Whether the node is claiming back to back: its last claim found due items and
-        the next is at most :data:`SHORT_LOOKAHEAD` away. Its change stream is not read
-        meanwhile (see :mod:`flowsched.mongo.change_stream`)."""
-        if self._behind:
-            return True
+        """Claiming back to back (the last claim found due items, the next is at most
+        SHORT_LOOKAHEAD away): the change stream is left unread (see ``change_stream``)."""
         soon = self._next_poll - self._clock.monotonic() <= SHORT_LOOKAHEAD.total_seconds()
-        return self._busy and soon
+        return self._behind or (self._busy and soon)
 
     def poke(self, due: datetime | None = None) -> None:
         """Sweep at ``due`` (or now) if that is before the next planned poll.

@@ -1,0 +1,226 @@
+"""``AsyncMongoScheduler`` keeps the lease rules of the threaded node (the same
+:class:`flowsched.mongo.leases.HeldLeases`): no handler starts on a claim whose lease has
+ended (the loop was blocked past it, or a renewal found the claim taken from it), and a run
+that completes after its lease ended is a late completion - logged, counted, settled on its
+generation - never a failure. In virtual time (``advance_async``) and in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pymongo")
+mongomock = pytest.importorskip("mongomock")
+
+from flowsched import (  # noqa: E402
+    AsyncMongoScheduler,
+    ManualClock,
+    MongoScheduler,
+    ScheduleItem,
+    ScheduleKind,
+)
+from flowsched.observe import MetricsObserver  # noqa: E402
+
+pytestmark = pytest.mark.asyncio
+
+TIMER = ScheduleKind.TIMER
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=10)
+
+
+@pytest.fixture
+def collection() -> Any:
+    return mongomock.MongoClient(tz_aware=True)["flowsched"][f"timers_{uuid.uuid4().hex[:6]}"]
+
+
+async def until(condition: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return bool(condition())
+
+
+async def test_run_due_gives_back_a_claim_whose_lease_ended_before_its_turn_and_runs_it_later(
+    collection: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock(START)
+    metrics = MetricsObserver()
+    scheduler = AsyncMongoScheduler(
+        collection, node_id="a", clock=clock, lease=LEASE, observer=metrics
+    )
+    ran: list[tuple[str, datetime]] = []
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, clock.now()))
+        if item.id == "a-slow":
+            await clock.advance_async(3 * LEASE)  # this run outlives its lease (and b's)
+
+    scheduler.subscribe(TIMER, handler)
+    for item_id in ("a-slow", "b-next"):
+        await scheduler.schedule(ScheduleItem(item_id, TIMER, START))
+    async with scheduler:
+        with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+            await clock.advance_async(timedelta(seconds=1))
+
+        # b-next was claimed with a-slow; its lease ended while a-slow ran: given back, not
+        # run on a lapsed claim, then claimed afresh and run once.
+        assert ran == [("a-slow", START), ("b-next", START + 3 * LEASE)]
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("'b-next' lapsed before its handler started" in m for m in messages)
+        assert any("'a-slow' completed 20.0s after its lease ended" in m for m in messages)
+        snapshot = metrics.snapshot()
+        assert (snapshot.late_completions, snapshot.completed, snapshot.failed) == (1, 2, 0)
+        assert not await scheduler.exists("a-slow") and not await scheduler.exists("b-next")
+
+
+async def test_a_loop_blocked_past_the_lease_starts_none_of_the_claims_it_waited_with(
+    collection: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One handler at a time; the first blocks the event loop (a CPU-bound or blocking call in
+    # an ``async def``) past the 1 s lease, so nothing renews the second claim meanwhile.
+    metrics = MetricsObserver()
+    ran: list[tuple[str, int]] = []
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, attempt))
+        if item.id == "a-blocks":
+            time.sleep(1.5)
+
+    node = AsyncMongoScheduler(
+        collection,
+        node_id="a",
+        poll_interval=timedelta(milliseconds=50),
+        lease=timedelta(seconds=1),
+        concurrency=1,
+        observer=metrics,
+    )
+    node.subscribe(TIMER, handler)
+    for item_id in ("a-blocks", "b-waits"):
+        await node.schedule(ScheduleItem(item_id, TIMER, node.now()))
+    with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+        async with node:
+            assert await until(lambda: collection.count_documents({}) == 0)
+
+    assert ran == [("a-blocks", 0), ("b-waits", 0)]  # b on a fresh claim, its attempt uncounted
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("'b-waits' lapsed before its handler started" in m for m in messages)
+    assert any("'a-blocks' completed" in m and "after its lease ended" in m for m in messages)
+    snapshot = metrics.snapshot()
+    assert (snapshot.late_completions, snapshot.completed, snapshot.failed) == (1, 2, 0)
+
+
+async def test_a_claim_a_renewal_found_taken_over_is_given_back_unrun(collection: Any) -> None:
+    # b-queued waits for the one handler slot; meanwhile another node replaces it (a new
+    # generation, no claim): the next renewal misses it, so its old claim never runs.
+    release = asyncio.Event()
+    ran: list[tuple[str, int | None]] = []
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, item.generation))
+        if item.id == "a-running":
+            await release.wait()
+
+    node = AsyncMongoScheduler(
+        collection,
+        node_id="a",
+        poll_interval=timedelta(milliseconds=50),
+        lease=timedelta(seconds=1.5),  # renewed every 0.5 s
+        concurrency=1,
+    )
+    node.subscribe(TIMER, handler)
+    other = MongoScheduler(collection, node_id="other", clock=ManualClock(START))
+    async with node:
+        for item_id in ("a-running", "b-queued"):
+            await node.schedule(ScheduleItem(item_id, TIMER, node.now()))
+        assert await until(lambda: [i for i, _ in ran] == ["a-running"])
+        assert await until(lambda: collection.count_documents({"claim.owner": "a"}) == 2)
+        replaced = other.schedule(ScheduleItem("b-queued", TIMER, node.now()))
+        await asyncio.sleep(1.0)  # at least one renewal: it finds b-queued's claim gone
+        release.set()
+        assert await until(lambda: collection.count_documents({}) == 0)
+
+    assert ran[0][0] == "a-running"
+    assert ran[1:] == [("b-queued", replaced.generation)]  # the replacement only, once
+
+
+async def test_a_run_that_completes_after_losing_its_claim_is_counted_late_and_spares_the_new(
+    collection: Any,
+) -> None:
+    metrics = MetricsObserver()
+    release = asyncio.Event()
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        await release.wait()
+
+    node = AsyncMongoScheduler(
+        collection,
+        node_id="a",
+        poll_interval=timedelta(milliseconds=50),
+        lease=timedelta(seconds=1.5),
+        observer=metrics,
+    )
+    node.subscribe(TIMER, handler)
+    other = MongoScheduler(collection, node_id="other", clock=ManualClock(START))
+    async with node:
+        await node.schedule(ScheduleItem("x", TIMER, node.now()))
+        assert await until(lambda: collection.count_documents({"claim.owner": "a"}) == 1)
+        later = node.now() + timedelta(hours=1)
+        replacement = other.schedule(ScheduleItem("x", TIMER, later))
+        await asyncio.sleep(1.0)  # a renewal finds the claim gone: its lease ends there
+        release.set()
+        assert await until(lambda: metrics.snapshot().completed == 1)
+
+    assert metrics.snapshot().late_completions == 1
+    assert other.get("x") == replacement  # the late completion settled only its generation
+
+
+# -- the wire server: the blocked loop through pymongo's AsyncMongoClient ---------------------
+
+
+@pytest.mark.wire
+async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_claim_afresh(
+    mongo_uri: str, mongo_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pymongo import AsyncMongoClient
+
+    client: Any = AsyncMongoClient(mongo_uri, tz_aware=True)
+    metrics = MetricsObserver()
+    ran: list[tuple[str, int]] = []
+
+    async def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, attempt))
+        if item.id == "a-blocks":
+            time.sleep(3.0)  # blocks the loop past the 2 s lease: nothing renews meanwhile
+
+    node = AsyncMongoScheduler(
+        client[mongo_db.name]["timers"],
+        node_id="a",
+        poll_interval=timedelta(milliseconds=100),
+        lease=timedelta(seconds=2),
+        concurrency=1,
+        observer=metrics,
+    )
+    node.subscribe(TIMER, handler)
+    try:
+        for item_id in ("a-blocks", "b-waits"):
+            await node.schedule(ScheduleItem(item_id, TIMER, node.now()))
+        with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+            async with node:
+                assert await until(lambda: metrics.snapshot().completed == 2, 30)
+    finally:
+        await client.close()
+
+    assert ran == [("a-blocks", 0), ("b-waits", 0)]
+    assert any(
+        "'b-waits' lapsed before its handler started" in r.getMessage() for r in caplog.records
+    )
+    assert metrics.snapshot().late_completions == 1
+    assert mongo_db["timers"].count_documents({}) == 0
