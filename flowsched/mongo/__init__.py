@@ -23,6 +23,7 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``async_scheduler`` - ``AsyncMongoScheduler``: the port's calls as coroutines;
   ``async_sweeper`` its firing task, ``async_wakeup`` its change stream.
 * ``claims`` - claiming due documents under a lease, renewing, settling (``Claims``).
+* ``candidates`` - the claim query: which documents a claim reads, and where it stops.
 * ``claimed_batch`` - sorts a claimed batch into deliveries, settlements and quarantine;
   ``run_due``'s delivery on the calling thread.
 * ``settlement`` - a claim's outcome (``Settlement``) and the fenced writes it becomes.

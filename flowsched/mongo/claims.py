@@ -6,7 +6,8 @@ it serves, then one round trip), three when the claim lost some candidates:
 1. ``find`` the ids of up to ``limit`` claimable documents of the routes it serves, oldest
    ``ready_at`` first: one ``find`` per route, ``{route: r, ready_at: {$lte: horizon}}``
    sorted by ``ready_at`` (index ``route, ready_at``: one index range each, so documents of
-   routes this node does not serve are never examined), merged in due order. A node never
+   routes this node does not serve are never examined), merged in due order; just after a
+   full batch it stops short of the horizon (:mod:`flowsched.mongo.candidates`). A node never
    claims a document it cannot run (no claim-then-release). Each document found is checked
    before it is claimed or counted (:func:`flowsched.mongo.quarantine.claim_problem`): one that
    cannot be claimed is quarantined, unclaimed, and never holds up the others;
@@ -60,20 +61,18 @@ offset from the server), so ``due`` and ``lease_until`` are judged on one clock 
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import bson
-from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import DeadLettered
+from flowsched.mongo.candidates import CandidateQuery
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc,
@@ -116,13 +115,6 @@ class Claimed:
     """When the leases of ``documents`` end (database time)."""
 
 
-def _ready_key(doc: Doc) -> datetime:
-    """``ready_at`` to merge by; one that is not a date (a poison document) sorts first, so
-    it is met - and quarantined - rather than skipped."""
-    ready = doc.get("ready_at")
-    return bson_utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
-
-
 def _same_instant(stored: object, slot: datetime) -> bool:
     return isinstance(stored, datetime) and bson_utc(stored) == truncate_ms(slot)
 
@@ -141,6 +133,7 @@ class Claims:
         # (id, token) of dead settlements whose item removal was tried, until their settle
         # call completes: see _dead_letter.
         self._tried: set[tuple[Any, str]] = set()
+        self.candidates = CandidateQuery(store)
 
     def claim(
         self,
@@ -169,7 +162,7 @@ class Claims:
         wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
-        found = yield from self._candidates(wanted, now + lookahead, limit)
+        found = yield from self.candidates.steps(wanted, now + lookahead, limit)
         due, next_ready, quarantined = yield from self._usable(found, now)
         ids = [doc["_id"] for doc in due]
         if not ids:
@@ -196,20 +189,6 @@ class Claims:
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         return Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
-
-    def _candidates(self, routes: Sequence[str], horizon: datetime, limit: int) -> Steps[list[Doc]]:
-        """The first ``limit`` documents of ``routes`` ready by ``horizon``, oldest first: one
-        index range per route and bucket, merged (one of each with the default one bucket).
-        Whole documents: when the claim wins them all, they are what it delivers."""
-        ranges: list[list[Doc]] = []
-        for route in routes:
-            for bucket in self.store.served:
-                query = {"route": route, "bucket": bucket, "ready_at": {"$lte": horizon}}
-                ranges.append((yield Find("items", query, sort=_BY_READY, limit=limit)))
-        if len(ranges) == 1:
-            return ranges[0]
-        merged = heapq.merge(*ranges, key=_ready_key)
-        return list(itertools.islice(merged, limit))
 
     def _usable(
         self, found: Sequence[Doc], now: datetime
@@ -433,6 +412,3 @@ class Claims:
                 yield from self.store.remove_dead_letter_steps(
                     settlement.item_id, settlement.generation
                 )
-
-
-_BY_READY = (("ready_at", ASCENDING),)
