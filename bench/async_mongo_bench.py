@@ -13,6 +13,10 @@ contenders take turns (rotated each run) and the figures are medians of RUNS run
   them with one conditional ``update_many``, and delete them (no handler, no settlement
   rules, no renewals);
 * ``aps3``: APScheduler 3's ``MongoDBJobStore`` (``BackgroundScheduler``, 8 threads);
+* loop health (each run, not a contender): ``AsyncMongoScheduler`` with HEALTH_PENDING
+  (10,000) timers pending and FIRE firing within 1 s, while a 1 ms ticker records its worst
+  gap and an ``asyncio.sleep(0.01)`` ticker its delays (the tickers alone first, as the
+  machine's floor); targets: worst gap <= 10 ms, p99 delay <= 10 ms;
 * ``aps4``: APScheduler 4.0.0a6's ``AsyncScheduler`` on ``MongoDBDataStore``
   (bench/apscheduler4_mongo_peer.py, in bench/.venv-apscheduler4), stopped after
   APS4_LIMIT seconds if it has not fired everything by then (its rate is then over what it
@@ -46,8 +50,10 @@ HERE = Path(__file__).resolve().parent
 RUNS = int(os.environ.get("FLOWSCHED_BENCH_RUNS", 3))
 FIRE = int(os.environ.get("FLOWSCHED_BENCH_FIRE", 2000))
 BACKGROUND = int(os.environ.get("FLOWSCHED_BENCH_BACKGROUND", 1000))
+HEALTH_PENDING = int(os.environ.get("FLOWSCHED_BENCH_HEALTH_PENDING", 10_000))
 BATCH = 100
 CONTENDERS = ("async", "sync", "floor", "aps3", "aps4")
+HEALTH = "health"  # not a contender: the loop's health under AsyncMongoScheduler
 APS4_PYTHON = HERE / ".venv-apscheduler4" / "bin" / "python"
 RESULTS = HERE / "results" / "async_mongo.json"
 APS4_LIMIT = os.environ.get("FLOWSCHED_BENCH_APS4_LIMIT", "120")
@@ -132,6 +138,76 @@ async def run_async(uri: str) -> dict[str, Any]:
         await client.close()
 
 
+async def run_health(uri: str) -> dict[str, Any]:
+    """The event loop's health under AsyncMongoScheduler: HEALTH_PENDING timers pending (an
+    hour ahead) and FIRE firing within 1 s (``async def`` handler), while a 1 ms ticker
+    records its worst gap and an ``asyncio.sleep(0.01)`` ticker its delays; the same two
+    tickers alone for 2 s first, in the same process, as the machine's floor."""
+    gaps: list[float] = []
+    delays: list[float] = []
+    measuring = True
+
+    async def ticker(period: float, into: list[float]) -> None:
+        while measuring:
+            began = time.perf_counter()
+            await asyncio.sleep(period)
+            into.append(time.perf_counter() - began - period)
+
+    tickers = [asyncio.create_task(ticker(0.001, gaps)), asyncio.create_task(ticker(0.01, delays))]
+    await asyncio.sleep(2.0)
+    floor_gap, floor_delay = max(gaps) * 1e3, mb.percentile(delays, 0.99) * 1e3
+    measuring = False
+    await asyncio.gather(*tickers)
+    gaps.clear()
+    delays.clear()
+    client: Any = AsyncMongoClient(uri, tz_aware=True)
+    name = f"fs_bench_{uuid.uuid4().hex[:8]}"
+    collection = client[name]["timers"]
+    try:
+        node = AsyncMongoScheduler(collection, batch_size=BATCH)
+        for start in range(0, HEALTH_PENDING, 100):
+            stop = min(start + 100, HEALTH_PENDING)
+            await asyncio.gather(
+                *(node.schedule(ScheduleItem(f"p-{n}", TIMER, later())) for n in range(start, stop))
+            )
+        fired = 0
+
+        async def record(item: ScheduleItem, attempt: int) -> None:
+            nonlocal fired
+            fired += 1
+
+        node.subscribe(TIMER, record)
+        first = datetime.now(UTC) + timedelta(seconds=FIRE / 500 + 1)
+        for n in range(FIRE):
+            due = first + timedelta(seconds=n / FIRE)
+            await node.schedule(ScheduleItem(f"fire-{n}", TIMER, due))
+        overrun(first)
+        measuring = True
+        tickers = [
+            asyncio.create_task(ticker(0.001, gaps)),
+            asyncio.create_task(ticker(0.01, delays)),
+        ]
+        async with node:
+            deadline = time.monotonic() + 300
+            while fired < FIRE and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+        measuring = False
+        await asyncio.gather(*tickers)
+    finally:
+        await client.drop_database(name)
+        await client.close()
+    return {
+        "pending": HEALTH_PENDING,
+        "firing": FIRE,
+        "fired": fired,
+        "worst_1ms_gap_ms": round(max(gaps) * 1e3, 2),
+        "p99_10ms_delay_ms": round(mb.percentile(delays, 0.99) * 1e3, 2),
+        "floor_worst_1ms_gap_ms": round(floor_gap, 2),
+        "floor_p99_10ms_delay_ms": round(floor_delay, 2),
+    }
+
+
 def run_floor(uri: str) -> dict[str, Any]:
     commands = mb.Commands()
     with mb.database(uri, commands) as db:
@@ -201,6 +277,8 @@ def run_aps3(uri: str) -> dict[str, Any]:
 def child(contender: str, uri: str) -> dict[str, Any]:
     if contender == "async":
         return asyncio.run(run_async(uri))
+    if contender == "health":
+        return asyncio.run(run_health(uri))
     return {"sync": run_sync, "floor": run_floor, "aps3": run_aps3}[contender](uri)
 
 
@@ -226,15 +304,19 @@ def main() -> int:
         sys.exit("set FLOWSCHED_MONGO_URI (make bench starts the wire server)")
     contenders = [c for c in CONTENDERS if c != "aps4" or APS4_PYTHON.exists()]
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+    health: list[dict[str, Any]] = []
     for run in range(RUNS):
         order = contenders[run % len(contenders) :] + contenders[: run % len(contenders)]
         for contender in order:
             runs[contender].append(one_run(contender, uri))
             print(f"  run {run} {contender}: {runs[contender][-1]}", file=sys.stderr)
+        health.append(one_run(HEALTH, uri))
+        print(f"  run {run} loop health: {health[-1]}", file=sys.stderr)
     medians = {
         c: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "finished"}
         for c, rs in runs.items()
     }
+    loop = {k: statistics.median(r[k] for r in health) for k in health[0]}
     rate = {c: m["fired_per_s"] for c, m in medians.items()}
     ratios = {
         "async_vs_aps4": rate["async"] / rate["aps4"] if "aps4" in rate else None,
@@ -250,6 +332,8 @@ def main() -> int:
         "sync >= 0.8x floor": ratios["sync_vs_floor"] >= 0.8,
         "async >= 1.0x APScheduler 3": ratios["async_vs_aps3"] >= 1.0,
         "sync >= 1.0x APScheduler 3": ratios["sync_vs_aps3"] >= 1.0,
+        "async loop: worst 1 ms-ticker gap <= 10 ms": loop["worst_1ms_gap_ms"] <= 10,
+        "async loop: p99 delay of a 10 ms ticker <= 10 ms": loop["p99_10ms_delay_ms"] <= 10,
     }
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -258,6 +342,7 @@ def main() -> int:
         "runs": RUNS,
         "medians": medians,
         "ratios": {k: None if v is None else round(v, 2) for k, v in ratios.items()},
+        "loop_health": {"medians": loop, "runs": health},
         "targets": targets,
         "every_run": runs,
     }
@@ -272,6 +357,12 @@ def main() -> int:
         )
     for name, value in results["ratios"].items():
         print(f"  {name:<16} {value}")
+    print(
+        f"  loop health ({HEALTH_PENDING:,} pending, {FIRE:,} firing): worst 1 ms-ticker gap "
+        f"{loop['worst_1ms_gap_ms']:.2f} ms, p99 10 ms-ticker delay "
+        f"{loop['p99_10ms_delay_ms']:.2f} ms (tickers alone: "
+        f"{loop['floor_worst_1ms_gap_ms']:.2f} ms, {loop['floor_p99_10ms_delay_ms']:.2f} ms)"
+    )
     for name, met in targets.items():
         print(f"  [{'met' if met else 'NOT met'}] {name}")
     return 0
