@@ -40,7 +40,7 @@ async def follow_changes(
 ) -> None:
     """Watch ``collection`` until cancelled, calling ``ring()`` for every wanted change.
 
-    While ``paused()`` (the node's claims keep finding due items) the stream is left unread,
+    While ``paused()`` (the node works through a backlog) the stream is left unread,
     and then opened again from now with ``ring()`` at once, as the threaded
     :class:`~flowsched.mongo.change_stream.WakeUp` does (its module says why)."""
     watch = getattr(type(collection), "watch", None)

@@ -43,11 +43,12 @@ def ready_key(doc: Doc) -> datetime:
 
 def reach_after(found: Sequence[Doc], limit: int) -> datetime | None:
     """Where the next claim query may stop after the batch ``found``: past its last
-    ``ready_at`` by twice its span; ``None`` (read to the horizon) unless the batch was full."""
+    ``ready_at`` by twice its span; ``None`` (read to the horizon) unless the batch was full
+    and spread over time (a batch due at one instant tells no pace)."""
     if len(found) < limit or limit < 2:
         return None
     first, last = ready_key(found[0]), ready_key(found[-1])
-    return last + 2 * (last - first)
+    return last + 2 * (last - first) if last > first else None
 
 
 class CandidateQuery:

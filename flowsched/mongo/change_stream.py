@@ -13,13 +13,13 @@ the server) and calls ``poke(ready_at)``; the sweeper ignores a poke that is not
 its next planned sweep. It costs nothing when nothing is written: one awaiting ``getMore``
 per ``max_await`` that the server parks until a write arrives.
 
-While the node's claims keep finding due items (``paused()``: the sweeper is claiming back to
-back and looks at the collection again within a short lookahead anyway), the stream is left
-unread. Reading it then is not free: each ``getMore`` has the server filter every write of
-the burst, the node's own claims and settlements included - on the wire server, with 2,000
-timers due within 1 s, about a fifth of the server's work and half the node's round trips.
-When the node turns idle, the stream is opened again *from now* (the burst's writes are of no
-interest) and a sweep is poked at once, which finds whatever another node wrote meanwhile.
+While the node works through a backlog (``paused()``: its last claim came back full, so the
+next claim goes at once and no poke could make it sooner), the stream is left unread. Reading
+it then is not free: each ``getMore`` has the server filter every write of the burst, the
+node's own claims and settlements included - on the wire server, with 2,000 timers due within
+1 s, about a fifth of the server's work and half the node's round trips. When the backlog is
+gone, the stream is opened again *from now* (the burst's writes are of no interest) and a
+sweep is poked at once, which finds whatever another node wrote meanwhile.
 
 Failure is never fatal, and never silent more than once:
 

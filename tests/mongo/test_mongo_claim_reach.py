@@ -95,3 +95,4 @@ def test_the_reach_is_only_set_by_a_full_batch():
     assert reach_after([doc(0), doc(5)], 3) is None
     assert reach_after([doc(0), doc(5), doc(10)], 3) == doc(30)["ready_at"]
     assert reach_after([doc(4)], 1) is None  # one item has no span to go by
+    assert reach_after([doc(4), doc(4)], 2) is None  # nor a batch due at one instant
