@@ -44,7 +44,12 @@ from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.leases import HeldLeases, renew_held_steps
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat
-from flowsched.mongo.pacing import FLUSH_INTERVAL, claim_lookahead, wait_after_claim
+from flowsched.mongo.pacing import (
+    FLUSH_INTERVAL,
+    SHORT_LOOKAHEAD,
+    claim_lookahead,
+    wait_after_claim,
+)
 from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
@@ -100,8 +105,9 @@ class AsyncSweeper:
         """When the firing task wakes next (``None``: it is not sleeping)."""
         self.closing = False
         self.sweeping = False
-        """Whether the node works through a backlog (its last claim came back full): the
-        change stream is not read meanwhile (see :mod:`flowsched.mongo.change_stream`)."""
+        """Whether the node claims back to back: the last claim found due items and the
+        next is at most SHORT_LOOKAHEAD away (the change stream is not read meanwhile: see
+        :mod:`flowsched.mongo.change_stream`)."""
 
     async def _run(self, steps: Steps[T]) -> T:
         return await drive_async(steps, self._store)
@@ -135,7 +141,7 @@ class AsyncSweeper:
                         raise outcome
                 assert not isinstance(claimed, BaseException)
                 wait, behind, busy = claimed
-                self.sweeping = behind
+                self.sweeping = behind or (busy and wait <= SHORT_LOOKAHEAD.total_seconds())
                 backoff = OutageBackoff()
             except asyncio.CancelledError:
                 raise

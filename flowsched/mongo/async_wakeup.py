@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pymongo.errors import OperationFailure, PyMongoError
 
-from flowsched.mongo.change_stream import _UNSUPPORTED, MAX_AWAIT, MIN_GAP, PIPELINE, Wanted
+from flowsched.mongo.change_stream import (
+    _UNSUPPORTED,
+    MAX_AWAIT,
+    MIN_GAP,
+    PIPELINE,
+    REOPEN_AFTER,
+    Wanted,
+)
 from flowsched.mongo.transient import OutageBackoff
 
 __all__ = ["follow_changes"]
@@ -40,9 +48,9 @@ async def follow_changes(
 ) -> None:
     """Watch ``collection`` until cancelled, calling ``ring()`` for every wanted change.
 
-    While ``paused()`` (the node works through a backlog) the stream is left unread,
-    and then opened again from now with ``ring()`` at once, as the threaded
-    :class:`~flowsched.mongo.change_stream.WakeUp` does (its module says why)."""
+    While ``paused()`` (the node claims back to back) the stream is left unread; after a
+    pause of REOPEN_AFTER or more it is opened again from now with ``ring()`` at once, as
+    the threaded :class:`~flowsched.mongo.change_stream.WakeUp` does (its module says why)."""
     watch = getattr(type(collection), "watch", None)
     if watch is None or not asyncio.iscoroutinefunction(watch):
         log.info("push wake-up unavailable on %r: polling only", collection)
@@ -72,10 +80,12 @@ async def follow_changes(
         try:
             while stream.alive:
                 if paused():
-                    token = None  # the burst's own writes are of no interest: reopen from now
+                    paused_at = time.monotonic()
                     while paused():
                         await asyncio.sleep(MIN_GAP)
-                    break
+                    if time.monotonic() - paused_at >= REOPEN_AFTER:
+                        token = None  # the burst's own writes are of no interest: from now
+                        break
                 change = await stream.try_next()
                 token = stream.resume_token or token
                 if change is not None and wanted_change(change, wanted):

@@ -13,13 +13,15 @@ the server) and calls ``poke(ready_at)``; the sweeper ignores a poke that is not
 its next planned sweep. It costs nothing when nothing is written: one awaiting ``getMore``
 per ``max_await`` that the server parks until a write arrives.
 
-While the node works through a backlog (``paused()``: its last claim came back full, so the
-next claim goes at once and no poke could make it sooner), the stream is left unread. Reading
-it then is not free: each ``getMore`` has the server filter every write of the burst, the
-node's own claims and settlements included - on the wire server, with 2,000 timers due within
-1 s, about a fifth of the server's work and half the node's round trips. When the backlog is
-gone, the stream is opened again *from now* (the burst's writes are of no interest) and a
-sweep is poked at once, which finds whatever another node wrote meanwhile.
+While the node claims back to back (``paused()``: its last claim found due items and the next
+is at most a short lookahead away, so a poke could win it little), the stream is left
+unread. Reading it then is not free: each ``getMore`` has the server filter every write of
+the burst, the node's own claims and settlements included - on the wire server, with 2,000
+timers due within 1 s, about a fifth of the server's work and half the node's round trips.
+After a pause of :data:`REOPEN_AFTER` or more, the stream is opened again *from now* (the
+burst's writes are of no interest) and a sweep is poked at once, which finds whatever another
+node wrote meanwhile; after a shorter one it is read on where it stopped (a trickle of
+timers does not reopen it over and over).
 
 Failure is never fatal, and never silent more than once:
 
@@ -45,7 +47,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 from flowsched.mongo.documents import bson_utc
 from flowsched.mongo.transient import OutageBackoff
 
-__all__ = ["MAX_AWAIT", "PIPELINE", "WakeUp"]
+__all__ = ["MAX_AWAIT", "PIPELINE", "REOPEN_AFTER", "WakeUp"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -87,6 +89,9 @@ _RESUME_LOST = frozenset({260, 280, 286})
 
 MIN_GAP = 0.05
 """Seconds: the shortest time between two of the stream's ``getMore`` commands."""
+
+REOPEN_AFTER = 1.0
+"""Seconds: a stream left unread this long while the node swept is opened again from now."""
 
 Wanted = Callable[[Mapping[str, Any]], bool]
 """Whether this node handles an item, from the projected ``fullDocument``."""
@@ -200,18 +205,20 @@ class WakeUp:
         return stream
 
     def _follow(self, stream: Any) -> bool:
-        """Read ``stream`` until it ends or the node is sweeping; ``True``: it was left
-        unread while the node swept, open a new one from now."""
+        """Read ``stream`` until it ends; ``True``: it was left unread for REOPEN_AFTER or
+        more while the node swept, open a new one from now."""
         asked = 0.0
-        skipped = False
+        paused_at: float | None = None
         while not self._stop.is_set() and stream.alive:
             if self._paused():
-                skipped = True
+                paused_at = time.monotonic() if paused_at is None else paused_at
                 if self._stop.wait(MIN_GAP):
                     return False
                 continue
-            if skipped:
-                return True
+            if paused_at is not None:
+                if time.monotonic() - paused_at >= REOPEN_AFTER:
+                    return True
+                paused_at = None
             # At most one getMore per MIN_GAP: a server that answers awaiting getMores on
             # every write (to any collection) or a burst of events costs a bounded number
             # of round trips; events are buffered on the server meanwhile, and a poke only

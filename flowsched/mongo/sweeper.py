@@ -55,6 +55,7 @@ from flowsched.mongo.pacing import (
     BATCH_GAP,
     FLUSH_INTERVAL,
     PIPELINE,
+    SHORT_LOOKAHEAD,
     START_GATHER,
     claim_lookahead,
     wait_after_claim,
@@ -133,9 +134,10 @@ class Sweeper:
         self._thread.start()
 
     def sweeping(self) -> bool:
-        """Whether the node works through a backlog (its last claim came back full, the next
-        goes at once): its change stream is left unread meanwhile (see ``change_stream``)."""
-        return self._behind
+        """Claiming back to back (the last claim found due items, the next is at most
+        SHORT_LOOKAHEAD away): the change stream is left unread (see ``change_stream``)."""
+        soon = self._next_poll - self._clock.monotonic() <= SHORT_LOOKAHEAD.total_seconds()
+        return self._behind or (self._busy and soon)
 
     def poke(self, due: datetime | None = None) -> None:
         """Sweep at ``due`` (or now) if that is before the next planned poll.

@@ -155,10 +155,13 @@ async def test_an_async_and_a_sync_node_share_a_collection_routed_by_name(
 
 
 async def test_while_the_node_sweeps_its_stream_is_left_unread_then_opened_from_now(
-    collection: Any,
+    collection: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The async face's wake-up follows the same rule as the threaded one.
+    from flowsched.mongo import async_wakeup
     from flowsched.mongo.async_wakeup import follow_changes
+
+    monkeypatch.setattr(async_wakeup, "REOPEN_AFTER", 0.3)
 
     sweeping = False
     rings: list[float] = []
@@ -177,7 +180,7 @@ async def test_while_the_node_sweeps_its_stream_is_left_unread_then_opened_from_
         await asyncio.sleep(0.2)
         for n in range(3):
             await collection.insert_one({"_id": f"during-{n}", "kind": "TIMER", "claim": None})
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.4)
         assert len(rings) == 1  # unread while it sweeps
         sweeping = False
         assert await until(lambda: len(rings) == 2)  # reopened from now: one sweep

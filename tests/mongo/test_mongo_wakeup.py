@@ -17,7 +17,7 @@ import pytest
 from pymongo import MongoClient
 
 from flowsched.clock import SystemClock
-from flowsched.mongo import MongoScheduler
+from flowsched.mongo import MongoScheduler, change_stream
 from flowsched.mongo.change_stream import PIPELINE, WakeUp
 from flowsched.port import ScheduleItem, ScheduleKind
 
@@ -106,27 +106,33 @@ def test_a_stream_that_ends_is_opened_again(timers):
         assert fired["after"].wait(WAIT)
 
 
-@pytest.mark.wire
-def test_while_the_node_sweeps_the_stream_is_left_unread_then_opened_from_now(timers):
-    # A node claiming back to back reads nothing from its stream (each read would have the
-    # server filter the whole burst); idle again, it starts from now and sweeps at once.
-    sweeping = threading.Event()
-    pokes: list[object] = []
-    wakeup = WakeUp(
+def paused_wakeup(timers: Any, sweeping: threading.Event, pokes: list[object]) -> WakeUp:
+    return WakeUp(
         timers,
         pokes.append,
         lambda document: True,
         max_await=timedelta(milliseconds=50),
         paused=sweeping.is_set,
     )
+
+
+@pytest.mark.wire
+def test_while_the_node_sweeps_the_stream_is_left_unread_then_opened_from_now(timers, monkeypatch):
+    # A node claiming back to back reads nothing from its stream (each read would have the
+    # server filter the whole burst); after a long pause it starts from now and sweeps.
+    monkeypatch.setattr(change_stream, "REOPEN_AFTER", 0.5)
+    sweeping = threading.Event()
+    pokes: list[object] = []
+    wakeup = paused_wakeup(timers, sweeping, pokes)
     wakeup.start()
     try:
         assert wakeup.watching.wait(WAIT)
         sweeping.set()
         time.sleep(0.3)  # a getMore in flight when the sweep began has come back by now
-        assert wakeup.watching.is_set()  # still open, just unread
         for n in range(3):
             timers.insert_one({"_id": f"during-{n}", "kind": "TIMER", "claim": None})
+        time.sleep(0.5)
+        assert wakeup.watching.is_set() and wakeup.events == 0  # open, unread
         first = wakeup._stream
         sweeping.clear()
         assert _eventually(lambda: pokes == [None])  # one sweep for whatever came meanwhile
@@ -136,6 +142,30 @@ def test_while_the_node_sweeps_the_stream_is_left_unread_then_opened_from_now(ti
         timers.insert_one({"_id": "after", "kind": "TIMER", "claim": None, "ready_at": due})
         assert _eventually(lambda: wakeup.events == 1)
         assert len(pokes) == 2 and pokes[1] is not None
+    finally:
+        wakeup.stop()
+
+
+@pytest.mark.wire
+def test_after_a_short_pause_the_stream_is_read_on_where_it_stopped(timers, monkeypatch):
+    # A trickle of timers does not reopen the stream over and over.
+    monkeypatch.setattr(change_stream, "REOPEN_AFTER", 30.0)
+    sweeping = threading.Event()
+    pokes: list[object] = []
+    wakeup = paused_wakeup(timers, sweeping, pokes)
+    wakeup.start()
+    try:
+        assert wakeup.watching.wait(WAIT)
+        sweeping.set()
+        time.sleep(0.3)
+        first = wakeup._stream
+        due = SystemClock().now()
+        timers.insert_one({"_id": "during", "kind": "TIMER", "claim": None, "ready_at": due})
+        time.sleep(0.3)
+        assert wakeup.events == 0
+        sweeping.clear()
+        assert _eventually(lambda: wakeup.events == 1)  # read on: the write is not lost
+        assert wakeup._stream is first and len(pokes) == 1 and pokes[0] is not None
     finally:
         wakeup.stop()
 
