@@ -9,9 +9,9 @@ Each turn of the firing task:
    renewals the server acknowledged (:func:`~flowsched.mongo.leases.renew_held_steps`);
 2. writes the outcomes of finished deliveries in one fenced ``bulk_write`` and, at the same
    time, when there is room for half a batch, claims a batch (suspect claims marked started
-   before their handlers run) and spawns a delivery task per claim, and renews the node's
-   heartbeat when it is due (every poll, at once when the routes changed:
-   :class:`~flowsched.mongo.nodes.Heartbeat`);
+   before their handlers run) and spawns a delivery task per claim (:data:`SPAWN_SLICE` per
+   turn of the loop), and renews the node's heartbeat when it is due (every poll, at once
+   when the routes changed: :class:`~flowsched.mongo.nodes.Heartbeat`);
 3. sleeps until the next item the claim saw coming (at most a poll; at once after a full
    batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
@@ -59,6 +59,10 @@ __all__ = ["AsyncSweeper"]
 log = logging.getLogger("flowsched.mongo")
 
 T = TypeVar("T")
+
+SPAWN_SLICE = 25
+"""Delivery tasks spawned per turn of the loop: a claimed batch's are spawned in slices with
+a yield between them (200 tasks' first steps in one turn held the loop for several ms)."""
 
 
 class AsyncSweeper:
@@ -201,7 +205,9 @@ class AsyncSweeper:
         if batch.lease_until is not None:
             keys = ((claim.item.id, claim.token) for claim in batch.deliver)
             self._leases.claimed(keys, batch.lease_until)
-        for claim in batch.deliver:
+        for n, claim in enumerate(batch.deliver):
+            if n and not wait and n % SPAWN_SLICE == 0:
+                await self._breathe(batch.deliver[n:], stamp)
             task = self.deliveries.spawn(self._deliver(claim, stamp))
             if wait:
                 try:
@@ -210,6 +216,18 @@ class AsyncSweeper:
                     if cancelled_from_outside():
                         raise  # else the delivery was cancelled (a bounded aclose)
         return batch
+
+    async def _breathe(self, unspawned: list[Claim], stamp: int) -> None:
+        """Yield to the loop between slices of a batch's delivery tasks (the tasks of one
+        slice take their first steps meanwhile), so that no turn of the loop runs a whole
+        batch's. Cancelled here (shutdown), the claims not spawned yet are given back."""
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            for claim in unspawned:
+                self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
+                self._local_writes.close(stamp)
+            raise
 
     async def _deliver(self, claim: Claim, stamp: int) -> None:
         """One delivery task: skip a stale or lapsed claim, run, keep the outcome for the

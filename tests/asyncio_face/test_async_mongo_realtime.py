@@ -79,6 +79,47 @@ async def test_every_async_delivery_runs_once_and_no_task_is_left(collection: An
     assert [task for task in left if "flowsched" in task.get_coro().cr_code.co_filename] == []
 
 
+async def test_a_shutdown_between_slices_of_a_batch_gives_back_the_claims_not_spawned(
+    collection: Any,
+) -> None:
+    # A claimed batch's delivery tasks are spawned SPAWN_SLICE at a time, with a yield to the
+    # loop between slices. Shut down in that yield (the first slice's handler cancels the
+    # firing task), the claims not spawned yet are given back unrun: the next node runs
+    # each of them once, and nothing ran twice.
+    from flowsched.mongo.async_sweeper import SPAWN_SLICE
+
+    count = SPAWN_SLICE + 10
+    first = AsyncMongoScheduler(collection, node_id="first", poll_interval=FAST)
+    ran: Counter[str] = Counter()
+
+    async def stop_the_firing(item: ScheduleItem, attempt: int) -> None:
+        ran[item.id] += 1
+        for task in asyncio.all_tasks():
+            if task.get_name() == "flowsched-mongo-firing":
+                task.cancel()
+
+    first.subscribe(TIMER, stop_the_firing)
+    now = first.now()
+    for n in range(count):
+        await first.schedule(ScheduleItem(f"t-{n:02d}", TIMER, now))
+    await first.start()
+    assert await until(lambda: len(ran) >= 1)
+    await first.aclose()
+    assert 1 <= len(ran) <= SPAWN_SLICE  # the later slices never started
+    left = await collection.find({}).to_list(None)
+    assert len(left) == count - len(ran)
+    assert all(doc["claim"] is None and doc["attempts"] == 0 for doc in left)
+
+    async with AsyncMongoScheduler(collection, node_id="second", poll_interval=FAST) as second:
+
+        async def record(item: ScheduleItem, attempt: int) -> None:
+            ran[item.id] += 1
+
+        second.subscribe(TIMER, record)
+        assert await until(lambda: len(ran) == count)
+    assert set(ran.values()) == {1}
+
+
 async def test_plain_handlers_run_off_the_loop(collection: Any) -> None:
     loop_thread = threading.get_ident()
     threads: list[int] = []
