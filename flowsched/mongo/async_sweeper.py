@@ -114,7 +114,12 @@ class AsyncSweeper:
         :mod:`flowsched.mongo.change_stream`)."""
 
     async def _run(self, steps: Steps[T]) -> T:
-        return await drive_async(steps, self._store)
+        # Each call bounded, as the threaded sweeper bounds its turns: in an outage it fails
+        # within op_timeout (the driver's server selection alone waits 30 s) and the turn is
+        # retried. Per call, not per turn: a delivery task spawned in a turn must not inherit
+        # the deadline (its handler's own driver calls are not ours to bound).
+        with pymongo.timeout(self._op_timeout.total_seconds()):
+            return await drive_async(steps, self._store)
 
     async def fire(self) -> None:
         """The firing task: turns until cancelled; an error is logged and retried after a
@@ -126,7 +131,8 @@ class AsyncSweeper:
             try:
                 clock = self._clock
                 if isinstance(clock, ServerClock) and clock.due():
-                    await clock.refresh_async(self._store.items.database.command)
+                    with pymongo.timeout(self._op_timeout.total_seconds()):
+                        await clock.refresh_async(self._store.items.database.command)
                 if self._held and time.monotonic() >= next_renew:
                     next_renew = time.monotonic() + self._renew_every
                     await self._run(
@@ -310,5 +316,4 @@ class AsyncSweeper:
                 log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)
         finally:
             if self._heartbeat is not None:  # withdrawn: the node no longer serves its routes
-                with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded in an outage
-                    await self._run(self._heartbeat.remove_steps())
+                await self._run(self._heartbeat.remove_steps())  # bounded in an outage

@@ -2,11 +2,14 @@
 (whatever the client's own 30 s server selection), and ``from_config(..., check=True)`` -
 synchronous, so it makes no round trip itself - has ``start()`` (``async with``) ping first:
 a server that is down is a ``SchedulerUnavailable`` there, before any task starts, and the
-scheduler closes the client it made."""
+scheduler closes the client it made. A server that stops answering once the node runs fails
+a firing turn within ``op_timeout`` (retried; firing goes on when it answers again), and
+that deadline is not handed on to the handlers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 import uuid
@@ -33,6 +36,7 @@ from flowsched import (  # noqa: E402
 pytestmark = pytest.mark.asyncio
 
 QUICK = timedelta(milliseconds=400)
+TIMER = ScheduleKind.TIMER
 
 
 @pytest.fixture
@@ -132,3 +136,121 @@ async def test_a_start_that_could_not_reach_the_server_is_tried_again_by_the_nex
         await scheduler.aclose()
     finally:
         await client.close()
+
+
+class HangingProxy:
+    """A TCP proxy to the wire server that can hang: while ``hung``, it forwards nothing in
+    either direction and its connections stay open - a server that stops answering, which no
+    refused connection gives (the driver waits on such a socket with no timeout of its own)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.answering = asyncio.Event()
+        self.answering.set()
+        self._server: asyncio.Server | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            pump = asyncio.create_task(self._pump(source, sink))
+            self._pumps.add(pump)
+            pump.add_done_callback(self._pumps.discard)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+            while data := await source.read(65536):
+                await self.answering.wait()
+                sink.write(data)
+                await sink.drain()
+        sink.close()
+
+    async def close(self) -> None:
+        self.answering.set()
+        for pump in list(self._pumps):
+            pump.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+
+
+@pytest.mark.wire
+async def test_a_hung_server_fails_a_firing_turn_within_op_timeout_then_firing_goes_on(
+    mongo_uri: str, mongo_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every round trip of the firing task is bounded by op_timeout, as the threaded
+    # sweeper's turns are: a hung server fails the turn (logged, retried), it does not hold
+    # the firing task for good; once the server answers again, items fire again.
+    (host, port), *_ = pymongo.uri_parser.parse_uri(mongo_uri)["nodelist"]
+    proxy = HangingProxy(host, port)
+    listen = await proxy.start()
+    client: Any = AsyncMongoClient(
+        f"mongodb://127.0.0.1:{listen}/?directConnection=true&retryWrites=false", tz_aware=True
+    )
+    direct: Any = AsyncMongoClient(mongo_uri, tz_aware=True)
+    fast = timedelta(milliseconds=100)
+    node = AsyncMongoScheduler(
+        client[mongo_db.name]["timers"], node_id="a", poll_interval=fast, op_timeout=QUICK
+    )
+    writer = AsyncMongoScheduler(direct[mongo_db.name]["timers"], node_id="writer")
+    ran: list[str] = []
+
+    async def record(item: ScheduleItem, attempt: int) -> None:
+        ran.append(item.id)
+
+    async def until(condition: Any, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not condition() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return bool(condition())
+
+    node.subscribe(TIMER, record)
+    try:
+        await node.start()
+        await writer.schedule(ScheduleItem("before", TIMER, writer.now()))
+        assert await until(lambda: ran == ["before"], 20)
+
+        proxy.answering.clear()
+        with caplog.at_level("WARNING", "flowsched.mongo"):
+            await writer.schedule(ScheduleItem("during", TIMER, writer.now()))
+            messages = lambda: [r.getMessage() for r in caplog.records]  # noqa: E731
+            failed = lambda: any("MongoDB unreachable" in m for m in messages())  # noqa: E731
+            assert await until(failed, 10 * QUICK.total_seconds())
+        assert ran == ["before"]
+
+        proxy.answering.set()
+        assert await until(lambda: ran == ["before", "during"], 30)
+    finally:
+        proxy.answering.set()
+        await node.aclose()
+        await client.close()
+        await direct.close()
+        await proxy.close()
+
+
+async def test_a_handler_does_not_inherit_the_deadline_of_the_firing_tasks_calls() -> None:
+    # The firing task bounds its own round trips by op_timeout; a delivery task spawned by it
+    # must not carry that deadline into the handler's own driver calls (pymongo keeps it in a
+    # context variable, which a task copies when it is created).
+    from pymongo import _csot  # no public getter for the deadline in force
+
+    seen: list[float | None] = []
+    collection = mongomock.MongoClient(tz_aware=True)["db"][f"timers_{uuid.uuid4().hex[:6]}"]
+    fast = timedelta(milliseconds=50)
+    async with AsyncMongoScheduler(
+        collection, node_id="a", poll_interval=fast, op_timeout=QUICK
+    ) as node:
+
+        async def handler(item: ScheduleItem, attempt: int) -> None:
+            seen.append(_csot.get_timeout())
+
+        node.subscribe(TIMER, handler)
+        await node.schedule(ScheduleItem("t", TIMER, node.now()))
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    assert seen == [None]
