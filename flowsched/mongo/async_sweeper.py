@@ -28,6 +28,7 @@ given back unrun; and a run that completes after its lease ended is a late compl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from datetime import timedelta
@@ -118,8 +119,11 @@ class AsyncSweeper:
         # within op_timeout (the driver's server selection alone waits 30 s) and the turn is
         # retried. Per call, not per turn: a delivery task spawned in a turn must not inherit
         # the deadline (its handler's own driver calls are not ours to bound).
-        with pymongo.timeout(self._op_timeout.total_seconds()):
+        with self._bounded():
             return await drive_async(steps, self._store)
+
+    def _bounded(self) -> contextlib.AbstractContextManager[None]:
+        return pymongo.timeout(self._op_timeout.total_seconds())
 
     async def fire(self) -> None:
         """The firing task: turns until cancelled; an error is logged and retried after a
@@ -131,7 +135,7 @@ class AsyncSweeper:
             try:
                 clock = self._clock
                 if isinstance(clock, ServerClock) and clock.due():
-                    with pymongo.timeout(self._op_timeout.total_seconds()):
+                    with self._bounded():
                         await clock.refresh_async(self._store.items.database.command)
                 if self._held and time.monotonic() >= next_renew:
                     next_renew = time.monotonic() + self._renew_every

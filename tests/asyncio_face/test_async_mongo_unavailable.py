@@ -138,10 +138,18 @@ async def test_a_start_that_could_not_reach_the_server_is_tried_again_by_the_nex
         await client.close()
 
 
+async def until(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return bool(condition())
+
+
 class HangingProxy:
-    """A TCP proxy to the wire server that can hang: while ``hung``, it forwards nothing in
-    either direction and its connections stay open - a server that stops answering, which no
-    refused connection gives (the driver waits on such a socket with no timeout of its own)."""
+    """A TCP proxy to the wire server that can hang: while ``answering`` is clear, it
+    forwards nothing in either direction and its connections stay open - a server that stops
+    answering, which no refused connection gives (the driver waits on such a socket with no
+    timeout of its own)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
@@ -202,12 +210,6 @@ async def test_a_hung_server_fails_a_firing_turn_within_op_timeout_then_firing_g
     async def record(item: ScheduleItem, attempt: int) -> None:
         ran.append(item.id)
 
-    async def until(condition: Any, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while not condition() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        return bool(condition())
-
     node.subscribe(TIMER, record)
     try:
         await node.start()
@@ -250,7 +252,5 @@ async def test_a_handler_does_not_inherit_the_deadline_of_the_firing_tasks_calls
 
         node.subscribe(TIMER, handler)
         await node.schedule(ScheduleItem("t", TIMER, node.now()))
-        deadline = time.monotonic() + 10
-        while not seen and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        assert await until(lambda: bool(seen), 10)
     assert seen == [None]
