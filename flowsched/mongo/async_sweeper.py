@@ -17,7 +17,9 @@ Each turn of the firing task:
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
 
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
-claimable at once, the delivery uncounted), so it is delivered again. As on the threaded
+claimable at once, the delivery uncounted), so it is delivered again; so are the claims of a
+batch still being sorted (:meth:`~flowsched.mongo.claimed_batch.BatchClaimer.take_steps`
+pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). As on the threaded
 node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
 handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
 was blocked or the process paused past it, or a renewal found the claim taken over - it is
@@ -204,7 +206,8 @@ class AsyncSweeper:
             return None
         stamp = self._local_writes.open()
         try:
-            steps = self._claimer.take_steps(limit, lookahead, mark=True)
+            give_back = self._finished.extend  # shut down while the claim sorts its batch
+            steps = self._claimer.take_steps(limit, lookahead, mark=True, give_back=give_back)
             batch = await self._run(steps)
             self._local_writes.hold(stamp, len(batch.deliver))  # closed by each delivery
         finally:

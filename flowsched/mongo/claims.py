@@ -73,7 +73,7 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import DeadLettered
 from flowsched.mongo.candidates import CandidateQuery
-from flowsched.mongo.commands import Call, Find, Steps
+from flowsched.mongo.commands import Call, Find, Pause, Steps
 from flowsched.mongo.documents import (
     bson_utc,
     dead_letter_document,
@@ -96,6 +96,10 @@ from flowsched.mongo.transient import is_transient
 __all__ = ["Claimed", "Claims"]
 
 log = logging.getLogger("flowsched.mongo")
+
+CHECK_SLICE = 25
+"""Candidates a claim checks between two pauses (:class:`~flowsched.mongo.commands.Pause`:
+one turn of the loop on the asyncio node, nothing on the threaded one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +205,9 @@ class Claims:
         due: list[Doc] = []
         upcoming: list[datetime] = []
         poison: list[tuple[Doc, str]] = []
-        for doc in found:
+        for n, doc in enumerate(found):
+            if n and n % CHECK_SLICE == 0:
+                yield Pause()  # nothing claimed yet: a cancellation here leaves nothing held
             problem = claim_problem(doc, self.store.buckets)
             if problem is not None:
                 poison.append((doc, problem))

@@ -13,6 +13,11 @@ lives in a driver:
   ``steps.send(await collection.<op>(...))``. A collection whose calls return plain values
   (mongomock) runs inline, which the fast async unit tests use.
 
+A procedure with a long stretch of its own work between two operations (a claim turning
+200 documents into claims) yields a :class:`Pause` between slices of it: nothing for the
+synchronous driver, one turn of the event loop for the asyncio one, so that no single
+callback holds the loop for the whole stretch.
+
 An operation names its collection by role (``items``, ``dead``, ``quarantine``,
 ``settings``, ``nodes``): the attributes of :class:`~flowsched.mongo.store.TimerStore`, which
 holds either kind of collection.
@@ -24,6 +29,7 @@ holds either kind of collection.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:  # imported where used: a procedure's module needs no driver to import
     from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 
-__all__ = ["Call", "Find", "Op", "Steps", "Write", "drive", "drive_async", "write_steps"]
+__all__ = ["Call", "Find", "Op", "Pause", "Steps", "Write", "drive", "drive_async", "write_steps"]
 
 T = TypeVar("T")
 
@@ -59,7 +65,14 @@ class Find:
     limit: int = 0
 
 
-Op = Call | Find
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Let other work run before going on (its result is ``None``). A cancellation of the
+    asyncio driver's task at a pause is thrown into the procedure, which may give back what
+    it holds before it lets the cancellation go on."""
+
+
+Op = Call | Find | Pause
 Steps = Generator[Op, Any, T]
 """A procedure: yields operations, receives their results, returns its own."""
 
@@ -79,7 +92,7 @@ def _find(collection: Any, op: Find) -> Any:
     return cursor
 
 
-def _start(collection: Any, op: Op) -> Any:
+def _start(collection: Any, op: Call | Find) -> Any:
     if isinstance(op, Find):
         return _find(collection, op)
     return getattr(collection, op.method)(*op.args, **op.kwargs)
@@ -90,6 +103,9 @@ def drive(steps: Steps[T], store: Collections) -> T:
     try:
         op = next(steps)
         while True:
+            if isinstance(op, Pause):
+                op = steps.send(None)
+                continue
             try:
                 result = _start(store.collection(op.role), op)
                 if isinstance(op, Find):
@@ -108,6 +124,14 @@ async def drive_async(steps: Steps[T], store: Collections) -> T:
     try:
         op = next(steps)
         while True:
+            if isinstance(op, Pause):
+                try:
+                    await asyncio.sleep(0)
+                except BaseException as exc:  # cancelled: the procedure gives back, re-raises
+                    op = steps.throw(exc)
+                else:
+                    op = steps.send(None)
+                continue
             try:
                 result = _start(store.collection(op.role), op)
                 if isinstance(op, Find):
