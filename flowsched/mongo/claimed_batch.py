@@ -26,7 +26,7 @@ from pymongo.errors import PyMongoError
 from flowsched.clock import Clock
 from flowsched.delivery import DeliveryCore, Exhausted, NextSlot
 from flowsched.mongo.claims import Claimed, Claims
-from flowsched.mongo.commands import Pause, Steps
+from flowsched.mongo.commands import Breather, Steps
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
 from flowsched.mongo.leases import HeldLeases
 from flowsched.mongo.local_writes import LocalWrites
@@ -109,7 +109,7 @@ class BatchClaimer:
         trip when there are any (the caller runs them all at once: ``run_due``); otherwise
         the caller marks each one (:meth:`Claims.settle` ``starts``).
 
-        The documents won are sorted :data:`SORT_SLICE` at a time with a :class:`Pause`
+        The documents won are sorted :data:`SORT_SLICE` at a time with a :class:`Breather`
         between slices. Interrupted at a pause (the asyncio node shut down), the sort is
         finished without pausing and ``give_back`` gets the settlements to write: every claim
         won released unrun, and what the sort settled (quarantines, lost deliveries)."""
@@ -135,7 +135,7 @@ class BatchClaimer:
         for n, document in enumerate(documents):
             if n and n % SORT_SLICE == 0:
                 try:
-                    yield Pause()
+                    yield Breather()
                 except BaseException:
                     for rest in documents[n:]:
                         self._sort(rest, claimed, batch, ticks)

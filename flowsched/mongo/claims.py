@@ -73,7 +73,7 @@ from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.delivery import DeadLettered
 from flowsched.mongo.candidates import CandidateQuery
-from flowsched.mongo.commands import Call, Find, Pause, Steps
+from flowsched.mongo.commands import Breather, Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc,
     dead_letter_document,
@@ -98,7 +98,7 @@ __all__ = ["Claimed", "Claims"]
 log = logging.getLogger("flowsched.mongo")
 
 CHECK_SLICE = 25
-"""Candidates a claim checks between two pauses (:class:`~flowsched.mongo.commands.Pause`:
+"""Candidates a claim checks between two pauses (:class:`~flowsched.mongo.commands.Breather`:
 one turn of the loop on the asyncio node, nothing on the threaded one)."""
 
 
@@ -207,7 +207,7 @@ class Claims:
         poison: list[tuple[Doc, str]] = []
         for n, doc in enumerate(found):
             if n and n % CHECK_SLICE == 0:
-                yield Pause()  # nothing claimed yet: a cancellation here leaves nothing held
+                yield Breather()  # nothing claimed yet: a cancellation here leaves nothing held
             problem = claim_problem(doc, self.store.buckets)
             if problem is not None:
                 poison.append((doc, problem))

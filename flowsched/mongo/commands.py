@@ -14,7 +14,7 @@ lives in a driver:
   (mongomock) runs inline, which the fast async unit tests use.
 
 A procedure with a long stretch of its own work between two operations (a claim turning
-200 documents into claims) yields a :class:`Pause` between slices of it: nothing for the
+200 documents into claims) yields a :class:`Breather` between slices of it: nothing for the
 synchronous driver, one turn of the event loop for the asyncio one, so that no single
 callback holds the loop for the whole stretch.
 
@@ -38,7 +38,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:  # imported where used: a procedure's module needs no driver to import
     from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 
-__all__ = ["Call", "Find", "Op", "Pause", "Steps", "Write", "drive", "drive_async", "write_steps"]
+__all__ = [
+    "Call",
+    "Find",
+    "Op",
+    "Breather",
+    "Steps",
+    "Write",
+    "drive",
+    "drive_async",
+    "write_steps",
+]
 
 T = TypeVar("T")
 
@@ -66,13 +76,13 @@ class Find:
 
 
 @dataclass(frozen=True, slots=True)
-class Pause:
+class Breather:
     """Let other work run before going on (its result is ``None``). A cancellation of the
     asyncio driver's task at a pause is thrown into the procedure, which may give back what
     it holds before it lets the cancellation go on."""
 
 
-Op = Call | Find | Pause
+Op = Call | Find | Breather
 Steps = Generator[Op, Any, T]
 """A procedure: yields operations, receives their results, returns its own."""
 
@@ -103,7 +113,7 @@ def drive(steps: Steps[T], store: Collections) -> T:
     try:
         op = next(steps)
         while True:
-            if isinstance(op, Pause):
+            if isinstance(op, Breather):
                 op = steps.send(None)
                 continue
             try:
@@ -124,7 +134,7 @@ async def drive_async(steps: Steps[T], store: Collections) -> T:
     try:
         op = next(steps)
         while True:
-            if isinstance(op, Pause):
+            if isinstance(op, Breather):
                 try:
                     await asyncio.sleep(0)
                 except BaseException as exc:  # cancelled: the procedure gives back, re-raises

@@ -21,7 +21,7 @@ mongomock = pytest.importorskip("mongomock")
 
 from flowsched import AsyncMongoScheduler, MongoScheduler, ScheduleItem, ScheduleKind  # noqa: E402
 from flowsched.mongo import claimed_batch, claims  # noqa: E402
-from flowsched.mongo.commands import Pause, Steps, drive  # noqa: E402
+from flowsched.mongo.commands import Breather, Steps, drive  # noqa: E402
 
 pytestmark = pytest.mark.asyncio
 
@@ -43,12 +43,12 @@ async def until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
     return condition()
 
 
-def _counting(steps: Steps[Any], pauses: list[Pause]) -> Steps[Any]:
+def _counting(steps: Steps[Any], pauses: list[Breather]) -> Steps[Any]:
     """``steps`` passed through, its pauses noted."""
     try:
         op = next(steps)
         while True:
-            if isinstance(op, Pause):
+            if isinstance(op, Breather):
                 pauses.append(op)
             op = steps.send((yield op))
     except StopIteration as stop:
@@ -62,7 +62,7 @@ def _pauses(collection: Any, count: int) -> int:
     node.subscribe(TIMER, lambda item, attempt: None)
     for n in range(count):
         node.schedule(ScheduleItem(f"c-{n:03d}", TIMER, node.now()))
-    pauses: list[Pause] = []
+    pauses: list[Breather] = []
     batch = drive(_counting(node._claimer.take_steps(count), pauses), node._store)
     assert len(batch.deliver) == count
     return len(pauses)
