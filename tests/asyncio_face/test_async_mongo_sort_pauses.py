@@ -23,8 +23,6 @@ from flowsched import AsyncMongoScheduler, MongoScheduler, ScheduleItem, Schedul
 from flowsched.mongo import claimed_batch, claims  # noqa: E402
 from flowsched.mongo.commands import Breather, Steps, drive  # noqa: E402
 
-pytestmark = pytest.mark.asyncio
-
 TIMER = ScheduleKind.TIMER
 FAST = timedelta(milliseconds=50)
 
@@ -76,6 +74,7 @@ def test_a_claim_pauses_between_slices_of_its_batch(collection: Any) -> None:
     assert _pauses(collection.database[f"{collection.name}_2"], min(check, sort)) == 0
 
 
+@pytest.mark.asyncio
 async def test_a_shutdown_while_a_claim_sorts_its_batch_gives_every_claim_back(
     collection: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
