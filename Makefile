@@ -42,8 +42,11 @@ venv: $(STAMP)
 demo: $(VENV)/.installed
 	$(PY) examples/quickstart.py
 
+# Two workers (pytest-xdist): the suite waits on the server and on node processes about as
+# much as it computes. `make test XDIST=` runs it in one process.
+XDIST ?= -n 2 --dist loadgroup
 test: $(STAMP)
-	bash tools/with-mongo.sh $(PY) -m pytest $(PYTEST_ARGS)
+	bash tools/with-mongo.sh $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flowsched tests examples bench
