@@ -6,8 +6,6 @@ console list it and the routes it serves."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +16,8 @@ import pytest_asyncio
 
 pytest.importorskip("pymongo")
 mongomock = pytest.importorskip("mongomock")
+
+from async_kit import mongomock_collection, until  # noqa: E402
 
 from flowsched import AsyncMongoScheduler, ScheduleItem, ScheduleKind  # noqa: E402
 from flowsched.mongo.inspection import collect_stats  # noqa: E402
@@ -32,21 +32,12 @@ POLL = timedelta(milliseconds=50)
 
 @pytest.fixture
 def collection() -> Any:
-    return mongomock.MongoClient(tz_aware=True)["flowsched"][f"timers_{uuid.uuid4().hex[:6]}"]
+    return mongomock_collection()
 
 
 def advertised(collection: Any) -> list[tuple[str, tuple[str, ...]]]:
     nodes = collection.database[f"{collection.name}_nodes"]
     return [(n.node_id, n.routes) for n in live_nodes(nodes, datetime.now(UTC))]
-
-
-async def until(condition: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return bool(condition())
 
 
 async def noop(item: ScheduleItem, attempt: int) -> None:

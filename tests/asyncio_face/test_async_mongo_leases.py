@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +16,8 @@ import pytest
 
 pytest.importorskip("pymongo")
 mongomock = pytest.importorskip("mongomock")
+
+from async_kit import mongomock_collection, until  # noqa: E402
 
 from flowsched import (  # noqa: E402
     AsyncMongoScheduler,
@@ -36,16 +37,7 @@ LEASE = timedelta(seconds=10)
 
 @pytest.fixture
 def collection() -> Any:
-    return mongomock.MongoClient(tz_aware=True)["flowsched"][f"timers_{uuid.uuid4().hex[:6]}"]
-
-
-async def until(condition: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return bool(condition())
+    return mongomock_collection()
 
 
 async def test_run_due_gives_back_a_claim_whose_lease_ended_before_its_turn_and_runs_it_later(

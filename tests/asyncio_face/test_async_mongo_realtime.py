@@ -21,6 +21,7 @@ import pytest_asyncio
 
 pytest.importorskip("pymongo")
 
+from async_kit import until
 from pymongo import AsyncMongoClient
 
 from flowsched import (
@@ -34,6 +35,7 @@ from flowsched import (
 TIMER = ScheduleKind.TIMER
 pytestmark = [pytest.mark.asyncio, pytest.mark.wire]
 FAST = timedelta(milliseconds=100)
+WIRE = 20.0  # seconds a wait on the wire server may take
 
 
 @pytest.fixture
@@ -49,15 +51,6 @@ async def collection(mongo_uri: str, names: tuple[str, str]) -> AsyncIterator[An
     await client.close()
 
 
-async def until(condition: Any, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.02)
-    return bool(condition())
-
-
 async def test_every_async_delivery_runs_once_and_no_task_is_left(collection: Any) -> None:
     clock = SystemClock()
     ran: Counter[str] = Counter()
@@ -71,8 +64,8 @@ async def test_every_async_delivery_runs_once_and_no_task_is_left(collection: An
         scheduler.subscribe(TIMER, handler)
         for n in range(150):
             await scheduler.schedule(ScheduleItem(f"t-{n}", TIMER, clock.now()))
-        assert await until(lambda: len(ran) == 150)
-        assert await until(lambda: True, 0.3)
+        assert await until(lambda: len(ran) == 150, WIRE)
+        await asyncio.sleep(0.3)  # time for a second delivery to show, were there one
     assert set(ran.values()) == {1}
     assert await collection.count_documents({}) == 0
     left = set(asyncio.all_tasks()) - before  # the client's own monitor tasks aside
@@ -103,7 +96,7 @@ async def test_a_shutdown_between_slices_of_a_batch_gives_back_the_claims_not_sp
     for n in range(count):
         await first.schedule(ScheduleItem(f"t-{n:02d}", TIMER, now))
     await first.start()
-    assert await until(lambda: len(ran) >= 1)
+    assert await until(lambda: len(ran) >= 1, WIRE)
     await first.aclose()
     assert 1 <= len(ran) <= SPAWN_SLICE  # the later slices never started
     left = await collection.find({}).to_list(None)
@@ -116,7 +109,7 @@ async def test_a_shutdown_between_slices_of_a_batch_gives_back_the_claims_not_sp
             ran[item.id] += 1
 
         second.subscribe(TIMER, record)
-        assert await until(lambda: len(ran) == count)
+        assert await until(lambda: len(ran) == count, WIRE)
     assert set(ran.values()) == {1}
 
 
@@ -126,7 +119,7 @@ async def test_plain_handlers_run_off_the_loop(collection: Any) -> None:
     async with AsyncMongoScheduler(collection, node_id="a", poll_interval=FAST) as scheduler:
         scheduler.subscribe(TIMER, lambda item, attempt: threads.append(threading.get_ident()))
         await scheduler.schedule(ScheduleItem("t", TIMER, scheduler.now()))
-        assert await until(lambda: bool(threads))
+        assert await until(lambda: bool(threads), WIRE)
     assert threads[0] != loop_thread
 
 
@@ -149,7 +142,7 @@ async def test_a_handler_cancelled_by_shutdown_is_delivered_again(collection: An
     seen: list[int] = []
     async with AsyncMongoScheduler(collection, node_id="second", poll_interval=FAST) as second:
         second.subscribe(TIMER, lambda item, attempt: seen.append(attempt))
-        assert await until(lambda: seen == [0])
+        assert await until(lambda: seen == [0], WIRE)
 
 
 async def test_a_change_stream_wakes_the_node_for_another_nodes_item(
@@ -190,7 +183,7 @@ async def test_an_async_and_a_sync_node_share_a_collection_routed_by_name(
             for n in range(20):
                 await node.create_single_timer(f"r-{n}", timedelta(0), "remind")
                 sync_node.create_single_timer(f"p-{n}", timedelta(0), "pay")
-            assert await until(lambda: len(by_async) == 20 and len(by_sync) == 20)
+            assert await until(lambda: len(by_async) == 20 and len(by_sync) == 20, WIRE)
     assert sorted(by_async) == sorted(f"r-{n}" for n in range(20))
     assert sorted(by_sync) == sorted(f"p-{n}" for n in range(20))
 
@@ -216,7 +209,7 @@ async def test_while_the_node_sweeps_its_stream_is_left_unread_then_opened_from_
         )
     )
     try:
-        assert await until(lambda: len(rings) == 1)  # opened from now: one sweep at once
+        assert await until(lambda: len(rings) == 1, WIRE)  # opened from now: one sweep at once
         sweeping = True
         await asyncio.sleep(0.2)
         for n in range(3):
@@ -224,11 +217,11 @@ async def test_while_the_node_sweeps_its_stream_is_left_unread_then_opened_from_
         await asyncio.sleep(0.4)
         assert len(rings) == 1  # unread while it sweeps
         sweeping = False
-        assert await until(lambda: len(rings) == 2)  # reopened from now: one sweep
+        assert await until(lambda: len(rings) == 2, WIRE)  # reopened from now: one sweep
         await asyncio.sleep(0.3)
         assert len(rings) == 2  # the writes made meanwhile were never read
         await collection.insert_one({"_id": "after", "kind": "TIMER", "claim": None})
-        assert await until(lambda: len(rings) == 3)
+        assert await until(lambda: len(rings) == 3, WIRE)
     finally:
         watch.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -7,10 +7,7 @@ unrun, and the next node runs each once. On mongomock: the pauses are the driver
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +15,8 @@ import pytest
 
 pytest.importorskip("pymongo")
 mongomock = pytest.importorskip("mongomock")
+
+from async_kit import mongomock_collection, until  # noqa: E402
 
 from flowsched import AsyncMongoScheduler, MongoScheduler, ScheduleItem, ScheduleKind  # noqa: E402
 from flowsched.mongo import claimed_batch, claims  # noqa: E402
@@ -29,16 +28,7 @@ FAST = timedelta(milliseconds=50)
 
 @pytest.fixture
 def collection() -> Any:
-    return mongomock.MongoClient(tz_aware=True)["flowsched"][f"timers_{uuid.uuid4().hex[:6]}"]
-
-
-async def until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return condition()
+    return mongomock_collection()
 
 
 def _counting(steps: Steps[Any], pauses: list[Breather]) -> Steps[Any]:

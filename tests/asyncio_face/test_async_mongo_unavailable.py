@@ -22,6 +22,7 @@ pytest.importorskip("pymongo")
 mongomock = pytest.importorskip("mongomock")
 
 import pymongo  # noqa: E402
+from async_kit import until  # noqa: E402
 from pymongo import AsyncMongoClient  # noqa: E402
 from pymongo.errors import PyMongoError  # noqa: E402
 
@@ -136,13 +137,6 @@ async def test_a_start_that_could_not_reach_the_server_is_tried_again_by_the_nex
         await scheduler.aclose()
     finally:
         await client.close()
-
-
-async def until(condition: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    return bool(condition())
 
 
 class HangingProxy:
