@@ -23,6 +23,7 @@ Run (a MongoDB at ``FLOWSCHED_MONGO_URI``; ``PAYMENTS_CONFIG`` names another con
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -111,11 +112,15 @@ class Timeline:
     def __init__(self, collection: Any) -> None:
         self.collection = collection
         self._writes: set[asyncio.Task[Any]] = set()
+        # One step's entries share their time and are written concurrently: the order they
+        # happened in is kept as a sequence number.
+        self._sequence = itertools.count()
 
     def __call__(self, entry: TimelineEntry) -> None:
         document = {
             "flow_id": entry.flow_id,
             "at": entry.at,
+            "seq": next(self._sequence),
             "what": entry.what.value,
             "detail": entry.detail,
             "config_key": entry.config_key,
@@ -131,7 +136,8 @@ class Timeline:
 
     async def of(self, flow_id: str) -> list[dict[str, Any]]:
         await self.drain()
-        cursor = self.collection.find({"flow_id": flow_id}, {"_id": 0}).sort("at", 1)
+        shown = {"_id": 0, "seq": 0}
+        cursor = self.collection.find({"flow_id": flow_id}, shown).sort([("at", 1), ("seq", 1)])
         return [{**doc, "at": str(doc["at"])} for doc in await cursor.to_list(None)]
 
 

@@ -35,6 +35,7 @@ from flowsched.flow.domain import (
 from flowsched.flow.events import ActionRequest, ActionTimeoutEvent, ProcessingTimeElapsedEvent
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.store import (
+    AsyncFlowStore,
     ConcurrentUpdateError,
     FlowAlreadyExistsError,
     FlowStore,
@@ -48,6 +49,7 @@ __all__ = [
     "ActionRequest",
     "ActionTimeoutEvent",
     "AsyncFlowDomain",
+    "AsyncFlowStore",
     "ConcurrentUpdateError",
     "Flow",
     "FlowAlreadyExistsError",

@@ -37,7 +37,7 @@ from flowsched.flow.check import config_problems
 from flowsched.flow.definition import Flow, FlowDefinition
 from flowsched.flow.domain import ActionAdapter, FlowDomain
 from flowsched.flow.planner import Planner
-from flowsched.flow.store import FlowStore, InMemoryFlowStore
+from flowsched.flow.store import AsyncFlowStore, FlowStore, InMemoryFlowStore, async_store_calls
 from flowsched.flow.timeline import Listener
 from flowsched.port import SchedulerPort
 
@@ -59,7 +59,7 @@ class FlowDomainBuilder:
         self._scheduler: SchedulerPort | AsyncSchedulerPort | None = None
         self._flows: dict[str, FlowDefinition] = {}
         self._adapters: dict[tuple[str | None, str], ActionAdapter] = {}
-        self._store: FlowStore | None = None
+        self._store: FlowStore | AsyncFlowStore | None = None
         self._clock: Clock = SystemClock()
         self._rng: random.Random | None = None
         self._listeners: list[Listener] = []
@@ -102,9 +102,11 @@ class FlowDomainBuilder:
         self._adapters[(flow, action)] = adapter
         return self
 
-    def with_flow_store(self, store: FlowStore) -> Self:
+    def with_flow_store(self, store: FlowStore | AsyncFlowStore) -> Self:
         """Where instances are kept (default: an :class:`InMemoryFlowStore`). Use
-        ``flowsched.mongo.flow_store.MongoFlowStore`` to survive restarts."""
+        ``flowsched.mongo.flow_store.MongoFlowStore`` to survive restarts. An
+        :class:`~flowsched.flow.store.AsyncFlowStore` (coroutine calls) serves
+        :meth:`build_async` only."""
         self._store = store
         return self
 
@@ -154,6 +156,14 @@ class FlowDomainBuilder:
             raise TypeError(
                 f"FlowDomain.builder().build(): {scheduler!r} is an asyncio scheduler; "
                 "use .build_async() for an AsyncFlowDomain"
+            )
+        store_calls = async_store_calls(parts["store"])
+        if store_calls:
+            raise TypeError(
+                f"FlowDomain.builder().build(): the flow store {parts['store']!r} has "
+                f"coroutine {'/'.join(store_calls)} (async def): a FlowDomain would never "
+                "await them and no instance would be kept; use .build_async() for an "
+                "AsyncFlowDomain, or a synchronous store"
             )
         refused = sorted(
             f"{action} ({short_callable(adapter)})"

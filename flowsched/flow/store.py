@@ -11,10 +11,12 @@ from __future__ import annotations
 import threading
 from typing import Protocol, runtime_checkable
 
+from flowsched.callables import is_async_callable
 from flowsched.errors import ConcurrentUpdateError, FlowAlreadyExistsError
 from flowsched.flow.instance import FlowInstance
 
 __all__ = [
+    "AsyncFlowStore",
     "ConcurrentUpdateError",
     "FlowAlreadyExistsError",
     "FlowStore",
@@ -39,6 +41,35 @@ class FlowStore(Protocol):
         """Replace the stored instance whose version is ``instance.version``; return it at
         the next version. :class:`ConcurrentUpdateError` if the stored version differs."""
         ...
+
+
+@runtime_checkable
+class AsyncFlowStore(Protocol):
+    """A :class:`FlowStore` whose calls are coroutines (an asyncio driver's store, such as the
+    FastAPI example's ``AsyncMongoFlowStore``), with the same rules. Only an
+    :class:`~flowsched.flow.async_domain.AsyncFlowDomain` (``build_async()``) can use one:
+    ``build()`` refuses it with a ``TypeError``."""
+
+    async def load(self, flow_id: str) -> FlowInstance | None:
+        """As :meth:`FlowStore.load`."""
+        ...
+
+    async def insert(self, instance: FlowInstance) -> FlowInstance:
+        """As :meth:`FlowStore.insert`."""
+        ...
+
+    async def update(self, instance: FlowInstance) -> FlowInstance:
+        """As :meth:`FlowStore.update`."""
+        ...
+
+
+def async_store_calls(store: object) -> list[str]:
+    """The ``load``/``insert``/``update`` of ``store`` that are coroutine functions."""
+    return [
+        name
+        for name in ("load", "insert", "update")
+        if is_async_callable(getattr(store, name, None))
+    ]
 
 
 class InMemoryFlowStore:

@@ -19,9 +19,12 @@ import mongomock
 import pytest
 
 from flowsched import (
+    AsyncFlowStore,
     AsyncInMemoryScheduler,
     Flow,
     FlowDomain,
+    FlowInstance,
+    InMemoryFlowStore,
     InMemoryScheduler,
     ManualClock,
     MongoScheduler,
@@ -171,6 +174,43 @@ def test_build_async_accepts_it() -> None:
         .build_async()
     )
     assert type(domain).__name__ == "AsyncFlowDomain"
+
+
+class AsyncStore:
+    """An asyncio flow store (coroutine calls) over a dict: what an async MongoDB store is."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryFlowStore()
+
+    async def load(self, flow_id: str) -> FlowInstance | None:
+        return self.inner.load(flow_id)
+
+    async def insert(self, instance: FlowInstance) -> FlowInstance:
+        return self.inner.insert(instance)
+
+    async def update(self, instance: FlowInstance) -> FlowInstance:
+        return self.inner.update(instance)
+
+
+def test_build_refuses_an_async_flow_store_naming_build_async() -> None:
+    store = AsyncStore()
+    b = builder(InMemoryScheduler(clock=ManualClock(CLOCK_START))).with_flow_store(store)
+    b = b.with_action_adapter("Check", lambda request: None)
+    with pytest.raises(TypeError, match=r"coroutine load/insert/update.*build_async"):
+        b.build()
+    assert store.inner.load("p-1") is None
+
+
+@pytest.mark.asyncio
+async def test_build_async_keeps_instances_in_an_async_flow_store() -> None:
+    store = AsyncStore()
+    assert isinstance(store, AsyncFlowStore)
+    scheduler = AsyncInMemoryScheduler(clock=ManualClock(CLOCK_START))
+    domain = builder(scheduler).with_flow_store(store).with_action_adapter("Check", check)
+    async with scheduler:
+        await domain.build_async().start("Payment", "p-1")
+    stored = store.inner.load("p-1")
+    assert stored is not None and stored.state == "Checking"
 
 
 def test_each_face_refuses_the_other_scheduler() -> None:
