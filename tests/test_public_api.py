@@ -23,6 +23,7 @@ PUBLIC = {
     "ActionRequest",
     "ActionTimeoutEvent",
     "AsyncFlowDomain",
+    "AsyncFlowStore",
     "AsyncInMemoryScheduler",
     "AsyncMongoScheduler",
     "AsyncSchedulerPort",
