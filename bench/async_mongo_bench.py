@@ -82,6 +82,22 @@ def overrun(first_due: datetime) -> None:
         print(f"  (scheduling ended {late:.2f} s after the first due time)", file=sys.stderr)
 
 
+async def store_firing(node: AsyncMongoScheduler) -> list[datetime]:
+    """Store FIRE timers ``fire-<n>`` due within 1 s, the first as far ahead as storing them
+    takes (twice the mean of 20 stores, times FIRE, plus a second): all of them become due
+    in the window, none overdue because storing ran past a fixed lead. Their due times."""
+    probe = ScheduleItem("probe", TIMER, later())
+    start = time.perf_counter()
+    for _ in range(20):
+        await node.schedule(probe)
+    lead = timedelta(seconds=(time.perf_counter() - start) / 20 * FIRE * 2 + 1)
+    dues = mb.due_times(FIRE, lead)
+    for n, due in enumerate(dues):
+        await node.schedule(ScheduleItem(f"fire-{n}", TIMER, due))
+    overrun(dues[0])
+    return dues
+
+
 def run_sync(uri: str) -> dict[str, Any]:
     commands = mb.Commands()
     with mb.database(uri, commands) as db:
@@ -119,15 +135,7 @@ async def run_async(uri: str) -> dict[str, Any]:
             firings.record(item.id, item.due)
 
         node.subscribe(TIMER, record)
-        probe = ScheduleItem("probe", TIMER, later())
-        start = time.perf_counter()
-        for _ in range(20):
-            await node.schedule(probe)
-        lead = timedelta(seconds=(time.perf_counter() - start) / 20 * FIRE * 2 + 1)
-        dues = mb.due_times(FIRE, lead)
-        for n, due in enumerate(dues):
-            await node.schedule(ScheduleItem(f"fire-{n}", TIMER, due))
-        overrun(dues[0])
+        dues = await store_firing(node)
         commands.take()
         async with node:
             deadline = time.monotonic() + 300
@@ -193,18 +201,7 @@ async def run_health(uri: str) -> dict[str, Any]:
             fired += 1
 
         node.subscribe(TIMER, record)
-        # The first due time as far ahead as storing FIRE timers takes (twice over, plus a
-        # second), as in the firing runs: all FIRE become due within the 1 s window, not
-        # overdue at once because storing them ran past a fixed lead.
-        probe = ScheduleItem("probe", TIMER, later())
-        start = time.perf_counter()
-        for _ in range(20):
-            await node.schedule(probe)
-        lead = timedelta(seconds=(time.perf_counter() - start) / 20 * FIRE * 2 + 1)
-        dues = mb.due_times(FIRE, lead)
-        for n, due in enumerate(dues):
-            await node.schedule(ScheduleItem(f"fire-{n}", TIMER, due))
-        overrun(dues[0])
+        await store_firing(node)
         # The window starts from a collected heap, as the tickers-alone floor does: storing
         # 12,000 timers from this process leaves the cyclic collector a full pass owed (~60 ms
         # for this process's ~50k objects on a slow day), which is the set-up's, not the
