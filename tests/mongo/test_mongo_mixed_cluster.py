@@ -31,11 +31,13 @@ def test_two_async_nodes_and_a_sync_node_lose_nothing_when_one_is_killed(
         async_nodes.start("async-1", "async-2", **options)
         sync_nodes.start("sync-1", **options)
         ids = schedule_spread(mongo_db, 400, timedelta(seconds=1), timedelta(seconds=3))
-        # Killed while it holds claims (on a slow server a victim seen late may have
-        # finished its whole share, and the kill would test nothing).
+        # Killed mid-batch: delivering, and still holding claims (on a slow server a victim
+        # seen late may have finished its whole share, and the kill would test nothing). One
+        # delivery is enough to be under way: the async nodes run a batch all at once and
+        # may leave the threaded node, with its 8 workers, only a small share.
         wait_until(
             lambda: (
-                mongo_db["deliveries"].count_documents({"node": victim}) >= 10
+                mongo_db["deliveries"].count_documents({"node": victim}) >= 1
                 and mongo_db["timers"].count_documents({"claim.owner": victim}) > 0
             ),
             60,
