@@ -19,13 +19,11 @@ import pytest
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``make test``'s two xdist workers (``--dist loadgroup``), the tests that start
     node processes run one after another on one worker, as they would alone: their leases
-    and waits are sized for one cluster at a time on the shared server, not two. The
-    browser tests share one worker too, so that one chromium serves them all."""
+    and waits are sized for one cluster at a time on the shared server, not two. (A module
+    may name a group of its own: the browser tests share one chromium.)"""
     for item in items:
         if item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.xdist_group("node-processes"))
-        elif item.path.name == "test_console_browser.py":
-            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.fixture(scope="session")

@@ -39,10 +39,10 @@ if TYPE_CHECKING:  # imported where used: a procedure's module needs no driver t
     from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 
 __all__ = [
+    "Breather",
     "Call",
     "Find",
     "Op",
-    "Breather",
     "Steps",
     "Write",
     "drive",

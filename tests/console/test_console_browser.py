@@ -25,6 +25,8 @@ from flowsched.console import app
 
 CHROMIUM = os.environ.get("FLOWSCHED_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).parent / "screenshots"
+# One xdist worker runs them all (make test: --dist loadgroup), so one chromium serves them.
+pytestmark = pytest.mark.xdist_group("browser")
 
 
 def follow(page: Any, selector: str) -> None:
