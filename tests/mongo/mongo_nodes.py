@@ -113,3 +113,25 @@ def all_done(db: Any, ids: set[str]) -> bool:
 
 def deliveries(db: Any) -> list[dict[str, Any]]:
     return list(db["deliveries"].find({}, {"_id": 0}))
+
+
+def kill_while_holding(db: Any, nodes: Nodes, victim: str, timeout: float = 60) -> set[str]:
+    """SIGKILL ``victim`` once it has delivered and still holds claims; the ids it held.
+
+    Schedule the timers over several seconds: the victim then keeps claiming the ones coming
+    due, and the window in which it holds claims stays open while this polls (timers all due
+    at once can be finished between two polls, and the kill would test nothing).
+    """
+    wait_until(
+        lambda: (
+            db["deliveries"].count_documents({"node": victim}) >= 1
+            and db["timers"].count_documents({"claim.owner": victim}) > 0
+        ),
+        timeout,
+        f"{victim} to be delivering and holding claims",
+    )
+    nodes.kill(victim)
+    time.sleep(0.5)  # a write the victim sent just before dying may still be applied
+    held = set(db["timers"].distinct("_id", {"claim.owner": victim}))
+    assert held, f"{victim} held no claims when killed: nothing was tested"
+    return held
