@@ -12,6 +12,7 @@ shared machine than wall time); the medians are printed with every round.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def rate(tree: Path, contender: str) -> float:
     out = subprocess.run(
         [sys.executable, "-c", CODE, contender],
         cwd=tree,
-        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
         check=True,
