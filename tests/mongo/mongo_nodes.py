@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -85,24 +87,61 @@ def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
     return condition()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
+def wait_until(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    state: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` (and ``state()``, what was seen)
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            seen = f"; {state()}" if state is not None else ""
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{seen}")
         time.sleep(0.1)
+
+
+class Spread:
+    """``count`` timers due evenly over ``spread``, from ``start`` from now, scheduled one by
+    one from a background thread while the caller watches the cluster (call ``join``).
+
+    On a loaded server, scheduling them can take longer than ``start``: the nodes then deliver
+    them as they are written, and a state a test waits for (a node delivering and holding
+    claims) comes and goes before a caller that waited for the scheduling starts to look.
+    """
+
+    def __init__(self, db: Any, count: int, start: timedelta, spread: timedelta) -> None:
+        self.ids = {f"t-{n:04}" for n in range(count)}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._schedule, args=(db, count, start, spread), daemon=True
+        )
+        self._thread.start()
+
+    def _schedule(self, db: Any, count: int, start: timedelta, spread: timedelta) -> None:
+        try:
+            scheduler = MongoScheduler(db["timers"], node_id="test")
+            first = datetime.now(UTC) + start
+            for n in range(count):
+                due = first + spread * n / count
+                scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due))
+        except BaseException as error:  # re-raised in join()
+            self._error = error
+
+    def join(self, timeout: float = 120) -> set[str]:
+        """Wait until every timer is scheduled (re-raising what failed); their ids."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"scheduling took over {timeout:.0f}s"
+        if self._error is not None:
+            raise self._error
+        return self.ids
 
 
 def schedule_spread(db: Any, count: int, start: timedelta, spread: timedelta) -> set[str]:
     """Schedule ``count`` timers due evenly over ``spread``, from ``start`` from now."""
-    scheduler = MongoScheduler(db["timers"], node_id="test")
-    first = datetime.now(UTC) + start
-    ids = set()
-    for n in range(count):
-        due = first + spread * n / count
-        ids.add(scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due)).id)
-    return ids
+    return Spread(db, count, start, spread).join()
 
 
 def all_done(db: Any, ids: set[str]) -> bool:
@@ -113,6 +152,14 @@ def all_done(db: Any, ids: set[str]) -> bool:
 
 def deliveries(db: Any) -> list[dict[str, Any]]:
     return list(db["deliveries"].find({}, {"_id": 0}))
+
+
+def cluster_state(db: Any, nodes: Nodes) -> str:
+    """What a failed wait saw: deliveries per node, claims per owner, the nodes alive."""
+    delivered = Counter(record["node"] for record in deliveries(db))
+    claims = Counter((doc.get("claim") or {}).get("owner") for doc in db["timers"].find())
+    alive = nodes.alive()
+    return f"deliveries by node {dict(delivered)}, claims by owner {dict(claims)}, alive {alive}"
 
 
 def kill_while_holding(db: Any, nodes: Nodes, victim: str, timeout: float = 60) -> set[str]:
@@ -129,6 +176,7 @@ def kill_while_holding(db: Any, nodes: Nodes, victim: str, timeout: float = 60) 
         ),
         timeout,
         f"{victim} to be delivering and holding claims",
+        lambda: cluster_state(db, nodes),
     )
     nodes.kill(victim)
     time.sleep(0.5)  # a write the victim sent just before dying may still be applied

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mongo_nodes import (
     Nodes,
+    Spread,
     all_done,
     deliveries,
     kill_while_holding,
@@ -46,8 +47,9 @@ def test_a_killed_node_s_claims_are_redelivered_after_the_lease(
     options = {"lease": 6.0, "handler_seconds": 0.2, "redelivery": 0.3}
     nodes.start("victim", "n2", "n3", **options)
     # Due over 6 s, so the victim is still claiming when it is seen delivering.
-    ids = schedule_spread(mongo_db, 300, timedelta(seconds=1), timedelta(seconds=6))
+    spread = Spread(mongo_db, 300, timedelta(seconds=1), timedelta(seconds=6))
     held = kill_while_holding(mongo_db, nodes, "victim")
+    ids = spread.join()
     wait_until(lambda: all_done(mongo_db, ids), 120, "every item to be delivered")
 
     records = deliveries(mongo_db)
