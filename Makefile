@@ -50,8 +50,9 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flowsched tests examples bench
-	$(VENV)/bin/ruff format --check flowsched
+	$(VENV)/bin/ruff format --check flowsched bench
 	$(VENV)/bin/mypy --strict flowsched
+	MYPYPATH=bench $(VENV)/bin/mypy --strict bench
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from apscheduler import AsyncScheduler
 from apscheduler.datastores.mongodb import MongoDBDataStore
@@ -58,7 +59,7 @@ async def job(job_id: str, due: float) -> None:
 async def main(uri: str, fire: int, background: int, limit: float) -> dict[str, float]:
     EXPECTED["n"] = fire
     commands = Commands()
-    client: MongoClient = MongoClient(uri, tz_aware=True, event_listeners=[commands])
+    client: MongoClient[Any] = MongoClient(uri, tz_aware=True, event_listeners=[commands])
     name = f"fs_bench_aps4_{uuid.uuid4().hex[:8]}"
     try:
         async with AsyncScheduler(MongoDBDataStore(client, database=name)) as scheduler:

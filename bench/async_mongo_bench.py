@@ -365,7 +365,7 @@ def main() -> int:
         "async loop: worst 1 ms-ticker gap <= 10 ms": loop["worst_1ms_gap_ms"] <= 10,
         "async loop: p99 delay of a 10 ms ticker <= 10 ms": loop["p99_10ms_delay_ms"] <= 10,
     }
-    results = {
+    results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "fire": FIRE,
         "background": BACKGROUND,

@@ -38,7 +38,7 @@ REPEATS = 7
 PROCESSES = 3
 BATCH = 2_000
 TARGET_NS = 5_000
-TYPES = {
+TYPES: dict[str, Callable[[random.Random], str]] = {
     "timeout-duration": lambda rng: f"{rng.randint(1, 120)}s",
     "max-retries": lambda rng: str(rng.randint(0, 5)),
     "initial-retry-interval": lambda rng: str(rng.choice([500, 1000, 2000])),

@@ -104,7 +104,7 @@ async def measure(db_name: str) -> dict[str, Any]:
     database = client[db_name]
     console = app(database, collection="timers", query_budget_ms=30_000)
     transport = httpx.ASGITransport(app=console)
-    pages = {"first page": [], "flow prefix": []}
+    pages: dict[str, list[float]] = {"first page": [], "flow prefix": []}
     results: dict[str, Any] = {}
     now = datetime.now(UTC)
     # The peers: one indexed find().limit(50) of the same filter (the flow one unsorted, so
@@ -180,9 +180,9 @@ async def measure(db_name: str) -> dict[str, Any]:
 def console_source(console: Any) -> Any:
     # The bench reaches into the app only to call the forecast alone.
     for route in console.routes:
-        endpoint = getattr(route, "endpoint", None)
-        if getattr(endpoint, "__self__", None) is not None:
-            return endpoint.__self__.source
+        owner = getattr(getattr(route, "endpoint", None), "__self__", None)
+        if owner is not None:
+            return owner.source
     raise RuntimeError("no console pages found")
 
 

@@ -262,12 +262,12 @@ def run(sizes: Sizes) -> dict[str, Any]:
 
 
 def median_rate(runs: list[dict[str, Any]]) -> float:
-    return statistics.median(r["instances_per_s"] for r in runs)
+    return float(statistics.median(r["instances_per_s"] for r in runs))
 
 
 def cpu_rate(runs: list[dict[str, Any]]) -> float:
     """Median instances per CPU second (of every thread of the process)."""
-    return statistics.median(r["instances"] / r["cpu_s"] for r in runs)
+    return float(statistics.median(r["instances"] / r["cpu_s"] for r in runs))
 
 
 def figures(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -503,7 +503,7 @@ def paired_ratio(small: dict[str, Any], large: dict[str, Any]) -> float:
     """Median over rounds of (rate with many pending / rate with few): each pair of bursts
     ran back to back, under the same machine conditions."""
     pairs = zip(large["rates_per_s"], small["rates_per_s"], strict=True)
-    return statistics.median(big / few for big, few in pairs if big and few)
+    return float(statistics.median(big / few for big, few in pairs if big and few))
 
 
 def figures(raw: dict[str, Any], sizes: Sizes) -> list[dict[str, Any]]:

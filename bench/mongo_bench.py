@@ -72,7 +72,8 @@ listener leaves them out, so a contender's round trips are only what it sent."""
 
 def settled(collection: Any) -> bool:
     """Whether every ``fire-*`` document is gone (read with the UNCOUNTED comment)."""
-    return collection.count_documents({"_id": {"$regex": "^fire-"}}, comment=UNCOUNTED) == 0
+    left: int = collection.count_documents({"_id": {"$regex": "^fire-"}}, comment=UNCOUNTED)
+    return left == 0
 
 
 class Commands(monitoring.CommandListener):
@@ -177,6 +178,7 @@ def database(uri: str, commands: Commands | None = None) -> Iterator[Any]:
         yield client[name]
     finally:
         client.close()
+        cleanup: MongoClient[Any]
         with MongoClient(uri) as cleanup:
             cleanup.drop_database(name)
 
@@ -254,6 +256,26 @@ def server_busy(pid: int | None, seconds: float) -> float | None:
 # -- flowsched ----------------------------------------------------------------------------
 
 
+def recorder(firings: Firings) -> Callable[[ScheduleItem, int], None]:
+    """A timer handler that records each delivery in ``firings``."""
+    return lambda item, attempt: firings.record(item.id, item.due)
+
+
+def scheduling(node: MongoScheduler, ids: str) -> Callable[[int], object]:
+    """Schedule the ``n``-th new timer ``<ids>-<n>`` (an hour ahead) on ``node``."""
+    return lambda n: node.schedule(ScheduleItem(f"{ids}-{n}", ScheduleKind.TIMER, later()))
+
+
+def scheduling_again(node: MongoScheduler, item: ScheduleItem) -> Callable[[int], object]:
+    """Schedule ``item`` on ``node`` once more (a replace: the same id each call)."""
+    return lambda n: node.schedule(item)
+
+
+def adding_jobs(scheduler: Any, ids: str) -> Callable[[int], object]:
+    """Add the ``n``-th new APScheduler job ``<ids>-<n>`` (an hour ahead)."""
+    return lambda n: scheduler.add_job(noop_job, "date", run_date=later(), id=f"{ids}-{n}")
+
+
 def later() -> datetime:
     return datetime.now(UTC) + timedelta(hours=1)
 
@@ -283,9 +305,7 @@ def flowsched_costs(uri: str, pid: int | None) -> dict[str, Any]:
                     runs.append(
                         per_call_us(
                             SCHEDULE_CALLS,
-                            lambda n, ids=ids, node=node: node.schedule(
-                                ScheduleItem(f"{ids}-{n}", ScheduleKind.TIMER, later())
-                            ),
+                            scheduling(node, ids),
                         )
                     )
                     for n in range(SCHEDULE_CALLS):  # keep the stored count at ``size``
@@ -317,12 +337,10 @@ def flowsched_firing(uri: str) -> dict[str, Any]:
             node = MongoScheduler(
                 db["timers"], poll_interval=POLL, batch_size=BATCH, workers=WORKERS
             )
-            node.subscribe(
-                ScheduleKind.TIMER, lambda item, attempt, f=firings: f.record(item.id, item.due)
-            )
+            node.subscribe(ScheduleKind.TIMER, recorder(firings))
             with node:
                 probe = ScheduleItem("probe", ScheduleKind.TIMER, later())
-                lead = lead_for(lambda n, node=node, probe=probe: node.schedule(probe))
+                lead = lead_for(scheduling_again(node, probe))
                 dues = due_times(FIRE, lead)
                 for n, due in enumerate(dues):
                     node.schedule(ScheduleItem(f"fire-{run}-{n}", ScheduleKind.TIMER, due))
@@ -345,9 +363,7 @@ def cross_node(uri: str) -> dict[str, Any]:
             firings = Firings(CROSS_TIMERS)
             writer = MongoScheduler(db["timers"], node_id="writer")
             sweeper = MongoScheduler(db["timers"], node_id="sweeper", poll_interval=CROSS_POLL)
-            sweeper.subscribe(
-                ScheduleKind.TIMER, lambda item, attempt, f=firings: f.record(item.id, item.due)
-            )
+            sweeper.subscribe(ScheduleKind.TIMER, recorder(firings))
             with sweeper:
                 time.sleep(1.0)  # its first poll is behind it
                 for n in range(CROSS_TIMERS):
@@ -409,9 +425,7 @@ def apscheduler_costs(uri: str, pid: int | None) -> dict[str, Any]:
                     runs.append(
                         per_call_us(
                             APS_SCHEDULE_CALLS,
-                            lambda n, ids=ids: scheduler.add_job(
-                                noop_job, "date", run_date=later(), id=f"{ids}-{n}"
-                            ),
+                            adding_jobs(scheduler, ids),
                         )
                     )
                     for n in range(APS_SCHEDULE_CALLS):
@@ -441,11 +455,7 @@ def apscheduler_firing(uri: str) -> dict[str, Any]:
             for run in range(RUNS):
                 firings = Firings(FIRE)
                 CURRENT.append(firings)
-                lead = lead_for(
-                    lambda n, run=run: scheduler.add_job(
-                        noop_job, "date", run_date=later(), id=f"probe-{run}-{n}"
-                    )
-                )
+                lead = lead_for(adding_jobs(scheduler, f"probe-{run}"))
                 dues = due_times(FIRE, lead)
                 for n, due in enumerate(dues):
                     job_id = f"fire-{run}-{n}"
