@@ -105,7 +105,7 @@ def run_sync(uri: str) -> dict[str, Any]:
         for n in range(BACKGROUND):
             node.schedule(ScheduleItem(f"bg-{n}", TIMER, later()))
         firings = mb.Firings(FIRE)
-        node.subscribe(TIMER, lambda item, attempt: firings.record(item.id, item.due))
+        node.subscribe(TIMER, mb.recorder(firings))
         probe = ScheduleItem("probe", TIMER, later())
         dues = mb.due_times(FIRE, mb.lead_for(lambda n: node.schedule(probe)))
         for n, due in enumerate(dues):
