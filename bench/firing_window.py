@@ -14,7 +14,13 @@ Per run it reports the fire rate as that bench counts it and:
   server is one process: near 100% means it, not the node, sets the pace);
 * ``nothing in flight``: the share of that window in which the node had no command at the
   server (the server waited on the node);
-* ``server CPU per timer`` and ``client CPU per timer`` in that window.
+* ``overlapped``: the share of that window with two or more of the node's commands at the
+  server at once (the async face writes outcomes while it claims; the threaded one sends
+  one command at a time);
+* ``server CPU per timer`` and ``client CPU per timer`` in that window;
+* ``claimed per claim`` (median documents a claiming update modified) and the commands
+  sent in the window by kind, with their time as the client saw it per timer (commands in
+  flight together each count their whole time).
 
 A diagnostic beside the fire-rate bench (not part of ``make bench``): it explains a rate,
 it is not a figure against a peer. Writes bench/results/firing_window.json.
@@ -24,10 +30,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +58,7 @@ class Timeline(mb.Commands):
         self.opened: dict[int, tuple[float, str]] = {}
         self.done: list[tuple[float, float, str]] = []  # (start, end, kind)
         self.taken: list[float] = []
+        self.claimed: list[tuple[float, int]] = []  # (start, documents claimed)
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         super().started(event)
@@ -65,6 +74,8 @@ class Timeline(mb.Commands):
         if opened is not None:
             start, kind = opened
             self.done.append((start, start + event.duration_micros / 1e6, kind))
+            if kind == "claim":
+                self.claimed.append((start, int(event.reply.get("nModified", 0))))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         self.opened.pop(event.request_id, None)
@@ -83,6 +94,19 @@ class DueFirings(mb.Firings):
         ahead = first_due.timestamp() - datetime.now(UTC).timestamp()
         DueFirings.first_due = time.perf_counter() + ahead
         return super().summary(first_due, round_trips)
+
+
+def _overlapped(spans: list[tuple[float, float]], first: float, end: float) -> float:
+    """Seconds within ``first``..``end`` during which two or more ``spans`` were open (a
+    change stream's ``getMore`` is left out by the caller: it waits at the server)."""
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    depth, since, total = 0, first, 0.0
+    for moment, step in edges:
+        if depth >= 2:
+            total += max(0.0, min(moment, end) - max(since, first))
+        depth += step
+        since = moment
+    return total
 
 
 def child(contender: str, uri: str) -> dict[str, Any]:
@@ -130,6 +154,13 @@ def child(contender: str, uri: str) -> dict[str, Any]:
         reach = max(reach, ended)
     fired = result["fired"]
     assert DueFirings.first_due is not None
+    sizes = [n for start, n in timelines[0].claimed if first <= start <= end]
+    kinds = Counter(kind for s, _, kind in done if first <= s <= end)
+    overlapped = _overlapped([(s, e) for s, e, kind in done if kind != "getMore"], first, end)
+    spent: Counter[str] = Counter()
+    for began, ended, kind in done:
+        if first <= began <= end:
+            spent[kind] += (ended - began) * 1000 / fired
     return {
         "contender": contender,
         "fired_per_s": result["fired_per_s"],
@@ -137,8 +168,12 @@ def child(contender: str, uri: str) -> dict[str, Any]:
         "window_s": round(end - first, 3),
         "server_busy": round((server1 - server0) / (t1 - t0), 3),
         "nothing_in_flight": round(waited / (end - first), 3),
+        "overlapped": round(overlapped / (end - first), 3),
         "server_cpu_ms_per_timer": round((server1 - server0) / fired * 1000, 3),
         "client_cpu_ms_per_timer": round((client1 - client0) / fired * 1000, 3),
+        "claimed_per_claim": statistics.median(sizes) if sizes else 0,
+        "commands": dict(sorted(kinds.items())),
+        "command_ms_per_timer": {kind: round(ms, 3) for kind, ms in sorted(spent.items())},
     }
 
 

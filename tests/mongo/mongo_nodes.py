@@ -110,11 +110,14 @@ class Spread:
     On a loaded server, scheduling them can take longer than ``start``: the nodes then deliver
     them as they are written, and a state a test waits for (a node delivering and holding
     claims) comes and goes before a caller that waited for the scheduling starts to look.
+    Use it in a ``with`` block: leaving it stops the scheduling, so a test that fails before
+    ``join`` leaves no thread writing into the next test's database.
     """
 
     def __init__(self, db: Any, count: int, start: timedelta, spread: timedelta) -> None:
         self.ids = {f"t-{n:04}" for n in range(count)}
         self._error: BaseException | None = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._schedule, args=(db, count, start, spread), daemon=True
         )
@@ -125,6 +128,8 @@ class Spread:
             scheduler = MongoScheduler(db["timers"], node_id="test")
             first = datetime.now(UTC) + start
             for n in range(count):
+                if self._stop.is_set():
+                    return
                 due = first + spread * n / count
                 scheduler.schedule(ScheduleItem(f"t-{n:04}", ScheduleKind.TIMER, due))
         except BaseException as error:  # re-raised in join()
@@ -138,10 +143,18 @@ class Spread:
             raise self._error
         return self.ids
 
+    def __enter__(self) -> Spread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
 
 def schedule_spread(db: Any, count: int, start: timedelta, spread: timedelta) -> set[str]:
     """Schedule ``count`` timers due evenly over ``spread``, from ``start`` from now."""
-    return Spread(db, count, start, spread).join()
+    with Spread(db, count, start, spread) as scheduling:
+        return scheduling.join()
 
 
 def all_done(db: Any, ids: set[str]) -> bool:

@@ -39,10 +39,10 @@ def test_two_async_nodes_and_a_sync_node_lose_nothing_when_one_is_killed(
         # Due over 6 s, so the victim is still claiming when it is seen delivering. One
         # delivery is enough to be under way: the async nodes run a batch all at once and
         # may leave the threaded node, with its 8 workers, only a small share.
-        spread = Spread(mongo_db, 400, timedelta(seconds=1), timedelta(seconds=6))
         victims = async_nodes if victim.startswith("async") else sync_nodes
-        held = kill_while_holding(mongo_db, victims, victim)
-        ids = spread.join()
+        with Spread(mongo_db, 400, timedelta(seconds=1), timedelta(seconds=6)) as spread:
+            held = kill_while_holding(mongo_db, victims, victim)
+            ids = spread.join()
         wait_until(lambda: all_done(mongo_db, ids), 120, "every item to be delivered")
         async_nodes.stop()
         sync_nodes.stop()

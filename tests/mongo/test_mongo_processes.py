@@ -47,9 +47,9 @@ def test_a_killed_node_s_claims_are_redelivered_after_the_lease(
     options = {"lease": 6.0, "handler_seconds": 0.2, "redelivery": 0.3}
     nodes.start("victim", "n2", "n3", **options)
     # Due over 6 s, so the victim is still claiming when it is seen delivering.
-    spread = Spread(mongo_db, 300, timedelta(seconds=1), timedelta(seconds=6))
-    held = kill_while_holding(mongo_db, nodes, "victim")
-    ids = spread.join()
+    with Spread(mongo_db, 300, timedelta(seconds=1), timedelta(seconds=6)) as spread:
+        held = kill_while_holding(mongo_db, nodes, "victim")
+        ids = spread.join()
     wait_until(lambda: all_done(mongo_db, ids), 120, "every item to be delivered")
 
     records = deliveries(mongo_db)
@@ -68,10 +68,12 @@ def test_a_killed_node_s_claims_are_redelivered_after_the_lease(
 
 def test_pending_items_fire_after_every_node_restarts(nodes: Nodes, mongo_db: Any) -> None:
     nodes.start("a1", "a2")
-    spread = Spread(mongo_db, 200, timedelta(seconds=1), timedelta(seconds=5))
-    wait_until(lambda: mongo_db["deliveries"].count_documents({}) >= 20, 60, "the first deliveries")
-    nodes.stop()
-    ids = spread.join()  # on a slow server, some are written while no node runs: fine
+    with Spread(mongo_db, 200, timedelta(seconds=1), timedelta(seconds=5)) as spread:
+        wait_until(
+            lambda: mongo_db["deliveries"].count_documents({}) >= 20, 60, "the first deliveries"
+        )
+        nodes.stop()
+        ids = spread.join()  # on a slow server, some are written while no node runs: fine
     pending = mongo_db["timers"].count_documents({})
     assert pending > 0, "everything fired before the restart: nothing was tested"
     assert mongo_db["timers"].count_documents({"claim": {"$type": "object"}}) == 0
