@@ -15,7 +15,8 @@ already holds stored timers due in an hour:
 * 2,000 timers due within 1 s on one node (1 s poll, batches of 100, 8 workers): fired per
   second (from the first due time to the last handler start), p50/p99 lateness (handler
   start minus due), lost and duplicated deliveries, server round trips per fired timer
-  (pymongo command monitoring, change stream included);
+  (pymongo command monitoring, change stream included); flowsched's runs and APScheduler's
+  take turns, each in its own database;
 * cross-node wake-up: 30 timers, each scheduled by one node due 300 ms later, fired by
   another whose poll interval is 5 s: lateness p50/p99 (APScheduler 3 has no equivalent:
   a job another process adds waits for the scheduler's next wake-up).
@@ -326,32 +327,61 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return round(statistics.median(known), 4) if known else None
 
 
-def flowsched_firing(uri: str) -> dict[str, Any]:
-    """2,000 due within 1 s, 3 runs, in a database holding 10,000 stored timers."""
-    runs = []
-    commands = Commands()
-    with database(uri, commands) as db:
+class FlowschedFiring:
+    """flowsched's firing runs: a database holding 10,000 stored timers, a fresh node per
+    run firing FIRE timers due within 1 s."""
+
+    name = "flowsched"
+
+    def __init__(self, db: Any, commands: Commands) -> None:
+        self.db, self.commands = db, commands
         store_timers(MongoScheduler(db["timers"]), 0, SIZES[-1])
-        for run in range(RUNS):
-            firings = Firings(FIRE)
-            node = MongoScheduler(
-                db["timers"], poll_interval=POLL, batch_size=BATCH, workers=WORKERS
-            )
-            node.subscribe(ScheduleKind.TIMER, recorder(firings))
-            with node:
-                probe = ScheduleItem("probe", ScheduleKind.TIMER, later())
-                lead = lead_for(scheduling_again(node, probe))
-                dues = due_times(FIRE, lead)
-                for n, due in enumerate(dues):
-                    node.schedule(ScheduleItem(f"fire-{run}-{n}", ScheduleKind.TIMER, due))
-                commands.take()
-                if not firings.done.wait(300):
-                    raise TimeoutError("flowsched did not fire every timer")
-                wait_for(lambda: settled(db["timers"]))
-                round_trips = commands.take()
-            runs.append(firings.summary(dues[0], round_trips))
-            print(f"  flowsched firing run {run}: {runs[-1]} {commands.last}", file=sys.stderr)
-    return median_of(runs)
+
+    def run(self, run: int) -> dict[str, Any]:
+        db, commands = self.db, self.commands
+        firings = Firings(FIRE)
+        node = MongoScheduler(db["timers"], poll_interval=POLL, batch_size=BATCH, workers=WORKERS)
+        node.subscribe(ScheduleKind.TIMER, recorder(firings))
+        with node:
+            probe = ScheduleItem("probe", ScheduleKind.TIMER, later())
+            lead = lead_for(scheduling_again(node, probe))
+            dues = due_times(FIRE, lead)
+            for n, due in enumerate(dues):
+                node.schedule(ScheduleItem(f"fire-{run}-{n}", ScheduleKind.TIMER, due))
+            commands.take()
+            if not firings.done.wait(300):
+                raise TimeoutError("flowsched did not fire every timer")
+            wait_for(lambda: settled(db["timers"]))
+            round_trips = commands.take()
+        return firings.summary(dues[0], round_trips)
+
+    def close(self) -> None:
+        pass
+
+
+def firing(uri: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """FIRE due within 1 s, RUNS runs of each contender, taking turns (the first of each
+    pair alternates): the server slows as it ages, and a peer whose runs all came after
+    ours would pay for that alone. Medians of flowsched's and APScheduler's runs."""
+    fs_commands, aps_commands = Commands(), Commands()
+    with database(uri, fs_commands) as fs_db, database(uri, aps_commands) as aps_db:
+        contenders: list[FlowschedFiring | ApschedulerFiring] = [
+            FlowschedFiring(fs_db, fs_commands),
+            ApschedulerFiring(aps_db, aps_commands),
+        ]
+        runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders}
+        try:
+            for run in range(RUNS):
+                for contender in contenders if run % 2 == 0 else contenders[::-1]:
+                    runs[contender.name].append(contender.run(run))
+                    print(
+                        f"  {contender.name} firing run {run}: {runs[contender.name][-1]}",
+                        file=sys.stderr,
+                    )
+        finally:
+            for contender in contenders:
+                contender.close()
+    return median_of(runs["flowsched"]), median_of(runs["apscheduler"])
 
 
 def cross_node(uri: str) -> dict[str, Any]:
@@ -444,36 +474,38 @@ def apscheduler_costs(uri: str, pid: int | None) -> dict[str, Any]:
     return out
 
 
-def apscheduler_firing(uri: str) -> dict[str, Any]:
-    runs = []
-    commands = Commands()
-    with database(uri, commands) as db:
-        scheduler = apscheduler(db)
-        scheduler.start(paused=True)
-        try:
-            add_stored_jobs(scheduler, 0, SIZES[-1])
-            for run in range(RUNS):
-                firings = Firings(FIRE)
-                CURRENT.append(firings)
-                lead = lead_for(adding_jobs(scheduler, f"probe-{run}"))
-                dues = due_times(FIRE, lead)
-                for n, due in enumerate(dues):
-                    job_id = f"fire-{run}-{n}"
-                    scheduler.add_job(
-                        apscheduler_job, "date", run_date=due, args=[job_id, due], id=job_id
-                    )
-                commands.take()
-                scheduler.resume()
-                if not firings.done.wait(300):
-                    raise TimeoutError("APScheduler did not fire every job")
-                wait_for(lambda: settled(db["jobs"]))
-                round_trips = commands.take()
-                scheduler.pause()
-                runs.append(firings.summary(dues[0], round_trips))
-                print(f"  APScheduler firing run {run}: {runs[-1]}", file=sys.stderr)
-        finally:
-            scheduler.shutdown(wait=True)
-    return median_of(runs)
+class ApschedulerFiring:
+    """APScheduler 3's firing runs: a database holding 10,000 stored jobs, one scheduler
+    (paused between runs) firing FIRE jobs due within 1 s each run."""
+
+    name = "apscheduler"
+
+    def __init__(self, db: Any, commands: Commands) -> None:
+        self.db, self.commands = db, commands
+        self.scheduler = apscheduler(db)
+        self.scheduler.start(paused=True)
+        add_stored_jobs(self.scheduler, 0, SIZES[-1])
+
+    def run(self, run: int) -> dict[str, Any]:
+        scheduler, commands = self.scheduler, self.commands
+        firings = Firings(FIRE)
+        CURRENT.append(firings)
+        lead = lead_for(adding_jobs(scheduler, f"probe-{run}"))
+        dues = due_times(FIRE, lead)
+        for n, due in enumerate(dues):
+            job_id = f"fire-{run}-{n}"
+            scheduler.add_job(apscheduler_job, "date", run_date=due, args=[job_id, due], id=job_id)
+        commands.take()
+        scheduler.resume()
+        if not firings.done.wait(300):
+            raise TimeoutError("APScheduler did not fire every job")
+        wait_for(lambda: settled(self.db["jobs"]))
+        round_trips = commands.take()
+        scheduler.pause()
+        return firings.summary(dues[0], round_trips)
+
+    def close(self) -> None:
+        self.scheduler.shutdown(wait=True)
 
 
 # -- report -------------------------------------------------------------------------------
@@ -584,13 +616,15 @@ def main() -> int:
     steps: list[tuple[str, str, Callable[[], Any]]] = [
         ("flowsched", "costs", lambda: flowsched_costs(uri, pid)),
         ("apscheduler", "costs", lambda: apscheduler_costs(uri, pid)),
-        ("flowsched", "firing", lambda: flowsched_firing(uri)),
-        ("apscheduler", "firing", lambda: apscheduler_firing(uri)),
+        ("both", "firing", lambda: firing(uri)),
         ("flowsched", "cross_node", lambda: cross_node(uri)),
     ]
     for who, what, step in steps:
         began = time.monotonic()
-        results.setdefault(who, {})[what] = step()
+        if who == "both":
+            results["flowsched"][what], results["apscheduler"][what] = step()
+        else:
+            results.setdefault(who, {})[what] = step()
         print(f"{who} {what}: {time.monotonic() - began:.0f} s", file=sys.stderr)
     results["seconds"] = round(time.monotonic() - started)
     results["targets"] = targets(results)
