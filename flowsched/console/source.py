@@ -219,18 +219,8 @@ class MongoSource:
         if document is None:
             outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
             return await self._record("requeue", item_id, who, outcome)
-        dead = dead_letter_from_document(document)
-        old = dead.item
-        fresh = ScheduleItem(
-            old.id,
-            old.kind,
-            self._clock.now(),
-            old.flow_id,
-            old.payload,
-            recurrence=old.recurrence,
-            previous=old.previous,
-            handler=old.handler,
-        )
+        old = dead_letter_from_document(document).item
+        fresh = old.moved(self._clock.now(), old.previous)  # as MongoScheduler.requeue
         buckets = await self.buckets() or 1
         stored = item_document(fresh, new_generation(), bucket=bucket_of(old.id, buckets))
         try:
