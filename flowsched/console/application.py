@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from flowsched.cli.mongo_target import MongoTarget, redact
 from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock, SystemClock
+from flowsched.console.driver import LoopClient, LoopDatabase
 from flowsched.console.pages import Pages
 from flowsched.console.queries import BadQuery
 from flowsched.console.security import Forbidden, Guard, read_token_file
@@ -91,13 +92,13 @@ def app(
         target = given if target is None else target
     if target is None:
         raise TypeError("app(...): give a MongoDB URI, a database, or a scheduler")
-    client: Any = None
+    client: LoopClient | None = None
     shown = ""
     if isinstance(target, str):
         client, mongo = _client(target, query_budget_ms)
         shown = f"{redact(target)} {database}.{collection}"
         source: MongoSource | MemorySource = MongoSource(
-            client[database], collection, clock, mongo.scrub, query_budget_ms
+            LoopDatabase(client, database), collection, clock, mongo.scrub, query_budget_ms
         )
     elif hasattr(target, "list_collection_names") or hasattr(target, "get_collection"):
         source = MongoSource(target, collection, clock, str, query_budget_ms)
@@ -119,7 +120,7 @@ def app(
     return _starlette(pages, client)
 
 
-def _client(uri: str, budget_ms: int) -> tuple[Any, MongoTarget]:
+def _client(uri: str, budget_ms: int) -> tuple[LoopClient, MongoTarget]:
     from datetime import timedelta
 
     try:
@@ -129,20 +130,24 @@ def _client(uri: str, budget_ms: int) -> tuple[Any, MongoTarget]:
             "the console needs the driver: pip install 'flowsched[console]'"
         ) from None
     target = MongoTarget(uri, "", "", timedelta(milliseconds=budget_ms))
-    try:
-        client: Any = pymongo.AsyncMongoClient(
+
+    def connect() -> Any:
+        return pymongo.AsyncMongoClient(
             uri,
             tz_aware=True,
             serverSelectionTimeoutMS=max(budget_ms, 1000),
             connectTimeoutMS=max(budget_ms, 1000),
             appname="flowsched-console",
         )
+
+    try:
+        client = LoopClient(connect)
     except (pymongo.errors.PyMongoError, ValueError, TypeError) as exc:
         raise ValueError(f"invalid MongoDB URI {target.shown}: {target.scrub(exc)}") from None
     return client, target
 
 
-def _starlette(pages: Pages, client: Any) -> Starlette:
+def _starlette(pages: Pages, client: LoopClient | None) -> Starlette:
     static = StaticFiles(directory=str(Path(__file__).parent / "static"))
     routes = [
         Route("/", pages.overview),

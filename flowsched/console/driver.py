@@ -8,7 +8,9 @@ that would take longer, and the page says so instead of waiting on a scan.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -17,24 +19,87 @@ import anyio.to_thread
 from flowsched.console.queries import FindSpec
 from flowsched.errors import SchedulerUnavailable
 
-__all__ = ["AsyncCollection"]
+__all__ = ["AsyncCollection", "LoopClient", "LoopCollection", "LoopDatabase"]
 
 T = TypeVar("T")
 
 _MAX_TIME_EXPIRED = 50
 
 
+class LoopClient:
+    """One ``pymongo.AsyncMongoClient`` per event loop, made on first use by ``connect``.
+
+    The async driver's client belongs to the loop it first ran on; on another it raises
+    "Cannot use AsyncMongoClient in different event loop". A host may serve requests on a
+    new loop (a test client used without ``with``, a server started again in one process),
+    so each loop gets a client of its own. :meth:`close` closes the running loop's."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self._connect = connect
+        self._first: Any = connect()  # made now: a bad URI fails here, not on a request
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def current(self) -> Any:
+        """The running loop's client (the first loop gets the one made at start)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._first if self._first is not None else self._connect()
+            self._first = None
+            self._clients[loop] = client
+        return client
+
+    async def close(self) -> None:
+        """Close the running loop's client, if it has one (the others went with their loops)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+
+class LoopDatabase:
+    """Database ``name`` of a :class:`LoopClient`: ``database[collection]`` as for a driver."""
+
+    def __init__(self, client: LoopClient, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __getitem__(self, collection: str) -> LoopCollection:
+        return LoopCollection(self.client, self.name, collection)
+
+
+class LoopCollection:
+    """Collection ``database.name`` of a :class:`LoopClient`, on the running loop."""
+
+    def __init__(self, client: LoopClient, database: str, name: str) -> None:
+        self.client = client
+        self.database = database
+        self.name = name
+
+    def current(self) -> Any:
+        """The driver's ``AsyncCollection`` on the running loop's client."""
+        return self.client.current()[self.database][self.name]
+
+
 class AsyncCollection:
-    """``raw`` (an ``AsyncCollection`` of the async driver, or a sync collection) as coroutines.
+    """``raw`` (an ``AsyncCollection`` of the async driver, a :class:`LoopCollection`, or a
+    sync collection) as coroutines.
 
     ``scrub`` removes secrets from driver messages; ``budget_ms`` bounds every read."""
 
     def __init__(self, raw: Any, scrub: Callable[[object], str], budget_ms: int) -> None:
-        self.raw = raw
+        self._raw = raw
         self.name: str = raw.name
         self._scrub = scrub
         self._budget = budget_ms
-        self._async = _is_async(raw)
+        self._async = isinstance(raw, LoopCollection) or _is_async(raw)
+
+    @property
+    def raw(self) -> Any:
+        """The driver's collection to call (on the running loop's client, for a URI)."""
+        raw = self._raw
+        return raw.current() if isinstance(raw, LoopCollection) else raw
 
     async def find(self, spec: FindSpec, projection: Mapping[str, Any] | None = None) -> list[Any]:
         """The documents of ``spec``, walking its index."""

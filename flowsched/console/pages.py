@@ -72,6 +72,7 @@ class Pages:
             shown=self.shown,
             source_name=self.source.name,
             needs_mongo=self.source.needs_mongo,
+            runs_now=self.source.runs_now,
             live_seconds=LIVE_SECONDS,
             **context,
         )
@@ -97,20 +98,19 @@ class Pages:
 
     async def overview(self, request: Request) -> Response:
         """Due load, lateness, failures and unserved routes; the live part refreshes itself."""
-        if isinstance(self.source, MemorySource):
+        if not self.source.lists:
             return self.needs_mongo(request, "The overview (due load, lateness, nodes)")
         per = _per(request)
         return self.render(request, "overview.html", per=per, **await self._live(per))
 
     async def live(self, request: Request) -> Response:
         """The overview's live part alone (fetched every few seconds by ``live.js``)."""
-        if isinstance(self.source, MemorySource):
-            return self.problem(request, 404, "the overview needs MongoDB")
+        if not self.source.lists:
+            return self.problem(request, 404, "the overview needs a list of the timers")
         per = _per(request)
         return self.render(request, "_live.html", per=per, **await self._live(per))
 
     async def _live(self, per: str) -> dict[str, Any]:
-        assert isinstance(self.source, MongoSource)
         now = self.clock.now()
         starts, counts, later = await self.source.forecast(per)
         late_starts, late, earlier = await self.source.lateness()
@@ -127,7 +127,7 @@ class Pages:
 
     async def timers(self, request: Request) -> Response:
         """The timers list: filters, one indexed page, a link to the next."""
-        if isinstance(self.source, MemorySource):
+        if not self.source.lists:
             return self.needs_mongo(request, "Listing and filtering timers")
         query = TimerQuery.parse(request.query_params.multi_items())
         now = self.clock.now()

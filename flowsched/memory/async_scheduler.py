@@ -205,6 +205,10 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         """How many items are scheduled (due or not, running or parked)."""
         return len(self._store)
 
+    async def scheduled(self) -> list[ScheduleItem]:
+        """A snapshot of the items scheduled (as :meth:`InMemoryScheduler.scheduled`)."""
+        return list(self._store.items.values())
+
     def subscribe(self, kind: ScheduleKind, handler: AsyncHandler) -> None:
         """Deliver items of ``kind`` (without a handler name) to ``handler`` (``async def``
         or plain); items that waited for it are re-queued. ``ValueError`` if the kind

@@ -218,6 +218,13 @@ class InMemoryScheduler(SchedulerPort):
             self._settle()
             return len(self._store)
 
+    def scheduled(self) -> list[ScheduleItem]:
+        """A snapshot of the items scheduled (due or not, running or parked), in no order:
+        what the console lists (a copy: it does not change as the scheduler goes on)."""
+        with self._lock:
+            self._settle()
+            return list(self._store.items.values())
+
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         """Deliver items of ``kind`` (without a handler name) to ``handler``; items that
         waited for it are re-queued. ``ValueError`` if the kind already has a handler."""

@@ -36,6 +36,7 @@ def follow(page: Any, selector: str) -> None:
     with page.expect_navigation():
         page.click(selector)
 
+
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed"
 )

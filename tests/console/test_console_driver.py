@@ -3,6 +3,7 @@ for a narrower filter (503), an unreachable server says so, neither is a 500."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 from starlette.testclient import TestClient
 
 from flowsched.console import app
+from flowsched.console.driver import LoopClient
 
 
 class Failing:
@@ -54,3 +56,36 @@ def test_driver_errors_are_503_pages(error: Exception, says: str) -> None:
             page = console.get(url)
             assert page.status_code == 503, url
             assert says in page.text, url
+
+
+def test_a_loop_client_gives_each_event_loop_its_own_client() -> None:
+    made: list[object] = []
+
+    class Client:
+        closed = False
+
+        def __init__(self) -> None:
+            made.append(self)
+
+        async def close(self) -> None:
+            self.closed = True
+
+    clients = LoopClient(Client)
+    assert len(made) == 1  # made at once: a bad URI fails when the app is built
+
+    async def twice() -> tuple[object, object]:
+        return clients.current(), clients.current()
+
+    first = asyncio.run(twice())
+    second = asyncio.run(twice())
+    assert first[0] is first[1] is made[0]  # the first loop gets the client made at start
+    assert second[0] is second[1] is made[1]  # a new loop, a new client
+    asyncio.run(clients.close())  # a loop with no client of its own: nothing to close
+    assert not any(client.closed for client in made)
+
+    async def use_then_close() -> object:
+        client = clients.current()
+        await clients.close()
+        return client
+
+    assert asyncio.run(use_then_close()).closed  # type: ignore[attr-defined]

@@ -81,3 +81,12 @@ def test_a_password_in_the_uri_is_never_shown(mongo_uri: str, stored: Any) -> No
             assert page.status_code in (200, 503), url
             assert "t0p-s3cret" not in page.text
             assert "ops:***@" in page.text
+
+
+def test_a_uri_console_serves_requests_on_any_event_loop(mongo_uri: str, stored: Any) -> None:
+    # Outside `with`, the test client runs each request on a loop of its own: the async
+    # driver's client belongs to one loop, so each loop must get its own (it was a 500).
+    console = TestClient(app(mongo_uri, database=stored.name), raise_server_exceptions=False)
+    pages = [console.get("/timers") for _ in range(3)]
+    assert [page.status_code for page in pages] == [200, 200, 200]
+    assert all(page.text.count("timer-link") == 50 for page in pages)
