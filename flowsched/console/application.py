@@ -25,10 +25,11 @@ from flowsched.cli.mongo_target import MongoTarget, redact
 from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock, SystemClock
 from flowsched.console.driver import LoopClient, LoopDatabase
+from flowsched.console.memory_source import MemorySource
 from flowsched.console.pages import Pages
 from flowsched.console.queries import BadQuery
 from flowsched.console.security import Forbidden, Guard, read_token_file
-from flowsched.console.source import MemorySource, MongoSource
+from flowsched.console.source import MongoSource
 from flowsched.errors import SchedulerUnavailable
 
 __all__ = ["app"]

@@ -18,9 +18,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from flowsched.clock import Clock
+from flowsched.console.memory_source import MemorySource
 from flowsched.console.queries import STATES, BadQuery, PageQuery, Params, TimerQuery, check_text
 from flowsched.console.security import AUTH_COOKIE, CSRF_COOKIE, Forbidden, Guard, clean_name
-from flowsched.console.source import MemorySource, MongoSource, Operator
+from flowsched.console.source import MongoSource, Operator
 from flowsched.console.views import (
     chart,
     dead_groups,

@@ -1,4 +1,4 @@
-"""Internal: where the console reads and acts: a MongoDB namespace, or a running scheduler.
+"""Internal: where the console reads and acts on a MongoDB namespace (and what both sources share).
 
 :class:`MongoSource` reads the collections a :class:`~flowsched.mongo.MongoScheduler` keeps
 (``<c>``, ``<c>_dead``, ``<c>_quarantine``, ``<c>_nodes``, ``<c>_settings``) with the
@@ -6,21 +6,13 @@ queries of :mod:`flowsched.console.queries`, and writes only two kinds of thing:
 operator actions (each fenced on the generation the operator saw, so a stale page never
 cancels a timer scheduled since) and their records in ``<c>_audit``.
 
-:class:`MemorySource` serves what a scheduler's own calls can answer (``get``,
-``scheduled``, ``dead_letters``, ``requeue``, ``cancel``, ``schedule``: plain or coroutines,
-so an async in-memory scheduler works too): the timers list and its filters, one timer, the
-due-load and lateness charts, dead letters and the three actions. It filters a snapshot of
-every item in the process (no index), and an in-memory scheduler has no claims, leases,
-nodes or quarantine: a timer is waiting or overdue, and the nodes and quarantine pages say
-they need MongoDB.
+:class:`~flowsched.console.memory_source.MemorySource` is the same reads and actions over a
+running scheduler's own calls.
 """
 
 from __future__ import annotations
 
-import bisect
-import inspect
-from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +26,6 @@ from flowsched.console.queries import (
     FindSpec,
     PageQuery,
     TimerQuery,
-    decode_cursor,
     failures_pipeline,
     forecast_pipeline,
     lateness_pipeline,
@@ -42,16 +33,23 @@ from flowsched.console.queries import (
 )
 from flowsched.mongo.documents import (
     bucket_of,
-    dead_letter_document,
     dead_letter_from_document,
     item_document,
     new_generation,
     truncate_ms,
 )
 from flowsched.mongo.inspection import route_pipeline
-from flowsched.port import DeadLetter, ScheduleItem
+from flowsched.port import ScheduleItem
 
-__all__ = ["AUDIT_LIMIT", "Outcome", "MemorySource", "MongoSource", "Operator", "item_fields"]
+__all__ = [
+    "AUDIT_LIMIT",
+    "MongoSource",
+    "Operator",
+    "Outcome",
+    "audit_entry",
+    "flow_order",
+    "item_fields",
+]
 
 AUDIT_LIMIT = 50
 """Most audit entries shown on a timer's page (newest first)."""
@@ -81,7 +79,7 @@ def item_fields(item: ScheduleItem) -> dict[str, Any]:
     return document
 
 
-def _audit_entry(
+def audit_entry(
     action: str, item_id: str, who: Operator, outcome: Outcome, now: datetime
 ) -> dict[str, Any]:
     return {
@@ -132,11 +130,11 @@ class MongoSource:
             return page, True
         more = await self.items.find(replace(following, limit=room))
         if len(more) < room:  # the prefix ends on this page
-            return page + sorted(more, key=_flow_order), False
+            return page + sorted(more, key=flow_order), False
         # Index order groups flows, but the last one reached may be cut anywhere: read it
         # again from its first timer in _id order (one flow's range: small).
         last = more[-1].get("flow_id")
-        page += sorted((d for d in more if d.get("flow_id") != last), key=_flow_order)
+        page += sorted((d for d in more if d.get("flow_id") != last), key=flow_order)
         page += await self.items.find(query.flow_whole(last, now, query.limit - len(page)))
         return page, True
 
@@ -250,7 +248,7 @@ class MongoSource:
     async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
         if not self._audit_indexed:
             await self._index_audit()
-        entry = _audit_entry(action, item_id, who, outcome, self._clock.now())
+        entry = audit_entry(action, item_id, who, outcome, self._clock.now())
         await self.audit.insert_one(entry)
         return outcome
 
@@ -259,7 +257,7 @@ class MongoSource:
         self._audit_indexed = True
 
 
-def _flow_order(document: Mapping[str, Any]) -> tuple[str, str]:
+def flow_order(document: Mapping[str, Any]) -> tuple[str, str]:
     return str(document.get("flow_id")), str(document.get("_id"))
 
 
@@ -273,193 +271,3 @@ def _bucketed(groups: list[Any], default: str) -> tuple[dict[datetime, int], int
         elif key == default:
             other = int(group.get("n", 0))
     return counts, other
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-class MemorySource:
-    """A running scheduler's own view: its timers, dead letters and the operator actions."""
-
-    needs_mongo = True
-    """Claims, leases, nodes and quarantine are MongoDB's (the pages that show them say so)."""
-
-    def __init__(self, scheduler: Any, clock: Clock) -> None:
-        self.name = type(scheduler).__name__
-        self.lists = callable(getattr(scheduler, "scheduled", None))
-        """Whether the timers list and the overview are served (``scheduled()``: the
-        in-memory schedulers; a scheduler without it gets the timer and dead-letter pages)."""
-        self.runs_now = callable(getattr(scheduler, "schedule", None))
-        self._scheduler = scheduler
-        self._clock = clock
-        self._audit: deque[dict[str, Any]] = deque(maxlen=1000)
-
-    async def timers(self, query: TimerQuery, now: datetime) -> tuple[list[Any], bool]:
-        """One page of the timers list (the order and cursor of :class:`MongoSource`'s), and
-        whether more follow."""
-        key: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
-            _id_order if query.flow_prefix is None else _flow_order
-        )
-        documents = sorted((d for d in await self._documents() if _matches(query, d, now)), key=key)
-        if query.after is not None:
-            cursor = tuple(decode_cursor(query.after, 1 if query.flow_prefix is None else 2))
-            documents = [d for d in documents if key(d) > cursor]
-        return documents[: query.limit], len(documents) > query.limit
-
-    async def forecast(self, per: str) -> tuple[list[datetime], dict[datetime, int], int]:
-        """Due load over the next 24 h (as :meth:`MongoSource.forecast`)."""
-        boundaries = slots(self._clock.now(), per, timedelta(hours=24))
-        dues = [d["due"] for d in await self._documents() if d["due"] >= boundaries[0]]
-        return boundaries[:-1], *_counted(dues, boundaries)
-
-    async def lateness(self) -> tuple[list[datetime], dict[datetime, int], int]:
-        """Items due and not delivered yet, per minute of their due time over the last hour."""
-        now = self._clock.now()
-        boundaries = slots(now - timedelta(hours=1), "minute", timedelta(hours=1))
-        dues = [d["due"] for d in await self._documents() if d["due"] <= now]
-        counts, _ = _counted([due for due in dues if due >= boundaries[0]], boundaries)
-        return boundaries[:-1], counts, sum(1 for due in dues if due < boundaries[0])
-
-    async def node_documents(self) -> list[Any]:
-        """None: an in-memory scheduler is no node of a cluster (it has no heartbeat)."""
-        return []
-
-    async def routes(self) -> list[Any]:
-        """None: which node serves a route is a cluster's question (no node, no route rows)."""
-        return []
-
-    async def dead_by_handler(self) -> list[Any]:
-        """Dead letters per handler / kind (as the aggregation of :class:`MongoSource`)."""
-        groups = Counter((d.item.handler, d.item.kind.value) for d in await self._letters())
-        return [{"_id": {"handler": h, "kind": k}, "n": n} for (h, k), n in groups.items()]
-
-    async def timer(self, item_id: str) -> Any:
-        """The item's fields (as a document would hold them), or ``None``."""
-        item = await _maybe(self._scheduler.get(item_id))
-        return None if item is None else item_fields(item)
-
-    async def dead_letter(self, item_id: str) -> Any:
-        """The dead letter of ``item_id`` as its document, or ``None``."""
-        for dead in await self._letters():
-            if dead.item.id == item_id:
-                return dead_letter_document(dead)
-        return None
-
-    async def dead_letters(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
-        """A page of dead letters in ``(dead_at, id)`` order, after ``page.after``."""
-        spec = page.find("dead_at", DEAD_INDEX)
-        documents = sorted(
-            (dead_letter_document(d) for d in await self._letters()),
-            key=lambda d: (d["dead_at"], d["_id"]),
-        )
-        if page.after is not None:
-            documents = [d for d in documents if _after(d, spec)]
-        return documents[: page.limit], spec
-
-    async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest operator actions on ``item_id`` (kept in memory, the last 1,000)."""
-        found = [entry for entry in reversed(self._audit) if entry["item_id"] == item_id]
-        return found[:AUDIT_LIMIT]
-
-    async def cancel(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Cancel the timer if it is still the one the operator saw."""
-        item = await _maybe(self._scheduler.get(item_id))
-        if item is None:
-            outcome = Outcome(False, f"no timer {item_id}: nothing cancelled")
-        elif item.generation != generation:
-            outcome = Outcome(False, f"{item_id} changed since the page was shown: not cancelled")
-        elif await _maybe(self._scheduler.cancel(item_id)):
-            outcome = Outcome(True, f"cancelled {item_id}")
-        else:
-            outcome = Outcome(False, f"no timer {item_id}: nothing cancelled")
-        return self._record("cancel", item_id, who, outcome)
-
-    async def run_now(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Make a one-shot timer due now, if it is still the one the operator saw (it is
-        scheduled again, due now: a replace, so it gets a new generation)."""
-        item = await _maybe(self._scheduler.get(item_id))
-        if item is None:
-            outcome = Outcome(False, f"no timer {item_id}: nothing moved")
-        elif item.generation != generation:
-            outcome = Outcome(False, f"{item_id} changed since the page was shown: not moved")
-        elif item.recurrence is not None:
-            outcome = Outcome(False, f"{item_id} is recurring: run now works on a one-shot timer")
-        else:
-            await _maybe(self._scheduler.schedule(item.moved(self._clock.now())))
-            outcome = Outcome(True, f"{item_id} is due now")
-        return self._record("run_now", item_id, who, outcome)
-
-    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Requeue the dead letter (due now) through the scheduler."""
-        letter = await self.dead_letter(item_id)
-        if letter is None or letter.get("generation") != generation:
-            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
-        elif await _maybe(self._scheduler.requeue(item_id)):
-            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
-        else:
-            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return self._record("requeue", item_id, who, outcome)
-
-    async def _letters(self) -> list[DeadLetter]:
-        return list(await _maybe(self._scheduler.dead_letters()))
-
-    async def _documents(self) -> list[dict[str, Any]]:
-        return [item_fields(item) for item in await _maybe(self._scheduler.scheduled())]
-
-    def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        self._audit.append(_audit_entry(action, item_id, who, outcome, self._clock.now()))
-        return outcome
-
-
-def _id_order(document: Mapping[str, Any]) -> tuple[str]:
-    return (str(document.get("_id")),)
-
-
-def _matches(query: TimerQuery, document: Mapping[str, Any], now: datetime) -> bool:
-    """Whether an in-memory item's fields pass every filter of ``query`` (as its Mongo
-    conditions would: an in-memory item is never claimed, so running and stale match none)."""
-    flow_id = document.get("flow_id")
-    due: datetime = document["due"]
-    checks = (
-        query.id_prefix is None or str(document["_id"]).startswith(query.id_prefix),
-        query.flow_prefix is None
-        or (flow_id is not None and flow_id.startswith(query.flow_prefix)),
-        query.kind is None or document.get("kind") == query.kind.value,
-        query.handler is None or document.get("handler") == query.handler,
-        query.due_from is None or due >= query.due_from,
-        query.due_to is None or due < query.due_to,
-        query.state is None or _in_state(query.state, document, now),
-    )
-    return all(checks)
-
-
-def _in_state(state: str, document: Mapping[str, Any], now: datetime) -> bool:
-    if state == "waiting":
-        return bool(document["due"] > now)
-    if state == "overdue":
-        return bool(document["due"] <= now)
-    if state == "retrying":
-        return bool(document.get("attempts", 0) > 0)
-    return False  # running, stale: claims are MongoDB's
-
-
-def _counted(dues: list[datetime], boundaries: list[datetime]) -> tuple[dict[datetime, int], int]:
-    """Per slot of ``boundaries``, how many of ``dues`` fall in it; and how many after."""
-    counts: dict[datetime, int] = {}
-    later = 0
-    for due in dues:
-        slot = bisect.bisect_right(boundaries, due) - 1
-        if slot >= len(boundaries) - 1:
-            later += 1
-        elif slot >= 0:
-            counts[boundaries[slot]] = counts.get(boundaries[slot], 0) + 1
-    return counts, later
-
-
-def _after(document: Mapping[str, Any], spec: FindSpec) -> bool:
-    # The in-memory twin of the keyset condition of spec.filter (after (dead_at, _id)).
-    condition = spec.filter["$or"]
-    at = condition[0]["dead_at"]["$gt"]
-    key = (document["dead_at"], document["_id"])
-    return key > (at, condition[1]["_id"]["$gt"])

@@ -150,8 +150,7 @@ class InMemoryScheduler(SchedulerPort):
 
         Once this returns, the replaced form is never delivered again (a delivery of it that
         already started may finish, and its outcome is then ignored)."""
-        # The hot path (see bench/memory_bench.py): explicit acquire/release is about twice
-        # as fast as a with-block here.
+        # Hot path (bench/memory_bench.py): acquire/release is twice as fast as a with-block.
         if item.__class__ is not ScheduleItem:
             not_an_item(item)
         lock = self._lock
@@ -164,8 +163,7 @@ class InMemoryScheduler(SchedulerPort):
                     f"InMemoryScheduler is closed: cannot schedule {item.id!r}"
                 )
             if item.generation:
-                # Already stored (returned by a scheduler): a new form needs its own object,
-                # the identity of a stored form being its fence (see memory/store.py).
+                # Already stored: a new form gets its own object (identity is the fence, store.py).
                 stored = item.with_generation(next(self._generations))
             else:
                 stored = item  # newly built: stored as it is, no copy
@@ -219,8 +217,7 @@ class InMemoryScheduler(SchedulerPort):
             return len(self._store)
 
     def scheduled(self) -> list[ScheduleItem]:
-        """A snapshot of the items scheduled (due or not, running or parked), in no order:
-        what the console lists (a copy: it does not change as the scheduler goes on)."""
+        """A snapshot of the items scheduled, as :meth:`pending` counts them (the console's)."""
         with self._lock:
             self._settle()
             return list(self._store.items.values())
