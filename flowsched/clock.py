@@ -40,6 +40,16 @@ def ensure_utc(value: datetime, what: str = "datetime") -> datetime:
         ) from None
 
 
+def later(now: datetime, delta: timedelta, what: str) -> datetime:
+    """``now + delta``; ``ValueError`` naming ``what`` if that is past the year 9999."""
+    try:
+        return now + delta
+    except OverflowError:
+        raise ValueError(
+            f"{what}: {delta} after {now.isoformat()} is past the year 9999 (the last date)"
+        ) from None
+
+
 @runtime_checkable
 class Clock(Protocol):
     """What the schedulers need of time."""
@@ -172,7 +182,7 @@ class ManualClock:
         due on the way at its due time (see the class docstring); return the new now."""
         if delta < timedelta(0):
             raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
-        target = self.now() + delta
+        target = later(self.now(), delta, "ManualClock.advance")
         if self._stepping.get(False):
             return self._move_to(target)  # from a handler: the running step delivers
         with self._lock:
@@ -208,7 +218,7 @@ class ManualClock:
         already running delivers what falls due."""
         if delta < timedelta(0):
             raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
-        target = self.now() + delta
+        target = later(self.now(), delta, "ManualClock.advance")
         if self._stepping.get(False):
             return self._move_to(target)
         token = self._stepping.set(True)
@@ -245,7 +255,7 @@ class ManualClock:
         ``timedelta(0)``) or ``run_due()``, at the new time."""
         if delta < timedelta(0):
             raise ValueError(f"ManualClock cannot go backwards (jump by {delta})")
-        return self._move_to(self.now() + delta)
+        return self._move_to(later(self.now(), delta, "ManualClock.jump"))
 
     def attach(self, scheduler: Driven) -> None:
         """Let :meth:`advance` drive ``scheduler`` (schedulers call this themselves)."""

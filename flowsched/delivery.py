@@ -370,7 +370,10 @@ class DeliveryCore:
         limit = self.redelivery.max_attempts
         if limit is not None and failures >= limit:
             return self._dead_letter(item, failures, error)
-        due = self.clock.now() + self.redelivery.delay(failures)
+        try:
+            due = self.clock.now() + self.redelivery.delay(failures)
+        except OverflowError:  # past the year 9999: there is no next attempt
+            return self._dead_letter(item, failures, f"{error} (next attempt past year 9999)")
         log.warning(
             "delivery of %s %s failed (attempt %d), redelivering at %s: %s",
             item.kind.value,

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
-from flowsched.clock import ensure_utc
+from flowsched.clock import ensure_utc, later
 from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import (
     MAX_HANDLER_NAME,
@@ -87,7 +87,7 @@ def single_timer_item(
 ) -> ScheduleItem:
     """The item ``create_single_timer`` schedules (on either face of the port)."""
     if isinstance(delay, timedelta):
-        due = now + delay
+        due = later(now, delay, f"create_single_timer({timer_id!r}) delay")
     elif isinstance(delay, datetime):
         due = ensure_utc(delay, f"create_single_timer({timer_id!r}) delay")
     else:

@@ -310,3 +310,43 @@ def test_a_retry_count_too_large_to_list_is_a_config_error() -> None:
         SchedulingConfig.from_string("ipf.flow.F.S.A.max-retries = 10000000000000000000000000")
     config = SchedulingConfig.from_string("ipf.flow.F.S.A.max-retries = 10000")
     assert config.action("F", "S", "A").retry.max_retries == 10_000
+
+
+# -- delays past the year 9999: a ValueError naming the call, never an OverflowError -------
+
+END_OF_TIME = datetime(9999, 12, 31, 23, 59, 58, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("delay", [timedelta.max, timedelta(days=3_000_000)])
+def test_a_single_timer_past_the_year_9999_is_a_value_error(delay: timedelta) -> None:
+    scheduler = InMemoryScheduler(clock=ManualClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    with pytest.raises(ValueError, match=r"create_single_timer\('t'\) delay.*past the year 9999"):
+        scheduler.create_single_timer("t", delay, "h")
+    assert not scheduler.exists("t")
+
+
+def test_moving_a_manual_clock_past_the_year_9999_is_a_value_error() -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    with pytest.raises(ValueError, match=r"ManualClock.advance: .* past the year 9999"):
+        clock.advance(timedelta.max)
+    with pytest.raises(ValueError, match=r"ManualClock.jump: .* past the year 9999"):
+        clock.jump(timedelta(days=3_000_000))
+    assert clock.now() == datetime(2026, 1, 1, tzinfo=UTC)  # not moved
+
+
+def test_a_failure_whose_next_attempt_is_past_the_year_9999_dead_letters_it() -> None:
+    clock = ManualClock(END_OF_TIME)
+    scheduler = InMemoryScheduler(clock=clock, redelivery=RedeliveryPolicy())
+    ran: list[str] = []
+
+    def fails(item: ScheduleItem, attempt: int) -> None:
+        raise RuntimeError("down")
+
+    scheduler.register("h", fails)
+    scheduler.subscribe(TIMER, lambda item, attempt: ran.append(item.id))
+    scheduler.schedule(ScheduleItem("last", TIMER, END_OF_TIME, handler="h"))
+    scheduler.schedule(ScheduleItem("other", TIMER, END_OF_TIME))
+    clock.advance(timedelta(0))  # raised OverflowError and stopped delivering
+    [dead] = scheduler.dead_letters()
+    assert dead.item.id == "last" and "past year 9999" in dead.error
+    assert ran == ["other"]  # the other item was delivered all the same
