@@ -202,7 +202,10 @@ class RetryPolicy(BaseModel):
         # The jitter bounds of the first retries, worked out once: delay() is on the flow
         # domain's hot path. Kept outside the fields (equality, hashing, dumps ignore it).
         bounds: tuple[tuple[int, int], ...] = ()
-        if self.jitter_enabled and self.jitter_factor != 0:
+        # Runs before the model validator: USER_DEFINED without custom_backoffs is left to it
+        # (its message names the field; the bounds would have failed an assertion first).
+        unchecked = self.backoff_type is BackoffType.USER_DEFINED and not self.custom_backoffs
+        if self.jitter_enabled and self.jitter_factor != 0 and not unchecked:
             top = min(self.max_retries, _PRECOMPUTED)
             bounds = tuple(self._jitter_bounds(self._base_delay(n)) for n in range(1, top + 1))
         object.__setattr__(self, "_bounds", bounds)

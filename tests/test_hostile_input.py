@@ -13,11 +13,13 @@ from typer.testing import CliRunner
 
 import flowsched
 from flowsched import (
+    BackoffType,
     ConfigError,
     FlowschedError,
     InMemoryScheduler,
     ManualClock,
     RedeliveryPolicy,
+    RetryPolicy,
     ScheduleItem,
     ScheduleKind,
     SchedulingConfig,
@@ -350,3 +352,21 @@ def test_a_failure_whose_next_attempt_is_past_the_year_9999_dead_letters_it() ->
     [dead] = scheduler.dead_letters()
     assert dead.item.id == "last" and "past year 9999" in dead.error
     assert ran == ["other"]  # the other item was delivered all the same
+
+
+@pytest.mark.parametrize("jitter", ["--jitter", "--no-jitter"])
+def test_backoff_with_the_most_retries_says_which_never_come(jitter: str) -> None:
+    # 10000 is the documented maximum; the waits added up overflowed (a traceback, exit 1).
+    result = CliRunner().invoke(build_app(), ["backoff", "--max-retries", "10000", jitter])
+    assert result.exit_code == 0, result.output
+    assert "to 10000 are never scheduled" in result.stdout
+    assert "Traceback" not in result.output
+
+
+def test_user_defined_without_custom_backoffs_names_the_field_with_jitter_on() -> None:
+    with pytest.raises(ValueError, match="USER_DEFINED needs custom_backoffs"):
+        RetryPolicy(max_retries=2, backoff_type=BackoffType.USER_DEFINED)  # jitter: default on
+    result = CliRunner().invoke(build_app(), ["backoff", "--type", "USER_DEFINED"])
+    assert result.exit_code == 2
+    assert "USER_DEFINED needs custom_backoffs" in result.stderr
+    assert "Assertion" not in result.output

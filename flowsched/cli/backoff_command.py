@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -131,16 +131,28 @@ def _print_schedule(policy: RetryPolicy, limit: timedelta | None) -> None:
     for column in [*columns, "scheduled"]:
         table.add_column(column, justify="right" if column == "retry" else "left")
     due, low_due, high_due = timedelta(0), timedelta(0), timedelta(0)
+    never = None
+    horizon = datetime.max.replace(tzinfo=UTC) - datetime.now(UTC)  # to the year 9999's end
     for n, wait in enumerate(policy.delays(), start=1):
-        due += wait
-        row = [str(n), human(wait), human(due)]
         low, high = policy.jitter_range(n)
-        low_due, high_due = low_due + low, high_due + high
+        try:
+            due, low_due, high_due = due + wait, low_due + low, high_due + high
+        except OverflowError:  # past any timedelta, so past the year 9999 too
+            due = timedelta.max
+        if (low_due if jittered else due) > horizon:  # a retry the domain never schedules
+            never = n
+            break
+        row = [str(n), human(wait), human(due)]
         if jittered:
             row += [_span(low, high), _span(low_due, high_due)]
         row.append(_scheduled(due if not jittered else low_due, high_due, limit))
         table.add_row(*row)
     out.print(table)
+    if never is not None:
+        out.print(
+            f"retries {never} to {policy.max_retries} are never scheduled: "
+            "from now, the waits add up past the year 9999"
+        )
 
 
 def _span(low: timedelta, high: timedelta) -> str:
