@@ -184,3 +184,14 @@ def test_explain_on_an_invalid_file_lists_the_problems_and_exits_1(tmp_path: Pat
     code, out, err = run("explain", str(conf), "F", "S", "A")
     assert (code, out) == (1, "")
     assert "F.S.A.jitter-factor = 3: must be a number from 0 to 1" in err
+
+
+def test_check_lists_a_misshapen_root_key_beside_a_bad_value(tmp_path: Path) -> None:
+    # A bad value made the load fail first, and the missing level of line 2 went unreported.
+    conf = tmp_path / "both.conf"
+    conf.write_text("Pay.Fraud.Check.max-retries = -1\nPay.Fraud.max-retries = 3\n")
+    code, _, err = run("check", str(conf))
+    assert code == 1
+    assert "2 problems" in err
+    assert "both.conf:1: Pay.Fraud.Check.max-retries = -1" in err
+    assert "both.conf:2: Pay.Fraud.max-retries = 3: 1 level missing" in err

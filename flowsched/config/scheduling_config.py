@@ -71,8 +71,10 @@ class SchedulingConfig:
         self._lines: KeyLines | None = scan(text) if source is not None and text else None
         fatal = compiled.errors + (compiled.key_problems if strict else ())
         if fatal:
-            # Report everything found, near-misses included, even when not strict.
-            raise ConfigError(self.locate(compiled.errors + compiled.key_problems))
+            # Report everything found, near-misses included, even when not strict - and the
+            # root keys `flowsched check` would report (else a bad value hid them there).
+            flow_like = tuple(f.problem for f in compiled.root_problems if f.named_like_a_flow)
+            raise ConfigError(self.locate(compiled.errors + compiled.key_problems + flow_like))
         self._compiled = compiled
         self._cache: dict[Triple, ActionPolicy] = {}
         self._by_matches: dict[tuple[Triple, ...], tuple[timedelta | None, RetryPolicy]] = {}
