@@ -302,11 +302,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     ) -> bool:
         """Schedule a dead letter again (as :meth:`MongoScheduler.requeue`)."""
         what = f"requeue({item_id!r})"
+        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
         document = await self._call(what, lambda: self._store.dead_letter_steps(item_id))
         if document is None:
-            return False
+            return False  # (a bad ``due`` is refused first, as in memory)
         old = dead_letter_from_document(document).item
-        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
         stored = await self._store_item(old.moved(when, old.previous), replace=replace)
         await self._call(
             what, lambda: self._store.remove_dead_letter_steps(item_id, old.generation)

@@ -266,3 +266,11 @@ def test_a_replaced_item_leaves_no_dead_letter_for_its_old_form(make, clock):
     scheduler.run_due()
     assert scheduler.dead_letters() == []
     assert scheduler.get("t").payload == {"v": 2}
+
+
+def test_a_naive_requeue_due_is_refused_even_with_no_dead_letter(make):
+    # As in memory: the argument is checked before the lookup (it returned False).
+    from datetime import datetime
+
+    with pytest.raises(ValueError, match="requeue due must be timezone-aware"):
+        make().requeue("no-such-letter", datetime(2026, 1, 1))
