@@ -138,7 +138,8 @@ def _print_schedule(policy: RetryPolicy, limit: timedelta | None) -> None:
         try:
             due, low_due, high_due = due + wait, low_due + low, high_due + high
         except OverflowError:  # past any timedelta, so past the year 9999 too
-            due = timedelta.max
+            never = n
+            break
         if (low_due if jittered else due) > horizon:  # a retry the domain never schedules
             never = n
             break

@@ -35,7 +35,7 @@ from flowsched.console.source import (
     item_fields,
 )
 from flowsched.mongo.documents import dead_letter_document
-from flowsched.port import DeadLetter
+from flowsched.port import DeadLetter, ScheduleItem
 
 __all__ = ["MemorySource"]
 
@@ -129,11 +129,9 @@ class MemorySource:
 
     async def cancel(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Cancel the timer if it is still the one the operator saw."""
-        item = await _maybe(self._scheduler.get(item_id))
-        if item is None:
-            outcome = Outcome(False, f"no timer {item_id}: nothing cancelled")
-        elif item.generation != generation:
-            outcome = Outcome(False, f"{item_id} changed since the page was shown: not cancelled")
+        seen = await self._seen(item_id, generation, "cancelled")
+        if isinstance(seen, Outcome):
+            outcome = seen
         elif await _maybe(self._scheduler.cancel(item_id)):
             outcome = Outcome(True, f"cancelled {item_id}")
         else:
@@ -143,15 +141,13 @@ class MemorySource:
     async def run_now(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Make a one-shot timer due now, if it is still the one the operator saw (it is
         scheduled again, due now: a replace, so it gets a new generation)."""
-        item = await _maybe(self._scheduler.get(item_id))
-        if item is None:
-            outcome = Outcome(False, f"no timer {item_id}: nothing moved")
-        elif item.generation != generation:
-            outcome = Outcome(False, f"{item_id} changed since the page was shown: not moved")
-        elif item.recurrence is not None:
+        seen = await self._seen(item_id, generation, "moved")
+        if isinstance(seen, Outcome):
+            outcome = seen
+        elif seen.recurrence is not None:
             outcome = Outcome(False, f"{item_id} is recurring: run now works on a one-shot timer")
         else:
-            await _maybe(self._scheduler.schedule(item.moved(self._clock.now())))
+            await _maybe(self._scheduler.schedule(seen.moved(self._clock.now())))
             outcome = Outcome(True, f"{item_id} is due now")
         return self._record("run_now", item_id, who, outcome)
 
@@ -165,6 +161,17 @@ class MemorySource:
         else:
             outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
         return self._record("requeue", item_id, who, outcome)
+
+    async def _seen(
+        self, item_id: str, generation: int | None, verb: str
+    ) -> ScheduleItem | Outcome:
+        """The timer if it is still the one the operator saw, else the refusal to record."""
+        item: ScheduleItem | None = await _maybe(self._scheduler.get(item_id))
+        if item is None:
+            return Outcome(False, f"no timer {item_id}: nothing {verb}")
+        if item.generation != generation:
+            return Outcome(False, f"{item_id} changed since the page was shown: not {verb}")
+        return item
 
     async def _letters(self) -> list[DeadLetter]:
         return list(await _maybe(self._scheduler.dead_letters()))
