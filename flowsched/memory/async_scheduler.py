@@ -196,10 +196,10 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         return len(ids)
 
     async def exists(self, item_id: str) -> bool:
-        return item_id in self._store.items
+        return self._store.get(item_id) is not None
 
     async def get(self, item_id: str) -> ScheduleItem | None:
-        return self._store.items.get(item_id)
+        return self._store.get(item_id)
 
     async def pending(self) -> int:
         """How many items are scheduled (due or not, running or parked)."""

@@ -203,12 +203,12 @@ class InMemoryScheduler(SchedulerPort):
     def exists(self, item_id: str) -> bool:
         with self._lock:
             self._settle()
-            return item_id in self._store.items
+            return self._store.get(item_id) is not None
 
     def get(self, item_id: str) -> ScheduleItem | None:
         with self._lock:
             self._settle()
-            return self._store.items.get(item_id)
+            return self._store.get(item_id)
 
     def pending(self) -> int:
         """How many items are scheduled (due or not, running or parked): the pending gauge."""

@@ -72,6 +72,11 @@ class MemoryTimerStore:
     def next_generation(self) -> int:
         return next(self.generations)
 
+    def get(self, item_id: object) -> ScheduleItem | None:
+        """The current form of ``item_id``; ``None`` for an id no item can have (ids are
+        strings: an unhashable one is not a ``TypeError`` here, as it is not on Mongo)."""
+        return self.items.get(item_id) if isinstance(item_id, str) else None
+
     def put(self, item: ScheduleItem) -> None:
         """Make ``item`` (already carrying a fresh generation) the current form of its id."""
         key = item.id
@@ -122,7 +127,7 @@ class MemoryTimerStore:
 
     def remove(self, item_id: str) -> ScheduleItem | None:
         """Drop the current form of ``item_id``; its heap entry goes stale."""
-        item = self.items.pop(item_id, None)
+        item = self.items.pop(item_id, None) if isinstance(item_id, str) else None
         if item is not None:
             self._forget(item)
             self._compact_if_stale()
@@ -130,7 +135,7 @@ class MemoryTimerStore:
 
     def remove_flow(self, flow_id: str) -> list[str]:
         """Drop every item of ``flow_id``; return their ids."""
-        ids = self.flows.pop(flow_id, ())
+        ids = self.flows.pop(flow_id, ()) if isinstance(flow_id, str) else ()
         for item_id in ids:
             del self.items[item_id]
             self.attempts.pop(item_id, None)

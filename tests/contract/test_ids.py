@@ -47,3 +47,19 @@ def test_a_good_id_round_trips_on_every_adapter(make_scheduler, clock, name: str
     clock.advance(timedelta(seconds=1))
     assert seen == [item_id]
     assert not scheduler.exists(item_id)
+
+
+@pytest.mark.parametrize("other", [{"a": 1}, ["timer"], 7, None, b"timer"], ids=repr)
+def test_an_id_of_another_type_is_simply_not_there_on_every_adapter(
+    make_scheduler, clock, other: object
+) -> None:
+    """Ids are strings, so no item has a dict, list, int or bytes id: ``exists`` and ``get``
+    say so, ``cancel`` and ``cancel_flow`` remove nothing, on a scheduler holding items (an
+    empty dict answers ``pop`` of an unhashable key without hashing it, hiding the case)."""
+    scheduler = make_scheduler(clock)
+    scheduler.schedule(ScheduleItem("timer", ScheduleKind.TIMER, clock.now(), flow_id="timer"))
+    assert scheduler.exists(other) is False  # type: ignore[arg-type]
+    assert scheduler.get(other) is None  # type: ignore[arg-type]
+    assert scheduler.cancel(other) is False  # type: ignore[arg-type]
+    assert scheduler.cancel_flow(other) == 0  # type: ignore[arg-type]
+    assert scheduler.exists("timer")
