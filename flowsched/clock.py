@@ -50,6 +50,20 @@ def later(now: datetime, delta: timedelta, what: str) -> datetime:
         ) from None
 
 
+LAST = datetime.max.replace(microsecond=999_000, tzinfo=UTC)
+"""The last instant a lease, a wake-up or a heartbeat can end at (whole milliseconds, as BSON
+keeps it): internal deadlines near the end of the year 9999 stop there."""
+
+
+def capped(now: datetime, delta: timedelta) -> datetime:
+    """``now + delta``, or :data:`LAST` if that is later (an internal deadline - a lease, a
+    heartbeat, a wake-up - near the year 9999 ends at the last date instead of overflowing)."""
+    try:
+        return min(now + delta, LAST)
+    except OverflowError:
+        return LAST
+
+
 @runtime_checkable
 class Clock(Protocol):
     """What the schedulers need of time."""

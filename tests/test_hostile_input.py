@@ -4,6 +4,7 @@ UnicodeDecodeError or Python's digit-limit message."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -352,6 +353,52 @@ def test_a_failure_whose_next_attempt_is_past_the_year_9999_dead_letters_it() ->
     [dead] = scheduler.dead_letters()
     assert dead.item.id == "last" and "past year 9999" in dead.error
     assert ran == ["other"]  # the other item was delivered all the same
+
+
+def _end_of_time_scheduler(adapter: str, clock: ManualClock) -> Any:
+    if adapter == "memory":
+        return InMemoryScheduler(clock=clock, redelivery=RedeliveryPolicy())
+    mongomock = pytest.importorskip("mongomock")
+    from flowsched import AsyncMongoScheduler, MongoScheduler
+
+    collection = mongomock.MongoClient(tz_aware=True)["fs"]["timers"]
+    kind = AsyncMongoScheduler if adapter == "async mongomock" else MongoScheduler
+    return kind(collection, node_id="n", clock=clock, redelivery=RedeliveryPolicy())
+
+
+@pytest.mark.parametrize("adapter", ["memory", "mongomock", "async mongomock"])
+def test_every_adapter_runs_to_the_last_second_of_the_year_9999(adapter: str) -> None:
+    """A lease, a heartbeat or an audit turn that would end past the last date ends at it:
+    the Mongo adapters raised OverflowError from every claim at the end of time."""
+    clock = ManualClock(END_OF_TIME)
+    scheduler = _end_of_time_scheduler(adapter, clock)
+    ran: list[str] = []
+
+    def fails(item: ScheduleItem, attempt: int) -> None:
+        raise RuntimeError("down")
+
+    async def run() -> None:
+        scheduler.register("h", fails)
+        scheduler.subscribe(TIMER, lambda item, attempt: ran.append(item.id))
+        await scheduler.schedule(ScheduleItem("last", TIMER, END_OF_TIME, handler="h"))
+        await scheduler.schedule(ScheduleItem("other", TIMER, END_OF_TIME))
+        assert await scheduler.run_due() == 2
+        [dead] = await scheduler.dead_letters()
+        assert dead.item.id == "last" and "past year 9999" in dead.error
+        assert not await scheduler.exists("last")
+
+    if adapter == "async mongomock":
+        asyncio.run(run())
+    else:
+        scheduler.register("h", fails)
+        scheduler.subscribe(TIMER, lambda item, attempt: ran.append(item.id))
+        scheduler.schedule(ScheduleItem("last", TIMER, END_OF_TIME, handler="h"))
+        scheduler.schedule(ScheduleItem("other", TIMER, END_OF_TIME))
+        assert scheduler.run_due() == 2
+        [dead] = scheduler.dead_letters()
+        assert dead.item.id == "last" and "past year 9999" in dead.error
+        assert not scheduler.exists("last")
+    assert ran == ["other"]
 
 
 @pytest.mark.parametrize("jitter", ["--jitter", "--no-jitter"])

@@ -41,7 +41,7 @@ from bson.errors import BSONError
 from pymongo.errors import BulkWriteError, PyMongoError, WriteError
 
 from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
-from flowsched.clock import Clock
+from flowsched.clock import Clock, capped
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.leases import HeldLeases, renew_held_steps
@@ -166,7 +166,7 @@ class AsyncSweeper:
                 wait = backoff.next()
             if len(self.deliveries) or self._finished:
                 wait = min(wait, FLUSH_INTERVAL)
-            self.sleeping_until = self._clock.now() + timedelta(seconds=wait)
+            self.sleeping_until = capped(self._clock.now(), timedelta(seconds=wait))
             try:
                 await self.alarm.sleep(wait)
             finally:

@@ -71,6 +71,7 @@ from typing import Any
 import bson
 from pymongo.errors import BulkWriteError, WriteError
 
+from flowsched.clock import capped
 from flowsched.delivery import DeadLettered
 from flowsched.mongo.candidates import CandidateQuery
 from flowsched.mongo.commands import Breather, Call, Find, Steps
@@ -166,12 +167,12 @@ class Claims:
         wanted = sorted(routes)
         if not wanted:
             return Claimed(token)
-        found = yield from self.candidates.steps(wanted, now + lookahead, limit)
+        found = yield from self.candidates.steps(wanted, capped(now, lookahead), limit)
         due, next_ready, quarantined = yield from self._usable(found, now)
         ids = [doc["_id"] for doc in due]
         if not ids:
             return Claimed(token, [], len(due), next_ready, quarantined)
-        lease_until = truncate_ms(now + self.lease)
+        lease_until = truncate_ms(capped(now, self.lease))
         claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
         update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
         # route again: a document replaced meanwhile by one for another route is not ours.
@@ -315,7 +316,7 @@ class Claims:
         """:meth:`renew` as a procedure."""
         if not held:
             return 0
-        lease_until = truncate_ms(now + self.lease)
+        lease_until = truncate_ms(capped(now, self.lease))
         change = {"$set": {"claim.lease_until": lease_until, "ready_at": lease_until}}
         result = yield Call("items", "update_many", (self._held_query(held), change))
         return int(result.matched_count)

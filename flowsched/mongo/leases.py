@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flowsched.clock import LAST, capped
 from flowsched.delivery import Completed, Observer
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.commands import Steps
@@ -103,9 +104,11 @@ class HeldLeases:
 
     def may_start(self, key: Key, now: datetime) -> bool:
         """Whether a handler of ``key`` may start at ``now``: its lease is alive, with the
-        margin to spare. A claim not tracked here (none should be) may start."""
+        margin to spare. A claim not tracked here (none should be) may start, and so may one
+        whose lease ends at the last date (:data:`~flowsched.clock.LAST`, cut short by the end
+        of the year 9999: no clock passes it, so it cannot lapse)."""
         until = self.until(key)
-        return until is None or now + self.margin < until
+        return until is None or until >= LAST or until - now > self.margin
 
     def lapsed(self, claim: Claim, now: datetime) -> bool:
         """Whether ``claim`` must not start at ``now`` (:meth:`may_start`); said in the log."""
@@ -179,7 +182,7 @@ def renew_held_steps(
     server acknowledged: when the renewal found fewer than ``held``, one more ``find`` tells
     which were lost (taken over after a pause, replaced, cancelled). A procedure (see
     :mod:`flowsched.mongo.commands`): both faces renew by it."""
-    lease_until = truncate_ms(now + claims.lease)
+    lease_until = truncate_ms(capped(now, claims.lease))
     found = yield from claims.renew_steps(held, now)
     kept = set(held) if found >= len(held) else (yield from claims.holding_steps(held))
     leases.renewed(kept, lease_until)

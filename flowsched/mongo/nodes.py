@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, capped
 from flowsched.mongo.commands import Call, Steps, drive
 from flowsched.mongo.documents import bson_utc_or_none, truncate_ms
 from flowsched.mongo.server_clock import ServerClock
@@ -148,7 +148,7 @@ def heartbeat_document(
     return {
         "routes": sorted(routes),
         "renewed_at": truncate_ms(now),
-        "expires_at": truncate_ms(now + ttl),
+        "expires_at": truncate_ms(capped(now, ttl)),
         "clock_offset_ms": None if offset is None else round(offset / _MS, 1),
     }
 

@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from flowsched.clock import capped
 from flowsched.limits import check_id
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import MAX_COUNT, bucket_of, quarantine_document, short_repr
@@ -239,7 +240,12 @@ class Audit:
                 "find_one_and_update",
                 (
                     {"_id": "audit", "next_at": {"$lte": now}},
-                    {"$set": {"next_at": now + timedelta(seconds=self.every), "by": store.node}},
+                    {
+                        "$set": {
+                            "next_at": capped(now, timedelta(seconds=self.every)),
+                            "by": store.node,
+                        }
+                    },
                 ),
                 {"upsert": True, "return_document": ReturnDocument.AFTER},
             )

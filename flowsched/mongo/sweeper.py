@@ -44,7 +44,7 @@ import bson
 import pymongo
 from pymongo.errors import BulkWriteError, WriteError
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, capped
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
@@ -363,7 +363,7 @@ class Sweeper:
             # neither lost nor held and renewed for ever, then let the interrupt through.
             log.exception("delivery of %s failed outside its handler", claim.item.id)
             failures = claim.attempt + 1
-            due = self._clock.now() + self._core.redelivery.delay(failures)
+            due = capped(self._clock.now(), self._core.redelivery.delay(failures))
             error = f"{type(exc).__name__}: {exc}"
             self._finish(Settlement.of(claim, Redeliver(due, failures, error)))
             raise

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mongomock
 import pytest
-from conftest import START
 
 from flowsched import ConfigError, ManualClock, MongoScheduler, SchedulingConfig
 from flowsched.port import ScheduleItem, ScheduleKind
+
+# The start of the `clock` fixture (tests/mongo/conftest.py). Not imported: `conftest` is
+# ambiguous when pytest collects several test folders in one process.
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 SETTINGS = """
 ipf-scheduler {

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import START
 
 from flowsched.clock import ManualClock
 from flowsched.delivery import Completed
@@ -18,6 +17,10 @@ from flowsched.mongo.leases import HeldLeases, renew_held, start_margin
 from flowsched.mongo.settlement import Settlement
 from flowsched.observe import MetricsObserver
 from flowsched.port import ScheduleItem, ScheduleKind
+
+# The start of the `clock` fixture (tests/mongo/conftest.py). Not imported: `conftest` is
+# ambiguous when pytest collects several test folders in one process.
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 TIMER = ScheduleKind.TIMER
 LEASE = timedelta(seconds=10)
