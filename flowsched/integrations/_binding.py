@@ -93,16 +93,24 @@ class Binding:
             )
         return str(value)
 
+    def check_free(self, models: list[Any]) -> None:
+        """``ValueError`` before anything is added if a model has no usable id, or an id that
+        another model of the machine (or of ``models``) has."""
+        seen: dict[str, Any] = {}
+        for model in models:
+            owner = self.owner(model)
+            known = self.models.get(owner, seen.get(owner))
+            if known is not None and known is not model:
+                raise ValueError(
+                    f"machine {self.name!r} already has a model with id {owner!r}; model ids "
+                    "must be unique within a machine"
+                )
+            seen[owner] = model
+
     def adopt(self, model: Any) -> None:
         """Index a model the machine now manages (``ValueError`` if its id is taken)."""
-        owner = self.owner(model)
-        known = self.models.get(owner)
-        if known is not None and known is not model:
-            raise ValueError(
-                f"machine {self.name!r} already has a model with id {owner!r}; model ids "
-                "must be unique within a machine"
-            )
-        self.models[owner] = model
+        self.check_free([model])
+        self.models[self.owner(model)] = model
 
     def drop(self, model: Any) -> None:
         """Forget a model removed from the machine."""

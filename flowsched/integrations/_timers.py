@@ -28,6 +28,7 @@ from flowsched import (
 
 __all__ = [
     "ANY_ACTION",
+    "MAX_TIMEOUT",
     "EntryTokens",
     "TimerAddress",
     "check_scheduler_face",
@@ -39,6 +40,13 @@ __all__ = [
 
 ANY_ACTION = "Any"
 """The action part of a machine's config keys: ``<name>.<State>.Any.timeout-duration``."""
+
+
+MAX_TIMEOUT = timedelta(days=365_250)
+"""The longest state timeout: 1,000 years. A longer one (up to ``timedelta``'s 2.7 million
+years) could never be scheduled, and would fail in the middle of the transition that enters
+its state rather than when the state is built."""
+_MAX_TEXT = "the longest a state timeout can be (1,000 years)"
 
 
 def timeout_delta(value: object, what: str) -> timedelta | None:
@@ -56,6 +64,8 @@ def timeout_delta(value: object, what: str) -> timedelta | None:
             raise ValueError(f"{what}: timeout must be a finite number of seconds (got {value!r})")
         if value < 0:
             raise ValueError(f"{what}: timeout cannot be negative (got {value!r})")
+        if value > MAX_TIMEOUT.total_seconds():
+            raise ValueError(f"{what}: timeout of {value!r} s is over {_MAX_TEXT}")
         delta = timedelta(seconds=value)
     elif isinstance(value, str | timedelta):
         delta = parse_duration(value, what)
@@ -64,6 +74,8 @@ def timeout_delta(value: object, what: str) -> timedelta | None:
             f"{what}: timeout must be seconds (a number), a HOCON duration string or a "
             f"timedelta (got {type(value).__name__}: {value!r})"
         )
+    if delta > MAX_TIMEOUT:
+        raise ValueError(f"{what}: timeout of {delta} is over {_MAX_TEXT}")
     return delta if delta > timedelta(0) else None
 
 

@@ -58,20 +58,34 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
     async def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
         binding = self._flowsched
         owner, state_name, token, state = binding.target(item)
-        model, borrowed = binding.models.get(owner), False
+        model, borrowed, indexed = binding.models.get(owner), False, True
         if model is None:
             model = await self._load(owner)
-            if model not in self.models:
-                self.add_model(model, initial=binding.borrow_state(model, owner))
-                borrowed = True
+            borrowed = model not in self.models
+        elif binding.load_model is not None and not await self._current(
+            item, model, owner, state_name, token
+        ):
+            # As DurableMachine: the stored model tells when this copy disagrees.
+            fresh = await self._load(owner, found_only=True)
+            if fresh is not None and fresh is not model:
+                model, borrowed, indexed = fresh, True, False
+        if borrowed:
+            initial = binding.borrow_state(model, owner)
+            if indexed:
+                self.add_model(model, initial=initial)
+            else:
+                AsyncMachine.add_model(self, model, initial=initial)
         try:
-            if await self._current(item, model, owner, state_name, token):
+            if await self._current(item, model, owner, state_name, token, local=not borrowed):
                 await self._process_timeout(state, model, owner)
         finally:
             if borrowed:
-                self.remove_model(model)
+                if indexed:
+                    self.remove_model(model)
+                else:
+                    AsyncMachine.remove_model(self, model)
 
-    async def _load(self, owner: str) -> Any:
+    async def _load(self, owner: str, *, found_only: bool = False) -> Any:
         binding = self._flowsched
         if binding.load_model is None:
             raise binding.missing(owner)
@@ -81,19 +95,31 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
                 found = await found
         except Exception as exc:
             if is_lookup_miss(exc):
+                if found_only:
+                    return None
                 raise binding.missing(owner, exc) from exc
             raise
-        return check_loaded(binding, owner, found)
+        return found if found_only else check_loaded(binding, owner, found)
 
     async def _current(
-        self, item: ScheduleItem, model: Any, owner: str, state: str, token: str
+        self,
+        item: ScheduleItem,
+        model: Any,
+        owner: str,
+        state: str,
+        token: str,
+        *,
+        local: bool = True,
     ) -> bool:
         binding = self._flowsched
         if not binding.in_state(model, state):
             return False
-        known = binding.known_entry(owner, state)
-        if known is not None:
-            return known == token
+        known = binding.known_entry(owner, state) if local else None
+        if known == token:
+            return True
+        # Entered in another process (or before a restart), or entered again since this
+        # process armed it - here (a delivery that raced the new entry: stale) or in another
+        # process (current): the scheduler's stored timer tells.
         current = await binding.scheduler.get(item.id)
         return current is not None and (current.payload or {}).get("entry") == token
 

@@ -56,6 +56,8 @@ class DurableTimeout(State):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _refuse_nested(type(self))
+        # Named in a bad timeout's error: State.__init__ (which sets the name) comes later.
+        self._named = str(kwargs.get("name", args[0] if args else "state"))
         self._timeout: object = 0
         self.timeout_delta: timedelta | None = None
         self.timeout = kwargs.pop("timeout", 0)
@@ -81,8 +83,8 @@ class DurableTimeout(State):
 
     @timeout.setter
     def timeout(self, value: object) -> None:
-        name = getattr(self, "name", None) or "state"
-        self.timeout_delta = timeout_delta(value, f"{name} timeout")
+        name = getattr(self, "name", None) or getattr(self, "_named", "state")
+        self.timeout_delta = timeout_delta(value, f"state {name!r} timeout")
         self._timeout = value
 
     @property
@@ -185,8 +187,7 @@ class ModelIndex:
         binding = self._flowsched
         self_literal = getattr(self, "self_literal", "self")
         models = [self if m is self_literal else m for m in listify(model)]
-        for mod in models:
-            binding.owner(mod)  # ValueError before anything is added
+        binding.check_free(models)  # ValueError before anything is added
         super().add_model(model, initial)  # type: ignore[misc]
         for mod in models:
             binding.adopt(mod)

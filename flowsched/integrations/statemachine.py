@@ -17,11 +17,15 @@ it to a scheduler; each machine gets its listener::
     machine = Request(listeners=[timers.listener("req-1")])
 
 Entering a state with a ``durable_timeout`` arms timer ``"<name>:<machine id>:<state id>"``
-(addressed to the handler ``<name>``; ``<name>.<state id>.Any.timeout-duration`` in
-``config`` overrides the duration, with ``Any`` precedence); leaving the state cancels it. A
-timer that fires for a machine no longer in that entry of that state sends nothing. A timer
-for a machine neither seen by this process nor found by ``load_machine`` (``None`` or
-``LookupError``) is a dead letter saying so. With an async scheduler the listener is async,
+(``"…#2"``, ``"…#3"`` for a state's further timeouts; addressed to the handler ``<name>``;
+``<name>.<state id>.Any.timeout-duration`` in ``config`` overrides the duration of each, with
+``Any`` precedence); leaving the state cancels them. States nested in compound and parallel
+states count alike. A timer that fires for a machine no longer in that entry of that state
+sends nothing; when the copy of the machine this process holds says so and ``load_machine``
+is given, the stored machine decides (another process may have moved it on). A timer for a
+machine neither armed in this process nor found by ``load_machine`` (``None`` or
+``LookupError``) is a dead letter saying so. A machine is held here only while one of its
+timeouts is armed. With an async scheduler the listener is async,
 so the machine runs on python-statemachine's async engine.
 
 The sync engine still starts its invoke thread for a ``durable_timeout`` state, as for any
@@ -110,12 +114,22 @@ def durable_timeout(
     return DurableTimeoutInvoke(duration, on)
 
 
-def _timeout_of(state: Any) -> DurableTimeoutInvoke | None:
+def _timeouts_of(state: Any) -> list[DurableTimeoutInvoke]:
+    """The state's durable timeouts, in the order given (``invoke=[...]`` may hold several:
+    a warning, then a failure)."""
+    found: list[DurableTimeoutInvoke] = []
     for spec in getattr(state, "invoke", ()):
         handler = getattr(getattr(spec, "func", None), "_invoke_handler", None)
         if isinstance(handler, DurableTimeoutInvoke):
-            return handler
-    return None
+            found.append(handler)
+    return found
+
+
+def _states(machine: Any) -> list[Any]:
+    """Every state of a machine (or machine class), nested ones included (``states`` lists
+    only the top level of a statechart)."""
+    states_map = getattr(machine, "states_map", None)
+    return list(states_map.values()) if states_map else list(machine.states)
 
 
 class StatechartTimers:
@@ -150,6 +164,9 @@ class StatechartTimers:
         self.load_machine = load_machine
         self._address = TimerAddress(name)
         self._tokens = EntryTokens()
+        # The machines with a timeout armed in this process, and per machine the entry token
+        # of each armed timer: kept only while armed (a finished machine is not held), so a
+        # timer still waiting keeps its machine alive, as the upstream timeout's thread does.
         self._machines: dict[str, Any] = {}
         self._entries: dict[str, dict[str, str]] = {}
         handler = self._on_timer_async if self.is_async else self._on_timer
@@ -167,44 +184,73 @@ class StatechartTimers:
 
     # -- entering and leaving (called by the listeners) --------------------------------
 
-    def delay(self, state: Any) -> timedelta | None:
-        """A state's timeout: its config key if set, else its ``durable_timeout``'s."""
-        declared = _timeout_of(state)
-        if declared is None:
-            return None
+    def delays(self, state: Any) -> list[timedelta]:
+        """A state's timeouts: each its ``durable_timeout``'s duration, or the state's config
+        key if set (``Any`` action: it sets every timeout of the state)."""
+        declared = _timeouts_of(state)
+        if not declared:
+            return []
         configured = configured_timeout(self.config, self.name, state.id)
-        return declared.delta if configured is None else configured
+        return [d.delta if configured is None else configured for d in declared]
 
-    def arm(self, machine_id: str, machine: Any, state: Any) -> tuple[str, timedelta, Any] | None:
-        """``(timer id, delay, payload)`` entering ``state`` schedules, or ``None``."""
-        self._machines[machine_id] = machine
-        delay = self.delay(state)
-        if delay is None:
-            return None
-        token = self._tokens.next()
-        self._entries.setdefault(state.id, {})[machine_id] = token
-        payload = self._address.payload(machine_id, state.id, token)
-        return self._address.timer_id(machine_id, state.id), delay, payload
+    def delay(self, state: Any) -> timedelta | None:
+        """A state's (first) timeout: its config key if set, else its ``durable_timeout``'s."""
+        delays = self.delays(state)
+        return delays[0] if delays else None
 
-    def leave(self, machine_id: str, state: Any) -> str | None:
-        """The timer id leaving ``state`` cancels, or ``None``."""
-        waiting = self._entries.get(state.id)
-        if waiting is not None:
-            waiting.pop(machine_id, None)
-        if FIRING.get() == (id(self), machine_id, state.id) or _timeout_of(state) is None:
-            return None
-        return self._address.timer_id(machine_id, state.id)
+    def timer_id(self, machine_id: str, state_id: str, index: int) -> str:
+        """``"<name>:<machine id>:<state id>"``, and ``"…#<n>"`` for the n-th (from 2)
+        ``durable_timeout`` of one state."""
+        base = self._address.timer_id(machine_id, state_id)
+        return base if index == 0 else f"{base}#{index + 1}"
+
+    def arm(self, machine_id: str, machine: Any, state: Any) -> list[tuple[str, timedelta, Any]]:
+        """``(timer id, delay, payload)`` of each timer entering ``state`` schedules. An
+        internal transition enters without leaving: as upstream, a timeout still waiting goes
+        on (not re-armed), one that has fired (the one firing now) starts again."""
+        armed = []
+        entries = self._entries.get(machine_id, {})
+        firing = FIRING.get()
+        for index, delay in enumerate(self.delays(state)):
+            timer_id = self.timer_id(machine_id, state.id, index)
+            if timer_id in entries and firing != (id(self), machine_id, timer_id):
+                continue
+            token = self._tokens.next()
+            self._entries.setdefault(machine_id, {})[timer_id] = token
+            payload = self._address.payload(machine_id, state.id, token)
+            if index:
+                payload["timeout"] = index
+            armed.append((timer_id, delay, payload))
+        if armed:
+            self._machines[machine_id] = machine
+        return armed
+
+    def leave(self, machine_id: str, state: Any) -> list[str]:
+        """The timer ids leaving ``state`` cancels (not the one whose delivery is leaving it:
+        that delivery completes it)."""
+        firing = FIRING.get()
+        cancel = []
+        for index in range(len(_timeouts_of(state))):
+            timer_id = self.timer_id(machine_id, state.id, index)
+            self._forget(machine_id, timer_id)
+            if firing != (id(self), machine_id, timer_id):
+                cancel.append(timer_id)
+        return cancel
+
+    def _forget(self, machine_id: str, timer_id: str, token: str | None = None) -> None:
+        """Drop the entry of ``timer_id`` (only if it is still ``token``'s, when given: the
+        delivery of a timeout whose event entered the state again leaves the new entry)."""
+        entries = self._entries.get(machine_id)
+        if entries is not None and (token is None or entries.get(timer_id) == token):
+            entries.pop(timer_id, None)
+            if not entries:
+                del self._entries[machine_id]
+                self._machines.pop(machine_id, None)
 
     # -- firing --------------------------------------------------------------------------
 
-    def _found(self, machine_id: str, machine: Any) -> Any:
-        if machine is None:
-            how = "load_machine returned None" if self.load_machine else "no load_machine"
-            raise missing(machine_id, self.name, how)
-        return machine
-
     def _state(self, machine: Any, state_id: str, item: ScheduleItem) -> Any:
-        for state in machine.states:
+        for state in _states(machine):
             if state.id == state_id:
                 return state
         raise Undeliverable(
@@ -212,94 +258,142 @@ class StatechartTimers:
             f"(timer {item.id!r})"
         )
 
-    def _current(self, machine: Any, machine_id: str, state_id: str, token: str) -> bool | None:
-        """``False``: the machine is not in that state, or in another entry of it; ``True``:
-        in the entry this process armed; ``None``: in the state, entry armed elsewhere (the
-        scheduler's stored timer tells)."""
+    def _current(
+        self, machine: Any, machine_id: str, state_id: str, item: ScheduleItem, token: str
+    ) -> bool | None:
+        """``False``: the machine is not in that state; ``True``: in the entry this process
+        armed; ``None``: in the state, entry armed elsewhere or entered again since (the
+        scheduler's stored timer tells: a delivery that raced a new entry here is stale, one
+        whose entry another process made is current)."""
         if not any(state.id == state_id for state in machine.configuration):
             return False
-        waiting = self._entries.get(state_id)
-        known = None if waiting is None else waiting.get(machine_id)
-        return None if known is None else known == token
+        if self._machines.get(machine_id) is not machine:
+            return None  # not the copy this process armed: its entries are not this one's
+        known = self._entries.get(machine_id, {}).get(item.id)
+        return True if known == token else None
+
+    @staticmethod
+    def _stored_entry(stored: ScheduleItem | None, token: str) -> bool:
+        return stored is not None and (stored.payload or {}).get("entry") == token
+
+    def _target(self, item: ScheduleItem) -> tuple[str, str, str, int]:
+        """``(machine id, state id, entry token, which timeout of the state)`` of a timer."""
+        machine_id, state_id, token = self._address.read(item.payload, item.id)
+        index = (item.payload or {}).get("timeout", 0)
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise Undeliverable(f"timer {item.id!r}: payload {item.payload!r} has a bad index")
+        return machine_id, state_id, token, index
 
     def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
-        machine_id, state_id, token = self._address.read(item.payload, item.id)
-        machine = self._machines.get(machine_id)
-        if machine is None:
-            machine = self._found(machine_id, self._load(machine_id))
+        machine_id, state_id, token, index = self._target(item)
+        local = self._machines.get(machine_id)
+        machine, current = local, None
+        if local is not None:
+            current = self._current(local, machine_id, state_id, item, token)
+        if local is None or (current is False and self.load_machine is not None):
+            # Not armed here, or this copy disagrees with the timer the scheduler delivered
+            # (the current one: leaving cancels it, entering again replaces it) - another
+            # process moved the machine on: the stored machine tells.
+            loaded = self._load(machine_id, found_only=local is not None)
+            if local is None:
+                machine = self._found(machine_id, loaded)
+            if loaded is not None and loaded is not local:
+                machine = loaded
+                current = self._current(loaded, machine_id, state_id, item, token)
+        assert machine is not None  # the local copy, or one load_machine found
         state = self._state(machine, state_id, item)
-        current = self._current(machine, machine_id, state_id, token)
         if current is None:
-            stored = self.scheduler.get(item.id)
-            current = stored is not None and (stored.payload or {}).get("entry") == token
+            current = self._stored_entry(self.scheduler.get(item.id), token)
         if not current:
             return
-        reset = FIRING.set((id(self), machine_id, state_id))
+        reset = FIRING.set((id(self), machine_id, item.id))
         try:
-            machine.send(self._event(state))
+            event, arguments = self._event(state, index)
+            machine.send(event, **arguments)
         finally:
             FIRING.reset(reset)
-        self._fired(machine_id, state_id)
+        self._forget(machine_id, item.id, token)
 
     async def _on_timer_async(self, item: ScheduleItem, attempt: int) -> None:
-        machine_id, state_id, token = self._address.read(item.payload, item.id)
-        machine = self._machines.get(machine_id)
-        if machine is None:
-            machine = self._found(machine_id, await self._load_async(machine_id))
+        machine_id, state_id, token, index = self._target(item)
+        local = self._machines.get(machine_id)
+        machine, current = local, None
+        if local is not None:
+            current = self._current(local, machine_id, state_id, item, token)
+        if local is None or (current is False and self.load_machine is not None):
+            loaded = await self._load_async(machine_id, found_only=local is not None)
+            if local is None:
+                machine = self._found(machine_id, loaded)
+            if loaded is not None and loaded is not local:
+                machine = loaded
+                current = self._current(loaded, machine_id, state_id, item, token)
+        assert machine is not None  # the local copy, or one load_machine found
         state = self._state(machine, state_id, item)
-        current = self._current(machine, machine_id, state_id, token)
         if current is None:
-            stored = await self.scheduler.get(item.id)
-            current = stored is not None and (stored.payload or {}).get("entry") == token
+            current = self._stored_entry(await self.scheduler.get(item.id), token)
         if not current:
             return
-        reset = FIRING.set((id(self), machine_id, state_id))
+        reset = FIRING.set((id(self), machine_id, item.id))
         try:
-            sent = machine.send(self._event(state))
+            event, arguments = self._event(state, index)
+            sent = machine.send(event, **arguments)
             if inspect.isawaitable(sent):
                 await sent
         finally:
             FIRING.reset(reset)
-        self._fired(machine_id, state_id)
+        self._forget(machine_id, item.id, token)
 
-    def _load(self, machine_id: str) -> Any:
+    def _found(self, machine_id: str, machine: Any) -> Any:
+        if machine is None:
+            how = "load_machine returned None" if self.load_machine else "no load_machine"
+            raise missing(machine_id, self.name, how)
+        return machine
+
+    def _load(self, machine_id: str, *, found_only: bool = False) -> Any:
+        """``load_machine(machine_id)``; ``None`` without one. A ``LookupError`` is a missing
+        machine (a dead letter), or ``None`` with ``found_only`` (a second opinion only)."""
         if self.load_machine is None:
             return None
         try:
             return self.load_machine(machine_id)
         except LookupError as exc:
+            if found_only:
+                return None
             how = f"load_machine raised {type(exc).__name__}: {exc}"
             raise missing(machine_id, self.name, how) from exc
 
-    async def _load_async(self, machine_id: str) -> Any:
+    async def _load_async(self, machine_id: str, *, found_only: bool = False) -> Any:
         """As :meth:`_load`, awaiting an ``async def`` ``load_machine`` (a ``LookupError`` it
         raises when awaited is a missing machine too)."""
         try:
-            loaded = self._load(machine_id)
+            loaded = self._load(machine_id, found_only=found_only)
             if inspect.isawaitable(loaded):
                 loaded = await loaded
         except LookupError as exc:
+            if found_only:
+                return None
             how = f"load_machine raised {type(exc).__name__}: {exc}"
             raise missing(machine_id, self.name, how) from exc
         return loaded
 
     @staticmethod
-    def _event(state: Any) -> str:
-        handler = _timeout_of(state)
-        assert handler is not None  # a timer is only armed for such a state
-        return handler.event(state.id)
-
-    def _fired(self, machine_id: str, state_id: str) -> None:
-        waiting = self._entries.get(state_id)
-        if waiting is not None:
-            waiting.pop(machine_id, None)
+    def _event(state: Any, index: int) -> tuple[str, dict[str, Any]]:
+        """The event (and its arguments) the ``index``-th timeout of ``state`` sends: as
+        upstream, ``done.invoke.<state>`` carries ``data=None``; an ``on=`` event nothing."""
+        handlers = _timeouts_of(state)
+        if index >= len(handlers):
+            raise Undeliverable(f"state {state.id!r} has no durable_timeout #{index + 1}")
+        handler = handlers[index]
+        if handler.on is None:
+            return handler.event(state.id), {"data": None}
+        return handler.event(state.id), {}
 
     def as_flow(self, machine_class: type) -> Any:
         """``machine_class``'s states as a ``flowsched.Flow`` named ``name`` (no actions),
         for ``flowsched check CONF --flows MODULE:ATTR``."""
         from flowsched.integrations._flows import machine_flow
 
-        return machine_flow(self.name, [s.id for s in machine_class.states])  # type: ignore[attr-defined]
+        return machine_flow(self.name, [s.id for s in _states(machine_class)])
 
 
 class _Listener:
@@ -315,27 +409,21 @@ class _Listener:
 
 class _SyncListener(_Listener):
     def on_enter_state(self, target: Any, machine: Any) -> None:
-        arm = self.timers.arm(self.machine_id, machine, target)
-        if arm is not None:
-            timer_id, delay, payload = arm
+        for timer_id, delay, payload in self.timers.arm(self.machine_id, machine, target):
             self.timers.scheduler.create_single_timer(timer_id, delay, self.timers.name, payload)
 
     def on_exit_state(self, source: Any) -> None:
-        timer_id = self.timers.leave(self.machine_id, source)
-        if timer_id is not None:
+        for timer_id in self.timers.leave(self.machine_id, source):
             self.timers.scheduler.cancel(timer_id)
 
 
 class _AsyncListener(_Listener):
     async def on_enter_state(self, target: Any, machine: Any) -> None:
-        arm = self.timers.arm(self.machine_id, machine, target)
-        if arm is not None:
-            timer_id, delay, payload = arm
+        for timer_id, delay, payload in self.timers.arm(self.machine_id, machine, target):
             await self.timers.scheduler.create_single_timer(
                 timer_id, delay, self.timers.name, payload
             )
 
     async def on_exit_state(self, source: Any) -> None:
-        timer_id = self.timers.leave(self.machine_id, source)
-        if timer_id is not None:
+        for timer_id in self.timers.leave(self.machine_id, source):
             await self.timers.scheduler.cancel(timer_id)
