@@ -27,7 +27,7 @@ def tick(clock: ManualClock, seconds: int) -> None:
 
 
 class Nested(StateChart):
-    class busy(State.Compound):  # noqa: N801  (python-statemachine names states by attribute)
+    class busy(State.Compound):
         step = State(initial=True, invoke=durable_timeout(10, on="slow"))
         stuck = State()
         slow = step.to(stuck)
@@ -52,13 +52,13 @@ def test_a_timeout_in_a_compound_state_fires_and_leaving_the_parent_cancels_it(
 
 
 class Regions(StateChart):
-    class both(State.Parallel):  # noqa: N801
-        class left(State.Compound):  # noqa: N801
+    class both(State.Parallel):
+        class left(State.Compound):
             a = State(initial=True, invoke=durable_timeout(5, on="left_late"))
             a_late = State()
             left_late = a.to(a_late)
 
-        class right(State.Compound):  # noqa: N801
+        class right(State.Compound):
             b = State(initial=True, invoke=durable_timeout(7, on="right_late"))
             b_late = State()
             right_late = b.to(b_late)
