@@ -28,6 +28,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any
@@ -36,7 +37,38 @@ from flowsched.callables import is_async_callable
 from flowsched.delivery import DeliveryCore, Outcome
 from flowsched.port import ScheduleItem
 
-__all__ = ["Alarm", "AsyncDelivery", "Deliveries", "cancelled_from_outside"]
+__all__ = ["Alarm", "AsyncDelivery", "Deliveries", "StillRunning", "cancelled_from_outside"]
+
+
+class StillRunning(asyncio.CancelledError):
+    """A delivery cancelled (shutdown) while its plain handler runs on in its worker thread,
+    which nothing can stop. It has no outcome, like any cancelled delivery, but its claim must
+    not be given back: another node would run the same attempt beside it. A Mongo node keeps
+    it until its lease runs out (no longer renewed); then the item is delivered again."""
+
+
+class _ThreadCall:
+    """A plain handler's call in a worker thread that the loop can abandon before it starts:
+    once abandoned it never runs, and whether it had started is known for certain."""
+
+    def __init__(self, handler: Callable[..., object], args: tuple[object, ...]) -> None:
+        self._call = functools.partial(contextvars.copy_context().run, handler, *args)
+        self._lock = threading.Lock()
+        self._started = self._abandoned = False
+
+    def __call__(self) -> object:
+        with self._lock:
+            if self._abandoned:
+                return None  # the delivery was cancelled before a thread took it
+            self._started = True
+        return self._call()
+
+    def abandon(self) -> bool:
+        """Never start it; whether it had started already (and so may still be running)."""
+        with self._lock:
+            self._abandoned = True
+            return self._started
+
 
 log = logging.getLogger("flowsched.delivery")
 
@@ -79,27 +111,27 @@ class AsyncDelivery:
         awaited = self._awaited.get(route)
         if awaited is None:
             awaited = self._awaited[route] = is_async_callable(handler)
+        thread: _ThreadCall | None = None
         try:
             if awaited:
                 result = handler(item, attempt)
             else:
-                result = await self._in_thread(handler, item, attempt)
+                thread = _ThreadCall(handler, (item, attempt))
+                result = await asyncio.get_running_loop().run_in_executor(self._executor, thread)
+                thread = None  # returned: nothing runs on
             if result is not None and inspect.isawaitable(result):
                 await result  # a plain function that returned a coroutine: run it too
         except KeyboardInterrupt:
             raise
         except asyncio.CancelledError as exc:
             if cancelled_from_outside():
+                if thread is not None and thread.abandon():
+                    raise StillRunning(f"{item.id!r}: its handler runs on in a thread") from exc
                 raise
             return core.outcome(item, attempt, exc)
         except BaseException as exc:
             return core.outcome(item, attempt, exc)
         return core.outcome(item, attempt, None)
-
-    def _in_thread(self, handler: Callable[..., object], *args: object) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, handler, *args)
-        return loop.run_in_executor(self._executor, call)
 
 
 class Deliveries:

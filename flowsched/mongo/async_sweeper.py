@@ -40,7 +40,13 @@ import pymongo
 from bson.errors import BSONError
 from pymongo.errors import BulkWriteError, PyMongoError, WriteError
 
-from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
+from flowsched.async_delivery import (
+    Alarm,
+    AsyncDelivery,
+    Deliveries,
+    StillRunning,
+    cancelled_from_outside,
+)
 from flowsched.clock import Clock, capped
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
 from flowsched.mongo.commands import Steps, drive_async
@@ -254,6 +260,10 @@ class AsyncSweeper:
                     return
                 try:
                     outcome = await self._delivery.run(claim.item, claim.attempt)
+                except StillRunning:
+                    # Its handler runs on in a worker thread: the claim is kept (no longer
+                    # renewed), so no node runs this attempt beside it before the lease ends.
+                    raise
                 except BaseException:
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                     raise
@@ -261,8 +271,9 @@ class AsyncSweeper:
                 observer = self._claimer.core.observer
                 now = self._clock.now()
                 self._finish(self._leases.finished(settlement, claim, now, observer))
-        except asyncio.CancelledError:
-            if (claim.item.id, claim.token) in self._held and not self._released(claim):
+        except asyncio.CancelledError as exc:
+            held = (claim.item.id, claim.token) in self._held
+            if held and not isinstance(exc, StillRunning) and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             raise

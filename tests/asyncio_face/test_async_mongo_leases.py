@@ -216,3 +216,39 @@ async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_clai
     )
     assert metrics.snapshot().late_completions == 1
     assert mongo_db["timers"].count_documents({}) == 0
+
+
+async def test_a_plain_handler_still_running_at_shutdown_keeps_its_claim(collection: Any) -> None:
+    """``aclose(timeout=…)`` cancels the delivery of a plain handler that is still running in
+    its worker thread, which goes on. Its claim stays until the lease ends - it was given
+    back, and another node ran the same attempt beside the thread."""
+    import threading
+
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def plain(item: ScheduleItem, attempt: int) -> None:
+        runs.append(("async node", attempt))
+        started.set()
+        release.wait(10)
+
+    node = AsyncMongoScheduler(
+        collection, node_id="a", poll_interval=timedelta(milliseconds=20), lease=LEASE
+    )
+    node.register("slow", plain)
+    await node.start()
+    await node.create_single_timer("t-1", timedelta(0), "slow")
+    await until(started.is_set)
+    await node.aclose(timeout=0.05)
+    try:
+        claim = collection.find_one({"_id": "t-1"})["claim"]
+        assert claim is not None and claim["owner"] == "a"  # kept, not given back
+        lease_until = claim["lease_until"].replace(tzinfo=UTC)
+        clock = ManualClock(lease_until - timedelta(seconds=1))
+        other = MongoScheduler(collection, node_id="s", clock=clock)
+        other.register("slow", lambda item, attempt: runs.append(("sync node", attempt)))
+        assert other.run_due() == 0  # the lease holds: not run beside the thread
+        clock.advance(timedelta(seconds=2))
+        assert other.run_due() == 1  # delivered again once it ends
+        assert runs == [("async node", 0), ("sync node", 0)]
+    finally:
+        release.set()
