@@ -65,7 +65,8 @@ class AsyncSchedulerPort(ABC):
     ) -> ScheduleItem:
         """As :meth:`SchedulerPort.create_single_timer`: a one-shot ``TIMER`` for the named
         ``handler``, due ``delay`` from now (or at ``delay``, an aware datetime)."""
-        return await self.schedule(single_timer_item(self.now(), timer_id, delay, handler, arg))
+        now = await self._now_for_due()
+        return await self.schedule(single_timer_item(now, timer_id, delay, handler, arg))
 
     async def schedule_recurring(
         self,
@@ -79,8 +80,14 @@ class AsyncSchedulerPort(ABC):
     ) -> ScheduleItem:
         """As :meth:`SchedulerPort.schedule_recurring`: slots counted from now (unless
         ``recurrence`` has a ``start``), the item due at its first slot."""
-        item = recurring_item(self.now(), item_id, recurrence, kind, flow_id, payload, handler)
+        now = await self._now_for_due()
+        item = recurring_item(now, item_id, recurrence, kind, flow_id, payload, handler)
         return await self.schedule(item)
+
+    async def _now_for_due(self) -> datetime:
+        """The now a due time is counted from: :meth:`now` (an adapter that measures its
+        clock against a server's measures it here when due)."""
+        return self.now()
 
     @abstractmethod
     async def cancel(self, item_id: str) -> bool:

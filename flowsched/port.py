@@ -109,6 +109,11 @@ def recurring_item(
 ) -> ScheduleItem:
     """The item ``schedule_recurring`` schedules: anchored at ``now`` (unless ``recurrence``
     has a start), due at its first slot."""
+    if not isinstance(recurrence, Recurrence):
+        raise TypeError(
+            f"schedule_recurring({item_id!r}): recurrence must be a Recurrence (Recurrence.every"
+            f"(...) or Recurrence.cron(...)), got {type(recurrence).__name__}: {recurrence!r:.80}"
+        )
     anchored = recurrence.anchored(now)
     assert anchored.start is not None  # anchored() sets it
     first = anchored.next_slot(anchored.start)

@@ -197,6 +197,12 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     def now(self) -> datetime:
         return self._time.now()
 
+    async def _now_for_due(self) -> datetime:
+        # The offset measured when due (first use, then every 30 s), started or not: a node
+        # that only schedules writes due times by the database's clock too.
+        command = self._store.items.database.command
+        return await self._time.measured_now_async(command, self._op_timeout)
+
     async def schedule(self, item: ScheduleItem) -> ScheduleItem:
         """Store ``item`` (one upsert), replacing any item with its id, under a new
         generation; the stored item (``due`` cut to whole milliseconds) is returned."""

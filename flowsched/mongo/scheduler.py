@@ -234,7 +234,7 @@ class MongoScheduler(SchedulerPort):
         return stored
 
     def now(self) -> datetime:
-        return self._time.now()
+        return self._time.measured_now(self._op_timeout)  # offset measured when due
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item (one delete); ``False`` if there was none."""

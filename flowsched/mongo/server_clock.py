@@ -44,6 +44,7 @@ from flowsched.mongo.documents import bson_utc
 __all__ = [
     "DEFAULT_MAX_SKEW",
     "REFRESH",
+    "RETRY",
     "ServerClock",
     "offset_from_hello",
     "server_clock",
@@ -52,6 +53,8 @@ __all__ = [
 log = logging.getLogger("flowsched.mongo")
 
 REFRESH = 30.0
+RETRY = 5.0
+"""Seconds before a measurement that failed (the server unreachable) is tried again."""
 """Seconds between two measurements of the offset."""
 
 DEFAULT_MAX_SKEW = timedelta(seconds=1)
@@ -128,6 +131,46 @@ class ServerClock:
         if self._command is None or not self.due():
             return
         self.refresh()
+
+    def measured_now(self, op_timeout: timedelta) -> datetime:
+        """:meth:`now`, measuring the offset first when a measurement is due (the first call,
+        then every :data:`REFRESH` s): a node that only schedules - no handler, not started -
+        writes due times by the database's clock too. One ``hello`` within ``op_timeout``;
+        if it fails, the last offset stands and the next try is :data:`RETRY` s later."""
+        if self._command is not None and self.due():
+            import pymongo  # here: importing this module needs no driver
+
+            try:
+                with pymongo.timeout(op_timeout.total_seconds()):
+                    self.refresh()
+            except pymongo.errors.PyMongoError as exc:
+                self._failed(exc)
+        return self.now()
+
+    async def measured_now_async(
+        self, command: Callable[[str], Any], op_timeout: timedelta
+    ) -> datetime:
+        """:meth:`measured_now` with an awaitable ``command`` (the asyncio face)."""
+        if self.due():
+            import pymongo
+
+            try:
+                with pymongo.timeout(op_timeout.total_seconds()):
+                    await self.refresh_async(command)
+            except pymongo.errors.PyMongoError as exc:
+                self._failed(exc)
+        return self.now()
+
+    def _failed(self, exc: Exception) -> None:
+        self._next = self.node.monotonic() + RETRY
+        log.warning(
+            "node %s: could not read the database's clock (%s); judging time by the last "
+            "offset measured (%+.3fs), trying again in %gs",
+            self._owner,
+            exc,
+            self._offset.total_seconds(),
+            RETRY,
+        )
 
     def due(self) -> bool:
         """Whether a measurement is due (:data:`REFRESH` seconds since the last, or none)."""

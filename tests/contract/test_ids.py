@@ -63,3 +63,13 @@ def test_an_id_of_another_type_is_simply_not_there_on_every_adapter(
     assert scheduler.cancel(other) is False  # type: ignore[arg-type]
     assert scheduler.cancel_flow(other) == 0  # type: ignore[arg-type]
     assert scheduler.exists("timer")
+
+
+@pytest.mark.parametrize("recurrence", [3600, "1h", None, timedelta(hours=1)], ids=repr)
+def test_schedule_recurring_with_no_recurrence_is_a_type_error_naming_it(
+    make_scheduler, clock, recurrence: object
+) -> None:
+    scheduler = make_scheduler(clock)
+    with pytest.raises(TypeError, match=r"schedule_recurring\('r'\): recurrence must be a"):
+        scheduler.schedule_recurring("r", recurrence)  # type: ignore[arg-type]
+    assert not scheduler.exists("r")

@@ -199,3 +199,58 @@ def test_an_async_mongo_scheduler_judges_time_by_the_database_clock() -> None:
         mongomock.MongoClient(tz_aware=True)["db"]["t"], node_id="m", clock=ManualClock(T0)
     )
     assert not manual._time.measures  # a ManualClock is the truth
+
+
+def test_a_node_that_only_schedules_writes_due_times_by_the_database_clock(
+    collection: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No handler, never started (an API process): its first ``now()`` measures the offset.
+    It used to write every due time by its own clock, 4 minutes slow here, so a worker fired
+    the timers 4 minutes early."""
+    node = ManualClock(T0)
+    writer = MongoScheduler(collection, node_id="api", clock=node, server_time=True)
+    server = Server(node, timedelta(minutes=4))
+    writer._time._command = server  # the server's hello (mongomock has none)
+    item = writer.create_single_timer("t-1", timedelta(seconds=20), "worker")
+    expected = node.now() + timedelta(minutes=4, seconds=20)
+    assert abs(item.due - expected) < timedelta(seconds=1)
+    writer.create_single_timer("t-2", timedelta(seconds=20), "worker")
+    assert server.calls == ["hello"]  # measured once, not per call
+
+    def unreachable(name: str) -> dict[str, Any]:
+        from pymongo.errors import ServerSelectionTimeoutError
+
+        server.calls.append(name)
+        raise ServerSelectionTimeoutError("down")
+
+    writer._time._command = unreachable
+    node.jump(timedelta(seconds=31))
+    with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+        item = writer.create_single_timer("t-3", timedelta(seconds=20), "worker")
+        writer.create_single_timer("t-4", timedelta(seconds=20), "worker")
+    assert abs(item.due - (node.now() + timedelta(minutes=4, seconds=20))) < timedelta(seconds=1)
+    assert server.calls == ["hello", "hello"]  # tried again only after RETRY seconds
+    assert any("could not read the database's clock" in r.getMessage() for r in caplog.records)
+
+
+def test_an_async_node_that_only_schedules_measures_before_it_writes(collection: Any) -> None:
+    import asyncio
+
+    from flowsched import AsyncMongoScheduler
+
+    node = ManualClock(T0)
+    writer = AsyncMongoScheduler(collection, node_id="api", clock=SteppingClock(node))
+    server = Server(node, timedelta(minutes=-4))
+
+    async def hello(name: str) -> dict[str, Any]:
+        return server(name)
+
+    writer._store.items.database.command = hello  # type: ignore[method-assign]
+
+    async def schedule() -> Any:
+        return await writer.create_single_timer("t-1", timedelta(seconds=20), "worker")
+
+    item = asyncio.run(schedule())
+    expected = node.now() - timedelta(minutes=4) + timedelta(seconds=20)
+    assert abs(item.due - expected) < timedelta(seconds=1)
+    assert server.calls == ["hello"]
