@@ -214,6 +214,7 @@ def dead_letter_json(doc: Doc) -> dict[str, Any]:
     return {
         "id": item.id,
         "kind": item.kind.value,
+        "handler": item.handler,
         "due": iso(item.due),
         "flow_id": item.flow_id,
         "payload": plain(item.payload),
@@ -225,20 +226,20 @@ def dead_letter_json(doc: Doc) -> dict[str, Any]:
 
 
 def dead_letters_table(documents: Sequence[Doc]) -> Table:
-    """id, kind, attempts, error (cut to :data:`ERROR_WIDTH`), dead at, flow."""
+    """id, kind, handler, attempts, error (cut to :data:`ERROR_WIDTH`), dead at, flow."""
     table = Table()
-    for column in ("id", "kind", "attempts", "error", "dead at (UTC)", "flow"):
+    for column in ("id", "kind", "handler", "attempts", "error", "dead at (UTC)", "flow"):
         table.add_column(column, justify="right" if column == "attempts" else "left")
     for doc in documents:
         data = dead_letter_json(doc)
         if "malformed" in data:
-            row = [str(data["id"]), "-", "-", f"malformed: {data['malformed']}", "-", "-"]
+            row = [str(data["id"]), "-", "-", "-", f"malformed: {data['malformed']}", "-", "-"]
         else:
             error = " ".join(data["error"].split())
             if len(error) > ERROR_WIDTH:
                 error = error[: ERROR_WIDTH - 1] + "…"
-            row = [data["id"], data["kind"], str(data["attempts"]), error, data["dead_at"]]
-            row.append(data["flow_id"] or "-")
+            row = [data["id"], data["kind"], data["handler"] or "-", str(data["attempts"])]
+            row += [error, data["dead_at"], data["flow_id"] or "-"]
         table.add_row(*(Text(cell) for cell in row))
     return table
 

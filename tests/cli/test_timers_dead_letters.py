@@ -28,13 +28,14 @@ def test_dead_letters_are_listed_oldest_first(namespace, timers):
     table = rows(out)
     assert [row[0] for row in table] == ["pay-1", "pay-2"]
     assert table[1] == [
-        "pay-2", "ACTION_RETRY", "5", "TimeoutError: no answer", "2026-03-01T11:55:00.000Z", "f-2",
+        "pay-2", "ACTION_RETRY", "-", "5", "TimeoutError: no answer", "2026-03-01T11:55:00.000Z",
+        "f-2",
     ]  # fmt: skip
-    assert table[0][3] == "ValueError: " + "x" * 67 + "…"  # cut in the table ...
+    assert table[0][4] == "ValueError: " + "x" * 67 + "…"  # cut in the table ...
     whole = json.loads(timers("dead-letters", "--json")[1])["dead_letters"]
     assert whole[0]["error"] == "ValueError: " + "x" * 200  # ... whole in JSON
     assert whole[1] == {
-        "id": "pay-2", "kind": "ACTION_RETRY", "due": "2026-03-01T11:55:00.000Z",
+        "id": "pay-2", "kind": "ACTION_RETRY", "handler": None, "due": "2026-03-01T11:55:00.000Z",
         "flow_id": "f-2", "payload": None, "generation": 7, "attempts": 5,
         "error": "TimeoutError: no answer", "dead_at": "2026-03-01T11:55:00.000Z",
     }  # fmt: skip

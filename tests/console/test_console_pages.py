@@ -119,7 +119,9 @@ def test_dead_letters_and_quarantine_pages(seeded: Any, client: Any) -> None:
                                          "reason": "kind 7 is not one of", "node": "n1",
                                          "quarantined_at": START})  # fmt: skip
     console = client()
-    assert "boom" in console.get("/dead").text
+    dead = console.get("/dead").text
+    assert "boom" in dead
+    assert "<td>alpha</td>" in dead  # the handler the dead letter was for (it showed "-")
     assert "kind 7 is not one of" in console.get("/quarantine").text
 
 
