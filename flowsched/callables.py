@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-__all__ = ["is_async_callable", "short_callable"]
+__all__ = ["is_async_callable", "is_generator_callable", "short_callable"]
 
 
 def is_async_callable(value: object) -> bool:
@@ -24,6 +24,20 @@ def is_async_callable(value: object) -> bool:
         return False
     dunder = "__call__"  # looked up on the type, as a call does
     return inspect.iscoroutinefunction(getattr(type(value), dunder, None))
+
+
+def is_generator_callable(value: object) -> bool:
+    """Whether calling ``value`` only makes a generator (a ``def`` or ``async def`` with
+    ``yield``, a partial of one, or an object whose ``__call__`` is one): its body would not
+    run until someone iterates it, and a scheduler never does."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return inspect.isgeneratorfunction(value) or inspect.isasyncgenfunction(value)
+    if isinstance(value, type):
+        return False
+    call = getattr(type(value), "__call__", None)  # noqa: B004  (looked up on the type)
+    return inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
 
 
 def short_callable(value: object) -> str:

@@ -246,3 +246,53 @@ def test_a_sync_adapter_returning_a_coroutine_is_a_failed_invocation() -> None:
         domain.start("Payment", "p-1")
         clock.advance(timedelta(seconds=1))
     assert calls == [1, 2], "the retry did not apply after an unawaitable response"
+
+
+def _generator(item: ScheduleItem, attempt: int) -> Iterator[None]:
+    yield None
+
+
+async def _async_generator(item: ScheduleItem, attempt: int) -> Any:
+    yield None
+
+
+class _GeneratorCall:
+    def __call__(self, item: ScheduleItem, attempt: int) -> Iterator[None]:
+        yield None
+
+
+GENERATORS = {
+    "generator function": _generator,
+    "async generator function": _async_generator,
+    "partial of a generator function": functools.partial(_generator),
+    "object with a generator __call__": _GeneratorCall(),
+}
+
+
+def _every_scheduler() -> dict[str, Callable[[], Any]]:
+    from flowsched import AsyncInMemoryScheduler, AsyncMongoScheduler
+
+    clock = ManualClock(CLOCK_START)
+    collection = mongomock.MongoClient(tz_aware=True)["refuse"]["generators"]
+    return {
+        "InMemoryScheduler": lambda: InMemoryScheduler(clock=clock),
+        "MongoScheduler": lambda: MongoScheduler(collection, node_id="n", clock=clock),
+        "AsyncInMemoryScheduler": lambda: AsyncInMemoryScheduler(clock=clock),
+        "AsyncMongoScheduler": lambda: AsyncMongoScheduler(collection, node_id="a", clock=clock),
+    }
+
+
+@pytest.mark.parametrize("cls", list(_every_scheduler()))
+@pytest.mark.parametrize("shape", list(GENERATORS))
+def test_every_scheduler_refuses_a_generator_function_as_a_handler(cls: str, shape: str) -> None:
+    """Called, it only makes a generator: the timer counted as delivered, its body never
+    run (on all four classes)."""
+    scheduler = _every_scheduler()[cls]()
+    handler = GENERATORS[shape]
+    with pytest.raises(TypeError, match=r"generator function .*would never run"):
+        scheduler.register("h", handler)
+    with pytest.raises(TypeError, match="generator function"):
+        scheduler.subscribe(TIMER, handler)
+    with pytest.raises(TypeError, match=r"on_failed: .*generator function"):
+        scheduler.register("g", lambda item, attempt: None, on_failed=handler)
+    scheduler.register("h", lambda item, attempt: None)  # refused means not registered
