@@ -95,6 +95,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     """
 
     _owned_client: Any = None
+    _owned_executor: Executor | None = None
 
     def __init__(
         self,
@@ -409,6 +410,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         await self._sweeper.close(timeout)
         if self._owned_client is not None:
             await self._owned_client.close()
+        if self._owned_executor is not None:  # a thread still running goes on (StillRunning)
+            self._owned_executor.shutdown(wait=False)
 
     # -- virtual time (ManualClock.advance_async) ------------------------------------------
 

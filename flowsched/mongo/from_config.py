@@ -8,6 +8,7 @@ collection and the constructor's arguments.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -127,10 +128,14 @@ def build_async(
 
         client_factory = AsyncMongoClient
     client = _client(settings, client_factory)
+    # `workers` is the handler threads on both faces: here the threads plain handlers run in
+    # (async def handlers run on the loop; at most `concurrency` deliveries at once).
+    executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="flowsched-handler")
     scheduler = cls(
         client[database][settings.collection],
         concurrency=concurrency,
+        executor=executor,
         **_arguments(settings, node_id, clock, observer),
     )
-    scheduler._owned_client = client
+    scheduler._owned_client, scheduler._owned_executor = client, executor
     return scheduler
