@@ -124,12 +124,15 @@ class Binding:
 
     def delay(self, state: DurableTimeout) -> timedelta | None:
         """The state's timeout: the config key if one sets it (for a state that has a timeout
-        or ``on_timeout`` callbacks), else the code's ``timeout``."""
+        or ``on_timeout`` callbacks; ``0s`` there means none, as ``timeout: 0`` does), else
+        the code's ``timeout``."""
         declared = state.timeout_delta
         if declared is None and not state.on_timeout:
             return None
         configured = configured_timeout(self.config, self.name, state.name)
-        return declared if configured is None else configured
+        if configured is None:
+            return declared
+        return configured if configured > timedelta(0) else None  # 0: no timeout, as in code
 
     def arm(self, state: DurableTimeout, model: Any) -> Arm | None:
         """The timer entering ``state`` schedules (``None``: the state has no timeout)."""

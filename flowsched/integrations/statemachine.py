@@ -191,6 +191,8 @@ class StatechartTimers:
         if not declared:
             return []
         configured = configured_timeout(self.config, self.name, state.id)
+        if configured is not None and configured <= timedelta(0):
+            return []  # 0s in the config: no timeout (as timeout: 0 in transitions)
         return [d.delta if configured is None else configured for d in declared]
 
     def delay(self, state: Any) -> timedelta | None:

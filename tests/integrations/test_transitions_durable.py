@@ -101,6 +101,20 @@ def test_config_overrides_the_code_with_any_precedence(
     assert scheduler.pending() == 0
 
 
+def test_a_zero_timeout_in_config_means_no_timeout_as_in_code(
+    clock: ManualClock, scheduler: InMemoryScheduler
+) -> None:
+    """``timeout: 0`` is no timeout in transitions; ``timeout-duration = 0s`` in the config
+    fired it at once."""
+    config = SchedulingConfig.from_string("Orders.waiting.Any.timeout-duration = 0s")
+    order = Order("o-1")
+    machine_for(scheduler, order, config=config)
+    order.to_waiting()  # type: ignore[attr-defined]
+    assert not scheduler.exists("Orders:o-1:waiting")
+    clock.advance(timedelta(hours=1))
+    assert order.state == "waiting" and order.expired == 0
+
+
 def test_timeout_as_seconds_or_hocon_duration(scheduler: InMemoryScheduler) -> None:
     assert DurableTimeout("s", timeout=1.5, on_timeout="x").timeout_delta == timedelta(seconds=1.5)
     assert DurableTimeout("s", timeout="2 minutes", on_timeout="x").timeout_delta == timedelta(
