@@ -9,7 +9,8 @@ the machines call the scheduler with what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Generator, Mapping
 from contextvars import ContextVar
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,46 @@ from flowsched.integrations._timers import (
 if TYPE_CHECKING:
     from flowsched.integrations.transitions import DurableTimeout
 
-__all__ = ["Arm", "Binding", "FIRING"]
+__all__ = ["Arm", "Binding", "FIRING", "Steps", "run_steps", "run_steps_async"]
+
+Steps = Generator[tuple[str, tuple[Any, ...]], Any, None]
+"""A timer's delivery, written once for both faces: it yields ``(call, args)`` - ``"load"``
+(``load_model``/``load_machine``), ``"get"`` (the scheduler's stored timer), ``"fire"`` (run
+the timeout) - and gets each call's result back (:func:`run_steps`, :func:`run_steps_async`)."""
+
+
+def run_steps(steps: Steps, calls: Mapping[str, Callable[..., Any]]) -> None:
+    """Run ``steps`` with synchronous ``calls``; an error closes the steps (their ``finally``
+    blocks run) and propagates."""
+    reply: Any = None
+    while True:
+        try:
+            name, args = steps.send(reply)
+        except StopIteration:
+            return
+        try:
+            reply = calls[name](*args)
+        except BaseException:
+            steps.close()
+            raise
+
+
+async def run_steps_async(steps: Steps, calls: Mapping[str, Callable[..., Any]]) -> None:
+    """:func:`run_steps`, awaiting a call that returns an awaitable."""
+    reply: Any = None
+    while True:
+        try:
+            name, args = steps.send(reply)
+        except StopIteration:
+            return
+        try:
+            reply = calls[name](*args)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except BaseException:
+            steps.close()
+            raise
+
 
 FIRING: ContextVar[tuple[int, str, str] | None] = ContextVar("flowsched_firing", default=None)
 """``(binding id, model id, state)`` while that timeout's callbacks run: leaving the state
@@ -180,6 +220,57 @@ class Binding:
         else:
             how = "no load_model was given"
         return missing(owner, self.name, how)
+
+    def timeout_steps(self, item: ScheduleItem, base: Any) -> Steps:
+        """A fired timer, as :data:`Steps`: find the model (the machine's own copy, else
+        ``load_model``), check that it is still in that entry of that state, run the timeout.
+        ``base`` is the machine's transitions class (``Machine`` or ``AsyncMachine``), whose
+        ``add_model`` borrows a loaded model beside the copy the machine holds under its id."""
+        machine = self.machine
+        owner, state_name, token, state = self.target(item)
+        model, borrowed, indexed = self.models.get(owner), False, True
+        if model is None:
+            model = check_loaded(self, owner, (yield ("load", (owner, False))))
+            borrowed = model not in machine.models
+        elif self.load_model is not None and not (
+            yield from self._current_steps(item, model, owner, state_name, token, True)
+        ):
+            # This copy disagrees with the timer the scheduler delivered (the current one:
+            # leaving cancels it, entering again replaces it): another process may have
+            # moved the model on, and the stored model tells.
+            fresh = yield ("load", (owner, True))
+            if fresh is not None and fresh is not model:
+                model, borrowed, indexed = fresh, True, False
+        if borrowed:
+            initial = self.borrow_state(model, owner)
+            if indexed:
+                machine.add_model(model, initial=initial)
+            else:  # beside the copy this machine holds under that id, for this delivery
+                base.add_model(machine, model, initial=initial)
+        try:
+            if (
+                yield from self._current_steps(item, model, owner, state_name, token, not borrowed)
+            ):
+                yield ("fire", (state, model, owner))
+        finally:
+            if borrowed and indexed:
+                machine.remove_model(model)
+            elif borrowed:
+                base.remove_model(machine, model)
+
+    def _current_steps(
+        self, item: ScheduleItem, model: Any, owner: str, state: str, token: str, local: bool
+    ) -> Generator[tuple[str, tuple[Any, ...]], Any, bool]:
+        """Whether ``model`` is in the entry of ``state`` that armed the timer: the entry this
+        process armed (``local``), else the scheduler's stored timer tells - entered in
+        another process (or before a restart), or entered again since this process armed it
+        (here: a delivery that raced the new entry, stale; elsewhere: current)."""
+        if not self.in_state(model, state):
+            return False
+        if local and self.known_entry(owner, state) == token:
+            return True
+        stored = yield ("get", (item.id,))
+        return stored is not None and (stored.payload or {}).get("entry") == token
 
     def in_state(self, model: Any, state_name: str) -> bool:
         """Whether ``model`` is in ``state_name`` now."""

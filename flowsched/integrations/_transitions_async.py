@@ -20,7 +20,7 @@ from transitions.extensions.asyncio import AsyncEventData, AsyncMachine
 from transitions.extensions.states import add_state_features
 
 from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import FIRING, check_loaded, is_lookup_miss
+from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps_async
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
     ModelIndex,
@@ -56,72 +56,24 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
         register_handler(self._flowsched, self._on_timer)
 
     async def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
-        binding = self._flowsched
-        owner, state_name, token, state = binding.target(item)
-        model, borrowed, indexed = binding.models.get(owner), False, True
-        if model is None:
-            model = await self._load(owner)
-            borrowed = model not in self.models
-        elif binding.load_model is not None and not await self._current(
-            item, model, owner, state_name, token
-        ):
-            # As DurableMachine: the stored model tells when this copy disagrees.
-            fresh = await self._load(owner, found_only=True)
-            if fresh is not None and fresh is not model:
-                model, borrowed, indexed = fresh, True, False
-        if borrowed:
-            initial = binding.borrow_state(model, owner)
-            if indexed:
-                self.add_model(model, initial=initial)
-            else:
-                AsyncMachine.add_model(self, model, initial=initial)
-        try:
-            if await self._current(item, model, owner, state_name, token, local=not borrowed):
-                await self._process_timeout(state, model, owner)
-        finally:
-            if borrowed:
-                if indexed:
-                    self.remove_model(model)
-                else:
-                    AsyncMachine.remove_model(self, model)
+        calls = {"load": self._load, "get": self._flowsched.scheduler.get}
+        calls["fire"] = self._process_timeout
+        await run_steps_async(self._flowsched.timeout_steps(item, AsyncMachine), calls)
 
-    async def _load(self, owner: str, *, found_only: bool = False) -> Any:
+    async def _load(self, owner: str, found_only: bool) -> Any:
+        """As ``DurableMachine._load``; ``load_model`` may be an ``async def``."""
         binding = self._flowsched
         if binding.load_model is None:
             raise binding.missing(owner)
         try:
             found = binding.load_model(owner)
-            if inspect.isawaitable(found):
-                found = await found
+            return await found if inspect.isawaitable(found) else found
         except Exception as exc:
-            if is_lookup_miss(exc):
-                if found_only:
-                    return None
-                raise binding.missing(owner, exc) from exc
-            raise
-        return found if found_only else check_loaded(binding, owner, found)
-
-    async def _current(
-        self,
-        item: ScheduleItem,
-        model: Any,
-        owner: str,
-        state: str,
-        token: str,
-        *,
-        local: bool = True,
-    ) -> bool:
-        binding = self._flowsched
-        if not binding.in_state(model, state):
-            return False
-        known = binding.known_entry(owner, state) if local else None
-        if known == token:
-            return True
-        # Entered in another process (or before a restart), or entered again since this
-        # process armed it - here (a delivery that raced the new entry: stale) or in another
-        # process (current): the scheduler's stored timer tells.
-        current = await binding.scheduler.get(item.id)
-        return current is not None and (current.payload or {}).get("entry") == token
+            if not is_lookup_miss(exc):
+                raise
+            if found_only:
+                return None
+            raise binding.missing(owner, exc) from exc
 
     async def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched

@@ -50,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from flowsched import ScheduleItem, SchedulingConfig, Undeliverable
-from flowsched.integrations._binding import FIRING
+from flowsched.integrations._binding import FIRING, Steps, run_steps, run_steps_async
 from flowsched.integrations._timers import (
     EntryTokens,
     TimerAddress,
@@ -286,7 +286,9 @@ class StatechartTimers:
             raise Undeliverable(f"timer {item.id!r}: payload {item.payload!r} has a bad index")
         return machine_id, state_id, token, index
 
-    def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
+    def _fire_steps(self, item: ScheduleItem) -> Steps:
+        """A fired timer, as :data:`~flowsched.integrations._binding.Steps` (both faces):
+        find the machine, check that it is in that entry of that state, send the event."""
         machine_id, state_id, token, index = self._target(item)
         local = self._machines.get(machine_id)
         machine, current = local, None
@@ -296,7 +298,7 @@ class StatechartTimers:
             # Not armed here, or this copy disagrees with the timer the scheduler delivered
             # (the current one: leaving cancels it, entering again replaces it) - another
             # process moved the machine on: the stored machine tells.
-            loaded = self._load(machine_id, found_only=local is not None)
+            loaded = yield ("load", (machine_id, local is not None))
             if local is None:
                 machine = self._found(machine_id, loaded)
             if loaded is not None and loaded is not local:
@@ -305,45 +307,24 @@ class StatechartTimers:
         assert machine is not None  # the local copy, or one load_machine found
         state = self._state(machine, state_id, item)
         if current is None:
-            current = self._stored_entry(self.scheduler.get(item.id), token)
+            current = self._stored_entry((yield ("get", (item.id,))), token)
         if not current:
             return
+        event, arguments = self._event(state, index)
         reset = FIRING.set((id(self), machine_id, item.id))
         try:
-            event, arguments = self._event(state, index)
-            machine.send(event, **arguments)
+            yield ("fire", (machine, event, arguments))
         finally:
             FIRING.reset(reset)
         self._forget(machine_id, item.id, token)
 
+    def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
+        calls = {"load": self._load, "get": self.scheduler.get, "fire": _send}
+        run_steps(self._fire_steps(item), calls)
+
     async def _on_timer_async(self, item: ScheduleItem, attempt: int) -> None:
-        machine_id, state_id, token, index = self._target(item)
-        local = self._machines.get(machine_id)
-        machine, current = local, None
-        if local is not None:
-            current = self._current(local, machine_id, state_id, item, token)
-        if local is None or (current is False and self.load_machine is not None):
-            loaded = await self._load_async(machine_id, found_only=local is not None)
-            if local is None:
-                machine = self._found(machine_id, loaded)
-            if loaded is not None and loaded is not local:
-                machine = loaded
-                current = self._current(loaded, machine_id, state_id, item, token)
-        assert machine is not None  # the local copy, or one load_machine found
-        state = self._state(machine, state_id, item)
-        if current is None:
-            current = self._stored_entry(await self.scheduler.get(item.id), token)
-        if not current:
-            return
-        reset = FIRING.set((id(self), machine_id, item.id))
-        try:
-            event, arguments = self._event(state, index)
-            sent = machine.send(event, **arguments)
-            if inspect.isawaitable(sent):
-                await sent
-        finally:
-            FIRING.reset(reset)
-        self._forget(machine_id, item.id, token)
+        calls = {"load": self._load_async, "get": self.scheduler.get, "fire": _send}
+        await run_steps_async(self._fire_steps(item), calls)
 
     def _found(self, machine_id: str, machine: Any) -> Any:
         if machine is None:
@@ -351,7 +332,7 @@ class StatechartTimers:
             raise missing(machine_id, self.name, how)
         return machine
 
-    def _load(self, machine_id: str, *, found_only: bool = False) -> Any:
+    def _load(self, machine_id: str, found_only: bool = False) -> Any:
         """``load_machine(machine_id)``; ``None`` without one. A ``LookupError`` is a missing
         machine (a dead letter), or ``None`` with ``found_only`` (a second opinion only)."""
         if self.load_machine is None:
@@ -364,7 +345,7 @@ class StatechartTimers:
             how = f"load_machine raised {type(exc).__name__}: {exc}"
             raise missing(machine_id, self.name, how) from exc
 
-    async def _load_async(self, machine_id: str, *, found_only: bool = False) -> Any:
+    async def _load_async(self, machine_id: str, found_only: bool = False) -> Any:
         """As :meth:`_load`, awaiting an ``async def`` ``load_machine`` (a ``LookupError`` it
         raises when awaited is a missing machine too)."""
         try:
@@ -396,6 +377,11 @@ class StatechartTimers:
         from flowsched.integrations._flows import machine_flow
 
         return machine_flow(self.name, [s.id for s in _states(machine_class)])
+
+
+def _send(machine: Any, event: str, arguments: dict[str, Any]) -> Any:
+    """Send a timeout's event (awaited by the async driver when the engine is async)."""
+    return machine.send(event, **arguments)
 
 
 class _Listener:

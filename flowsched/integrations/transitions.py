@@ -54,7 +54,7 @@ from transitions.core import EventData
 from transitions.extensions.states import add_state_features
 
 from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import FIRING, check_loaded, is_lookup_miss
+from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps
 from flowsched.integrations._transitions_async import AsyncDurableMachine
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
@@ -97,74 +97,24 @@ class DurableMachine(ModelIndex, Machine):
         register_handler(self._flowsched, self._on_timer)
 
     def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
-        binding = self._flowsched
-        owner, state_name, token, state = binding.target(item)
-        model, borrowed, indexed = binding.models.get(owner), False, True
-        if model is None:
-            model = self._load(owner)
-            borrowed = model not in self.models
-        elif binding.load_model is not None and not self._current(
-            item, model, owner, state_name, token
-        ):
-            # This copy disagrees with the timer the scheduler delivered (the current one:
-            # leaving cancels it, entering again replaces it): another process may have
-            # moved the model on, and the stored model tells.
-            fresh = self._load(owner, found_only=True)
-            if fresh is not None and fresh is not model:
-                model, borrowed, indexed = fresh, True, False
-        if borrowed:
-            initial = binding.borrow_state(model, owner)
-            if indexed:
-                self.add_model(model, initial=initial)
-            else:  # beside the copy this machine holds under that id, for this delivery
-                Machine.add_model(self, model, initial=initial)
-        try:
-            if self._current(item, model, owner, state_name, token, local=not borrowed):
-                self._process_timeout(state, model, owner)
-        finally:
-            if borrowed:
-                if indexed:
-                    self.remove_model(model)
-                else:
-                    Machine.remove_model(self, model)
+        calls = {"load": self._load, "get": self._flowsched.scheduler.get}
+        calls["fire"] = self._process_timeout
+        run_steps(self._flowsched.timeout_steps(item, Machine), calls)
 
-    def _load(self, owner: str, *, found_only: bool = False) -> Any:
-        """``load_model(owner)``; with ``found_only`` (a second opinion) ``None`` when it
-        finds nothing rather than a dead letter."""
+    def _load(self, owner: str, found_only: bool) -> Any:
+        """``load_model(owner)``: a ``LookupError`` is no model (a dead letter; with
+        ``found_only``, a second opinion, ``None``)."""
         binding = self._flowsched
         if binding.load_model is None:
             raise binding.missing(owner)
         try:
-            found = binding.load_model(owner)
+            return binding.load_model(owner)
         except Exception as exc:
-            if is_lookup_miss(exc):
-                if found_only:
-                    return None
-                raise binding.missing(owner, exc) from exc
-            raise
-        return found if found_only else check_loaded(binding, owner, found)
-
-    def _current(
-        self,
-        item: ScheduleItem,
-        model: Any,
-        owner: str,
-        state: str,
-        token: str,
-        *,
-        local: bool = True,
-    ) -> bool:
-        binding = self._flowsched
-        if not binding.in_state(model, state):
-            return False
-        known = binding.known_entry(owner, state) if local else None
-        if known == token:
-            return True
-        # Entered in another process (or before a restart), or entered again since this
-        # process armed it - here (a delivery that raced the new entry: stale) or in another
-        # process (current): the scheduler's stored timer tells.
-        current = binding.scheduler.get(item.id)
-        return current is not None and (current.payload or {}).get("entry") == token
+            if not is_lookup_miss(exc):
+                raise
+            if found_only:
+                return None
+            raise binding.missing(owner, exc) from exc
 
     def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched
