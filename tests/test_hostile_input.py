@@ -104,6 +104,33 @@ def test_a_non_utf8_file_is_a_config_error_naming_the_file(tmp_path: Path) -> No
         SchedulingConfig.from_file(conf)
 
 
+def test_a_missing_required_include_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    """It was a bare FileNotFoundError, and ``flowsched check`` said it could not read the
+    file that holds the include (which exists)."""
+    conf = tmp_path / "main.conf"
+    conf.write_text('include required("nope.conf")\nAny.Any.Any.timeout-duration = 1s\n')
+    with pytest.raises(ConfigError, match=r"main\.conf: an included file cannot be read: .*nope"):
+        SchedulingConfig.from_file(conf)
+    with pytest.raises(ConfigError, match=r"included file cannot be read: nope\.conf"):
+        SchedulingConfig.from_string('include required("nope.conf")')
+    result = CliRunner().invoke(build_app(), ["check", str(conf)])
+    assert result.exit_code == 1 and "nope.conf" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    conf = tmp_path / "bom.conf"
+    conf.write_bytes(
+        "\ufeffAny.Any.Any.timeout-duration = 2s\nAny.Any.Any.max-retries = x\n".encode()
+    )
+    with pytest.raises(ConfigError, match="max-retries") as raised:  # line 2, as written
+        SchedulingConfig.from_file(conf)
+    assert "\ufeff" not in str(raised.value)
+    conf.write_bytes("\ufeffAny.Any.Any.timeout-duration = 2s\n".encode())
+    config = SchedulingConfig.from_file(conf)
+    assert config.action("F", "S", "A").timeout == timedelta(seconds=2)
+
+
 def test_flowsched_check_on_deep_nesting_prints_no_traceback(tmp_path: Path) -> None:
     conf = tmp_path / "deep.conf"
     conf.write_text("a {" * 60 + "}" * 60, encoding="utf-8")

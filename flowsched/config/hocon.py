@@ -83,6 +83,10 @@ def parse_hocon(text: str, basedir: str | None = None, source: str = "<string>")
         raise ConfigError([_syntax_problem(text, source, exc)]) from None
     except ConfigException as exc:
         raise ConfigError([ConfigProblem(None, None, str(exc), source=source)]) from None
+    except OSError as exc:  # an ``include required(...)`` file that cannot be read
+        what = exc.strerror or type(exc).__name__
+        message = f"an included file cannot be read: {exc.filename or exc}: {what}"
+        raise ConfigError([ConfigProblem(None, None, message, source=source)]) from None
     except RecursionError:  # a shape the depth check does not see (an include, say)
         raise ConfigError([ConfigProblem(None, None, _TOO_DEEP, source=source)]) from None
     except (OverflowError, ValueError, TypeError, LookupError, AttributeError) as exc:
@@ -130,7 +134,7 @@ def read_text(path: str | Path) -> str:
     file if it is not UTF-8."""
     data = Path(path).read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark (some editors write one) is no text
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         message = (
