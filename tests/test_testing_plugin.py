@@ -78,3 +78,19 @@ def test_the_fixtures_are_listed_by_pytest_as_flowscheds(user_dir: pytest.Pytest
             "*scheduler -- *",
         ]
     )
+
+
+def test_a_mongo_uri_with_no_server_is_one_clear_set_up_error(
+    user_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``FLOWSCHED_MONGO_URI`` set and the server down, the Mongo tests each failed in
+    their body and again at tear-down with a raw driver error (10-20 s each)."""
+    monkeypatch.setenv(
+        "FLOWSCHED_MONGO_URI", "mongodb://app:s3cret@127.0.0.1:9/?directConnection=true"
+    )
+    result = user_dir.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, errors=2)  # memory passes; mongo errors at set-up
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_mongo_scheduler_starts_empty*"])
+    result.stdout.fnmatch_lines(["*but no MongoDB answers there*unset FLOWSCHED_MONGO_URI*"])
+    assert "s3cret" not in result.stdout.str()
+    assert "ERROR at teardown" not in result.stdout.str()

@@ -6,6 +6,7 @@ with ``flowsched[testing]``) ``async_memory_scheduler``, ``async_mongo_scheduler
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import uuid
@@ -54,12 +55,43 @@ def memory_scheduler(manual_clock: ManualClock) -> Iterator[InMemoryScheduler]:
     scheduler.close()
 
 
+@functools.cache
+def _unreachable(uri: str) -> str | None:
+    """Why the server at ``uri`` does not answer a ping within 10 s (``None``: it does);
+    asked once per session."""
+    import pymongo
+
+    from flowsched.cli.mongo_target import redact
+
+    client: Any = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10_000)
+    try:
+        client.admin.command("ping")
+    except pymongo.errors.PyMongoError as exc:
+        return (
+            f"{MONGO_URI_VARIABLE} is {redact(uri)}, but no MongoDB answers there "
+            f"({type(exc).__name__}: {str(exc)[:200]}); start it, or unset "
+            f"{MONGO_URI_VARIABLE} to run these tests on mongomock"
+        )
+    finally:
+        client.close()
+    return None
+
+
+def _check_reachable(uri: str) -> None:
+    """One clear error at set-up when the server at ``uri`` is down (not a failure inside the
+    test and a driver error at tear-down, 10-20 s each)."""
+    problem = _unreachable(uri)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def _flowsched_mongo_client() -> Iterator[Any]:
     """One client per session: to the server at ``FLOWSCHED_MONGO_URI``, else mongomock."""
     uri = os.environ.get(MONGO_URI_VARIABLE)
     if uri:
         pymongo = pytest.importorskip("pymongo", reason="the mongo_scheduler fixture needs pymongo")
+        _check_reachable(uri)
         client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10_000)
     else:
         pytest.importorskip("pymongo", reason="the mongo_scheduler fixture needs pymongo")
@@ -143,6 +175,7 @@ async def async_mongo_scheduler(manual_clock: ManualClock) -> AsyncIterator[Any]
     if uri:
         from pymongo import AsyncMongoClient
 
+        _check_reachable(uri)
         client = AsyncMongoClient(uri, serverSelectionTimeoutMS=10_000, tz_aware=True)
     else:
         mongomock = pytest.importorskip(
