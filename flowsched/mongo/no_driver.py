@@ -32,5 +32,5 @@ class MissingDriverFlowStore:
 
 def _missing(name: str) -> NoReturn:
     raise ImportError(
-        f"{name} needs the MongoDB driver: pip install 'flowsched[mongo]' (pymongo>=4.6)"
+        f"{name} needs the MongoDB driver: pip install 'flowsched[mongo]' (pymongo>=4.13)"
     )
