@@ -76,6 +76,10 @@ def claim_problem(doc: Mapping[str, Any], buckets: int = 1) -> str | None:
     ready = doc.get("ready_at")
     if not isinstance(ready, datetime):
         return f"ready_at must be a date, got {short_repr(ready)}"
+    generation = doc.get("generation")
+    if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)):
+        # The claim is fenced on it (a set of them): a dict here stopped every claim.
+        return f"generation must be an integer, got {short_repr(generation)}"
     if "deliveries" in doc:
         value = doc["deliveries"]
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_COUNT:

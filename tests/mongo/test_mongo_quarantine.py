@@ -40,6 +40,9 @@ def store(request, collection):
         ({"_id": "no-due", "due": ...}, "due must be a date"),
         ({"_id": "str-due", "due": "tomorrow"}, "due must be a date"),
         ({"_id": "no-gen", "generation": ...}, "generation must be an integer"),
+        # Unhashable: the claim's fence is a set of generations; every claim failed.
+        ({"_id": "dict-gen", "generation": {"a": 1}}, "generation must be an integer"),
+        ({"_id": "list-gen", "generation": [1]}, "generation must be an integer"),
         ({"_id": "fat", "payload": {"blob": "x" * 5000}}, "payload is 5011 bytes"),
         ({"_id": "listy", "payload": [1, 2]}, "payload must be a JSON object"),
         ({"_id": 12345}, "_id must be a non-empty string"),
