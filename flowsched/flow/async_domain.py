@@ -144,7 +144,7 @@ class AsyncFlowDomain(DomainBase):
             try:
                 async with lock:
                     loaded = await _maybe(self.store.load(flow_id))
-                    step = decide(loaded, self.clock.now())
+                    step = decide(loaded, self.scheduler.now())
                     if step is None:
                         return None
                     try:

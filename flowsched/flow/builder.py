@@ -111,8 +111,11 @@ class FlowDomainBuilder:
         return self
 
     def with_clock(self, clock: Clock) -> Self:
-        """The clock for entry times and due dates (default: the system clock). Give the
-        scheduler the same one."""
+        """The clock of this domain's scheduler, given again (default: the system clock).
+
+        Entry times and due dates are read from the scheduler (``scheduler.now()``): on
+        MongoDB that is the database's time, this host's skew corrected, so that the timers a
+        flow sets agree with the nodes that fire them. Give the scheduler this clock."""
         self._clock = clock
         return self
 

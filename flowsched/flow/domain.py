@@ -158,7 +158,7 @@ class FlowDomain(DomainBase):
     def _run(self, flow_id: str, decide: Decide) -> FlowInstance | None:
         for _ in range(self._conflict_retries):
             with self._locks.hold(flow_id):
-                step = decide(self.store.load(flow_id), self.clock.now())
+                step = decide(self.store.load(flow_id), self.scheduler.now())
                 if step is None:
                     return None
                 try:

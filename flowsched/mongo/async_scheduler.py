@@ -196,6 +196,9 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     # -- the port --------------------------------------------------------------------------
 
     def now(self) -> datetime:
+        """The database's time as this node reckons it: measured when it starts (and by
+        ``create_single_timer``, ``schedule_recurring``, ``requeue`` and ``run_due``); before
+        any of those, this node's own clock."""
         return self._time.now()
 
     async def _now_for_due(self) -> datetime:
@@ -309,7 +312,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     ) -> bool:
         """Schedule a dead letter again (as :meth:`MongoScheduler.requeue`)."""
         what = f"requeue({item_id!r})"
-        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
+        when = ensure_utc(due, "requeue due") if due is not None else await self._now_for_due()
         document = await self._call(what, lambda: self._store.dead_letter_steps(item_id))
         if document is None:
             return False  # (a bad ``due`` is refused first, as in memory)
@@ -366,6 +369,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             if self._check:
                 await self.ping()
             await self._call("start", lambda: self._store.ensure_indexes_steps())
+            await self._now_for_due()  # now() answers the database's time from here on
         except BaseException:
             self._started = False  # nothing started: a later start() tries again
             if self._check:
@@ -419,6 +423,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         """Deliver every item due by the clock's now, awaiting each batch; how many ran."""
         if self._closed:
             return 0
+        await self._now_for_due()  # claims judge due times by the database's clock
         return await self._sweeper.run_due()
 
     async def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:

@@ -17,6 +17,7 @@ collection, it only tells operators which routes no live node serves.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -165,7 +166,8 @@ def _node(doc: Mapping[str, Any]) -> NodeInfo:
     stored = doc.get("clock_offset_ms")
     offset = None
     if isinstance(stored, int | float) and not isinstance(stored, bool):
-        offset = timedelta(milliseconds=stored)
+        with contextlib.suppress(OverflowError, ValueError):  # inf, nan, 1e300: not known
+            offset = timedelta(milliseconds=stored)
     return NodeInfo(
         str(doc.get("_id")),
         listed,

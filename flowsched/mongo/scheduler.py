@@ -360,7 +360,7 @@ class MongoScheduler(SchedulerPort):
         is dropped (the in-memory adapter drops it when the new item is scheduled). With
         ``replace`` (the CLI's ``timers requeue --replace``), the newer item is overwritten."""
         what = f"requeue({item_id!r})"
-        when = ensure_utc(due, "requeue due") if due is not None else self._time.now()
+        when = ensure_utc(due, "requeue due") if due is not None else self.now()
         document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False  # (a bad ``due`` is refused first, as in memory)

@@ -254,3 +254,78 @@ def test_an_async_node_that_only_schedules_measures_before_it_writes(collection:
     expected = node.now() - timedelta(minutes=4) + timedelta(seconds=20)
     assert abs(item.due - expected) < timedelta(seconds=1)
     assert server.calls == ["hello"]
+
+
+def test_a_flow_domain_on_a_skewed_node_counts_its_timers_on_the_database_clock(
+    collection: Any,
+) -> None:
+    """The domain read entry times from its own clock (the host's), so on a node 290 s
+    behind, a 60 s action timeout was stored 230 s in the past and fired at once."""
+    from flowsched import ActionTimeoutEvent, Flow, FlowDomain
+
+    node = ManualClock(T0)
+    skewed = SteppingClock(node)
+    skewed.step = timedelta(seconds=-290)
+    scheduler = MongoScheduler(collection, node_id="api", clock=skewed)
+    scheduler._time._command = Server(node, timedelta(0))  # the database keeps true time
+    flow = (
+        Flow("Pay")
+        .initial("Checking", invokes="Check")
+        .terminal("TimedOut")
+        .on(ActionTimeoutEvent, in_state="Checking", action="Check", go_to="TimedOut")
+    )
+    domain = (
+        FlowDomain.builder()
+        .with_config(SchedulingConfig.from_string("Pay.Checking.Check.timeout-duration = 60s"))
+        .with_scheduler_adapter(scheduler)
+        .with_clock(skewed)
+        .with_flow(flow)
+        .with_action_adapter("Check", lambda request: None)
+        .build()
+    )
+    domain.start("Pay", "p-1")
+    [timer] = [doc for doc in collection.find() if doc.get("kind") == "ACTION_TIMEOUT"]
+    due = timer["due"].replace(tzinfo=UTC)
+    assert abs(due - (node.now() + timedelta(seconds=60))) < timedelta(seconds=1)
+
+
+def test_an_async_node_measures_before_run_due_claims(collection: Any) -> None:
+    """A fresh node 290 s ahead fired at once an item due in 60 s by the database's clock:
+    its ``run_due`` claimed by its own clock (the sync face measured)."""
+    import asyncio
+
+    from flowsched import AsyncMongoScheduler, ScheduleItem, ScheduleKind
+
+    node = ManualClock(T0)
+    ahead = SteppingClock(node)
+    ahead.step = timedelta(seconds=290)
+    scheduler = AsyncMongoScheduler(collection, node_id="a", clock=ahead)
+    server = Server(node, timedelta(0))
+
+    async def hello(name: str) -> dict[str, Any]:
+        return server(name)
+
+    scheduler._store.items.database.command = hello  # type: ignore[method-assign]
+    ran: list[str] = []
+    scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: ran.append(item.id))
+
+    async def run() -> int:
+        due = node.now() + timedelta(seconds=60)  # the database's time
+        await scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, due))
+        return await scheduler.run_due()
+
+    assert asyncio.run(run()) == 0 and ran == []
+    assert abs(scheduler.now() - node.now()) < timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("stored", [float("inf"), float("nan"), 1e300, "12"], ids=repr)
+def test_a_heartbeat_with_an_odd_clock_offset_is_listed_without_it(
+    collection: Any, stored: object
+) -> None:
+    nodes = collection.database["timers_nodes"]
+    nodes.insert_one(
+        {"_id": "n1", "routes": ["k:TIMER"], "renewed_at": T0,
+         "expires_at": T0 + timedelta(minutes=1), "clock_offset_ms": stored}
+    )  # fmt: skip
+    [found] = live_nodes(nodes, T0)
+    assert found.node_id == "n1" and found.clock_offset is None
