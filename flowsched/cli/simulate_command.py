@@ -60,7 +60,13 @@ def simulate(
         typer.echo(f"Error: {exc}", err=True)
         raise typer.Exit(2) from None
     if seeds is None and (seed is not None or kept is not None):
-        report = run_one(seed or 0, nodes=nodes, timers=timers, faults=spec, keep=kept, plant=plant)
+        try:
+            report = run_one(
+                seed or 0, nodes=nodes, timers=timers, faults=spec, keep=kept, plant=plant
+            )
+        except ValueError as exc:  # a --keep event outside the seed's plan
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(2) from None
         if trace or not report.ok:
             typer.echo(report.summary() if not report.ok else "\n".join(report.trace))
         typer.echo(f"seed {report.seed}: {'ok' if report.ok else 'BROKEN'}")

@@ -79,3 +79,33 @@ def test_every_planted_bug_still_finds_the_code_it_patches() -> None:
     for name in PLANTED_BUGS:
         with planted(name):
             pass
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"seed": None}, TypeError, "seed must be an integer"),
+        ({"seed": "x"}, TypeError, "seed must be an integer"),
+        ({"seed": True}, TypeError, "seed must be an integer"),
+        ({"faults": 123}, TypeError, "faults must be a Faults"),
+        ({"faults": ""}, ValueError, "faults is empty"),
+        ({"faults": "kill,,outage"}, ValueError, "an empty name between commas"),
+        ({"keep": 5}, TypeError, "keep must be a list of event numbers"),
+        ({"keep": ["a"]}, TypeError, "keep must be a list of event numbers"),
+        ({"keep": [99999]}, ValueError, "event 99999 is not in seed 1's plan"),
+        ({"keep": [-1]}, ValueError, "event -1 is not in seed 1's plan"),
+    ],
+)
+def test_simulate_names_a_bad_argument(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """None as a seed ran a different history each time (and printed ``--seed None`` to
+    replay it); a ``keep`` outside the plan ran nothing and said ``ok``."""
+    call = {"seed": 1, **arguments}
+    with pytest.raises(error, match=message):
+        simulate(call.pop("seed"), timers=4, **call)  # type: ignore[arg-type]
+
+
+def test_the_command_line_refuses_a_replay_outside_the_seeds_plan() -> None:
+    result = CliRunner().invoke(build_app(), ["simulate", "--seed", "1", "--keep", "99999"])
+    assert result.exit_code == 2 and "not in seed 1's plan" in result.output

@@ -48,8 +48,16 @@ def simulate(
     Returns a :class:`SimulationReport`; it raises nothing for a broken invariant (read
     ``report.ok``). ``ValueError`` names a bad argument.
     """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"simulate seed must be an integer (got {seed!r}): a replay needs it")
     settings = Settings(nodes=_count("nodes", nodes, 16), timers=_count("timers", timers, 500))
     chosen = _faults(faults)
+    if keep is not None:
+        if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
+            raise TypeError(f"simulate keep must be a list of event numbers (got {keep!r})")
+        keep = list(keep)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in keep):
+            raise TypeError(f"simulate keep must be a list of event numbers (got {keep!r})")
     if plant is None:
         return run_seed(seed, settings, chosen, keep=keep, shrink=shrink)
     with planted(plant):
@@ -68,5 +76,13 @@ def _faults(faults: Faults | str | Iterable[str] | None) -> Faults:
     if isinstance(faults, Faults):
         return faults
     if isinstance(faults, str):
+        if not faults.strip():
+            raise ValueError("simulate faults is empty: name them, or write 'none' for no faults")
         return Faults.parse(faults)
-    return Faults.parse(",".join(["none", *faults]))
+    names = list(faults) if isinstance(faults, Iterable) else None
+    if names is None or not all(isinstance(name, str) and name.strip() for name in names):
+        raise TypeError(
+            f"simulate faults must be a Faults, a spec such as 'all,-skew' or fault names "
+            f"(got {faults!r})"
+        )
+    return Faults.parse(",".join(["none", *names]))

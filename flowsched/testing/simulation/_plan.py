@@ -100,7 +100,7 @@ class Faults:
         faults = cls.none()
         for word in (w.strip() for w in text.split(",")):
             if not word:
-                continue
+                raise ValueError(f"faults {text!r}: an empty name between commas")
             if word in ("all", "none"):
                 faults = cls() if word == "all" else cls.none()
                 continue

@@ -114,6 +114,12 @@ def run_seed(
     indexed = list(enumerate(full))
     if keep is not None:
         wanted = set(keep)
+        outside = sorted(n for n in wanted if not 0 <= n < len(full))
+        if outside:
+            raise ValueError(
+                f"simulate keep: event {outside[0]} is not in seed {seed}'s plan (events 0 "
+                f"to {len(full) - 1}): a replay needs the seed, settings and faults it came from"
+            )
         indexed = [(n, event) for n, event in indexed if n in wanted]
     with _quiet_logs():
         broken, checks, trace, runs = _once(seed, settings, faults, indexed)
