@@ -69,15 +69,10 @@ def test_a_user_test_file_uses_the_four_fixtures_without_a_conftest(
 
 def test_the_fixtures_are_listed_by_pytest_as_flowscheds(user_dir: pytest.Pytester) -> None:
     result = user_dir.runpytest_subprocess("--fixtures", "-p", "no:cacheprovider")
-    result.stdout.fnmatch_lines(
-        [
-            "*fixtures defined from flowsched.testing.plugin*",
-            "manual_clock -- *",
-            "*memory_scheduler -- *",
-            "*mongo_scheduler -- *",
-            "*scheduler -- *",
-        ]
-    )
+    result.stdout.fnmatch_lines(["*fixtures defined from flowsched.testing.plugin*"])
+    # Each on its own: pytest orders them by "path:line" as text (plugin.py:107 before :42).
+    for fixture in ("manual_clock", "memory_scheduler", "mongo_scheduler", "scheduler"):
+        result.stdout.fnmatch_lines([f"{fixture} -- *flowsched/testing/plugin.py:*"])
 
 
 def test_a_mongo_uri_with_no_server_is_one_clear_set_up_error(
