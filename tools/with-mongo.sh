@@ -9,7 +9,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 if [ -n "${FLOWSCHED_MONGO_URI:-}" ]; then exec "$@"; fi
 export MONGO_HOME="${MONGO_HOME:-/tmp/flowsched-mongo}"
 export MONGO_PORT="${MONGO_PORT:-27017}"
-out="$(bash "$here/start-mongo.sh")"
+# The script's words are printed either way: a server that cannot start says why.
+out="$(bash "$here/start-mongo.sh")" || { echo "$out" >&2; exit 1; }
 echo "$out"
 started=0
 case "$out" in started*) started=1 ;; esac
