@@ -231,7 +231,7 @@ class Binding:
         model, borrowed, indexed = self.models.get(owner), False, True
         if model is None:
             model = check_loaded(self, owner, (yield ("load", (owner, False))))
-            borrowed = model not in machine.models
+            borrowed = not any(known is model for known in machine.models)
         elif self.load_model is not None and not (
             yield from self._current_steps(item, model, owner, state_name, token, True)
         ):
@@ -244,9 +244,9 @@ class Binding:
         if borrowed:
             initial = self.borrow_state(model, owner)
             if indexed:
-                machine.add_model(model, initial=initial)
+                add_by_identity(machine, model, lambda: machine.add_model(model, initial=initial))
             else:  # beside the copy this machine holds under that id, for this delivery
-                base.add_model(machine, model, initial=initial)
+                add_by_identity(machine, model, lambda: base.add_model(machine, model, initial))
         try:
             if (
                 yield from self._current_steps(item, model, owner, state_name, token, not borrowed)
@@ -254,9 +254,9 @@ class Binding:
                 yield ("fire", (state, model, owner))
         finally:
             if borrowed and indexed:
-                machine.remove_model(model)
+                remove_by_identity(machine, model, lambda: machine.remove_model(model))
             elif borrowed:
-                base.remove_model(machine, model)
+                remove_by_identity(machine, model, lambda: base.remove_model(machine, model))
 
     def _current_steps(
         self, item: ScheduleItem, model: Any, owner: str, state: str, token: str, local: bool
@@ -302,6 +302,34 @@ class Binding:
                 f"no {attribute!r} attribute (the state to restore it in)"
             )
         return current
+
+
+def add_by_identity(machine: Any, model: Any, add: Callable[[], None]) -> None:
+    """Run ``add`` (a transitions ``add_model`` of ``model``) so that it binds ``model`` even
+    when the machine holds a model that compares *equal* to it (transitions checks ``model
+    not in machine.models``, by ``==``: a dataclass or a model equal by primary key - a
+    loaded copy beside the one held - was left unbound). The models held stay as they were,
+    ``model`` after them."""
+    models = machine.models
+    held = list(models)
+    models[:] = []
+    try:
+        add()
+    finally:
+        models[:] = held + [m for m in models if m is model]
+
+
+def remove_by_identity(machine: Any, model: Any, remove: Callable[[], None]) -> None:
+    """Run ``remove`` (a transitions ``remove_model`` of ``model``) so that it removes this
+    very object (``list.remove`` compares by ``==``: it took the equal model the machine
+    holds, the user's own, instead of a borrowed copy)."""
+    models = machine.models
+    rest = [m for m in models if m is not model]
+    models[:] = [model]
+    try:
+        remove()
+    finally:
+        models[:] = rest
 
 
 def check_loaded(binding: Binding, owner: str, model: Any) -> Any:

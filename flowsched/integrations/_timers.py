@@ -2,11 +2,11 @@
 durations and the ``application.conf`` override.
 
 A machine's timeout is one flowsched ``TIMER`` per (machine name, model id, state): id
-``"<name>:<model id>:<state>"``, addressed to the handler ``<name>``, its payload naming the
-model, the state and the *entry token* of the state entry that armed it. Entering the state
-again replaces the timer (same id, new token); leaving it cancels it. When a timer fires,
-the machine acts only if the model is still in that state *and* in that entry (the token
-matches): a late or stale timer does nothing.
+``"<name>:<model id>:<state>"`` (each part with ``%``, ``:`` and ``#`` escaped), addressed to
+the handler ``<name>``, its payload naming the model, the state and the *entry token* of the
+state entry that armed it. Entering the state again replaces the timer (same id, new token);
+leaving it cancels it. When a timer fires, the machine acts only if the model is still in
+that state *and* in that entry (the token matches): a late or stale timer does nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "check_scheduler_face",
     "is_async_scheduler",
     "configured_timeout",
+    "id_part",
     "missing",
     "timeout_delta",
 ]
@@ -47,6 +48,9 @@ MAX_TIMEOUT = timedelta(days=365_250)
 years) could never be scheduled, and would fail in the middle of the transition that enters
 its state rather than when the state is built."""
 _MAX_TEXT = "the longest a state timeout can be (1,000 years)"
+
+
+_SHORTEST = timedelta(microseconds=1)
 
 
 def timeout_delta(value: object, what: str) -> timedelta | None:
@@ -66,7 +70,8 @@ def timeout_delta(value: object, what: str) -> timedelta | None:
             raise ValueError(f"{what}: timeout cannot be negative (got {value!r})")
         if value > MAX_TIMEOUT.total_seconds():
             raise ValueError(f"{what}: timeout of {value!r} s is over {_MAX_TEXT}")
-        delta = timedelta(seconds=value)
+        # A positive timeout under timedelta's microsecond is the shortest one, not none.
+        delta = max(timedelta(seconds=value), _SHORTEST) if value > 0 else timedelta(0)
     elif isinstance(value, str | timedelta):
         delta = parse_duration(value, what)
     else:
@@ -87,6 +92,15 @@ def configured_timeout(config: SchedulingConfig | None, name: str, state: str) -
     return config.action(name, state, ANY_ACTION).timeout
 
 
+_ESCAPES = str.maketrans({"%": "%25", ":": "%3A", "#": "%23"})
+
+
+def id_part(text: str) -> str:
+    """``text`` as one part of a timer id: ``%``, ``:`` (the parts' separator) and ``#`` (the
+    separator of a state's further timeouts) escaped as in a URL."""
+    return text.translate(_ESCAPES)
+
+
 @dataclass(frozen=True, slots=True)
 class TimerAddress:
     """Where one machine's timers go: the handler ``name`` and the ids built from it."""
@@ -94,8 +108,11 @@ class TimerAddress:
     name: str
 
     def timer_id(self, owner: str, state: str) -> str:
-        """``"<name>:<model id>:<state>"``: one timer per model and state."""
-        return f"{self.name}:{owner}:{state}"
+        """``"<name>:<model id>:<state>"``: one timer per model and state. Each part has its
+        ``%``, ``:`` and ``#`` written as ``%25``, ``%3A`` and ``%23`` (:func:`id_part`), so
+        two (name, model, state) triples never share an id (``"A:x" + "1"`` and ``"A" +
+        "x:1"`` did); a part without them reads as it is."""
+        return f"{id_part(self.name)}:{id_part(owner)}:{id_part(state)}"
 
     @staticmethod
     def payload(owner: str, state: str, entry: str) -> dict[str, Any]:

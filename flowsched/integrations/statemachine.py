@@ -17,7 +17,8 @@ it to a scheduler; each machine gets its listener::
     machine = Request(listeners=[timers.listener("req-1")])
 
 Entering a state with a ``durable_timeout`` arms timer ``"<name>:<machine id>:<state id>"``
-(``"…#2"``, ``"…#3"`` for a state's further timeouts; addressed to the handler ``<name>``;
+(``%``, ``:`` and ``#`` in a part escaped as ``%25``, ``%3A``, ``%23``; ``"…#2"``, ``"…#3"``
+for a state's further timeouts; addressed to the handler ``<name>``;
 ``<name>.<state id>.Any.timeout-duration`` in ``config`` overrides the duration of each, with
 ``Any`` precedence); leaving the state cancels them. States nested in compound and parallel
 states count alike. A timer that fires for a machine no longer in that entry of that state
@@ -209,9 +210,14 @@ class StatechartTimers:
     def arm(self, machine_id: str, machine: Any, state: Any) -> list[tuple[str, timedelta, Any]]:
         """``(timer id, delay, payload)`` of each timer entering ``state`` schedules. An
         internal transition enters without leaving: as upstream, a timeout still waiting goes
-        on (not re-armed), one that has fired (the one firing now) starts again."""
+        on (not re-armed), one that has fired (the one firing now) starts again. Only the copy
+        of the machine that armed it keeps a waiting timeout so: another copy of the same
+        machine id entering the state (built again from storage, in this process or after
+        another process moved it on) arms it anew and becomes the copy held here."""
         armed = []
-        entries = self._entries.get(machine_id, {})
+        # The entries of another copy say nothing of this one's state.
+        held = self._machines.get(machine_id) is machine
+        entries = self._entries.get(machine_id, {}) if held else {}
         firing = FIRING.get()
         for index, delay in enumerate(self.delays(state)):
             timer_id = self.timer_id(machine_id, state.id, index)

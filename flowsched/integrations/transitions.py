@@ -23,7 +23,8 @@ Semantics:
 
 * ``timeout``: seconds as a number (as in transitions) or a HOCON duration string (``"30m"``).
   ``<name>.<State>.Any.timeout-duration`` in ``config`` (with ``Any`` precedence) overrides it.
-* Entering the state arms timer ``"<name>:<model id>:<state>"`` addressed to the handler
+* Entering the state arms timer ``"<name>:<model id>:<state>"`` (``%``, ``:`` and ``#`` in a
+  part escaped as ``%25``, ``%3A``, ``%23``) addressed to the handler
   ``<name>``; its payload names the model, the state and the entry. Leaving the state cancels
   it. A timer that fires for a model no longer in that entry of that state does nothing.
 * ``on_timeout`` callbacks are called as transitions' async ``Timeout`` calls them: without
