@@ -150,6 +150,10 @@ class Deliveries:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    def running_here(self) -> bool:
+        """Whether the calling task is one of these deliveries (a handler calling in)."""
+        return asyncio.current_task() in self._tasks
+
     @property
     def free(self) -> int:
         """How many more deliveries may start now."""

@@ -155,6 +155,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
+        self._close_done = asyncio.Event()
         self._check = False  # from_config(check=True): start() pings first
 
     @property
@@ -399,10 +400,20 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
 
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Stop claiming, wait for the handlers in flight (cancel those still running after
-        ``timeout`` seconds: given back, not settled), write the outcomes; idempotent."""
+        ``timeout`` seconds: given back, not settled), write the outcomes; idempotent. A
+        second call while the first runs waits for it, unless a handler makes it (the first
+        waits for that handler)."""
         if self._closed:
+            if not self._sweeper.deliveries.running_here():
+                await self._close_done.wait()
             return
         self._closed = self._sweeper.closing = True
+        try:
+            await self._close(timeout)
+        finally:
+            self._close_done.set()
+
+    async def _close(self, timeout: float | None) -> None:
         if self._manual:
             detach = getattr(self._clock, "detach", None)
             if detach is not None:

@@ -117,6 +117,9 @@ class AsyncSweeper:
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
         self.closing = False
+        self.closed = False
+        """:meth:`close` has written the outcomes: one finished after that is written by its
+        own delivery (a handler that closed the scheduler itself)."""
         self.sweeping = False
         """Whether the node claims back to back: the last claim found due items and the
         next is at most SHORT_LOOKAHEAD away (the change stream is not read meanwhile: see
@@ -271,6 +274,8 @@ class AsyncSweeper:
                 observer = self._claimer.core.observer
                 now = self._clock.now()
                 self._finish(self._leases.finished(settlement, claim, now, observer))
+                if self.closed:  # its handler closed the scheduler: nobody else writes it now
+                    await self._flush_after_close()
         except asyncio.CancelledError as exc:
             held = (claim.item.id, claim.token) in self._held
             if held and not isinstance(exc, StillRunning) and not self._released(claim):
@@ -310,6 +315,12 @@ class AsyncSweeper:
             self._held.pop((settlement.item_id, settlement.token), None)
         self._leases.forget((s.item_id, s.token) for s in batch)
 
+    async def _flush_after_close(self) -> None:
+        try:
+            await self.flush()
+        except Exception as exc:  # nothing lost: the claim runs out and is redelivered
+            log.warning("%s closed: could not write an outcome: %s", self._claims.owner, exc)
+
     async def run_due(self) -> int:
         """Deliver every item due by the clock's now, awaiting each (virtual time); how many
         ran. Sweeps until a claim finds nothing, so follow-ups due by now run too."""
@@ -332,6 +343,7 @@ class AsyncSweeper:
                 await self.flush()
             except PyMongoError as exc:  # nothing lost: the claims run out and are redelivered
                 log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)
+            self.closed = True
         finally:
             if self._heartbeat is not None:  # withdrawn: the node no longer serves its routes
                 await self._run(self._heartbeat.remove_steps())  # bounded in an outage
