@@ -23,6 +23,7 @@ from flowsched.errors import (
     FlowDefinitionError,
     FlowschedError,
     MalformedDocument,
+    OutcomeUnknown,
     SchedulerUnavailable,
     TimerAheadOfInstanceError,
     Undeliverable,
@@ -33,6 +34,7 @@ from flowsched.observe import MetricsObserver, Observers
 from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
+from flowsched.steering import Attempt, TimerInfo, TimerPage
 
 if TYPE_CHECKING:
     from flowsched.backoff import BackoffType, RetryPolicy
@@ -134,6 +136,7 @@ __all__ = [
     "AsyncInMemoryScheduler",
     "AsyncMongoScheduler",
     "AsyncSchedulerPort",
+    "Attempt",
     "BackoffType",
     "Clock",
     "ConcurrentUpdateError",
@@ -159,6 +162,7 @@ __all__ = [
     "MongoScheduler",
     "Observer",
     "Observers",
+    "OutcomeUnknown",
     "ProcessingTimeElapsedEvent",
     "ProcessingTimePolicy",
     "Recurrence",
@@ -171,6 +175,8 @@ __all__ = [
     "SchedulingConfig",
     "SystemClock",
     "TimerAheadOfInstanceError",
+    "TimerInfo",
+    "TimerPage",
     "TimelineEntry",
     "Undeliverable",
     "UnknownFlowError",

@@ -6,7 +6,9 @@ The tree::
     ├── ConfigError (ValueError)        the scheduling configuration is invalid; ``problems``
     │   └── FlowConfigError             config keys name no registered flow, state or action
     ├── SchedulerUnavailable (RuntimeError)
-    │                                   the store could not be reached in time; nothing happened
+    │   │                               the store could not be reached in time; nothing happened
+    │   └── OutcomeUnknown              a write was sent but its reply never came: it may or
+    │                                   may not have taken effect
     ├── MalformedDocument (ValueError)  a stored timer document is not a valid item
     ├── FlowDefinitionError (ValueError)
     │                                   a flow definition is inconsistent
@@ -44,6 +46,7 @@ __all__ = [
     "FlowDefinitionError",
     "FlowschedError",
     "MalformedDocument",
+    "OutcomeUnknown",
     "SchedulerUnavailable",
     "TimerAheadOfInstanceError",
     "Undeliverable",
@@ -153,6 +156,14 @@ class FlowConfigError(ConfigError):
 
 class SchedulerUnavailable(FlowschedError, RuntimeError):
     """The scheduler's store could not be reached in time; the call did not take effect."""
+
+
+class OutcomeUnknown(SchedulerUnavailable):
+    """A write was sent to the store but no reply came in time: it may or may not have taken
+    effect. A write that reaches the store after its caller gave up applies nothing (it is
+    fenced by the store's time), so calling again (``exists``, ``get``, or the same call) tells
+    where things stand; ``SchedulerUnavailable`` alone means that nothing was sent or nothing
+    applied."""
 
 
 class MalformedDocument(FlowschedError, ValueError):
