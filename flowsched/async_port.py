@@ -17,9 +17,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
+from flowsched.calendar import Calendar
 from flowsched.port import (
     DeadLetter,
     FailedHandler,
@@ -47,6 +48,9 @@ class AsyncSchedulerPort(ABC):
             scheduler.subscribe(ScheduleKind.TIMER, on_timer)   # async def on_timer(item, n)
             await scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, due))
     """
+
+    calendars: Mapping[str, Calendar] = MappingProxyType({})
+    """Named calendars, as :attr:`SchedulerPort.calendars` (``from_config`` sets them)."""
 
     @abstractmethod
     async def schedule(self, item: ScheduleItem) -> ScheduleItem:
@@ -81,7 +85,9 @@ class AsyncSchedulerPort(ABC):
         """As :meth:`SchedulerPort.schedule_recurring`: slots counted from now (unless
         ``recurrence`` has a ``start``), the item due at its first slot."""
         now = await self._now_for_due()
-        item = recurring_item(now, item_id, recurrence, kind, flow_id, payload, handler)
+        item = recurring_item(
+            now, item_id, recurrence, kind, flow_id, payload, handler, self.calendars
+        )
         return await self.schedule(item)
 
     async def _now_for_due(self) -> datetime:

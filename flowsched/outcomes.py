@@ -48,18 +48,21 @@ class DeadLettered:
 class NextSlot:
     """A recurring item's tick is over - it ran, it failed and counts (``error``), or no slot
     was due: keep the item (same generation, failures reset) with ``applied`` as its last
-    applied slot, due again at ``due``."""
+    applied slot, due again at ``due``, with ``runs`` runs so far (``None``: unchanged)."""
 
     applied: datetime | None
     due: datetime
     error: str | None = None
+    runs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Exhausted:
-    """A recurring item whose recurrence has no slot left (none before the year 10000): set
-    it aside, never redeliver it - MongoDB moves it to quarantine, the in-memory adapter to
-    its dead letters (``dead``; ``dead.error`` says why). See :meth:`DeliveryCore.tick`."""
+    """A recurring item whose recurrence has no slot left before the year 10000 (an error,
+    unlike a recurrence that ended by its ``until`` or ``max_runs``, which is
+    :class:`Completed`): set it aside, never redeliver it - MongoDB moves it to quarantine,
+    the in-memory adapter to its dead letters (``dead``; ``dead.error`` says why). See
+    :meth:`DeliveryCore.tick`."""
 
     dead: DeadLetter
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
+from flowsched.calendar import Calendar
 from flowsched.clock import ensure_utc, later
 from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import (
@@ -106,17 +107,22 @@ def recurring_item(
     flow_id: str | None = None,
     payload: Mapping[str, Any] | None = None,
     handler: str | None = None,
+    calendars: Mapping[str, Calendar] = MappingProxyType({}),
 ) -> ScheduleItem:
     """The item ``schedule_recurring`` schedules: anchored at ``now`` (unless ``recurrence``
-    has a start), due at its first slot."""
+    has a start), its calendar name (if it gives one) looked up in ``calendars``, due at its
+    first slot. ``ValueError`` if the calendar is unknown or the recurrence has no slot."""
     if not isinstance(recurrence, Recurrence):
         raise TypeError(
             f"schedule_recurring({item_id!r}): recurrence must be a Recurrence (Recurrence.every"
             f"(...) or Recurrence.cron(...)), got {type(recurrence).__name__}: {recurrence!r:.80}"
         )
-    anchored = recurrence.anchored(now)
-    assert anchored.start is not None  # anchored() sets it
-    first = anchored.next_slot(anchored.start)
+    try:
+        anchored = recurrence.resolved(calendars).anchored(now)
+        assert anchored.start is not None  # anchored() sets it
+        first = anchored.next_slot(anchored.start)
+    except ValueError as exc:
+        raise ValueError(f"schedule_recurring({item_id!r}): {exc}") from None
     return ScheduleItem(
         item_id, kind, first, flow_id, payload, recurrence=anchored, handler=handler
     )
@@ -131,6 +137,11 @@ class SchedulerPort(ABC):
             scheduler.subscribe(ScheduleKind.TIMER, handler)
             scheduler.schedule(ScheduleItem("t-1", ScheduleKind.TIMER, due))
     """
+
+    calendars: Mapping[str, Calendar] = MappingProxyType({})
+    """Named calendars, by name: ``schedule_recurring`` resolves a recurrence's
+    ``calendar="name"`` here. ``from_config`` sets the ``ipf-scheduler.calendars`` of the
+    configuration; a scheduler built by hand may be given its own (assign a dict)."""
 
     @abstractmethod
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
@@ -192,7 +203,9 @@ class SchedulerPort(ABC):
         '2026-01-01T11:00:00+00:00'
         """
         return self.schedule(
-            recurring_item(self.now(), item_id, recurrence, kind, flow_id, payload, handler)
+            recurring_item(
+                self.now(), item_id, recurrence, kind, flow_id, payload, handler, self.calendars
+            )
         )
 
     @abstractmethod

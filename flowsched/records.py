@@ -83,8 +83,10 @@ class ScheduleItem(_ItemSlots):
     A *recurring* item has a ``recurrence`` with its ``start`` set (use
     :meth:`SchedulerPort.schedule_recurring`, which anchors it at the scheduler's now). Stored,
     its ``due`` is when its next slot is looked for and ``previous`` the last slot applied
-    (``None`` before the first tick). Delivered, ``due`` is the slot the tick runs for and
-    ``previous`` the slot applied before it; :attr:`slot_key` names the tick.
+    (``None`` before the first tick), ``runs`` how many slots it has applied (what
+    ``max_runs`` counts). Delivered, ``due`` is the slot the tick runs for, ``previous`` the
+    slot applied before it and ``runs`` the runs before this one; :attr:`slot_key` names the
+    tick.
 
     Immutable, compared by value (``generation`` and ``previous`` aside) and hashed by
     ``id`` (equal items hash alike, and scheduling an item does not change its hash). A
@@ -104,7 +106,8 @@ class ScheduleItem(_ItemSlots):
     # stores, 0.1 us, where seven slot-descriptor calls take 0.25 us and object.__setattr__
     # more) and turns back into a ScheduleItem; nothing else ever sees it unfrozen. Seven
     # slots (88 bytes): the payload, and for a recurring item its recurrence and last slot,
-    # share ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous).
+    # share ``_extra`` - None, the payload's JSON, or (payload JSON, recurrence, previous,
+    # runs).
     __slots__ = ()
     __match_args__ = ("id", "kind", "due", "flow_id", "payload")
 
@@ -114,7 +117,7 @@ class ScheduleItem(_ItemSlots):
     flow_id: str | None
     generation: int
     handler: str | None
-    _extra: str | tuple[str | None, Recurrence, datetime | None] | None
+    _extra: str | tuple[str | None, Recurrence, datetime | None, int] | None
 
     def __init__(
         self,
@@ -127,6 +130,7 @@ class ScheduleItem(_ItemSlots):
         recurrence: Recurrence | None = None,
         previous: datetime | None = None,
         handler: str | None = None,
+        runs: int = 0,
     ) -> None:
         # Ids: the full check (check_id) unless plainly fine - ASCII (so as many UTF-8
         # bytes as characters, no lone surrogate), within the limit, no NUL.
@@ -154,10 +158,10 @@ class ScheduleItem(_ItemSlots):
             generation = _generation(id, generation)
         if handler is not None:
             handler = _handler(id, handler)
-        extra: str | tuple[str | None, Recurrence, datetime | None] | None
+        extra: str | tuple[str | None, Recurrence, datetime | None, int] | None
         extra = None if payload is None else _encoded(id, payload)
-        if recurrence is not None or previous is not None:
-            extra = (extra, *_recurring(id, recurrence, previous))
+        if recurrence is not None or previous is not None or runs:
+            extra = (extra, *_recurring(id, recurrence, previous, runs))
         _set_class(self, _Filling)
         self.id = id
         self.kind = kind
@@ -185,6 +189,12 @@ class ScheduleItem(_ItemSlots):
         """A recurring item's last applied slot (``None`` before its first tick)."""
         extra = self._extra
         return extra[2] if isinstance(extra, tuple) else None
+
+    @property
+    def runs(self) -> int:
+        """A recurring item's runs so far: the slots it has applied (0 for a one-shot item)."""
+        extra = self._extra
+        return extra[3] if isinstance(extra, tuple) else 0
 
     @property
     def _payload(self) -> str | None:
@@ -224,9 +234,12 @@ class ScheduleItem(_ItemSlots):
         """A copy carrying ``generation`` (no re-validation: the item is already valid)."""
         return self._copy(self.due, self._extra, generation)
 
-    def moved(self, due: datetime, previous: datetime | None = None) -> ScheduleItem:
+    def moved(
+        self, due: datetime, previous: datetime | None = None, runs: int | None = None
+    ) -> ScheduleItem:
         """A copy due at ``due`` (and, for a recurring item, with ``previous`` as its last
-        applied slot), same generation: how a scheduler moves a redelivered or ticked item."""
+        applied slot and ``runs`` its runs so far, unchanged if ``None``), same generation:
+        how a scheduler moves a redelivered or ticked item."""
         if due.__class__ is not datetime or due.tzinfo is not UTC:
             due = _utc(self.id, due, "due")
         extra = self._extra
@@ -235,13 +248,13 @@ class ScheduleItem(_ItemSlots):
                 previous.__class__ is not datetime or previous.tzinfo is not UTC
             ):
                 previous = _utc(self.id, previous, "previous")
-            extra = (extra[0], extra[1], previous)
+            extra = (extra[0], extra[1], previous, extra[3] if runs is None else runs)
         return self._copy(due, extra, self.generation)
 
     def _copy(
         self,
         due: datetime,
-        extra: str | tuple[str | None, Recurrence, datetime | None] | None,
+        extra: str | tuple[str | None, Recurrence, datetime | None, int] | None,
         generation: int,
     ) -> ScheduleItem:
         copy = cast(ScheduleItem, _new_object(_Filling))  # see the construction note
@@ -387,10 +400,12 @@ def _encoded(item_id: str, payload: object) -> str:
 
 
 def _recurring(
-    item_id: str, recurrence: object, previous: datetime | None
-) -> tuple[Recurrence, datetime | None]:
+    item_id: str, recurrence: object, previous: datetime | None, runs: object
+) -> tuple[Recurrence, datetime | None, int]:
     if recurrence is None:
-        raise ValueError(f"ScheduleItem {item_id!r}: previous is only for recurring items")
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: previous and runs are only for recurring items"
+        )
     if not isinstance(recurrence, Recurrence):
         raise ValueError(
             f"ScheduleItem {item_id!r}: recurrence must be a Recurrence (got {recurrence!r})"
@@ -401,9 +416,19 @@ def _recurring(
             "scheduler.schedule_recurring(...) (slots counted from the scheduler's now) or "
             "give Recurrence.every(..., start=...)"
         )
+    if isinstance(recurrence.calendar, str):
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: the recurrence names calendar {recurrence.calendar!r}; "
+            "schedule it with scheduler.schedule_recurring(...), which finds it in the "
+            "scheduler's calendars (ipf-scheduler.calendars), or pass a Calendar"
+        )
     if previous is not None:
         previous = _utc(item_id, previous, "previous")
-    return recurrence, previous
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
+        raise ValueError(
+            f"ScheduleItem {item_id!r}: runs must be a whole number >= 0 (got {runs!r})"
+        )
+    return recurrence, previous, runs
 
 
 @dataclass(frozen=True, slots=True)

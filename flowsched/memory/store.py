@@ -122,7 +122,7 @@ class MemoryTimerStore:
         if isinstance(outcome, Redeliver):
             return self.reschedule(item, outcome.due, outcome.attempt)
         if isinstance(outcome, NextSlot):
-            return self.advance(item, outcome.applied, outcome.due)
+            return self.advance(item, outcome.applied, outcome.due, outcome.runs)
         return self.bury(item, outcome.dead)
 
     def remove(self, item_id: str) -> ScheduleItem | None:
@@ -222,12 +222,15 @@ class MemoryTimerStore:
         heappush(self.heap, (due, item.generation, item.id))
         return True
 
-    def advance(self, item: ScheduleItem, applied: datetime | None, due: datetime) -> bool:
+    def advance(
+        self, item: ScheduleItem, applied: datetime | None, due: datetime, runs: int | None = None
+    ) -> bool:
         """A recurring ``item`` ticked: keep it (same generation, failures reset) with
-        ``applied`` as its last slot, due at ``due`` - if it is still current."""
+        ``applied`` as its last slot and ``runs`` its runs so far (``None``: unchanged), due
+        at ``due`` - if it is still current."""
         if self.items.get(item.id) is not item:
             return False
-        moved = item.moved(due, applied)
+        moved = item.moved(due, applied, runs)
         self.items[item.id] = moved
         self.attempts.pop(item.id, None)
         heappush(self.heap, (due, item.generation, item.id))

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pymongo.errors import PyMongoError
 
 from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore, Exhausted, NextSlot
+from flowsched.delivery import Completed, DeliveryCore, Exhausted, NextSlot
 from flowsched.mongo.claims import Claimed, Claims
 from flowsched.mongo.commands import Breather, Steps
 from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr, stored_item
@@ -201,7 +201,7 @@ class BatchClaimer:
         if isinstance(ticked, Exhausted):  # no slot left: quarantined, with the document read
             action = Quarantine(document, f"recurrence: {ticked.dead.error}")
             batch.settle.append(Settlement(document.get("_id"), None, token, action))
-        elif isinstance(ticked, NextSlot):
+        elif isinstance(ticked, NextSlot | Completed):  # nothing due yet, or ended: removed
             claim = Claim(stored.item, stored.attempts, token)
             batch.settle.append(Settlement.of(claim, ticked))
         else:

@@ -291,7 +291,8 @@ class Claims:
                     "claim.token": claim.token,
                     "applied": optional_ms(claim.item.previous),
                 },
-                {"$set": {"applied": truncate_ms(claim.item.due)}},
+                # The run is counted in the write that takes the slot: once, on any node.
+                {"$set": {"applied": truncate_ms(claim.item.due), "runs": claim.item.runs + 1}},
             )
             for claim in claims
         ]

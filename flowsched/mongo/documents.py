@@ -40,12 +40,14 @@ A scheduled item's document::
   lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
   both due items and items whose claimer stopped renewing its lease.
 
-A recurring item's document has two more fields: ``recurrence`` (the JSON object of
-:meth:`Recurrence.to_json`) and ``applied`` (BSON date or null: the last slot applied, the
-item's ``previous``). ``due`` is then when its next slot is looked for. A claimer moves
-``applied`` to the slot it is about to run with a conditional update (see
-:meth:`flowsched.mongo.claims.Claims.fence_slots`): that is what keeps two nodes from both
-applying one slot.
+A recurring item's document has three more fields: ``recurrence`` (the JSON object of
+:meth:`Recurrence.to_json`, with its ``until``, ``max_runs`` and ``calendar`` if set),
+``applied`` (BSON date or null: the last slot applied, the item's ``previous``) and ``runs``
+(the slots applied so far, what ``max_runs`` counts; a document written before it existed
+has none and reads as 0). ``due`` is then when its next slot is looked for. A claimer moves
+``applied`` to the slot it is about to run, and ``runs`` on by one, in one conditional update
+(see :meth:`flowsched.mongo.claims.Claims.fence_slots`): that is what keeps two nodes from
+both applying one slot, and counts each applied slot once across nodes and restarts.
 """
 
 from __future__ import annotations
@@ -177,6 +179,7 @@ def _with_options(document: dict[str, Any], item: ScheduleItem) -> dict[str, Any
     if item.recurrence is not None:
         document["recurrence"] = item.recurrence.to_json()
         document["applied"] = optional_ms(item.previous)
+        document["runs"] = item.runs
     return document
 
 
@@ -204,6 +207,7 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
     if not isinstance(generation, int) or isinstance(generation, bool):
         raise MalformedDocument(item_id, f"generation must be an integer, got {generation!r}")
     recurrence, applied = _recurrence(doc, item_id)
+    runs = _count(doc, "runs", item_id) if recurrence is not None else 0
     try:
         item = ScheduleItem(
             item_id,
@@ -214,6 +218,7 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
             recurrence=recurrence,
             previous=applied,
             handler=doc.get("handler"),
+            runs=runs,
         )
     except (TypeError, ValueError) as exc:
         raise MalformedDocument(item_id, str(exc)) from None

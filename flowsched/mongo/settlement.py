@@ -72,7 +72,8 @@ class Settlement:
     """What to write for one claimed document (``generation`` None: fence on token only).
 
     ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
-    the same slot (redelivered, or released undelivered): ``applied`` is set back to this.
+    the same slot (redelivered, or released undelivered): ``applied`` and ``runs`` are set
+    back to these.
     ``suspect``: the claim was suspect (:attr:`Claim.suspect`); released undelivered, it keeps
     its ``claim`` (its lease ended), so the next claimer marks its start too."""
 
@@ -80,7 +81,7 @@ class Settlement:
     generation: int | None
     token: str
     action: Action
-    unapply: tuple[datetime | None] | None = None
+    unapply: tuple[datetime | None, int] | None = None
     suspect: bool = False
     late: bool = False
     """A completion that came after its lease ended (:mod:`flowsched.mongo.leases`): fenced
@@ -96,7 +97,7 @@ class Settlement:
             action = Quarantine(document, f"recurrence: {action.dead.error}")
         unapply = None
         if item.recurrence is not None and isinstance(action, Redeliver | Release):
-            unapply = (item.previous,)
+            unapply = (item.previous, item.runs)
         return cls(item.id, item.generation, claim.token, action, unapply, claim.suspect)
 
     def settled_late(self) -> Settlement:
@@ -158,6 +159,7 @@ def _write(settlement: Settlement, fence: dict[str, Any]) -> Write | None:
             "ready_at": due,
             "applied": optional_ms(action.applied),
             "attempts": 0,
+            **({} if action.runs is None else {"runs": action.runs}),
             "deliveries": 0,
             "last_error": action.error,
             "claim": None,
@@ -198,4 +200,5 @@ def start_mark(claim: Claim, store: TimerStore) -> Write:
 def _unapplied(changes: dict[str, Any], settlement: Settlement) -> dict[str, Any]:
     if settlement.unapply is not None:
         changes["applied"] = optional_ms(settlement.unapply[0])
+        changes["runs"] = settlement.unapply[1]
     return changes
