@@ -11,6 +11,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from flowsched.async_port import AsyncSchedulerPort
+from flowsched.calendar import Calendar
 from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.durations import parse_duration
@@ -138,6 +139,7 @@ __all__ = [
     "AsyncSchedulerPort",
     "Attempt",
     "BackoffType",
+    "Calendar",
     "Clock",
     "ConcurrentUpdateError",
     "ConfigError",

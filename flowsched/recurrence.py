@@ -231,8 +231,8 @@ class Recurrence:
             # Every slot of that local day is skipped: look on from the next day.
             slot = self._next_slot(calendar.next_day_start(slot) - _US)
         raise ValueError(
-            f"recurrence has no slot after {after.isoformat()}: its calendar closes "
-            f"{LONGEST_CLOSURE} days in a row"
+            f"recurrence has no slot after {after.isoformat()} on a day its calendar leaves "
+            f"open ({LONGEST_CLOSURE} closed days or slots in a row)"
         )
 
     def _calendar(self) -> Calendar | None:

@@ -10,7 +10,9 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pydantic", "pyhocon", "pyparsing", "apscheduler", "typer", "rich", "pymongo", "bson")
+HEAVY = (
+    "pydantic", "pyhocon", "pyparsing", "apscheduler", "typer", "rich", "pymongo", "bson", "holidays"
+)
 
 
 def _loaded_after(code: str) -> list[str]:

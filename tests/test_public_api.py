@@ -28,6 +28,7 @@ PUBLIC = {
     "AsyncMongoScheduler",
     "AsyncSchedulerPort",
     "BackoffType",
+    "Calendar",
     "Clock",
     "ConcurrentUpdateError",
     "ConfigError",
