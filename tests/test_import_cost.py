@@ -11,7 +11,15 @@ import subprocess
 import sys
 
 HEAVY = (
-    "pydantic", "pyhocon", "pyparsing", "apscheduler", "typer", "rich", "pymongo", "bson", "holidays"
+    "pydantic",
+    "pyhocon",
+    "pyparsing",
+    "apscheduler",
+    "typer",
+    "rich",
+    "pymongo",
+    "bson",
+    "holidays",
 )
 
 

@@ -19,6 +19,9 @@
         max-attempts = null          # a whole number >= 1 moves an item to the dead letters
         node-id = null               # default: <host>:<pid>:<random>
       }
+      calendars {                    # named business calendars (flowsched.config.calendars)
+        target2 { timezone = "Europe/Berlin", weekdays-off = [SAT, SUN], holidays = [ECB] }
+      }
     }
 
 Every key is validated like a flow key: an unknown or misspelt name, a wrong type or a
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -42,6 +45,8 @@ from flowsched.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
     from pyhocon import ConfigTree
+
+    from flowsched.calendar import Calendar
 
 # pyhocon and pydantic (through flowsched.backoff) are imported where a configuration is
 # read, not here: the schedulers import the limits below without reading any configuration.
@@ -103,6 +108,8 @@ class SchedulerSettings:
     redelivery_factor: float = 2.0
     max_attempts: int | None = None
     node_id: str | None = None
+    calendars: Mapping[str, Calendar] = field(default_factory=dict, hash=False)
+    """Named calendars (``ipf-scheduler.calendars``), by name."""
 
     def database(self) -> str:
         """The database to use: ``database-name``, else the one named in ``uri``.
@@ -270,9 +277,11 @@ _REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "maximum": ("redelivery_maximum", _duration_above_zero),
     "factor": ("redelivery_factor", _factor),
 }
+_CALENDARS = "calendars"
 _SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
     _MONGODB: _MONGODB_KEYS,
     _OURS: None,  # holds _OUR_KEYS and the redelivery block
+    _CALENDARS: None,  # named calendars: flowsched.config.calendars
 }
 
 
@@ -299,6 +308,10 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
             _read(section, path, _MONGODB_KEYS, values, problems)
         elif name == _OURS:
             _read_ours(section, path, values, problems)
+        elif name == _CALENDARS:
+            from flowsched.config.calendars import read_calendars
+
+            values["calendars"] = read_calendars(section, path, problems)
         else:
             problems.append(_unknown(path, closest(name, _SECTIONS)))
     settings = SchedulerSettings(**values)  # type: ignore[arg-type]

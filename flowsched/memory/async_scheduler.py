@@ -144,14 +144,17 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
     ) -> AsyncInMemoryScheduler:
         """A scheduler with the ``ipf-scheduler.flowsched`` settings that apply in process:
         ``redelivery { initial, maximum, factor }`` and ``max-attempts`` (``workers``, the
-        synchronous scheduler's thread count, does not apply: see ``concurrency``)."""
+        synchronous scheduler's thread count, does not apply: see ``concurrency``), and the
+        named ``calendars``."""
         settings = config.scheduler_settings()
-        return cls(
+        scheduler = cls(
             clock=clock,
             redelivery=redelivery_policy(settings),
             observer=observer,
             concurrency=concurrency,
         )
+        scheduler.calendars = settings.calendars
+        return scheduler
 
     # -- the port ------------------------------------------------------------------------
 

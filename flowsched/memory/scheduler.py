@@ -132,7 +132,8 @@ class InMemoryScheduler(SchedulerPort):
         observer: Observer | None = None,
     ) -> InMemoryScheduler:
         """A scheduler with the ``ipf-scheduler.flowsched`` settings that apply in process:
-        ``redelivery { initial, maximum, factor }``, ``max-attempts`` and ``workers`` (see
+        ``redelivery { initial, maximum, factor }``, ``max-attempts``, ``workers`` and the
+        named ``calendars`` (see
         ``docs/reference/configuration.md``; the MongoDB settings are not used here).
 
         >>> from flowsched import SchedulingConfig
@@ -141,7 +142,11 @@ class InMemoryScheduler(SchedulerPort):
         """
         settings = config.scheduler_settings()
         redelivery = redelivery_policy(settings)
-        return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
+        scheduler = cls(
+            clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers
+        )
+        scheduler.calendars = settings.calendars  # calendar="name" resolves against these
+        return scheduler
 
     # -- the port -----------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ def build(
         client.close()
         raise
     scheduler._owned_client = client
+    scheduler.calendars = settings.calendars  # calendar="name" resolves against these
     if check:
         try:
             scheduler.ping()
@@ -138,4 +139,5 @@ def build_async(
         **_arguments(settings, node_id, clock, observer),
     )
     scheduler._owned_client, scheduler._owned_executor = client, executor
+    scheduler.calendars = settings.calendars
     return scheduler

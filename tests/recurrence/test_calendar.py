@@ -80,7 +80,10 @@ def test_frozen_hashable_and_equal_by_what_it_closes() -> None:
 
 def test_json_round_trip_through_text() -> None:
     calendar = Calendar(
-        timezone=BERLIN, weekdays_off=["SAT"], dates_off=["2026-12-24"], holidays=["ECB", "DE-BY"],
+        timezone=BERLIN,
+        weekdays_off=["SAT"],
+        dates_off=["2026-12-24"],
+        holidays=["ECB", "DE-BY"],
         name="target2",
     )
     back = Calendar.from_json(json.loads(json.dumps(calendar.to_json())))

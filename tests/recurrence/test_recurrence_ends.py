@@ -123,7 +123,11 @@ def test_a_calendar_name_must_be_resolved_before_slots_are_computed() -> None:
 def test_json_round_trip_keeps_the_ends_and_old_objects_read_without_them() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     full = Recurrence.cron(
-        "0 7 * * *", "Europe/Berlin", start=start, until=start + 30 * 24 * HOUR, max_runs=5,
+        "0 7 * * *",
+        "Europe/Berlin",
+        start=start,
+        until=start + 30 * 24 * HOUR,
+        max_runs=5,
         calendar=ECB_DAYS,
     )
     assert Recurrence.from_json(full.to_json()) == full
