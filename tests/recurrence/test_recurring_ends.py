@@ -19,6 +19,7 @@ DAY = timedelta(days=1)
 ECB_DAYS = Calendar(timezone="Europe/Berlin", weekdays_off=["SAT", "SUN"], holidays=["ECB"])
 
 Make = Callable[..., SchedulerPort]
+ON_MONGODB = ["mongomock", pytest.param("mongo-wire", marks=pytest.mark.wire)]
 
 
 def recorder(ticks: list[ScheduleItem]) -> Callable[[ScheduleItem, int], None]:
@@ -131,7 +132,7 @@ def test_a_recurrence_without_a_slot_cannot_be_scheduled(make: Make, clock: Manu
 # -- MongoDB: the runs so far live in the document ---------------------------------------------
 
 
-@pytest.mark.parametrize("adapter", ["mongomock"], indirect=True)
+@pytest.mark.parametrize("adapter", ON_MONGODB, indirect=True)
 def test_max_runs_holds_across_a_restart(make: Make, clock: ManualClock) -> None:
     ticks: list[ScheduleItem] = []
     first = make("before")
@@ -151,7 +152,7 @@ def test_max_runs_holds_across_a_restart(make: Make, clock: ManualClock) -> None
     assert not again.exists("sweep")
 
 
-@pytest.mark.parametrize("adapter", ["mongomock"], indirect=True)
+@pytest.mark.parametrize("adapter", ON_MONGODB, indirect=True)
 def test_two_nodes_run_max_runs_ticks_between_them(make: Make, clock: ManualClock) -> None:
     ticks: list[tuple[str, ScheduleItem]] = []
     one, two = make("one"), make("two")
@@ -167,7 +168,7 @@ def test_two_nodes_run_max_runs_ticks_between_them(make: Make, clock: ManualCloc
     assert not one.exists("sweep")
 
 
-@pytest.mark.parametrize("adapter", ["mongomock"], indirect=True)
+@pytest.mark.parametrize("adapter", ON_MONGODB, indirect=True)
 def test_a_run_is_counted_when_its_slot_is_taken_even_if_its_node_dies(
     make: Make, clock: ManualClock
 ) -> None:
