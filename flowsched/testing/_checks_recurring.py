@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from flowsched.delivery import RedeliveryPolicy
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
+from flowsched.testing._checks_recurring_ends import ENDS_GUARANTEES
 from flowsched.testing._trial import CLOCK_START, TIMER, Guarantee, Recorder, Trial
 
 __all__ = ["RECURRING_GUARANTEES"]
@@ -272,4 +273,5 @@ RECURRING_GUARANTEES = (
         "a cron schedule in a time zone ticks at local time across daylight-saving changes",
         _cron_across_dst,
     ),
+    *ENDS_GUARANTEES,  # until, max_runs, calendars
 )
