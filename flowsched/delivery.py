@@ -19,12 +19,10 @@ and :meth:`DeliveryCore.deliver` turns a tick into :class:`NextSlot` (the item s
 its next slot) unless it failed with ``retry_failed`` set. The adapter fences the slot: it
 must make sure no other delivery of the same item can apply it.
 
-A recurring item whose recurrence has ended - its next slot would be after ``until``, or its
-runs reached ``max_runs`` - is :class:`Completed` (removed, a normal end, like a delivered
-one-shot item), on every path (a tick with nothing due, a tick that ran, a failed tick that
-counts). One with no slot left before the year 10000 (an endless closure of its calendar
-too) is :class:`Exhausted`: set aside with the reason, never redelivered, for redelivery
-could only run an applied slot again, or fail the same way for ever.
+On every path (a tick with nothing due, one that ran, a failed one that counts) a recurrence
+that ended (``until``, ``max_runs``) is :class:`Completed`: removed, a normal end. One with
+no slot left before the year 10000 is :class:`Exhausted`: set aside, never redelivered, for
+redelivery could only run an applied slot again, or fail the same way for ever.
 
 Both faces share these rules: a synchronous adapter calls :meth:`DeliveryCore.deliver`; an
 asyncio adapter (:mod:`flowsched.async_delivery`) looks the handler up with
@@ -219,21 +217,17 @@ class DeliveryCore:
         """For a recurring item claimed now: the form to deliver - ``due`` the latest slot
         due by now, ``previous`` the slot applied before it - or, if no slot after the
         applied one is due yet, the :class:`NextSlot` that moves it on without a delivery
-        (:class:`Completed` if the recurrence has ended, :class:`Exhausted` if there is no
-        slot left before the year 10000)."""
+        (:class:`Completed` if it has ended, :class:`Exhausted` if no slot is left at all)."""
         recurrence = item.recurrence
         if recurrence is None:
             raise ValueError(f"tick({item.id!r}): not a recurring item")
-        if recurrence.ended(item.runs):
-            return self._ended(item, f"its {item.runs} runs reached max_runs")
         try:
-            slot = recurrence.slot_to_run(self.clock.now(), item.previous)
+            ended = recurrence.ended(item.runs)
+            slot = None if ended else recurrence.slot_to_run(self.clock.now(), item.previous)
             if slot is None:
-                floor = item.previous or recurrence.start
-                assert floor is not None  # a recurring ScheduleItem's recurrence has a start
-                following = recurrence.following(floor)
+                following = recurrence.after(item.previous, item.runs)
                 if following is None:
-                    return self._ended(item, "its next slot would be after until")
+                    return self._ended(item)
                 return NextSlot(item.previous, following, runs=item.runs)
         except ValueError as exc:  # no slot left before the year 10000
             return self._exhausted(item, 0, str(exc))
@@ -248,8 +242,7 @@ class DeliveryCore:
             if item.recurrence is not None:
                 ticked = self.tick(item)
                 if not isinstance(ticked, ScheduleItem):
-                    # Nothing due yet (NextSlot), ended (Completed), no slot left (Exhausted).
-                    return ticked
+                    return ticked  # nothing due (NextSlot), ended (Completed), or Exhausted
                 item = ticked
             return self.deliver(item, attempt)
         except Exception as exc:
@@ -341,53 +334,40 @@ class DeliveryCore:
     def _ran(
         self, item: ScheduleItem, attempt: int, error: str | None = None
     ) -> NextSlot | Exhausted | Completed:
-        """A tick (for slot ``item.due``) ran, or failed with ``error`` and counts: on to the
+        """The tick for slot ``item.due`` ran (or failed with ``error``, counted): on to the
         next slot, or the end."""
-        recurrence = item.recurrence
-        assert recurrence is not None
-        runs = item.runs + 1
-        if recurrence.ended(runs):
-            return self._ended(item, f"its {runs} runs reached max_runs")
+        assert item.recurrence is not None
         try:
-            following = recurrence.following(item.due)
+            following = item.recurrence.after(item.due, item.runs + 1)
         except ValueError as exc:  # that was the last slot before the year 10000
             failed = "" if error is None else f" (its last tick failed: {error})"
             return self._exhausted(item, attempt, f"{exc}{failed}")
         if following is None:
-            return self._ended(item, "its next slot would be after until")
-        return NextSlot(item.due, following, error, runs)
+            return self._ended(item)
+        return NextSlot(item.due, following, error, item.runs + 1)
 
-    def _ended(self, item: ScheduleItem, why: str) -> Completed:
-        """A recurrence that has ended (until, max_runs): the item is removed."""
-        log.info(
-            "recurring %s %s ended (%s): removed",
-            item.kind.value,
-            item.id,
-            why,
-            extra=log_fields(item),
-        )
+    def _ended(self, item: ScheduleItem) -> Completed:
+        """A recurrence that ended (``until``, ``max_runs``): the item is removed."""
+        log.info("recurring %s ended (until or max_runs): removed", item.id, extra=log_fields(item))
         return _COMPLETED
 
     def _counted(
         self, item: ScheduleItem, attempt: int, error: str
     ) -> NextSlot | Exhausted | Completed:
         """A failed tick that counts as its slot's outcome: the next tick is the next slot."""
-        assert item.recurrence is not None
         error = storable_error(error)
         self._notify(self.observer.failed, item, attempt, error)
         moved = self._ran(item, attempt, error)
-        if not isinstance(moved, NextSlot):
-            return moved
-        following = moved.due
-        log.warning(
-            "tick of %s %s for slot %s failed (counted; next slot %s): %s",
-            item.kind.value,
-            item.id,
-            item.due.isoformat(),
-            following.isoformat(),
-            error,
-            extra=log_fields(item),
-        )
+        if isinstance(moved, NextSlot):
+            log.warning(
+                "tick of %s %s for slot %s failed (counted; next slot %s): %s",
+                item.kind.value,
+                item.id,
+                item.due.isoformat(),
+                moved.due.isoformat(),
+                error,
+                extra=log_fields(item),
+            )
         return moved
 
     def _exhausted(self, item: ScheduleItem, attempt: int, reason: str) -> Exhausted:

@@ -195,6 +195,14 @@ class Recurrence:
         """Whether ``runs`` ticks use up ``max_runs`` (never, without one)."""
         return self.max_runs is not None and runs >= self.max_runs
 
+    def after(self, slot: datetime | None, runs: int) -> datetime | None:
+        """The slot after ``slot`` (``None``: after the start) for an item that has run
+        ``runs`` times; ``None`` when the recurrence has ended (``max_runs`` reached, or no
+        slot left before ``until``); ``ValueError`` as :meth:`following`."""
+        if self.ended(runs):
+            return None
+        return self.following(self._anchor() if slot is None else slot)
+
     def next_slot(self, after: datetime) -> datetime:
         """The first slot strictly after ``after`` (and after the start); ``ValueError`` if
         there is none: past ``until``, or none before the year 10000."""

@@ -21,7 +21,6 @@ from flowsched.delivery import (
     Outcome,
     Redeliver,
     RedeliveryPolicy,
-    redelivery_policy,
 )
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
@@ -132,21 +131,16 @@ class InMemoryScheduler(SchedulerPort):
         observer: Observer | None = None,
     ) -> InMemoryScheduler:
         """A scheduler with the ``ipf-scheduler.flowsched`` settings that apply in process:
-        ``redelivery { initial, maximum, factor }``, ``max-attempts``, ``workers`` and the
-        named ``calendars`` (see
+        ``redelivery { initial, maximum, factor }``, ``max-attempts`` and ``workers`` (see
         ``docs/reference/configuration.md``; the MongoDB settings are not used here).
 
         >>> from flowsched import SchedulingConfig
         >>> config = SchedulingConfig.from_string("ipf-scheduler.flowsched.max-attempts = 5")
         >>> InMemoryScheduler.from_config(config).close()
         """
-        settings = config.scheduler_settings()
-        redelivery = redelivery_policy(settings)
-        scheduler = cls(
-            clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers
-        )
-        scheduler.calendars = settings.calendars  # calendar="name" resolves against these
-        return scheduler
+        from flowsched.memory.from_config import build  # (with the named calendars)
+
+        return build(cls, config, clock, observer)
 
     # -- the port -----------------------------------------------------------------------
 
