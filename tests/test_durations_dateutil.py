@@ -20,7 +20,11 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "application.conf"
 RESOLVE = """
 import sys
 if sys.argv[1] == "without":
-    sys.modules["dateutil"] = None  # as if python-dateutil were not installed
+    sys.modules["dateutil"] = None  # as if python-dateutil were not installed ...
+    import pyhocon  # noqa: F401  (which decides when it is imported)
+    # ... for pyhocon only: the example's calendars need the holidays package, which
+    # cannot work without python-dateutil.
+    del sys.modules["dateutil"]
 from flowsched import SchedulingConfig
 config = SchedulingConfig.from_file(sys.argv[2])
 policy = config.action("OBCreditTransfer", "CheckingFraud", "CheckFraud")
