@@ -315,6 +315,19 @@ class Recurrence:
             latest = anchor + self.interval * ((before - anchor) // self.interval)
         return max(latest, first)
 
+    def ends_text(self) -> str:
+        """``""``, or what ends or skips slots, for the tools: ``", until 2027-01-01T00:00:00
+        +00:00, at most 5 runs, calendar target2"``."""
+        parts = [f"until {self.until.isoformat()}"] if self.until is not None else []
+        if self.max_runs is not None:
+            parts.append(f"at most {self.max_runs} runs")
+        calendar = self.calendar
+        if calendar is not None:
+            parts.append(
+                f"calendar {calendar if isinstance(calendar, str) else calendar.describe()}"
+            )
+        return "".join(f", {part}" for part in parts)
+
     def to_json(self) -> dict[str, Any]:
         """A plain JSON object (stored with the item by persistent adapters)."""
         data: dict[str, Any] = {"retry_failed": self.retry_failed}

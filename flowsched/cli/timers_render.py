@@ -77,8 +77,8 @@ def recurrence_text(value: object) -> str | None:
     except ValueError:
         return f"unreadable: {json.dumps(plain(value))}"
     if recurrence.interval is not None:
-        return f"every {human(recurrence.interval)}"
-    return f"cron {recurrence.cron_expr} {recurrence.timezone}"
+        return f"every {human(recurrence.interval)}{recurrence.ends_text()}"
+    return f"cron {recurrence.cron_expr} {recurrence.timezone}{recurrence.ends_text()}"
 
 
 def _view(doc: Doc) -> TimerView | str:

@@ -163,3 +163,23 @@ def test_slot_to_run_is_the_latest_open_slot_due(
     assert found == expected
     if expected is not None:
         assert calendar.allows(expected)
+
+
+def test_the_tools_show_the_ends_and_the_calendar() -> None:
+    from flowsched.cli.timers_render import recurrence_text
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    named = Calendar(timezone="Europe/Berlin", weekdays_off=["SAT", "SUN"], name="target2")
+    cron = Recurrence.cron(
+        "0 7 * * *",
+        "Europe/Berlin",
+        start=start,
+        until=start + 10 * HOUR,
+        max_runs=5,
+        calendar=named,
+    )
+    assert recurrence_text(cron.to_json()) == (
+        "cron 0 7 * * * Europe/Berlin, until 2026-01-01T10:00:00+00:00, at most 5 runs, "
+        "calendar target2"
+    )
+    assert recurrence_text(Recurrence.every(HOUR, start=start).to_json()) == "every 1h"
