@@ -183,3 +183,26 @@ def test_the_tools_show_the_ends_and_the_calendar() -> None:
         "calendar target2"
     )
     assert recurrence_text(Recurrence.every(HOUR, start=start).to_json()) == "every 1h"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["0 7 * * *", "30 1 * * *", "0 */5 * * *", "15 2 * * 1-5", "0 0 1 * *"]),
+    st.sampled_from(["Europe/Berlin", "UTC", "America/New_York"]),
+    st.sets(st.integers(0, 6), max_size=5),
+    st.sets(st.dates(date(2026, 3, 1), date(2026, 4, 30)), max_size=8),
+    st.datetimes(datetime(2026, 3, 1), datetime(2026, 3, 31)),
+)
+def test_a_calendar_drops_exactly_the_slots_of_closed_days(
+    expr: str, zone: str, weekdays: set[int], dates: set[date], begin: datetime
+) -> None:
+    start = begin.replace(tzinfo=UTC, microsecond=0)
+    calendar = Calendar(timezone="Europe/Berlin", weekdays_off=weekdays, dates_off=dates)
+    plain = Recurrence.cron(expr, zone, start=start)
+    raw, slot = [], start
+    while len(raw) < 400:  # the slots without a calendar, filtered by hand
+        slot = plain.next_slot(slot)
+        raw.append(slot)
+    expected = [s for s in raw if calendar.allows(s)][:5]
+    found = slots(Recurrence.cron(expr, zone, start=start, calendar=calendar), len(expected))
+    assert found == expected
