@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
-__all__ = ["Calendar", "WEEKDAYS"]
+__all__ = ["Calendar", "MissingHolidays", "WEEKDAYS"]
 
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 """Weekday names as a calendar writes them, in Python's order (Monday is 0)."""
@@ -233,12 +233,19 @@ def _holiday_names(values: object) -> tuple[str, ...]:
     return tuple(names)
 
 
+class MissingHolidays(ImportError, ValueError):
+    """A calendar names holidays and the ``holidays`` package is not installed. An
+    ``ImportError``, and a ``ValueError`` too, so that a stored calendar read on a node
+    without it is a malformed document (named, set aside) rather than a crash."""
+
+
 def _holidays_module() -> Any:
     try:
         import holidays
-    except ImportError:  # pragma: no cover - the extra is part of dev and testing
-        raise ImportError(
-            "Calendar holidays need the holidays package: pip install 'flowsched[calendars]'"
+    except ImportError:
+        raise MissingHolidays(
+            "Calendar holidays need the holidays package: pip install 'flowsched[calendars]' "
+            "(on every node that runs such a schedule)"
         ) from None
     return holidays
 
@@ -286,8 +293,14 @@ def _holiday_dates(name: str, year: int) -> frozenset[date]:
     how, code, subdivision = _factory(name)
     holidays = _holidays_module()
     with _HOLIDAYS_LOCK:
-        if how == "financial":
-            found = holidays.financial_holidays(code, years=year)
-        else:
-            found = holidays.country_holidays(code, subdiv=subdivision, years=year)
-        return frozenset(day for day in found if day.year == year)
+        try:
+            if how == "financial":
+                found = holidays.financial_holidays(code, years=year)
+            else:
+                found = holidays.country_holidays(code, subdiv=subdivision, years=year)
+            return frozenset(day for day in found if day.year == year)
+        except Exception as exc:  # the package's own failure: never a crash of a tick
+            raise ValueError(
+                f"holiday calendar {name!r} cannot give the holidays of {year}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None

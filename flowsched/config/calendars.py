@@ -87,7 +87,7 @@ def _calendar(
             continue
         try:
             Calendar(**{attribute: value})  # checked alone, so that the problem names its key
-        except (ValueError, TypeError, ImportError) as exc:
+        except (ValueError, TypeError) as exc:  # MissingHolidays is a ValueError
             problems.append(_problem((*path, key), value, str(exc)))
             continue
         arguments[attribute] = value

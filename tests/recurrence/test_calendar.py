@@ -109,3 +109,23 @@ def test_a_day_is_open_unless_its_weekday_or_date_is_off(
     calendar = Calendar(weekdays_off=weekdays, dates_off=dates)
     assert calendar.is_open(day) == (day.weekday() not in weekdays and day not in dates)
     assert Calendar.from_json(calendar.to_json()) == calendar
+
+
+def test_without_the_holidays_package_a_holiday_calendar_is_named_as_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from flowsched import calendar
+
+    calendar._factory.cache_clear()
+    monkeypatch.setitem(sys.modules, "holidays", None)
+    try:
+        with pytest.raises(ImportError, match=r"flowsched\[calendars\]"):
+            Calendar(holidays=["ECB"])
+        # Read from a stored item, it is a ValueError: the document is malformed here.
+        with pytest.raises(ValueError, match="holidays package"):
+            Calendar.from_json({"timezone": "UTC", "holidays": ["ECB"]})
+        assert Calendar(weekdays_off=["SAT"]).is_open(date(2026, 12, 26)) is False
+    finally:
+        calendar._factory.cache_clear()
