@@ -9,9 +9,11 @@ Items: one document each (``_id`` the item id, a random 63-bit ``generation``, `
 
 Every claim-side write is fenced by ``_id``, ``generation``, ``claim.owner`` and
 ``claim.lease_until`` in its filter, so exactly one node wins a claim and a stale claim's
-write matches nothing. Times are the store's clock (the injected one, or the system's),
-in milliseconds (BSON dates); a ``deadline`` is checked before the write is sent (the test
-server's ``$$NOW`` cannot be trusted, and mongomock has none). Not the fast path: a claim
+write matches nothing. Times are the database's, in milliseconds (BSON dates): measured with
+``hello`` through a :class:`~flowsched.store.measured_clock.MeasuredClock` (due judged by
+the earliest it can be, leases and deadlines by the latest), or the injected clock's when
+one is given. A ``deadline`` is checked before the write is sent (the test server's
+``$$NOW`` cannot be trusted, and mongomock has none). Not the fast path: a claim
 reads its candidates, then takes each with one conditional update.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 from pymongo import ASCENDING
 from pymongo.collection import Collection
 
-from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.mongo.documents import (
     bson_utc,
@@ -45,6 +47,7 @@ from flowsched.outcomes import Completed, DeadLettered, NextSlot, Outcome, Redel
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage, TimerState
 from flowsched.store.info import dead_info, timer_info
+from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.paging import encode_cursor
 from flowsched.store.records import (
     Claim,
@@ -75,7 +78,7 @@ class MongoTimerStore:
                 f"not AsyncMongoClient), got {type(collection).__name__}"
             )
         self.collection = collection
-        self.clock: Clock = clock or SystemClock()
+        self.time = MeasuredClock(clock, self._server_time, what="MongoDB")
         database = collection.database
         self.dead: Collection[Doc] = database[f"{collection.name}_dead"]
         self.quarantine: Collection[Doc] = database[f"{collection.name}_quarantine"]
@@ -86,15 +89,28 @@ class MongoTimerStore:
     def __repr__(self) -> str:
         return f"MongoTimerStore({self.collection.full_name})"
 
+    def _server_time(self) -> datetime | None:
+        try:
+            reply = self.collection.database.command("hello")
+        except NotImplementedError:  # mongomock
+            return None
+        local = reply.get("localTime")
+        return bson_utc(local) if isinstance(local, datetime) else None
+
     def now(self) -> datetime:
-        return truncate_ms(self.clock.now())
+        """The database's time (the injected clock's, when one was given)."""
+        return truncate_ms(self.time.now())
+
+    def _late(self, deadline: datetime | None) -> bool:
+        """Whether the database's time may be past ``deadline`` (checked before sending)."""
+        return deadline is not None and self.time.latest() > deadline
 
     # -- items ---------------------------------------------------------------------
 
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
         if not isinstance(item, ScheduleItem):
             raise TypeError(f"put: expected a ScheduleItem, got {type(item).__name__}")
-        if deadline is not None and self.now() > deadline:
+        if self._late(deadline):
             raise SchedulerUnavailable(
                 f"put({item.id!r}): past its deadline {deadline}; nothing was sent"
             )
@@ -138,7 +154,7 @@ class MongoTimerStore:
     def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
-        if not isinstance(item_id, str) or (deadline is not None and self.now() > deadline):
+        if not isinstance(item_id, str) or self._late(deadline):
             return False
         found: Doc = {"_id": item_id}
         if generation is not None:
@@ -146,7 +162,7 @@ class MongoTimerStore:
         return self.collection.delete_one(found).deleted_count == 1
 
     def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
-        if not isinstance(flow_id, str) or (deadline is not None and self.now() > deadline):
+        if not isinstance(flow_id, str) or self._late(deadline):
             return []
         removed = []
         for doc in self.collection.find({"flow_id": flow_id}, {"_id": 1, "generation": 1}):
@@ -161,9 +177,10 @@ class MongoTimerStore:
     ) -> list[Claim]:
         if lease <= timedelta(0) or limit < 1:
             raise ValueError(f"claim_due: lease {lease} and limit {limit!r} must be positive")
-        now = self.now()
-        until = truncate_ms(now + lease)
-        found = {"route": {"$in": list(routes)}, "ready_at": {"$lte": now}, **_UNPAUSED}
+        until = truncate_ms(self.time.now() + lease)
+        # Due by the earliest the database's time can be: never early.
+        earliest = truncate_ms(self.time.earliest())
+        found = {"route": {"$in": list(routes)}, "ready_at": {"$lte": earliest}, **_UNPAUSED}
         claims: list[Claim] = []
         for doc in self.collection.find(found).sort([("ready_at", 1), ("_id", 1)]).limit(limit):
             read = self._read(doc)
@@ -207,9 +224,10 @@ class MongoTimerStore:
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         now = self.now()
+        latest = self.time.latest()  # a lease that may have ended is not started
         held = []
         for claim in claims:
-            if claim.lease_until <= now:
+            if claim.lease_until <= latest:
                 continue
             marked = self.collection.update_one(
                 {**self._fence(claim), **_UNPAUSED},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from typing import Any
@@ -58,3 +59,16 @@ def test_a_node_scheduler_over_it_keeps_the_port_on_mongomock() -> None:
         return NodeScheduler(store, clock=clock, redelivery=policy)
 
     check_scheduler_port(build, redelivery_factory=build)
+
+
+@pytest.mark.skipif(not os.environ.get("FLOWSCHED_MONGO_URI"), reason="FLOWSCHED_MONGO_URI unset")
+def test_passes_on_the_wire_server_on_its_own_time(caplog: pytest.LogCaptureFixture) -> None:
+    client: Any = pymongo.MongoClient(os.environ["FLOWSCHED_MONGO_URI"], tz_aware=True)
+    database = client[f"flowsched_store_{uuid.uuid4().hex[:8]}"]
+    try:
+        with caplog.at_level(logging.WARNING, "flowsched.store"):
+            check_timer_store(lambda: MongoTimerStore(database[f"t_{uuid.uuid4().hex[:8]}"]))
+        assert caplog.records == [], "a host with no skew was warned"
+    finally:
+        client.drop_database(database.name)
+        client.close()
