@@ -13,7 +13,6 @@ T = datetime(2026, 1, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
 
 
-
 @pytest.mark.parametrize("held", ["request", "reply"])
 def test_a_held_round_trip_widens_the_bound_and_nothing_is_judged_early(held: str) -> None:
     # Node and server share one clock. The request leaves at T and a proxy holds it (the
