@@ -18,13 +18,16 @@ from typing import Any
 from pymongo.collection import Collection
 
 from flowsched.mongo.documents import bson_utc, bson_utc_or_none
-from flowsched.steering import ATTEMPT_OUTCOMES, Attempt, AttemptOutcome
+from flowsched.records import ScheduleItem
+from flowsched.steering import ATTEMPT_OUTCOMES, Attempt, AttemptOutcome, TimerInfo, TimerState
+from flowsched.store.info import timer_info
 from flowsched.store.paging import decode_cursor
 from flowsched.store.records import TimerSelection
 
-__all__ = ["AttemptLog", "item_filter"]
+__all__ = ["UNPAUSED", "AttemptLog", "info_of", "item_filter", "state_filter"]
 
 Doc = dict[str, Any]
+UNPAUSED: Doc = {"paused": {"$ne": True}}
 _LAST = [0]
 _SEQ_LOCK = threading.Lock()
 
@@ -148,3 +151,40 @@ def item_filter(selection: TimerSelection) -> Doc:
             {"due": after_due, "_id": {"$gt": after_id}},
         ]
     return found
+
+
+def state_filter(state: str | None, now: datetime) -> Doc:
+    """The filter of a ``timers()`` state on the items collection, at ``now``."""
+    if state == "paused":
+        return {"paused": True}
+    if state == "claimed":
+        return {**UNPAUSED, "claim.lease_until": {"$gt": now}}
+    if state == "scheduled":
+        return {**UNPAUSED, "$nor": [{"claim.lease_until": {"$gt": now}}]}
+    return {}
+
+
+def info_of(  # a document as timers() lists it (None: unusable, quarantined)
+    doc: Mapping[str, Any], now: datetime, read: tuple[ScheduleItem, int] | None
+) -> TimerInfo | None:
+    if read is None:
+        return None
+    item, attempts = read
+    claim = doc.get("claim")
+    claim = claim if isinstance(claim, Mapping) else {}
+    lease = claim.get("lease_until")
+    lease_until = bson_utc(lease) if isinstance(lease, datetime) else None
+    claimed = lease_until is not None and lease_until > now
+    state: TimerState = (
+        "paused" if doc.get("paused") is True else "claimed" if claimed else "scheduled"
+    )
+    error = doc.get("last_error")
+    owner = claim.get("owner")
+    return timer_info(
+        item,
+        state,
+        attempts,
+        error if isinstance(error, str) else None,
+        owner if isinstance(owner, str) else None,
+        lease_until,
+    )

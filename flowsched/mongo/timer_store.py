@@ -42,11 +42,12 @@ from flowsched.mongo.documents import (
     stored_item,
     truncate_ms,
 )
-from flowsched.mongo.timer_history import AttemptLog, item_filter
+from flowsched.mongo.timer_errors import outages
+from flowsched.mongo.timer_history import UNPAUSED, AttemptLog, info_of, item_filter, state_filter
 from flowsched.outcomes import Completed, DeadLettered, NextSlot, Outcome, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
-from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage, TimerState
-from flowsched.store.info import dead_info, timer_info
+from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage
+from flowsched.store.info import dead_info
 from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.paging import encode_cursor
 from flowsched.store.records import (
@@ -62,7 +63,6 @@ __all__ = ["MongoTimerStore"]
 log = logging.getLogger("flowsched.mongo")
 
 Doc = dict[str, Any]
-_UNPAUSED = {"paused": {"$ne": True}}
 
 
 class MongoTimerStore:
@@ -107,6 +107,7 @@ class MongoTimerStore:
 
     # -- items ---------------------------------------------------------------------
 
+    @outages
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
         if not isinstance(item, ScheduleItem):
             raise TypeError(f"put: expected a ScheduleItem, got {type(item).__name__}")
@@ -142,15 +143,18 @@ class MongoTimerStore:
         self.quarantine.insert_one(record)
         self.collection.delete_one({"_id": doc.get("_id"), "generation": doc.get("generation")})
 
+    @outages
     def get(self, item_id: str) -> ScheduleItem | None:
         if not isinstance(item_id, str):
             return None
         read = self._read(self.collection.find_one({"_id": item_id}))
         return read[0] if read is not None else None
 
+    @outages
     def exists(self, item_id: str) -> bool:
         return isinstance(item_id, str) and self.collection.count_documents({"_id": item_id}) > 0
 
+    @outages
     def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
@@ -161,6 +165,7 @@ class MongoTimerStore:
             found["generation"] = generation
         return self.collection.delete_one(found).deleted_count == 1
 
+    @outages
     def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
         if not isinstance(flow_id, str) or self._late(deadline):
             return []
@@ -172,6 +177,7 @@ class MongoTimerStore:
 
     # -- claims --------------------------------------------------------------------
 
+    @outages
     def claim_due(
         self, routes: Routes[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
@@ -180,7 +186,7 @@ class MongoTimerStore:
         until = truncate_ms(self.time.now() + lease)
         # Due by the earliest the database's time can be: never early.
         earliest = truncate_ms(self.time.earliest())
-        found = {"route": {"$in": list(routes)}, "ready_at": {"$lte": earliest}, **_UNPAUSED}
+        found = {"route": {"$in": list(routes)}, "ready_at": {"$lte": earliest}, **UNPAUSED}
         claims: list[Claim] = []
         for doc in self.collection.find(found).sort([("ready_at", 1), ("_id", 1)]).limit(limit):
             read = self._read(doc)
@@ -188,7 +194,7 @@ class MongoTimerStore:
                 continue
             item, attempts = read
             old = doc.get("claim")
-            fence = {"_id": item.id, "generation": item.generation, "claim": old, **_UNPAUSED}
+            fence = {"_id": item.id, "generation": item.generation, "claim": old, **UNPAUSED}
             token = uuid.uuid4().hex
             taken = self.collection.update_one(
                 fence,
@@ -222,6 +228,7 @@ class MongoTimerStore:
             "claim.lease_until": claim.lease_until,
         }
 
+    @outages
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         now = self.now()
         latest = self.time.latest()  # a lease that may have ended is not started
@@ -230,7 +237,7 @@ class MongoTimerStore:
             if claim.lease_until <= latest:
                 continue
             marked = self.collection.update_one(
-                {**self._fence(claim), **_UNPAUSED},
+                {**self._fence(claim), **UNPAUSED},
                 {"$set": {"deliveries": claim.attempt + 1}},
             )
             if marked.matched_count:
@@ -240,6 +247,7 @@ class MongoTimerStore:
                 held.append(claim)
         return held
 
+    @outages
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
         until = truncate_ms(self.now() + lease)
         renewed = []
@@ -251,6 +259,7 @@ class MongoTimerStore:
                 renewed.append(Claim(claim.item, claim.attempt, claim.owner, until))
         return renewed
 
+    @outages
     def release(self, claims: Sequence[Claim]) -> int:
         released = 0
         for claim in claims:
@@ -261,6 +270,7 @@ class MongoTimerStore:
             released += freed.matched_count
         return released
 
+    @outages
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         now = self.now()
         results = []
@@ -308,8 +318,9 @@ class MongoTimerStore:
         self.dead.replace_one({"_id": claim.item.id}, dead_letter_document(outcome.dead), True)
         return True
 
+    @outages
     def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:
-        found: Doc = {"route": {"$in": list(routes)}, **_UNPAUSED}
+        found: Doc = {"route": {"$in": list(routes)}, **UNPAUSED}
         if after is not None:
             found["ready_at"] = {"$gt": after}
         doc = self.collection.find_one(found, {"ready_at": 1}, sort=[("ready_at", 1)])
@@ -318,10 +329,12 @@ class MongoTimerStore:
 
     # -- dead letters, quarantine --------------------------------------------------
 
+    @outages
     def dead_letters(self) -> list[DeadLetter]:
         docs = self.dead.find().sort([("dead_at", 1), ("_id", 1)])
         return dead_letters_from(docs, self.dead.full_name)
 
+    @outages
     def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
         due = ensure_utc(due, "requeue due")
         doc = self.dead.find_one({"_id": item_id}) if isinstance(item_id, str) else None
@@ -331,6 +344,7 @@ class MongoTimerStore:
         item = letters[0].item
         return self.put(item.moved(due, item.previous))
 
+    @outages
     def quarantined(self) -> list[QuarantinedRecord]:
         records = []
         for doc in self.quarantine.find().sort("quarantined_at", 1):
@@ -347,15 +361,16 @@ class MongoTimerStore:
 
     # -- steering ------------------------------------------------------------------
 
+    @outages
     def timers(self, query: TimerSelection) -> TimerPage:
         now = self.now()
         base = item_filter(query)
         infos: list[TimerInfo] = []
         if query.state != "dead":
-            found = {**base, **_state_filter(query.state, now)}
+            found = {**base, **state_filter(query.state, now)}
             docs = self.collection.find(found).sort([("due", 1), ("_id", 1)])
             for doc in docs.limit(query.limit + 1):
-                info = _info(doc, now, self._read(doc))
+                info = info_of(doc, now, self._read(doc))
                 if info is not None:
                     infos.append(info)
         if query.state in (None, "dead"):
@@ -367,9 +382,11 @@ class MongoTimerStore:
         more = len(infos) > query.limit
         return TimerPage(page, encode_cursor(page[-1].due, page[-1].id) if more else None)
 
+    @outages
     def history(self, item_id: str) -> list[Attempt]:
         return self.history_log.of(item_id) if isinstance(item_id, str) else []
 
+    @outages
     def pause(self, item_id: str) -> bool:
         if not isinstance(item_id, str):
             return False
@@ -378,6 +395,7 @@ class MongoTimerStore:
             == 1
         )
 
+    @outages
     def resume(self, item_id: str) -> bool:
         read = (
             self._read(self.collection.find_one({"_id": item_id}))
@@ -400,45 +418,9 @@ class MongoTimerStore:
         return self.collection.update_one(found, {"$set": fields}).matched_count == 1
 
 
-def _state_filter(state: str | None, now: datetime) -> Doc:
-    if state == "paused":
-        return {"paused": True}
-    if state == "claimed":
-        return {**_UNPAUSED, "claim.lease_until": {"$gt": now}}
-    if state == "scheduled":
-        return {**_UNPAUSED, "$nor": [{"claim.lease_until": {"$gt": now}}]}
-    return {}
-
-
 def _error_of(outcome: Outcome) -> str | None:
     if isinstance(outcome, Redeliver | NextSlot):
         return outcome.error
     if isinstance(outcome, DeadLettered):
         return outcome.dead.error
     return None
-
-
-def _info(
-    doc: Mapping[str, Any], now: datetime, read: tuple[ScheduleItem, int] | None
-) -> TimerInfo | None:
-    if read is None:
-        return None
-    item, attempts = read
-    claim = doc.get("claim")
-    claim = claim if isinstance(claim, Mapping) else {}
-    lease = claim.get("lease_until")
-    lease_until = bson_utc(lease) if isinstance(lease, datetime) else None
-    claimed = lease_until is not None and lease_until > now
-    state: TimerState = (
-        "paused" if doc.get("paused") is True else "claimed" if claimed else "scheduled"
-    )
-    error = doc.get("last_error")
-    owner = claim.get("owner")
-    return timer_info(
-        item,
-        state,
-        attempts,
-        error if isinstance(error, str) else None,
-        owner if isinstance(owner, str) else None,
-        lease_until,
-    )
