@@ -145,6 +145,13 @@ class MongoScheduler(SchedulerPort):
         self._closed = False
         self._start_watch = StartWatch()
 
+    @property
+    def collection(self) -> Collection[Any]:
+        """The items collection (its ``database`` holds the ``_dead`` ones and yours: after
+        :meth:`from_config`, ``MongoFlowStore(scheduler.collection.database["flows"])``)."""
+        items: Collection[Any] = self._store.items
+        return items
+
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
 
