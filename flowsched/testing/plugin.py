@@ -21,6 +21,7 @@ from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
 from flowsched.memory import AsyncInMemoryScheduler, InMemoryScheduler
 from flowsched.port import SchedulerPort
+from flowsched.testing._loop_scope import default_loop_scope
 from flowsched.testing._settings import MARKER_HELP, marked_settings
 from flowsched.testing._trial import CLOCK_START
 
@@ -42,9 +43,13 @@ __all__ = [
 MONGO_URI_VARIABLE = "FLOWSCHED_MONGO_URI"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Registers the ``flowsched`` marker (no unknown-marker warning under ``--strict``)."""
+    """Registers the ``flowsched`` marker (no unknown-marker warning under ``--strict``) and,
+    before pytest-asyncio reads it, gives ``asyncio_default_fixture_loop_scope`` a value
+    when the project sets none (see :func:`~flowsched.testing._loop_scope.default_loop_scope`)."""
     config.addinivalue_line("markers", MARKER_HELP)
+    default_loop_scope(config)
 
 
 @pytest.fixture
