@@ -37,6 +37,7 @@ from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_arguments,
+    check_async_collection,
     check_bson_payload,
     check_positive,
     storable_id,
@@ -116,6 +117,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         serve_buckets: Iterable[int] | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
     ) -> None:
+        check_async_collection(collection)
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
         )
