@@ -35,6 +35,7 @@ from flowsched.records import (
     not_an_item,
     set_generation,
 )
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, check_shutdown_timeout, close_within
 from flowsched.start_watch import NOT_STARTED, StartWatch
 
 if TYPE_CHECKING:
@@ -89,10 +90,13 @@ class InMemoryScheduler(SchedulerPort):
         workers: int = 8,
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
-        worker sleeps before it reads the wall clock again."""
+        worker sleeps before it reads the wall clock again; ``shutdown_timeout``: the longest
+        :meth:`close` waits for handlers in flight."""
         check_pool_arguments(workers, max_wait)
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(
             self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
@@ -141,7 +145,13 @@ class InMemoryScheduler(SchedulerPort):
         """
         settings = config.scheduler_settings()
         redelivery = redelivery_policy(settings)
-        return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
+        return cls(
+            clock=clock,
+            redelivery=redelivery,
+            observer=observer,
+            workers=settings.workers,
+            shutdown_timeout=settings.shutdown_timeout,
+        )
 
     # -- the port -----------------------------------------------------------------------
 
@@ -408,7 +418,11 @@ class InMemoryScheduler(SchedulerPort):
         self._pool.start()
 
     def close(self) -> None:
-        """Stop firing and wait for the handlers in flight (not for one calling ``close``)."""
+        """Stop firing and wait for the handlers in flight (not for one calling ``close``),
+        at most ``shutdown_timeout``: then return, logging the items left running."""
+        close_within(self._close, self._shutdown_timeout, self._core.in_flight, repr(self))
+
+    def _close(self) -> None:
         with self._lock:
             self._closed = True
             self._sleep_until = None

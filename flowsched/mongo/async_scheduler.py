@@ -61,6 +61,7 @@ from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, aclose_within, check_shutdown_timeout
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -85,12 +86,13 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     (``executor``, else the loop's default); at most ``concurrency`` run at once. The other
     settings mean what they mean for :class:`~flowsched.MongoScheduler` (``poll_interval``,
     ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``, ``buckets``,
-    ``serve_buckets``, ``max_clock_skew``).
+    ``serve_buckets``, ``max_clock_skew``, ``shutdown_timeout``).
 
     ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
     claimed, the handlers in flight finish (after ``timeout`` seconds, given to
-    :meth:`aclose`, those still running are cancelled: not settled, their claims given back
-    so they are delivered again), their outcomes are written, and no task is left behind.
+    :meth:`aclose`, else ``shutdown_timeout`` (30 s), those still running are cancelled:
+    not settled, their claims given back so they are delivered again), their outcomes are
+    written, and no task is left behind.
     With a :class:`~flowsched.clock.ManualClock` there is no firing task: ``await
     clock.advance_async(delta)`` delivers what falls due on the way (:meth:`run_due`).
     """
@@ -116,8 +118,10 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         check_async_collection(collection)
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
         )
@@ -402,16 +406,17 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
 
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Stop claiming, wait for the handlers in flight (cancel those still running after
-        ``timeout`` seconds: given back, not settled), write the outcomes; idempotent. A
-        second call while the first runs waits for it, unless a handler makes it (the first
-        waits for that handler)."""
+        ``timeout`` seconds, default ``shutdown_timeout``: given back, not settled, their
+        items logged), write the outcomes; idempotent. A second call while the first runs
+        waits for it, unless a handler makes it (the first waits for that handler)."""
         if self._closed:
             if not self._sweeper.deliveries.running_here():
                 await self._close_done.wait()
             return
         self._closed = self._sweeper.closing = True
+        limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
         try:
-            await self._close(timeout)
+            await aclose_within(self._close, limit, self._core.in_flight, repr(self))
         finally:
             self._close_done.set()
 

@@ -39,6 +39,7 @@ from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, check_shutdown_timeout, close_within
 from flowsched.start_watch import StartWatch
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class MongoScheduler(SchedulerPort):
       1}``; 1 suits an unsharded collection); every node of a collection must agree (the
       first records it, a node given another gets a ``ConfigError``). ``serve_buckets``: the
       buckets this node claims from (default all; see docs/explanation/scaling.md).
+    * ``shutdown_timeout``: the longest :meth:`close` waits for handlers in flight.
 
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
     started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
@@ -118,6 +120,7 @@ class MongoScheduler(SchedulerPort):
         serve_buckets: Iterable[int] | None = None,
         server_time: bool | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
@@ -144,6 +147,7 @@ class MongoScheduler(SchedulerPort):
         self._started_manual = False
         self._closed = False
         self._start_watch = StartWatch()
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
 
     @property
     def collection(self) -> Collection[Any]:
@@ -426,7 +430,13 @@ class MongoScheduler(SchedulerPort):
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
 
         Claimed items whose handler had not started are given back at once. The collection's
-        client is not closed (it belongs to the caller), unless :meth:`from_config` made it."""
+        client is not closed (it belongs to the caller), unless :meth:`from_config` made it.
+        The wait is at most ``shutdown_timeout``: then it returns, logging the items left
+        running (their leases are no longer renewed: they lapse, and the items are delivered
+        again; the rest of the close goes on when their handlers end)."""
+        close_within(self._close, self._shutdown_timeout, self._core.in_flight, repr(self))
+
+    def _close(self) -> None:
         with self._lock:
             if self._closed:
                 return
