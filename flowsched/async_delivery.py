@@ -113,8 +113,9 @@ class AsyncDelivery:
         if awaited is None:
             awaited = self._awaited[route] = is_async_callable(handler)
         thread: _ThreadCall | None = None
-        run = (asyncio.current_task(), item.id)
-        core.in_flight.runs.append(run)
+        task = asyncio.current_task()
+        assert task is not None  # a delivery runs in a task
+        core.in_flight.tasks[task] = item.id
         try:
             if awaited:
                 result = handler(item, attempt)
@@ -135,7 +136,7 @@ class AsyncDelivery:
         except BaseException as exc:
             return core.outcome(item, attempt, exc)
         finally:
-            core.in_flight.runs.remove(run)
+            core.in_flight.tasks.pop(task, None)
         return core.outcome(item, attempt, None)
 
 

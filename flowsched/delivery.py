@@ -266,9 +266,8 @@ class DeliveryCore:
             raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
-        run = (threading.get_ident(), item.id)
-        runs = self.in_flight.runs
-        runs.append(run)
+        running = self.in_flight.items
+        running.append(item)
         try:
             result = handler(item, attempt)
             if result is not None and inspect.isawaitable(result):
@@ -278,7 +277,7 @@ class DeliveryCore:
         except BaseException as exc:
             return self.outcome(item, attempt, exc)
         finally:
-            runs.remove(run)
+            running.remove(item)
         if item.recurrence is not None:
             return self.outcome(item, attempt, None)
         if self._observe_completed:

@@ -266,7 +266,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         still running, which are then not settled, and log their items. Idempotent; no task
         is left behind (but a handler that ignores its cancellation)."""
         limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
-        await aclose_within(self._aclose, limit, self._core.in_flight, repr(self))
+        await aclose_within(self._aclose, limit, self._core, self)
 
     async def _aclose(self, timeout: float) -> None:
         self._closed = True

@@ -420,7 +420,7 @@ class InMemoryScheduler(SchedulerPort):
     def close(self) -> None:
         """Stop firing and wait for the handlers in flight (not for one calling ``close``),
         at most ``shutdown_timeout``: then return, logging the items left running."""
-        close_within(self._close, self._shutdown_timeout, self._core.in_flight, repr(self))
+        close_within(self._close, self._shutdown_timeout, self._core, self)
 
     def _close(self) -> None:
         with self._lock:

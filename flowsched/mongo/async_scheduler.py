@@ -416,7 +416,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._closed = self._sweeper.closing = True
         limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
         try:
-            await aclose_within(self._close, limit, self._core.in_flight, repr(self))
+            await aclose_within(self._close, limit, self._core, self)
         finally:
             self._close_done.set()
 

@@ -434,7 +434,7 @@ class MongoScheduler(SchedulerPort):
         The wait is at most ``shutdown_timeout``: then it returns, logging the items left
         running (their leases are no longer renewed: they lapse, and the items are delivered
         again; the rest of the close goes on when their handlers end)."""
-        close_within(self._close, self._shutdown_timeout, self._core.in_flight, repr(self))
+        close_within(self._close, self._shutdown_timeout, self._core, self)
 
     def _close(self) -> None:
         with self._lock:
