@@ -153,3 +153,34 @@ def test_the_config_key_is_read_and_checked() -> None:
         "ipf-scheduler.flowsched.shutdown-timeout = 5s"
     ).scheduler_settings()
     assert settings.shutdown_timeout == timedelta(seconds=5)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: InMemoryScheduler(shutdown_timeout=timedelta(minutes=5)),
+        lambda: MongoScheduler(
+            _collection(),
+            poll_interval=FAST,
+            push_wakeup=False,
+            shutdown_timeout=timedelta(minutes=5),
+        ),
+    ],
+    ids=["memory", "mongo"],
+)
+def test_a_handler_that_closes_its_scheduler_is_not_waited_for(make: Callable[[], Any]) -> None:
+    """The bounded close runs in a thread of its own; from a handler it runs inline, as
+    before, so that it does not wait (the whole shutdown_timeout) for its own caller."""
+    closed = threading.Event()
+    scheduler = make()
+
+    def closing(item: Any, attempt: int) -> None:
+        scheduler.close()
+        closed.set()
+
+    scheduler.start()
+    scheduler.register("closing", closing)
+    scheduler.create_single_timer("c-1", timedelta(0), "closing")
+    assert closed.wait(20), "close() from a handler waited for its own caller"
+    scheduler.close()
