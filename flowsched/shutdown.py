@@ -18,13 +18,14 @@ bound the two faces' close.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.records import ScheduleItem
@@ -37,6 +38,8 @@ __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "InFlight",
     "aclose_within",
+    "bounded_aclose",
+    "bounded_close",
     "check_shutdown_timeout",
     "close_within",
 ]
@@ -164,3 +167,39 @@ async def aclose_within(
         snapshot.cancel()
     if at_limit:
         _left_running(owner, timedelta(seconds=limit), at_limit)
+
+
+class _Closable(Protocol):
+    _shutdown_timeout: timedelta
+    _core: DeliveryCore
+
+
+C = TypeVar("C", bound=Callable[..., None])
+A = TypeVar("A", bound=Callable[..., Coroutine[Any, Any, None]])
+
+
+def bounded_close(close: C) -> C:
+    """Decorates a synchronous scheduler's ``close``: :func:`close_within` its
+    ``_shutdown_timeout``, its deliveries in flight read from its ``_core``."""
+
+    @functools.wraps(close)
+    def bounded(self: _Closable) -> None:
+        close_within(functools.partial(close, self), self._shutdown_timeout, self._core, self)
+
+    return cast(C, bounded)
+
+
+def bounded_aclose(aclose: A) -> A:
+    """Decorates an async scheduler's ``aclose(*, timeout=None)``: ``timeout`` defaults to
+    its ``_shutdown_timeout``, and :func:`aclose_within` logs the items left running."""
+
+    @functools.wraps(aclose)
+    async def bounded(self: _Closable, *, timeout: float | None = None) -> None:
+        limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
+
+        async def run(seconds: float) -> None:
+            await aclose(self, timeout=seconds)
+
+        await aclose_within(run, limit, self._core, self)
+
+    return cast(A, bounded)

@@ -40,7 +40,7 @@ from flowsched.port import (
     not_an_item,
     set_generation,
 )
-from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, aclose_within, check_shutdown_timeout
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -260,15 +260,12 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
                 self._fire(), name="flowsched-firing"
             )
 
+    @bounded_aclose
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Stop firing and wait for the handlers in flight (not for one calling
         ``aclose``); after ``timeout`` seconds (default: ``shutdown_timeout``) cancel those
         still running, which are then not settled, and log their items. Idempotent; no task
         is left behind (but a handler that ignores its cancellation)."""
-        limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
-        await aclose_within(self._aclose, limit, self._core, self)
-
-    async def _aclose(self, timeout: float) -> None:
         self._closed = True
         if self._manual:
             detach = getattr(self._clock, "detach", None)

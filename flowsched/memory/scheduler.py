@@ -14,15 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import (
-    DeliveryCore,
-    NextSlot,
-    Observer,
-    Outcome,
-    Redeliver,
-    RedeliveryPolicy,
-    redelivery_policy,
-)
+from flowsched.delivery import DeliveryCore, NextSlot, Observer, Outcome, Redeliver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.store import Claim, MemoryTimerStore
@@ -35,7 +27,8 @@ from flowsched.records import (
     not_an_item,
     set_generation,
 )
-from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, check_shutdown_timeout, close_within
+from flowsched.redelivery import RedeliveryPolicy, redelivery_policy
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
 from flowsched.start_watch import NOT_STARTED, StartWatch
 
 if TYPE_CHECKING:
@@ -93,8 +86,7 @@ class InMemoryScheduler(SchedulerPort):
         shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
-        worker sleeps before it reads the wall clock again; ``shutdown_timeout``: the longest
-        :meth:`close` waits for handlers in flight."""
+        worker sleeps before it reads the wall clock again (``shutdown_timeout``: see close)."""
         check_pool_arguments(workers, max_wait)
         self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         self._clock: Clock = clock or SystemClock()
@@ -144,14 +136,8 @@ class InMemoryScheduler(SchedulerPort):
         >>> InMemoryScheduler.from_config(config).close()
         """
         settings = config.scheduler_settings()
-        redelivery = redelivery_policy(settings)
-        return cls(
-            clock=clock,
-            redelivery=redelivery,
-            observer=observer,
-            workers=settings.workers,
-            shutdown_timeout=settings.shutdown_timeout,
-        )
+        redelivery, timeout = redelivery_policy(settings), settings.shutdown_timeout
+        return cls(clock, redelivery, observer, settings.workers, shutdown_timeout=timeout)
 
     # -- the port -----------------------------------------------------------------------
 
@@ -417,12 +403,10 @@ class InMemoryScheduler(SchedulerPort):
             self._pool = WorkerPool(*pool, self._clock.monotonic)
         self._pool.start()
 
+    @bounded_close
     def close(self) -> None:
         """Stop firing and wait for the handlers in flight (not for one calling ``close``),
         at most ``shutdown_timeout``: then return, logging the items left running."""
-        close_within(self._close, self._shutdown_timeout, self._core, self)
-
-    def _close(self) -> None:
         with self._lock:
             self._closed = True
             self._sleep_until = None
