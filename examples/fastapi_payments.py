@@ -38,15 +38,14 @@ from flowsched import (
     ActionRequest,
     ActionTimeoutEvent,
     AsyncFlowDomain,
+    AsyncMongoFlowStore,
     AsyncMongoScheduler,
     Flow,
     FlowAlreadyExistsError,
     FlowDomain,
-    FlowInstance,
     SchedulingConfig,
     TimelineEntry,
 )
-from flowsched.flow.store import ConcurrentUpdateError
 
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "application.conf"
 FLOW = "Payment"
@@ -73,37 +72,6 @@ def payment_flow() -> Flow:
             ActionTimeoutEvent, in_state="CheckingFraud", action="CheckFraud", go_to="FraudTimedOut"
         )
     )
-
-
-class AsyncMongoFlowStore:
-    """Flow instances in an ``AsyncCollection``, fenced by version (as ``MongoFlowStore``)."""
-
-    def __init__(self, collection: Any) -> None:
-        self.collection = collection
-
-    async def load(self, flow_id: str) -> FlowInstance | None:
-        doc = await self.collection.find_one({"_id": flow_id})
-        return None if doc is None else FlowInstance.from_document(doc)
-
-    async def insert(self, instance: FlowInstance) -> FlowInstance:
-        from pymongo.errors import DuplicateKeyError
-
-        stored = instance.evolve(version=1)
-        try:
-            await self.collection.insert_one({"_id": instance.flow_id, **stored.to_document()})
-        except DuplicateKeyError:
-            raise FlowAlreadyExistsError(f"payment {instance.flow_id!r} already exists") from None
-        return stored
-
-    async def update(self, instance: FlowInstance) -> FlowInstance:
-        stored = instance.evolve(version=instance.version + 1)
-        result = await self.collection.replace_one(
-            {"_id": instance.flow_id, "version": instance.version},
-            {"_id": instance.flow_id, **stored.to_document()},
-        )
-        if result.matched_count == 0:
-            raise ConcurrentUpdateError(f"payment {instance.flow_id!r} changed meanwhile")
-        return stored
 
 
 class Timeline:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         TimelineEntry,
     )
     from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
-    from flowsched.mongo import MongoFlowStore, MongoScheduler
+    from flowsched.mongo import AsyncMongoFlowStore, MongoFlowStore, MongoScheduler
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
 
 __version__ = "0.1.0"
@@ -95,6 +95,7 @@ _LAZY = {
         ),
         "flowsched.flow",
     ),
+    "AsyncMongoFlowStore": "flowsched.mongo",
     "MongoFlowStore": "flowsched.mongo",
     "MongoScheduler": "flowsched.mongo",
 }
@@ -135,6 +136,7 @@ __all__ = [
     "AsyncFlowDomain",
     "AsyncFlowStore",
     "AsyncInMemoryScheduler",
+    "AsyncMongoFlowStore",
     "AsyncMongoScheduler",
     "AsyncSchedulerPort",
     "Attempt",

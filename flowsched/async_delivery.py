@@ -36,6 +36,7 @@ from typing import Any
 from flowsched.callables import is_async_callable
 from flowsched.delivery import DeliveryCore, Outcome
 from flowsched.port import ScheduleItem
+from flowsched.shutdown import CANCEL_GRACE
 
 __all__ = ["Alarm", "AsyncDelivery", "Deliveries", "StillRunning", "cancelled_from_outside"]
 
@@ -112,6 +113,9 @@ class AsyncDelivery:
         if awaited is None:
             awaited = self._awaited[route] = is_async_callable(handler)
         thread: _ThreadCall | None = None
+        task = asyncio.current_task()
+        assert task is not None  # a delivery runs in a task
+        core.in_flight.tasks[task] = item.id
         try:
             if awaited:
                 result = handler(item, attempt)
@@ -131,6 +135,8 @@ class AsyncDelivery:
             return core.outcome(item, attempt, exc)
         except BaseException as exc:
             return core.outcome(item, attempt, exc)
+        finally:
+            core.in_flight.tasks.pop(task, None)
         return core.outcome(item, attempt, None)
 
 
@@ -195,13 +201,16 @@ class Deliveries:
             await self.cancel()
 
     async def cancel(self) -> None:
-        """Cancel every delivery in flight (but the caller's own) and wait for them to end."""
+        """Cancel every delivery in flight (but the caller's own) and wait, at most
+        ``CANCEL_GRACE`` seconds, for them to end."""
         me = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not me]
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks)
+            # Bounded: a handler that ignores its cancellation is left running (the close
+            # that cancelled it logs its item; its outcome is never written).
+            await asyncio.wait(tasks, timeout=CANCEL_GRACE)
 
 
 class Alarm:

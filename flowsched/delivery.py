@@ -59,6 +59,7 @@ from flowsched.port import FailedHandler, Handler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, log_fields
 from flowsched.redelivery import RedeliveryPolicy, redelivery_policy
 from flowsched.routes import kind_route, name_route
+from flowsched.shutdown import InFlight
 
 __all__ = [
     "Completed",
@@ -144,6 +145,7 @@ class DeliveryCore:
         self._on_failed: dict[str, FailedHandler] = {}
         self._routes: frozenset[str] = frozenset()
         self._lock = threading.Lock()
+        self.in_flight = InFlight()  # the deliveries running now: what a bounded close left
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> str:
         """Handle items of ``kind`` without a handler name; return their route.
@@ -266,6 +268,8 @@ class DeliveryCore:
             raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
+        running = self.in_flight.items
+        running.append(item)
         try:
             result = handler(item, attempt)
             if result is not None and inspect.isawaitable(result):
@@ -274,6 +278,8 @@ class DeliveryCore:
             raise
         except BaseException as exc:
             return self.outcome(item, attempt, exc)
+        finally:
+            running.remove(item)
         if item.recurrence is not None:
             return self.outcome(item, attempt, None)
         if self._observe_completed:

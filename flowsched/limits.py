@@ -8,11 +8,13 @@ interned JSON) lives here because its size is one of the limits.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "INT64_RANGE",
     "MAX_HANDLER_NAME",
     "MAX_ID_BYTES",
     "MAX_PAYLOAD_BYTES",
@@ -84,18 +86,43 @@ def short_repr(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def _check_depth(payload: Mapping[str, Any]) -> None:
-    """``ValueError`` if ``payload`` nests deeper than :data:`MAX_PAYLOAD_DEPTH` (checked
-    without recursion, so a payload nested thousands deep cannot raise RecursionError)."""
-    stack: list[tuple[object, int]] = [(payload, 1)]
+INT64_RANGE = (-(2**63), 2**63 - 1)
+"""The integers a payload may hold: BSON's (and jsonb's bigint) signed 64 bits."""
+
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+"""19 digits in a row: the text may hold an integer beyond 64 bits (the largest has 19)."""
+
+
+def _check_storable(payload: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the path (``payload["a"][0]``) of the first part of ``payload``
+    that some adapter cannot store exactly: a nesting deeper than :data:`MAX_PAYLOAD_DEPTH`,
+    a NUL character in a key (MongoDB cannot store it) or in a string (PostgreSQL's jsonb
+    cannot), an integer outside :data:`INT64_RANGE` (neither can). Walked without recursion,
+    so a payload nested thousands deep cannot raise RecursionError."""
+    stack: list[tuple[object, int, str]] = [(payload, 1, "payload")]
     while stack:
-        value, depth = stack.pop()
+        value, depth, path = stack.pop()
         if isinstance(value, Mapping):
             if any(isinstance(key, str) and "\x00" in key for key in value):
-                raise ValueError("payload has a key with a NUL character (MongoDB cannot store it)")
-            children: Iterable[object] = value.values()
+                raise ValueError(f"{path} has a key with a NUL character (MongoDB cannot store it)")
+            children: Iterable[tuple[object, str]] = (
+                (child, f"{path}[{short_repr(key, 40)}]") for key, child in value.items()
+            )
         elif isinstance(value, list | tuple):
-            children = value
+            children = ((child, f"{path}[{n}]") for n, child in enumerate(value))
+        elif isinstance(value, str):
+            if "\x00" in value:
+                raise ValueError(
+                    f"{path} holds a NUL character, which PostgreSQL cannot store (jsonb): "
+                    "no adapter accepts it"
+                )
+            continue
+        elif isinstance(value, int) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            raise ValueError(
+                f"{path} = {short_repr(value, 60)} is an integer beyond signed 64 bits: it "
+                "cannot be stored in MongoDB or PostgreSQL, so no adapter accepts it (pass it "
+                "as a string)"
+            )
         else:
             continue
         if depth > MAX_PAYLOAD_DEPTH:
@@ -103,7 +130,7 @@ def _check_depth(payload: Mapping[str, Any]) -> None:
                 f"payload nests objects/lists more than {MAX_PAYLOAD_DEPTH} deep "
                 "(pass an id and let the handler read the data)"
             )
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1, where) for child, where in children)
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -115,14 +142,19 @@ def payload_text(payload: Mapping[str, Any]) -> str:
     try:
         text: str = _JSON.encode(payload)
     except RecursionError:
-        _check_depth(payload)  # raises, naming the limit
+        _check_storable(payload)  # raises, naming the limit
         raise ValueError("payload must be JSON-serialisable: nested too deep") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
-    # Nesting past the limit takes more brackets than the limit, and a NUL shows as an
-    # escape: only then is the payload walked (a flat one costs two scans of its text).
-    if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH or "\\u0000" in text:
-        _check_depth(payload)
+    # Nesting past the limit takes more brackets than the limit, a NUL shows as an escape,
+    # and an integer beyond 64 bits as 19 digits or more: only then is the payload walked (a
+    # flat one costs three scans of its text).
+    if (
+        text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH
+        or "\\u0000" in text
+        or _LONG_DIGITS.search(text)
+    ):
+        _check_storable(payload)
     size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(

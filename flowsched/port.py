@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 from flowsched.calendar import Calendar
 from flowsched.clock import ensure_utc, later
@@ -86,7 +86,10 @@ def single_timer_item(
     handler: str,
     arg: Mapping[str, Any] | None = None,
 ) -> ScheduleItem:
-    """The item ``create_single_timer`` schedules (on either face of the port)."""
+    """The item ``create_single_timer`` schedules (on either face of the port). ``TypeError``
+    for a callable where the handler's name belongs (see :func:`handler_name_expected`)."""
+    if callable(handler):
+        handler_name_expected(timer_id, handler)
     if isinstance(delay, timedelta):
         due = later(now, delay, f"create_single_timer({timer_id!r}) delay")
     elif isinstance(delay, datetime):
@@ -97,6 +100,19 @@ def single_timer_item(
             f"datetime (got {delay!r})"
         )
     return ScheduleItem(timer_id, ScheduleKind.TIMER, due, payload=arg, handler=handler)
+
+
+def handler_name_expected(timer_id: str, handler: object) -> NoReturn:
+    """A function given where a handler's name belongs: the name, not a Python reference, is
+    what is stored (a timer outlives the process), so the function must be registered."""
+    from flowsched.callables import short_callable
+
+    function = short_callable(handler)
+    raise TypeError(
+        f"create_single_timer({timer_id!r}): handler must be the name of a registered "
+        f"handler, not the callable {function}: register it first with "
+        f"scheduler.register('<name>', {function}) and pass that name"
+    )
 
 
 def recurring_item(

@@ -195,3 +195,20 @@ def test_check_lists_a_misshapen_root_key_beside_a_bad_value(tmp_path: Path) -> 
     assert "2 problems" in err
     assert "both.conf:1: Pay.Fraud.Check.max-retries = -1" in err
     assert "both.conf:2: Pay.Fraud.max-retries = 3: 1 level missing" in err
+
+
+def test_check_lists_problems_in_file_order(tmp_path: Path) -> None:
+    # Bad values, near-miss keys and misshapen keys are found by different passes: they were
+    # listed pass by pass (lines 2, 4, 3, 1), not as the file reads.
+    conf = tmp_path / "mixed.conf"
+    conf.write_text(
+        "Pay.Fraud.max-retries = 3\n"
+        "Pay.Fraud.Check.max-retries = -1\n"
+        "Any.Any.Any.timeout-duraton = 2s\n"
+        "F.S.A.backoff-type = SOMETIMES\n",
+        encoding="utf-8",
+    )
+    code, _, err = run("check", str(conf))
+    assert code == 1
+    listed = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert [line.split(":")[1] for line in listed] == ["1", "2", "3", "4"]

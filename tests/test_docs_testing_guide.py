@@ -25,12 +25,12 @@ def test_the_guides_snippets_pass_as_a_users_tests(
 ) -> None:
     monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)
     found = snippets()
-    assert len(found) == 3, "the guide's python snippets changed: update this test"
+    assert len(found) == 4, "the guide's python snippets changed: update this test"
     for n, code in enumerate(found):
         pytester.makepyfile(**{f"test_guide_{n}": code})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    # The first two use the `scheduler` fixture (memory and mongo), the third runs once.
-    result.assert_outcomes(passed=5)
+    # The first three use the `scheduler` fixture (memory and mongo), the fourth runs once.
+    result.assert_outcomes(passed=7)
 
 
 def test_the_guide_lists_every_guarantee_in_order() -> None:

@@ -35,11 +35,28 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def report_problems(source: str, problems: tuple[ConfigProblem, ...]) -> None:
-    """List problems on stderr, one a line."""
+    """List problems on stderr, one a line, in file order (see :func:`in_file_order`)."""
     noun = "problem" if len(problems) == 1 else "problems"
     print(f"{source}: {len(problems)} {noun}:", file=sys.stderr)
-    for problem in problems:
+    for problem in in_file_order(problems):
         print(f"  - {problem}", file=sys.stderr)
+
+
+def in_file_order(problems: tuple[ConfigProblem, ...]) -> list[ConfigProblem]:
+    """``problems`` by file (in the order the files are first named) and line; those with no
+    line come after their file's others, and those with no file last, each in the order
+    found (the sort is stable)."""
+    files: dict[str | None, int] = {}
+    for problem in problems:
+        if problem.source is not None:
+            files.setdefault(problem.source, len(files))
+
+    def place(problem: ConfigProblem) -> tuple[int, int, int]:
+        rank = files.get(problem.source, len(files))
+        line = problem.line
+        return (rank, line is None, line or 0)
+
+    return sorted(problems, key=place)
 
 
 def load(path: Path, strict: bool = True) -> SchedulingConfig:

@@ -15,6 +15,7 @@
         workers = 8
         op-timeout = 10s
         max-clock-skew = 1s          # a node clock further from the database's is logged
+        shutdown-timeout = 30s       # close() waits this long at most for handlers in flight
         redelivery { initial = 3s, maximum = 30s, factor = 2 }
         max-attempts = null          # a whole number >= 1 moves an item to the dead letters
         node-id = null               # default: <host>:<pid>:<random>
@@ -103,6 +104,7 @@ class SchedulerSettings:
     workers: int = 8
     op_timeout: timedelta = timedelta(seconds=10)
     max_clock_skew: timedelta = timedelta(seconds=1)
+    shutdown_timeout: timedelta = timedelta(seconds=30)
     redelivery_initial: timedelta = timedelta(seconds=3)
     redelivery_maximum: timedelta = timedelta(seconds=30)
     redelivery_factor: float = 2.0
@@ -269,6 +271,7 @@ _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "workers": ("workers", _count_up_to(MAX_WORKERS)),
     "op-timeout": ("op_timeout", _op_timeout),
     "max-clock-skew": ("max_clock_skew", _duration_above_zero),
+    "shutdown-timeout": ("shutdown_timeout", _duration_above_zero),
     "max-attempts": ("max_attempts", _optional_count),
     "node-id": ("node_id", _optional_text),
 }

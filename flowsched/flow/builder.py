@@ -67,7 +67,9 @@ class FlowDomainBuilder:
         self._cancel_retries_on_exit = True
 
     def with_config(self, config: SchedulingConfig) -> Self:
-        """The scheduling configuration. Required (``SchedulingConfig.empty()`` for none)."""
+        """The scheduling configuration. Optional: without it the domain runs on
+        ``SchedulingConfig.empty()``, the defaults, under which no action has a timeout or
+        retries and no state has a processing-time deadline."""
         self._config = config
         return self
 
@@ -200,8 +202,7 @@ class FlowDomainBuilder:
 
     def _parts(self) -> dict[str, Any]:
         """The checked parts both faces are built of."""
-        if self._config is None:
-            raise ValueError("FlowDomain.builder(): call .with_config(SchedulingConfig) first")
+        config = self._config if self._config is not None else SchedulingConfig.empty()
         if self._scheduler is None:
             raise ValueError(
                 "FlowDomain.builder(): call .with_scheduler_adapter(scheduler) first "
@@ -210,9 +211,9 @@ class FlowDomainBuilder:
         if not self._flows:
             raise ValueError("FlowDomain.builder(): register at least one flow with .with_flow()")
         self._check_adapters()
-        self._check_config(self._config)
+        self._check_config(config)
         planner = Planner(
-            self._config,
+            config,
             self._rng if self._rng is not None else random.Random(),
             cancel_retries_on_exit=self._cancel_retries_on_exit,
         )

@@ -72,7 +72,12 @@ class DurableTimeoutInvoke:
     :class:`StatechartTimers` listener, not by its own thread."""
 
     def __init__(self, duration: float | str | timedelta, on: str | None = None) -> None:
-        delta = timeout_delta(duration, "durable_timeout")
+        # Zero and negative durations say what upstream's timeout() says ("must be
+        # positive"), so its ported tests pass on the text.
+        negative = (
+            isinstance(duration, int | float) and not isinstance(duration, bool) and duration < 0
+        ) or (isinstance(duration, timedelta) and duration < timedelta(0))
+        delta = None if negative else timeout_delta(duration, "durable_timeout")
         if delta is None:
             raise ValueError(f"timeout duration must be positive, got {duration}")
         if on is not None and (not isinstance(on, str) or not on):

@@ -40,6 +40,7 @@ from flowsched.port import (
     not_an_item,
     set_generation,
 )
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -101,10 +102,13 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         concurrency: int = 100,
         executor: Executor | None = None,
         max_wait: timedelta = timedelta(milliseconds=250),
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         """``concurrency``: the most handlers running at once. ``executor``: where plain
         handlers run. ``max_wait``: the longest the firing task sleeps before it reads the
-        wall clock again (how late a jump of the wall clock can be noticed)."""
+        wall clock again (how late a jump of the wall clock can be noticed).
+        ``shutdown_timeout``: how long :meth:`aclose` waits for handlers in flight."""
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         if not timedelta(0) < max_wait <= LONGEST_SETTING:
             raise ValueError(
                 f"AsyncInMemoryScheduler max_wait must be positive and at most "
@@ -152,6 +156,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             redelivery=redelivery_policy(settings),
             observer=observer,
             concurrency=concurrency,
+            shutdown_timeout=settings.shutdown_timeout,
         )
         scheduler.calendars = settings.calendars
         return scheduler
@@ -258,10 +263,12 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
                 self._fire(), name="flowsched-firing"
             )
 
+    @bounded_aclose
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Stop firing and wait for the handlers in flight (not for one calling
-        ``aclose``); after ``timeout`` seconds cancel those still running, which are then
-        not settled. Idempotent; no task is left behind."""
+        ``aclose``); after ``timeout`` seconds (default: ``shutdown_timeout``) cancel those
+        still running, which are then not settled, and log their items. Idempotent; no task
+        is left behind (but a handler that ignores its cancellation)."""
         self._closed = True
         if self._manual:
             detach = getattr(self._clock, "detach", None)

@@ -29,6 +29,12 @@ def build(
     ``calendar="name"`` resolves against them)."""
     settings = config.scheduler_settings()
     redelivery = redelivery_policy(settings)
-    scheduler = cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
+    scheduler = cls(
+        clock=clock,
+        redelivery=redelivery,
+        observer=observer,
+        workers=settings.workers,
+        shutdown_timeout=settings.shutdown_timeout,
+    )
     scheduler.calendars = settings.calendars
     return scheduler

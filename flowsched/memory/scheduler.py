@@ -14,14 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import (
-    DeliveryCore,
-    NextSlot,
-    Observer,
-    Outcome,
-    Redeliver,
-    RedeliveryPolicy,
-)
+from flowsched.delivery import DeliveryCore, NextSlot, Observer, Outcome, Redeliver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.store import Claim, TimerHeap
@@ -34,6 +27,8 @@ from flowsched.records import (
     not_an_item,
     set_generation,
 )
+from flowsched.redelivery import RedeliveryPolicy, redelivery_policy
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
 from flowsched.start_watch import NOT_STARTED, StartWatch
 
 if TYPE_CHECKING:
@@ -88,10 +83,12 @@ class InMemoryScheduler(SchedulerPort):
         workers: int = 8,
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
-        worker sleeps before it reads the wall clock again."""
+        worker sleeps before it reads the wall clock again (``shutdown_timeout``: see close)."""
         check_pool_arguments(workers, max_wait)
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(
             self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
@@ -406,8 +403,10 @@ class InMemoryScheduler(SchedulerPort):
             self._pool = WorkerPool(*pool, self._clock.monotonic)
         self._pool.start()
 
+    @bounded_close
     def close(self) -> None:
-        """Stop firing and wait for the handlers in flight (not for one calling ``close``)."""
+        """Stop firing and wait for the handlers in flight (not for one calling ``close``),
+        at most ``shutdown_timeout``: then return, logging the items left running."""
         with self._lock:
             self._closed = True
             self._sleep_until = None

@@ -1,8 +1,10 @@
 """MongoDB adapter (public): durable timers and flow instances in MongoDB collections.
 
 :class:`MongoScheduler` keeps timers shared by several nodes through one collection;
-:class:`MongoFlowStore` keeps flow instances, so flows survive restarts. Both are also
-importable from :mod:`flowsched`. Every other module of this package is internal.
+:class:`MongoFlowStore` keeps flow instances, so flows survive restarts, and
+:class:`AsyncMongoFlowStore` does the same on pymongo's ``AsyncCollection`` (for
+``build_async()`` domains). All three are also importable from :mod:`flowsched`. Every
+other module of this package is internal.
 
 Needs the driver (``pip install 'flowsched[mongo]'``). Without it this package still imports,
 and building either class raises an ``ImportError`` that names the extra.
@@ -36,25 +38,30 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``nodes`` - node heartbeats: which live node serves which routes (procedures: both faces).
 * ``inspection`` - read-only pages and counts for ``flowsched timers``.
 * ``migration`` - routes and buckets for items stored by older versions.
-* ``flow_store`` - ``MongoFlowStore``; ``no_driver`` - stand-ins without pymongo.
+* ``flow_store`` - ``MongoFlowStore``; ``async_flow_store`` - ``AsyncMongoFlowStore``;
+  ``no_driver`` - stand-ins without pymongo.
 * ``timer_store`` - ``MongoTimerStore``: the store interface (:mod:`flowsched.store`) on
   these documents, for the node core; ``timer_history`` its history and ``timers()`` reads.
 """
 
 try:
+    from flowsched.mongo.async_flow_store import AsyncMongoFlowStore
     from flowsched.mongo.flow_store import MongoFlowStore
     from flowsched.mongo.scheduler import MongoScheduler
     from flowsched.mongo.timer_store import MongoTimerStore
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without pymongo
     if (exc.name or "").partition(".")[0] not in {"pymongo", "bson"}:
         raise
+    from flowsched.mongo.no_driver import (  # type: ignore[assignment]
+        MissingDriverAsyncFlowStore as AsyncMongoFlowStore,
+    )
     from flowsched.mongo.no_driver import MissingDriverFlowStore as MongoFlowStore  # type: ignore[assignment]
     from flowsched.mongo.no_driver import MissingDriverScheduler as MongoScheduler  # type: ignore[assignment]
 
     MongoTimerStore = MongoScheduler  # type: ignore[assignment,misc]  # raises the same ImportError
 
-__all__ = ["MongoFlowStore", "MongoScheduler", "MongoTimerStore"]
+__all__ = ["AsyncMongoFlowStore", "MongoFlowStore", "MongoScheduler", "MongoTimerStore"]
 
-# Both are also public as flowsched.MongoScheduler / flowsched.MongoFlowStore: reprs and
-# tracebacks say so (see flowsched/__init__.py).
-MongoFlowStore.__module__ = MongoScheduler.__module__ = "flowsched"
+# All are also public as flowsched.MongoScheduler etc.: reprs and tracebacks say so (see
+# flowsched/__init__.py).
+AsyncMongoFlowStore.__module__ = MongoFlowStore.__module__ = MongoScheduler.__module__ = "flowsched"

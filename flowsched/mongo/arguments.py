@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import bson
+from pymongo.collection import Collection
 
 from flowsched.config.scheduler_settings import (
     LONGEST_OP_TIMEOUT,
@@ -26,6 +27,7 @@ from flowsched.records import ScheduleItem
 
 __all__ = [
     "check_arguments",
+    "check_async_collection",
     "check_bson_payload",
     "check_count",
     "check_positive",
@@ -81,6 +83,21 @@ def check_bson_payload(item: ScheduleItem, document: dict[str, Any]) -> None:
         raise ValueError(
             f"ScheduleItem {item.id!r}: payload cannot be stored in MongoDB: {exc}"
         ) from None
+
+
+def check_async_collection(collection: object) -> None:
+    """``TypeError`` if ``collection`` is a synchronous pymongo ``Collection``: an
+    ``AsyncMongoScheduler`` awaits every call, and a synchronous collection's calls return
+    results, not awaitables (it would fail at its first write, or block the loop). Said at
+    construction, naming the client to use. (mongomock's collections, which the asyncio
+    driver runs inline for tests, are not pymongo's and pass.)"""
+    if isinstance(collection, Collection):
+        raise TypeError(
+            f"AsyncMongoScheduler needs a pymongo AsyncCollection, from "
+            f"pymongo.AsyncMongoClient(uri, tz_aware=True)[database][collection]; got the "
+            f"synchronous Collection {collection.full_name!r} (from MongoClient): use an "
+            "AsyncMongoClient, or MongoScheduler for a synchronous collection"
+        )
 
 
 def check_arguments(

@@ -37,6 +37,7 @@ from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_arguments,
+    check_async_collection,
     check_bson_payload,
     check_positive,
     storable_id,
@@ -60,6 +61,7 @@ from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -84,12 +86,12 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     (``executor``, else the loop's default); at most ``concurrency`` run at once. The other
     settings mean what they mean for :class:`~flowsched.MongoScheduler` (``poll_interval``,
     ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``, ``buckets``,
-    ``serve_buckets``, ``max_clock_skew``).
+    ``serve_buckets``, ``max_clock_skew``, ``shutdown_timeout``).
 
     ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
     claimed, the handlers in flight finish (after ``timeout`` seconds, given to
-    :meth:`aclose`, those still running are cancelled: not settled, their claims given back
-    so they are delivered again), their outcomes are written, and no task is left behind.
+    :meth:`aclose`, else ``shutdown_timeout``, those still running are cancelled: not
+    settled, given back so they are delivered again), their outcomes are written, no task left.
     With a :class:`~flowsched.clock.ManualClock` there is no firing task: ``await
     clock.advance_async(delta)`` delivers what falls due on the way (:meth:`run_due`).
     """
@@ -115,7 +117,10 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
+        check_async_collection(collection)
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
         )
@@ -181,13 +186,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         """A scheduler on the collection ``ipf-scheduler.mongodb`` names, with the settings
         of ``ipf-scheduler.flowsched`` (as :meth:`MongoScheduler.from_config`); the client is
         ``client_factory(uri, **options)`` (default ``pymongo.AsyncMongoClient``), closed by
-        :meth:`aclose`.
-
-        This call is synchronous and makes no round trip. With ``check=True`` the server is
-        reached once first thing in :meth:`start` (``async with``): a server that is down
-        is a :class:`~flowsched.SchedulerUnavailable` there, within ``op-timeout``, not at
-        the first ``schedule``, and the scheduler closes its client. (Or ``await
-        scheduler.ping()`` when you choose.)"""
+        :meth:`aclose`. This call is synchronous and makes no round trip. With ``check=True``
+        the server is reached once first thing in :meth:`start` (``async with``): a server
+        that is down is a :class:`~flowsched.SchedulerUnavailable` there, within
+        ``op-timeout``, not at the first ``schedule``, and the scheduler closes its client.
+        (Or ``await scheduler.ping()`` when you choose.)"""
         from flowsched.mongo.from_config import build_async
 
         scheduler = build_async(cls, config, node_id, clock, observer, client_factory, concurrency)
@@ -355,9 +358,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
     # -- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start firing on the running loop (a manual clock: attach to it); idempotent.
-
-        Built by ``from_config(..., check=True)``, it first reaches the server once
+        """Start firing on the running loop (a manual clock: attach to it); idempotent. Built
+        by ``from_config(..., check=True)``, it first reaches the server once
         (:meth:`ping`): if it cannot within ``op_timeout``, the scheduler closes (and with
         it the client ``from_config`` made) and :class:`SchedulerUnavailable` is raised,
         before any task starts."""
@@ -398,11 +400,12 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             return False
         return document.get("route") in self._core.routes()
 
+    @bounded_aclose
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Stop claiming, wait for the handlers in flight (cancel those still running after
-        ``timeout`` seconds: given back, not settled), write the outcomes; idempotent. A
-        second call while the first runs waits for it, unless a handler makes it (the first
-        waits for that handler)."""
+        ``timeout`` seconds, default ``shutdown_timeout``: given back, not settled, their
+        items logged), write the outcomes; idempotent. A second call while the first runs
+        waits for it, unless a handler makes it (the first waits for that handler)."""
         if self._closed:
             if not self._sweeper.deliveries.running_here():
                 await self._close_done.wait()

@@ -93,6 +93,7 @@ def _arguments(
         "buckets": settings.buckets,
         "op_timeout": settings.op_timeout,
         "max_clock_skew": settings.max_clock_skew,
+        "shutdown_timeout": settings.shutdown_timeout,
     }
 
 

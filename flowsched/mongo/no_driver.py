@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["MissingDriverFlowStore", "MissingDriverScheduler"]
+__all__ = ["MissingDriverAsyncFlowStore", "MissingDriverFlowStore", "MissingDriverScheduler"]
 
 
 class MissingDriverScheduler:
@@ -28,6 +28,13 @@ class MissingDriverFlowStore:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _missing("MongoFlowStore")
+
+
+class MissingDriverAsyncFlowStore:
+    """Stands in for ``AsyncMongoFlowStore``: raises ``ImportError``, the driver is missing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _missing("AsyncMongoFlowStore")
 
 
 def _missing(name: str) -> NoReturn:

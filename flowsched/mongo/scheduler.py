@@ -39,6 +39,7 @@ from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
 from flowsched.start_watch import StartWatch
 
 if TYPE_CHECKING:
@@ -66,7 +67,8 @@ class MongoScheduler(SchedulerPort):
     never undoes the cancel or the replacement.
 
     ``collection`` is a pymongo ``Collection`` (or a mongomock one in tests); dead letters go
-    to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it.
+    to ``<name>_dead`` and malformed documents to ``<name>_quarantine`` beside it. It stays
+    public as ``scheduler.collection`` (its ``database`` can hold your own collections).
 
     Routing: a node claims only the items it can run - those addressed to a handler name it
     has registered, and those of a kind it has subscribed to (one index range per route,
@@ -118,6 +120,7 @@ class MongoScheduler(SchedulerPort):
         serve_buckets: Iterable[int] | None = None,
         server_time: bool | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
@@ -129,6 +132,7 @@ class MongoScheduler(SchedulerPort):
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self.collection: Any = self._store.items  # public: its database holds the _dead ones
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
@@ -144,6 +148,7 @@ class MongoScheduler(SchedulerPort):
         self._started_manual = False
         self._closed = False
         self._start_watch = StartWatch()
+        self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
 
     def __repr__(self) -> str:
         return f"MongoScheduler({self._store.name!r}, node_id={self.node_id!r})"
@@ -168,11 +173,7 @@ class MongoScheduler(SchedulerPort):
         ``node_id`` wins over ``ipf-scheduler.flowsched.node-id``. The client is made by
         ``client_factory(uri, **options)`` (default ``pymongo.MongoClient``, tz-aware, with
         server-selection and connect timeouts of ``op-timeout``) and closed by :meth:`close`.
-        A missing ``uri`` or database is a :class:`~flowsched.ConfigError` naming the key.
-
-        >>> config = SchedulingConfig.from_file("config/application.conf")  # doctest: +SKIP
-        >>> with MongoScheduler.from_config(config) as scheduler: ...     # doctest: +SKIP
-        """
+        A missing ``uri`` or database is a :class:`~flowsched.ConfigError` naming the key."""
         from flowsched.mongo.from_config import build
 
         return build(cls, config, node_id, clock, observer, client_factory, check)
@@ -184,8 +185,7 @@ class MongoScheduler(SchedulerPort):
 
         Returns the stored item: its ``due`` cut to whole milliseconds (BSON dates) and its
         new ``generation``. Raises ``SchedulerUnavailable`` if MongoDB cannot be reached
-        within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON.
-        """
+        within ``op_timeout``; ``ValueError`` if the payload cannot be stored as BSON."""
         if item.__class__ is not ScheduleItem:
             not_an_item(item)
         stored = self._store_item(item, replace=True)
@@ -315,12 +315,9 @@ class MongoScheduler(SchedulerPort):
 
     def run_due(self) -> int:
         """Deliver, in this thread, every item due by the clock's now; return how many ran
-        (a recurring item's tick counts as one).
-
-        Sweeps until a claim finds nothing more, so items made due by the deliveries
-        themselves (a redelivery or a new schedule due by now) run too. A started scheduler
-        on a ManualClock is run this way by ``clock.advance(...)``, step by step.
-        """
+        (a recurring item's tick counts as one). Sweeps until a claim finds nothing more, so
+        items made due by the deliveries themselves (a redelivery or a new schedule due by
+        now) run too. A started scheduler on a ManualClock is run this way by ``advance``."""
         delivered = 0
         while True:
             stamp = self._local_writes.open()
@@ -415,11 +412,13 @@ class MongoScheduler(SchedulerPort):
             return False
         return document.get("route") in self._core.routes()
 
+    @bounded_close
     def close(self) -> None:
         """Stop sweeping, wait for running handlers, write their outcomes (idempotent).
 
         Claimed items whose handler had not started are given back at once. The collection's
-        client is not closed (it belongs to the caller), unless :meth:`from_config` made it."""
+        client is not closed (it belongs to the caller), unless :meth:`from_config` made it.
+        It waits ``shutdown_timeout`` at most, logging the items left running (they lapse)."""
         with self._lock:
             if self._closed:
                 return

@@ -2,7 +2,9 @@
 entry point (no conftest needed): ``manual_clock``, ``memory_scheduler``,
 ``mongo_scheduler`` and ``scheduler``; for ``async def`` tests (pytest-asyncio, installed
 with ``flowsched[testing]``) ``async_memory_scheduler``, ``async_mongo_scheduler`` and
-``async_scheduler``. See :mod:`flowsched.testing`."""
+``async_scheduler``. Each scheduler fixture takes settings from a ``flowsched`` marker:
+``@pytest.mark.flowsched(max_attempts=3)`` (see :mod:`flowsched.testing._settings`). See
+:mod:`flowsched.testing`."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
 from flowsched.memory import AsyncInMemoryScheduler, InMemoryScheduler
 from flowsched.port import SchedulerPort
+from flowsched.testing._loop_scope import default_loop_scope
+from flowsched.testing._settings import MARKER_HELP, marked_settings
 from flowsched.testing._trial import CLOCK_START
 
 try:
@@ -39,6 +43,15 @@ __all__ = [
 MONGO_URI_VARIABLE = "FLOWSCHED_MONGO_URI"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Registers the ``flowsched`` marker (no unknown-marker warning under ``--strict``) and,
+    before pytest-asyncio reads it, gives ``asyncio_default_fixture_loop_scope`` a value
+    when the project sets none (see :func:`~flowsched.testing._loop_scope.default_loop_scope`)."""
+    config.addinivalue_line("markers", MARKER_HELP)
+    default_loop_scope(config)
+
+
 @pytest.fixture
 def manual_clock() -> ManualClock:
     """A :class:`~flowsched.ManualClock` at 2026-01-01T00:00:00Z: time moves only when the
@@ -47,9 +60,13 @@ def manual_clock() -> ManualClock:
 
 
 @pytest.fixture
-def memory_scheduler(manual_clock: ManualClock) -> Iterator[InMemoryScheduler]:
-    """A started :class:`~flowsched.InMemoryScheduler` on ``manual_clock``, closed after."""
-    scheduler = InMemoryScheduler(clock=manual_clock)
+def memory_scheduler(
+    request: pytest.FixtureRequest, manual_clock: ManualClock
+) -> Iterator[InMemoryScheduler]:
+    """A started :class:`~flowsched.InMemoryScheduler` on ``manual_clock``, closed after
+    (with the settings of the test's ``@pytest.mark.flowsched(...)``)."""
+    settings = marked_settings(request, InMemoryScheduler)
+    scheduler = InMemoryScheduler(clock=manual_clock, **settings)
     scheduler.start()
     yield scheduler
     scheduler.close()
@@ -105,14 +122,18 @@ def _flowsched_mongo_client() -> Iterator[Any]:
 
 
 @pytest.fixture
-def mongo_scheduler(manual_clock: ManualClock, _flowsched_mongo_client: Any) -> Iterator[Any]:
+def mongo_scheduler(
+    request: pytest.FixtureRequest, manual_clock: ManualClock, _flowsched_mongo_client: Any
+) -> Iterator[Any]:
     """A started :class:`~flowsched.MongoScheduler` on ``manual_clock`` over the collection
-    ``timers`` of a database of its own (dropped after the test)."""
+    ``timers`` of a database of its own (dropped after the test), with the settings of the
+    test's ``@pytest.mark.flowsched(...)``."""
     from flowsched.mongo import MongoScheduler
 
+    settings = {"node_id": "test", **marked_settings(request, MongoScheduler)}
     name = f"flowsched_test_{uuid.uuid4().hex[:12]}"
     database = _flowsched_mongo_client[name]
-    scheduler = MongoScheduler(database["timers"], node_id="test", clock=manual_clock)
+    scheduler = MongoScheduler(database["timers"], clock=manual_clock, **settings)
     scheduler.start()
     yield scheduler
     scheduler.close()
@@ -150,25 +171,32 @@ def _async_fixture(function: Callable[..., Any]) -> Any:
 
 @_async_fixture
 async def async_memory_scheduler(
+    request: pytest.FixtureRequest,
     manual_clock: ManualClock,
 ) -> AsyncIterator[AsyncInMemoryScheduler]:
     """A started :class:`~flowsched.AsyncInMemoryScheduler` on ``manual_clock``, closed
-    after the test: ``await manual_clock.advance_async(delta)`` delivers what falls due."""
-    scheduler = AsyncInMemoryScheduler(clock=manual_clock)
+    after the test: ``await manual_clock.advance_async(delta)`` delivers what falls due.
+    Settings: the test's ``@pytest.mark.flowsched(...)``."""
+    settings = marked_settings(request, AsyncInMemoryScheduler)
+    scheduler = AsyncInMemoryScheduler(clock=manual_clock, **settings)
     await scheduler.start()
     yield scheduler
     await scheduler.aclose()
 
 
 @_async_fixture
-async def async_mongo_scheduler(manual_clock: ManualClock) -> AsyncIterator[Any]:
+async def async_mongo_scheduler(
+    request: pytest.FixtureRequest, manual_clock: ManualClock
+) -> AsyncIterator[Any]:
     """A started ``AsyncMongoScheduler`` on ``manual_clock`` over a collection of a
     database of its own (dropped after the test): on the server at ``FLOWSCHED_MONGO_URI``
     (pymongo's ``AsyncMongoClient``), else on mongomock, whose calls the asyncio driver runs
-    inline (mongomock has no asyncio client; the procedures run are the same)."""
+    inline (mongomock has no asyncio client; the procedures run are the same). Settings: the
+    test's ``@pytest.mark.flowsched(...)``."""
     pytest.importorskip("pymongo", reason="async_mongo_scheduler needs pymongo")
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
 
+    settings = {"node_id": "test", **marked_settings(request, AsyncMongoScheduler)}
     uri = os.environ.get(MONGO_URI_VARIABLE)
     name = f"flowsched_test_{uuid.uuid4().hex[:12]}"
     client: Any
@@ -183,7 +211,7 @@ async def async_mongo_scheduler(manual_clock: ManualClock) -> AsyncIterator[Any]
             reason=f"async_mongo_scheduler needs mongomock, or a server at {MONGO_URI_VARIABLE}",
         )
         client = mongomock.MongoClient(tz_aware=True)
-    scheduler = AsyncMongoScheduler(client[name]["timers"], node_id="test", clock=manual_clock)
+    scheduler = AsyncMongoScheduler(client[name]["timers"], clock=manual_clock, **settings)
     await scheduler.start()
     try:
         yield scheduler

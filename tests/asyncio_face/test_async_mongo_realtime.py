@@ -21,7 +21,7 @@ import pytest_asyncio
 
 pytest.importorskip("pymongo")
 
-from async_kit import until
+from async_kit import flowsched_tasks, until
 from pymongo import AsyncMongoClient
 
 from flowsched import (
@@ -69,7 +69,7 @@ async def test_every_async_delivery_runs_once_and_no_task_is_left(collection: An
     assert set(ran.values()) == {1}
     assert await collection.count_documents({}) == 0
     left = set(asyncio.all_tasks()) - before  # the client's own monitor tasks aside
-    assert [task for task in left if "flowsched" in task.get_coro().cr_code.co_filename] == []
+    assert flowsched_tasks(left) == []
 
 
 async def test_a_shutdown_between_slices_of_a_batch_gives_back_the_claims_not_spawned(

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from datetime import timedelta
 
 import pytest
 from flowkit import T0, HarnessFactory, credit_transfer
 
-from flowsched import ConfigError, InMemoryScheduler, ManualClock, SchedulingConfig
+from flowsched import (
+    ActionTimeoutEvent,
+    AsyncInMemoryScheduler,
+    ConfigError,
+    Flow,
+    InMemoryScheduler,
+    ManualClock,
+    SchedulingConfig,
+)
 from flowsched.flow import FlowConfigError, FlowDomain
 
 TYPO = "Any.CheckingFruad.CheckFraud.timeout-duration = 20s"
@@ -121,3 +131,51 @@ def test_a_root_key_of_a_registered_flow_that_does_not_fit_is_refused(
 def test_a_misspelt_state_is_suggested_whatever_its_case(harness: HarnessFactory) -> None:
     with pytest.raises(FlowConfigError, match="did you mean 'CheckingFraud'"):
         harness("Any.checkingfraud.CheckFraud.timeout-duration = 20s")
+
+
+def _unconfigured_payment() -> Flow:
+    return (
+        Flow("Payment")
+        .initial("CheckingFraud", invokes="CheckFraud")
+        .terminal("Approved")
+        .on(ActionTimeoutEvent, in_state="CheckingFraud", action="CheckFraud", go_to="Approved")
+    )
+
+
+def test_without_with_config_the_domain_builds_and_its_actions_have_no_timeouts() -> None:
+    clock = ManualClock(T0)
+    with InMemoryScheduler(clock=clock) as scheduler:
+        domain = (
+            FlowDomain.builder()
+            .with_scheduler_adapter(scheduler)
+            .with_clock(clock)
+            .with_flow(_unconfigured_payment())
+            .with_action_adapter("CheckFraud", lambda request: None)
+            .build()
+        )
+        domain.start("Payment", "p-1")
+        assert domain.timers("p-1") == []
+        clock.advance(timedelta(days=30))
+        instance = domain.instance("p-1")
+        assert instance is not None and instance.state == "CheckingFraud"
+
+
+def test_without_with_config_build_async_builds_a_domain_with_no_timeouts() -> None:
+    async def scenario() -> None:
+        clock = ManualClock(T0)
+        async with AsyncInMemoryScheduler(clock=clock) as scheduler:
+            domain = (
+                FlowDomain.builder()
+                .with_scheduler_adapter(scheduler)
+                .with_clock(clock)
+                .with_flow(_unconfigured_payment())
+                .with_action_adapter("CheckFraud", lambda request: None)
+                .build_async()
+            )
+            await domain.start("Payment", "p-1")
+            assert await domain.timers("p-1") == []
+            await clock.advance_async(timedelta(days=30))
+            instance = await domain.instance("p-1")
+            assert instance is not None and instance.state == "CheckingFraud"
+
+    asyncio.run(scenario())

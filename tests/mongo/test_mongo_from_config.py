@@ -8,7 +8,7 @@ from typing import Any
 import mongomock
 import pytest
 
-from flowsched import ConfigError, ManualClock, MongoScheduler, SchedulingConfig
+from flowsched import ConfigError, ManualClock, MongoFlowStore, MongoScheduler, SchedulingConfig
 from flowsched.port import ScheduleItem, ScheduleKind
 
 # The start of the `clock` fixture (tests/mongo/conftest.py). Not imported: `conftest` is
@@ -201,3 +201,16 @@ def test_the_bucket_count_comes_from_the_file() -> None:
     )
     with MongoScheduler.from_config(config, clock=ManualClock(START), client_factory=factory) as s:
         assert s._store.buckets == 4
+
+
+def test_the_collection_is_public_so_a_flow_store_can_share_its_database() -> None:
+    factory = Factory()
+    scheduler = MongoScheduler.from_config(
+        SchedulingConfig.from_string(SETTINGS),
+        clock=ManualClock(START),
+        client_factory=factory,
+    )
+    with scheduler:
+        assert scheduler.collection.full_name == "scheduled.timers_a"
+        store = MongoFlowStore(scheduler.collection.database["flows"])
+        assert store.collection.full_name == "scheduled.flows"

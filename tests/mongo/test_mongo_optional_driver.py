@@ -10,7 +10,11 @@ import sys
 sys.modules["pymongo"] = None  # as if the driver were not installed
 sys.modules["bson"] = None
 import flowsched
-from flowsched import MongoFlowStore, MongoScheduler
+from flowsched import AsyncMongoFlowStore, MongoFlowStore, MongoScheduler
+try:
+    AsyncMongoFlowStore(object())
+except ImportError as exc:
+    print(exc)
 try:
     MongoFlowStore(object())
 except ImportError as exc:
@@ -28,5 +32,9 @@ def test_flowsched_imports_without_the_driver_and_says_which_extra_is_missing():
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(" ")[0] for line in lines] == ["MongoFlowStore", "MongoScheduler"]
+    assert [line.split(" ")[0] for line in lines] == [
+        "AsyncMongoFlowStore",
+        "MongoFlowStore",
+        "MongoScheduler",
+    ]
     assert all("pip install 'flowsched[mongo]'" in line for line in lines)
