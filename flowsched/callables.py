@@ -10,7 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 
-__all__ = ["is_async_callable", "is_generator_callable", "short_callable"]
+__all__ = [
+    "check_callable",
+    "check_not_generator",
+    "is_async_callable",
+    "is_generator_callable",
+    "short_callable",
+]
 
 
 def is_async_callable(value: object) -> bool:
@@ -48,3 +54,20 @@ def short_callable(value: object) -> str:
     if isinstance(name, str):
         return name
     return f"{type(value).__qualname__} object"
+
+
+def check_not_generator(value: object, what: str) -> None:
+    """``TypeError`` for a generator function: called, it only makes a generator, so the
+    timer would count as delivered with its body never run."""
+    if is_generator_callable(value):
+        raise TypeError(
+            f"{what}: {short_callable(value)} is a generator function (it contains yield); "
+            "calling it only creates a generator and its body would never run: remove the "
+            "yield"
+        )
+
+
+def check_callable(value: object, what: str) -> None:
+    """``TypeError`` naming ``what`` when ``value`` cannot be called."""
+    if not callable(value):
+        raise TypeError(f"{what}: expected a callable, got {value!r}")

@@ -40,7 +40,12 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from flowsched.callables import is_async_callable, is_generator_callable, short_callable
+from flowsched.callables import (
+    check_callable,
+    check_not_generator,
+    is_async_callable,
+    short_callable,
+)
 from flowsched.clock import Clock
 from flowsched.errors import Undeliverable
 from flowsched.limits import check_handler_name
@@ -175,8 +180,8 @@ class DeliveryCore:
         check_handler_name(name)
         self._check_handler(handler, f"register({name!r})")
         if on_failed is not None:
-            _check_callable(on_failed, f"register({name!r}) on_failed")
-            _check_not_generator(on_failed, f"register({name!r}) on_failed")
+            check_callable(on_failed, f"register({name!r}) on_failed")
+            check_not_generator(on_failed, f"register({name!r}) on_failed")
             if is_async_callable(on_failed):
                 raise TypeError(
                     f"register({name!r}) on_failed: {short_callable(on_failed)} is a coroutine "
@@ -191,8 +196,8 @@ class DeliveryCore:
         return route
 
     def _check_handler(self, handler: object, what: str) -> None:
-        _check_callable(handler, what)
-        _check_not_generator(handler, what)
+        check_callable(handler, what)
+        check_not_generator(handler, what)
         if not self.coroutines and is_async_callable(handler):
             raise TypeError(
                 f"{what}: {short_callable(handler)} is a coroutine function (async def); this "
@@ -427,22 +432,6 @@ class DeliveryCore:
         if on_failed is not None:
             self._notify(on_failed, dead)
         return DeadLettered(dead)
-
-
-def _check_not_generator(value: object, what: str) -> None:
-    """``TypeError`` for a generator function: called, it only makes a generator, so the
-    timer would count as delivered with its body never run."""
-    if is_generator_callable(value):
-        raise TypeError(
-            f"{what}: {short_callable(value)} is a generator function (it contains yield); "
-            "calling it only creates a generator and its body would never run: remove the "
-            "yield"
-        )
-
-
-def _check_callable(value: object, what: str) -> None:
-    if not callable(value):
-        raise TypeError(f"{what}: expected a callable, got {value!r}")
 
 
 def _unawaited(result: object, handler: object, async_class: str) -> None:
