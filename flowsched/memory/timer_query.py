@@ -52,6 +52,8 @@ def timer_page(store: MemoryTimerStore, filters: TimerFilters) -> TimerPage:
 def _live_matches(store: MemoryTimerStore, filters: TimerFilters) -> Iterator[ScheduleItem]:
     paused = store.paused
     want = filters.state
+    if want == "claimed":
+        return  # nothing in memory is claimed (see the module docstring)
     for item in store.items.values():
         if want is not None and (want == "paused") != (item.id in paused):
             continue
