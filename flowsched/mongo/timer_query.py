@@ -130,7 +130,11 @@ def document_page_steps(
     query = timer_query(filters)
     if extra:
         query = {"$and": [query, dict(extra)]}
-    found: list[Doc] = yield Find(role, query, sort=BY_DUE, limit=filters.limit + 1)
+    # The (due, _id) index, named: a planner may otherwise pick a scan and sort in memory
+    # (the wire server does for an $or or a kind). A flow's few timers are better found by
+    # the flow index and sorted: the planner chooses there.
+    hint = None if filters.flow_id is not None else DUE_INDEX
+    found: list[Doc] = yield Find(role, query, sort=BY_DUE, limit=filters.limit + 1, hint=hint)
     page = found[: filters.limit]
     if len(found) <= filters.limit or not page:
         return page, None
