@@ -1,9 +1,11 @@
 """Internal: ``flowsched timers ...`` — see and act on the live timers of a MongoDB collection.
 
-Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``cancel``
-and ``requeue`` go through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's
-action is fenced exactly like a program's: a delivery already running may finish, but its
-outcome is never written over what the operator did.
+Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``list``
+runs the query of ``MongoScheduler.timers()`` (:mod:`flowsched.cli.timers_listing`).
+``cancel``, ``requeue``, ``pause`` and ``resume`` (:mod:`flowsched.cli.timers_steering`) go
+through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's action is fenced
+exactly like a program's: a delivery already running may finish, but its outcome is never
+written over what the operator did.
 
 Exit codes: 0 done, 1 no such timer / dead letter, 2 usage or connection problem.
 """
@@ -40,11 +42,20 @@ from flowsched.cli.mongo_target import (
     reporting,
 )
 from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
+from flowsched.cli.timers_steering import pause_command, resume_command
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
-from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
+from flowsched.mongo.inspection import (
+    Pager,
+    TimerFilter,
+    claim_of,
+    collect_stats,
+    overdue_query,
+)
 from flowsched.records import ScheduleKind
+from flowsched.steering import TimerState
+from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore
@@ -101,6 +112,8 @@ class TimersCli:
         app.command("stats", epilog=_CONNECTION_HELP)(self.stats)
         app.command("nodes", epilog=_CONNECTION_HELP)(self.nodes)
         app.command("migrate", epilog=_CONNECTION_HELP)(self.migrate)
+        app.command("pause", epilog=_CONNECTION_HELP)(pause_command(self))
+        app.command("resume", epilog=_CONNECTION_HELP)(resume_command(self))
         return app
 
     def connection(
@@ -122,17 +135,31 @@ class TimersCli:
         overdue: Annotated[
             bool, typer.Option("--overdue", help="Only due before now and not being delivered.")
         ] = False,
+        state: Annotated[
+            str | None,
+            typer.Option("--state", metavar="STATE", help="Only scheduled, claimed or paused."),
+        ] = None,
         limit: LimitOption = 50,
         page: PageOption = None,
         after: AfterOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """List timers, soonest due first; overdue ones are marked."""
+        """List timers, soonest due first (as MongoScheduler.timers() reads them); overdue
+        and paused ones are marked."""
         paging = Paging.of(limit, page, after)
         now = self._clock.now()
-        wanted = TimerFilter(_kind(kind), flow, now if overdue else None)
+        filters = TimerFilters(kind=_kind(kind), flow_id=flow, state=_state(state), limit=limit)
+        extra = {**overdue_query(now), "paused": {"$ne": True}} if overdue else None
         with self._session() as (target, store):
-            result = paging.fetch(Pager(store.items, "due"), wanted.query())
+            from flowsched.cli.timers_listing import list_page  # imports the driver
+
+            found = list_page(store, filters, paging.number, paging.after, extra)
+        if found is None:
+            fail(
+                f"--after {after}: no such id any more (fired or removed?); use --page",
+                EXIT_NOT_FOUND,
+            )
+        result = found
         if as_json:
             rows = [render.timer_json(doc, now) for doc in result.documents]
             _echo_json({**paging.as_json(result), "now": render.iso(now), "timers": rows})
@@ -390,6 +417,10 @@ class TimersCli:
         )
 
 
+    session = _session  # the verbs of other modules (timers_steering)
+    scheduler = _scheduler
+
+
 def _cli_node() -> str:
     return f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
 
@@ -404,6 +435,15 @@ def _kind(value: str | None) -> ScheduleKind | None:
         fail(f"--kind {value!r}: not one of {valid}")
 
 
+def _state(value: str | None) -> TimerState | None:
+    if value is None:
+        return None
+    for state in ("scheduled", "claimed", "paused"):
+        if value.lower() == state:
+            return state
+    fail(f"--state {value!r}: not one of scheduled, claimed, paused (dead letters: dead-letters)")
+
+
 def _echo_json(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -413,6 +453,9 @@ def _no_timer(item_id: str, target: MongoTarget, store: TimerStore) -> NoReturn:
     if store.dead_letter(item_id) is not None:
         hint = f" (it is a dead letter: flowsched timers requeue {item_id})"
     fail(f"no timer {item_id} in {target.namespace}{hint}", EXIT_NOT_FOUND)
+
+
+no_timer = _no_timer
 
 
 def _warn(message: str) -> None:
