@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.mongo.documents import bson_utc_or_none
 from flowsched.mongo.inspection import Page
-from flowsched.mongo.store import DUE_INDEX
 from flowsched.mongo.timer_query import document_page_steps, timer_query
 from flowsched.steering_query import TimerFilters
 
@@ -34,7 +33,6 @@ def list_page(
 ) -> Page | None:
     """Page ``number`` (from 1) of ``filters``, or the page after timer ``after`` (``None``
     if no timer has that id). ``extra``: more conditions (``--overdue``)."""
-    hint = DUE_INDEX in store.items.index_information()  # a collection no node opened yet
     query = _with(timer_query(filters), extra)
     total = int(store.items.count_documents(query))
     if after is not None:
@@ -45,12 +43,12 @@ def list_page(
         before = {"$or": [{"due": {"$lt": due}}, {"due": due, "_id": {"$lte": after}}]}
         shown = int(store.items.count_documents({"$and": [query, before]}))
         cursored = replace(filters, after=(due, after))
-        documents, _ = store.run(document_page_steps(cursored, extra, hint=hint))
+        documents, _ = store.run(document_page_steps(cursored, extra))
         return Page(documents, total, shown + 1)
     page, cursor = 1, None
     while True:
         current = filters if cursor is None else filters.following(cursor)
-        documents, cursor = store.run(document_page_steps(current, extra, hint=hint))
+        documents, cursor = store.run(document_page_steps(current, extra))
         if page == (number or 1):
             return Page(documents, total, (page - 1) * filters.limit + 1)
         if cursor is None:  # past the end

@@ -73,8 +73,6 @@ class Find:
     projection: Mapping[str, Any] | None = None
     sort: Sequence[tuple[str, int]] | None = None
     limit: int = 0
-    hint: str | None = None
-    """The index to use, by name (``None``: the server's planner chooses)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +99,6 @@ def _find(collection: Any, op: Find) -> Any:
         cursor = cursor.sort(list(op.sort))
     if op.limit:
         cursor = cursor.limit(op.limit).batch_size(op.limit)
-    if op.hint:
-        cursor = cursor.hint(op.hint)
     return cursor
 
 

@@ -6,8 +6,11 @@ Both Mongo faces run these procedures (:mod:`flowsched.mongo.commands`), and so 
 **The query.** A page is one ``find`` sorted by ``(due, _id)`` with ``limit + 1`` (the extra
 document only says whether another page follows), served by the index ``due_id`` on
 ``(due, _id)`` (:meth:`~flowsched.mongo.store.TimerStore.ensure_indexes`). The page after a
-cursor ``(d, i)`` adds ``due >= d`` and ``(due > d or _id > i)``: the index range starts at
-the cursor, so the last page costs what the first does (no ``skip``). ``state`` selects on
+cursor ``(d, i)`` reads ``due >= d`` with ``limit + 2`` and drops what is not after the
+cursor (its own timer, if still stored); only when more timers than that share the instant
+``d`` does it read the two exact ranges, ``due == d and _id > i`` then ``due > d``. Every
+read is one plain range of the index starting at the cursor, so the last page costs what the
+first does (no ``skip``, and no ``$or``, which the wire server answers with a full scan). ``state`` selects on
 the document: ``"paused"`` = ``paused: true``; ``"claimed"`` = a claim is stored (a node is
 delivering it; if ``lease_until`` has passed, its node died or was cut off and another node
 claims it again); ``"scheduled"`` = neither. ``state="dead"`` lists the dead letters of
@@ -84,7 +87,7 @@ is a claim or settle that happened in between: rare, and over in milliseconds)."
 
 
 def timer_query(filters: TimerFilters) -> dict[str, Any]:
-    """The ``find`` filter of ``filters`` (cursor included), on the items or dead letters."""
+    """The ``find`` filter of ``filters`` without the cursor (what every page shares)."""
     query: dict[str, Any] = {}
     if filters.id_prefix is not None:
         query["_id"] = {"$regex": "^" + re.escape(filters.id_prefix)}
@@ -96,13 +99,8 @@ def timer_query(filters: TimerFilters) -> dict[str, Any]:
         query["handler"] = filters.handler
     query.update(_state_query(filters.state))
     due: dict[str, Any] = {}
-    low = filters.due_from
-    if filters.after is not None:
-        at, item_id = filters.after
-        low = at if low is None or at > low else low
-        query["$or"] = [{"due": {"$gt": at}}, {"_id": {"$gt": item_id}}]
-    if low is not None:
-        due["$gte"] = low
+    if filters.due_from is not None:
+        due["$gte"] = filters.due_from
     if filters.due_to is not None:
         due["$lt"] = filters.due_to
     if due:
@@ -120,21 +118,65 @@ def _state_query(state: TimerState | None) -> dict[str, Any]:
     return {}  # any live state; "dead" reads the other collection
 
 
+def ties_query(filters: TimerFilters, at: datetime, item_id: str) -> dict[str, Any] | None:
+    """The timers due at the cursor's ``at`` with an id after its ``item_id`` (one range of
+    ``due_id``: ``due`` equal, ``_id`` above); ``None`` if ``at`` is outside the window."""
+    if filters.due_from is not None and at < filters.due_from:
+        return None
+    if filters.due_to is not None and at >= filters.due_to:
+        return None
+    query = timer_query(filters)
+    query["due"] = at
+    query["_id"] = {**query.get("_id", {}), "$gt": item_id}
+    return query
+
+
+def later_query(filters: TimerFilters, at: datetime, *, inclusive: bool = False) -> dict[str, Any]:
+    """The timers due after the cursor's ``at`` (at or after it: ``inclusive``): one range
+    of ``due_id`` from ``at``."""
+    query = timer_query(filters)
+    due = dict(query.get("due", {}))
+    if "$gte" not in due or due["$gte"] <= at:
+        due.pop("$gte", None)
+        due["$gte" if inclusive else "$gt"] = at
+    query["due"] = due
+    return query
+
+
+def _not_after(doc: Doc, at: datetime, item_id: str) -> bool:
+    """Whether ``doc`` is at or before the cursor ``(at, item_id)``."""
+    return bson_utc_or_none(doc.get("due")) == at and str(doc.get("_id")) <= item_id
+
+
 def document_page_steps(
     filters: TimerFilters, extra: Mapping[str, Any] | None = None
 ) -> Steps[tuple[list[Doc], str | None]]:
     """The documents of one page and the cursor of the next (``None``: last page).
 
-    ``extra``: more conditions ANDed in (the CLI's ``--overdue``)."""
+    A page after a cursor ``(at, id)`` is read as two plain index ranges, never an ``$or``
+    (which a planner may answer by scanning everything, as the wire server does): the
+    timers due at ``at`` with a greater id, then - only if the page is not full - those due
+    after ``at``. ``extra``: more conditions ANDed in (the CLI's ``--overdue``)."""
     role = "dead" if filters.state == "dead" else "items"
-    query = timer_query(filters)
-    if extra:
-        query = {"$and": [query, dict(extra)]}
-    # The (due, _id) index, named: a planner may otherwise pick a scan and sort in memory
-    # (the wire server does for an $or or a kind). A flow's few timers are better found by
-    # the flow index and sorted: the planner chooses there.
-    hint = None if filters.flow_id is not None else DUE_INDEX
-    found: list[Doc] = yield Find(role, query, sort=BY_DUE, limit=filters.limit + 1, hint=hint)
+    wanted = filters.limit + 1  # one more: whether another page follows
+
+    def read(query: dict[str, Any], limit: int) -> Find:
+        where = {"$and": [query, dict(extra)]} if extra else query
+        return Find(role, where, sort=BY_DUE, limit=limit)
+
+    if filters.after is None:
+        found: list[Doc] = yield read(timer_query(filters), wanted)
+    else:
+        # Usually one range from the cursor's instant, its own timer (if still there) and any
+        # tie before it dropped here; many timers at that instant: the two exact ranges.
+        at, item_id = filters.after
+        read_from = yield read(later_query(filters, at, inclusive=True), wanted + 1)
+        found = [doc for doc in read_from if not _not_after(doc, at, item_id)]
+        if len(found) < wanted and len(read_from) == wanted + 1:
+            ties = ties_query(filters, at, item_id)
+            found = [] if ties is None else (yield read(ties, wanted))
+            if len(found) < wanted:
+                found += yield read(later_query(filters, at), wanted - len(found))
     page = found[: filters.limit]
     if len(found) <= filters.limit or not page:
         return page, None

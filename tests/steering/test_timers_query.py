@@ -211,3 +211,27 @@ def test_a_cursor_round_trips_and_keeps_microseconds():
         from flowsched import InMemoryScheduler
 
         InMemoryScheduler().timers(overdue=True)  # type: ignore[call-arg]
+
+
+def test_many_timers_at_one_instant_page_by_id(face):
+    for n in reversed(range(8)):
+        face.schedule(f"same-{n}", 5 * MIN)
+    face.schedule("later", 6 * MIN)
+    face.schedule("earlier", 4 * MIN)
+
+    seen = []
+    page = face.call("timers", limit=3)
+    while True:
+        seen.append([t.id for t in page])
+        if page.next is None:
+            break
+        page = face.call("timers", limit=3, after=page.next)
+
+    assert seen == [
+        ["earlier", "same-0", "same-1"],
+        ["same-2", "same-3", "same-4"],
+        ["same-5", "same-6", "same-7"],
+        ["later"],
+    ]
+    window = face.ids(due_from=NOW + 5 * MIN, due_to=NOW + 5 * MIN + timedelta(seconds=1), limit=2)
+    assert window == [f"same-{n}" for n in range(8)]
