@@ -12,8 +12,8 @@ For each filter (none; ``kind="TIMER"``):
 
 * the first page of 50 through ``MongoScheduler.timers()`` against the raw
   ``find(filter).sort([("due", 1), ("_id", 1)]).limit(50)`` of the same filter (the
-  planner picks the ``due_id`` index), on the same client: medians of ``TIMERS_BENCH_ROUNDS`` (5) interleaved rounds, and the ratio
-  (acceptance: <= 3x);
+  planner picks the ``due_id`` index), on the same client: medians of
+  ``TIMERS_BENCH_ROUNDS`` (5) interleaved rounds, and the ratio (acceptance: <= 3x);
 * the last page (``after=`` the cursor of the 51st-from-last timer) the same way, against
   the raw ``find`` of the filter and ``due > <that timer's due>``, and its ratio to the first
   page (acceptance: about 1);

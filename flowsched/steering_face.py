@@ -157,4 +157,3 @@ class AsyncTimerSteering:
 
     async def _resume(self, item_id: str) -> bool:
         raise NotImplementedError
-

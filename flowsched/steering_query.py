@@ -120,7 +120,7 @@ def timer_filters(
         flow_id=flow_id,
         kind=_kind(kind),
         handler=handler,
-        state=state,  # type: ignore[arg-type]  # checked against TIMER_STATES above
+        state=state,  # checked against TIMER_STATES above
         due_from=low,
         due_to=high,
         limit=limit,

@@ -1,11 +1,11 @@
 """Internal: ``flowsched timers ...`` — see and act on the live timers of a MongoDB collection.
 
-Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``list``
-runs the query of ``MongoScheduler.timers()`` (:mod:`flowsched.cli.timers_listing`).
-``cancel``, ``requeue``, ``pause`` and ``resume`` (:mod:`flowsched.cli.timers_steering`) go
-through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's action is fenced
-exactly like a program's: a delivery already running may finish, but its outcome is never
-written over what the operator did.
+Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``list`` runs
+``MongoScheduler.timers()``' query (:mod:`~flowsched.cli.timers_listing`). ``cancel``,
+``requeue``, ``pause`` and ``resume`` (:mod:`~flowsched.cli.timers_steering`) go through
+:class:`~flowsched.mongo.MongoScheduler` itself, so an operator's action is fenced exactly
+like a program's: a delivery already running may finish, but its outcome is never written
+over what the operator did.
 
 Exit codes: 0 done, 1 no such timer / dead letter, 2 usage or connection problem.
 """
@@ -42,20 +42,11 @@ from flowsched.cli.mongo_target import (
     reporting,
 )
 from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
-from flowsched.cli.timers_steering import pause_command, resume_command
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
-from flowsched.mongo.inspection import (
-    Pager,
-    TimerFilter,
-    claim_of,
-    collect_stats,
-    overdue_query,
-)
+from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
 from flowsched.records import ScheduleKind
-from flowsched.steering import TimerState
-from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore
@@ -102,8 +93,11 @@ class TimersCli:
             rich_markup_mode=None,
             cls=ConnectionGroup,
         )
+        from flowsched.cli.timers_listing import list_command  # they use this module's names
+        from flowsched.cli.timers_steering import pause_command, resume_command
+
         app.callback()(self.connection)
-        app.command("list", epilog=_CONNECTION_HELP)(self.list_timers)
+        app.command("list", epilog=_CONNECTION_HELP)(list_command(self))
         app.command("show", epilog=_CONNECTION_HELP)(self.show)
         app.command("cancel", epilog=_CONNECTION_HELP)(self.cancel)
         app.command("dead-letters", epilog=_CONNECTION_HELP)(self.dead_letters)
@@ -127,45 +121,6 @@ class TimersCli:
         """See and act on the live timers of a MongoDB collection."""
         # Runs before the verb, once per invocation: the verb reads it through _session.
         self._connection = Connection(config, uri, db, collection, timeout)
-
-    def list_timers(
-        self,
-        kind: KindOption = None,
-        flow: FlowOption = None,
-        overdue: Annotated[
-            bool, typer.Option("--overdue", help="Only due before now and not being delivered.")
-        ] = False,
-        state: Annotated[
-            str | None,
-            typer.Option("--state", metavar="STATE", help="Only scheduled, claimed or paused."),
-        ] = None,
-        limit: LimitOption = 50,
-        page: PageOption = None,
-        after: AfterOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        """List timers, soonest due first (as MongoScheduler.timers() reads them); overdue
-        and paused ones are marked."""
-        paging = Paging.of(limit, page, after)
-        now = self._clock.now()
-        filters = TimerFilters(kind=_kind(kind), flow_id=flow, state=_state(state), limit=limit)
-        extra = {**overdue_query(now), "paused": {"$ne": True}} if overdue else None
-        with self._session() as (target, store):
-            from flowsched.cli.timers_listing import list_page  # imports the driver
-
-            found = list_page(store, filters, paging.number, paging.after, extra)
-        if found is None:
-            fail(
-                f"--after {after}: no such id any more (fired or removed?); use --page",
-                EXIT_NOT_FOUND,
-            )
-        result = found
-        if as_json:
-            rows = [render.timer_json(doc, now) for doc in result.documents]
-            _echo_json({**paging.as_json(result), "now": render.iso(now), "timers": rows})
-            return
-        title = f"timers in {target.namespace} at {target.shown}"
-        paging.print(title, render.timers_table(result.documents, now), result, "timers")
 
     def show(
         self,
@@ -417,10 +372,6 @@ class TimersCli:
         )
 
 
-    session = _session  # the verbs of other modules (timers_steering)
-    scheduler = _scheduler
-
-
 def _cli_node() -> str:
     return f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
 
@@ -435,15 +386,6 @@ def _kind(value: str | None) -> ScheduleKind | None:
         fail(f"--kind {value!r}: not one of {valid}")
 
 
-def _state(value: str | None) -> TimerState | None:
-    if value is None:
-        return None
-    for state in ("scheduled", "claimed", "paused"):
-        if value.lower() == state:
-            return state
-    fail(f"--state {value!r}: not one of scheduled, claimed, paused (dead letters: dead-letters)")
-
-
 def _echo_json(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -453,9 +395,6 @@ def _no_timer(item_id: str, target: MongoTarget, store: TimerStore) -> NoReturn:
     if store.dead_letter(item_id) is not None:
         hint = f" (it is a dead letter: flowsched timers requeue {item_id})"
     fail(f"no timer {item_id} in {target.namespace}{hint}", EXIT_NOT_FOUND)
-
-
-no_timer = _no_timer
 
 
 def _warn(message: str) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flowsched.cli import timers_render as render
+from flowsched.cli.timers_commands import _no_timer
 from flowsched.mongo.documents import bson_utc_or_none
 
 if TYPE_CHECKING:
@@ -32,11 +33,9 @@ def pause_command(cli: TimersCli) -> Callable[[str], None]:
     def pause(item_id: IdArg) -> None:
         """Pause a timer: it fires nothing, on any node, until `timers resume`; exit 1 if
         there is none. A delivery already running may finish; the timer stays paused."""
-        from flowsched.cli.timers_commands import no_timer
-
-        with cli.session() as (target, store):
-            if not cli.scheduler(store, target).pause(item_id):
-                no_timer(item_id, target, store)
+        with cli._session() as (target, store):
+            if not cli._scheduler(store, target).pause(item_id):
+                _no_timer(item_id, target, store)
         typer.echo(f"paused {item_id}: it fires nothing until `flowsched timers resume {item_id}`")
 
     return pause
@@ -49,11 +48,9 @@ def resume_command(cli: TimersCli) -> Callable[[str], None]:
         """Resume a paused timer: a one-shot timer whose due time passed is due now, a
         recurring one goes on at its next slot (missed ones are not replayed); exit 1 if
         there is none."""
-        from flowsched.cli.timers_commands import no_timer
-
-        with cli.session() as (target, store):
-            if not cli.scheduler(store, target).resume(item_id):
-                no_timer(item_id, target, store)
+        with cli._session() as (target, store):
+            if not cli._scheduler(store, target).resume(item_id):
+                _no_timer(item_id, target, store)
             document = store.find(item_id)
         due = None if document is None else bson_utc_or_none(document.get("due"))
         typer.echo(f"resumed {item_id}: due {render.iso(due)}")

@@ -30,7 +30,7 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
-from flowsched.memory import timer_query
+from flowsched.memory.steering import AsyncMemorySteering
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import (
     DeadLetter,
@@ -41,9 +41,6 @@ from flowsched.port import (
     not_an_item,
     set_generation,
 )
-from flowsched.steering import TimerPage
-from flowsched.steering_face import AsyncTimerSteering
-from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -58,7 +55,7 @@ it yields to the loop: bounds how long one loop callback runs (a fraction of a m
 asyncio's debug mode, which records where each task was created, is far slower)."""
 
 
-class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncTimerSteering):
+class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
     """Timers in process, for asyncio services: the port's calls as coroutines.
 
     ``async def`` handlers are awaited on the loop; plain handlers run in a worker thread
@@ -243,20 +240,6 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncTimerSteering):
         log.info("requeued dead letter %s %s", item.kind.value, item.id)
         self._core.scheduled(item)
         return True
-
-    # -- steering: timers(), pause, resume (flowsched.memory.timer_query) -------------------
-
-    async def _timer_page(self, filters: TimerFilters) -> TimerPage:
-        return timer_query.timer_page(self._store, filters)
-
-    async def _pause(self, item_id: str) -> bool:
-        return timer_query.pause(self._store, item_id)
-
-    async def _resume(self, item_id: str) -> bool:
-        resumed = timer_query.resume(self._store, item_id, self._clock.now())
-        if resumed is not None:
-            self._alarm.ring()
-        return resumed is not None
 
     # -- life cycle ----------------------------------------------------------------------
 

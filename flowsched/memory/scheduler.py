@@ -2,8 +2,7 @@
 
 Top to bottom: the port's calls; delivery on the calling thread (``run_due``) and by worker
 threads (the calls :class:`~flowsched.memory.pool.WorkerPool` makes); applying outcomes;
-``start`` and ``close``. Storage is :mod:`flowsched.memory.store`, rules :mod:`flowsched.delivery`.
-"""
+``start``, ``close``. Storage: ``memory.store``; rules: ``delivery``; steering: ``.steering``."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from flowsched.delivery import (
 )
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
-from flowsched.memory import timer_query
+from flowsched.memory.steering import MemorySteering
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import (
@@ -37,9 +36,6 @@ from flowsched.records import (
     set_generation,
 )
 from flowsched.start_watch import NOT_STARTED, StartWatch
-from flowsched.steering import TimerPage
-from flowsched.steering_face import TimerSteering
-from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -49,7 +45,7 @@ __all__ = ["InMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 
-class InMemoryScheduler(SchedulerPort, TimerSteering):
+class InMemoryScheduler(SchedulerPort, MemorySteering):
     """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
 
     Two ways to run it:
@@ -262,26 +258,6 @@ class InMemoryScheduler(SchedulerPort, TimerSteering):
         log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=log_fields(item))
         self._core.scheduled(item)
         return True
-
-    # -- steering: timers(), pause, resume (flowsched.memory.timer_query) -------------------
-
-    def _timer_page(self, filters: TimerFilters) -> TimerPage:
-        with self._lock:
-            self._settle()
-            return timer_query.timer_page(self._store, filters)
-
-    def _pause(self, item_id: str) -> bool:
-        with self._lock:
-            self._settle()
-            return timer_query.pause(self._store, item_id)
-
-    def _resume(self, item_id: str) -> bool:
-        with self._lock:
-            self._settle()
-            resumed = timer_query.resume(self._store, item_id, self._clock.now())
-            if resumed is not None:
-                self._wake_timer()
-        return resumed is not None
 
     # -- delivery on the calling thread (manual clock, run_due) ----------------------------
 

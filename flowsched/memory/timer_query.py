@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from heapq import heappush
 
+from flowsched.limits import payload_text
 from flowsched.memory.store import MemoryTimerStore
-from flowsched.records import DeadLetter, ScheduleItem, payload_text
+from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import TimerInfo, TimerPage, TimerState
 from flowsched.steering_query import TimerFilters, encode_cursor
 
@@ -136,4 +137,3 @@ def resumed_form(item: ScheduleItem, now: datetime) -> ScheduleItem:
     if recurrence is None:
         return item.moved(now, item.previous)
     return item.moved(recurrence.next_slot(now), item.previous)
-

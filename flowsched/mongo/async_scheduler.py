@@ -56,14 +56,11 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
+from flowsched.mongo.steering import AsyncMongoSteering
 from flowsched.mongo.store import TimerStore
-from flowsched.mongo.timer_query import pause_steps, resume_steps, timers_steps
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
-from flowsched.steering import TimerPage
-from flowsched.steering_face import AsyncTimerSteering
-from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -75,7 +72,7 @@ log = logging.getLogger("flowsched.mongo")
 T = TypeVar("T")
 
 
-class AsyncMongoScheduler(AsyncSchedulerPort, AsyncTimerSteering):
+class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
     """Timers in a MongoDB collection, for asyncio services: the port's calls as coroutines.
 
     ``collection`` is a pymongo ``AsyncCollection`` (``pymongo.AsyncMongoClient(...)[db][name]``,
@@ -355,29 +352,6 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncTimerSteering):
                     message = unavailable(what, budget, exc, self._store.items)
                     raise SchedulerUnavailable(message) from exc
                 await asyncio.sleep(min(backoff.next(), remaining))
-
-    # -- steering: timers(), pause, resume (flowsched.mongo.timer_query) --------------------
-
-    async def _timer_page(self, filters: TimerFilters) -> TimerPage:
-        return await self._call("timers", lambda: timers_steps(filters))
-
-    async def _pause(self, item_id: str) -> bool:
-        if not storable_id(item_id):
-            return False
-        try:
-            return await self._call(f"pause({item_id!r})", lambda: pause_steps(self._store, item_id))
-        finally:
-            self._local_writes.touch(item_id)  # a claim this node holds does not start it
-
-    async def _resume(self, item_id: str) -> bool:
-        if not storable_id(item_id):
-            return False
-        now = await self._now_for_due()
-        steps = lambda: resume_steps(self._store, item_id, now)  # noqa: E731
-        resumed = await self._call(f"resume({item_id!r})", steps)
-        if resumed:
-            self._sweeper.alarm.ring()
-        return resumed
 
     # -- life cycle ------------------------------------------------------------------------
 

@@ -16,13 +16,12 @@ from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
-    MalformedDocument,
     dead_letter_from_document,
     dead_letters_from,
     item_document,
@@ -34,16 +33,13 @@ from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
+from flowsched.mongo.steering import MongoSteering
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
-from flowsched.mongo.timer_query import pause_steps, resume_steps, timers_steps
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.start_watch import StartWatch
-from flowsched.steering import TimerPage
-from flowsched.steering_face import TimerSteering
-from flowsched.steering_query import TimerFilters
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -55,7 +51,7 @@ log = logging.getLogger("flowsched.mongo")
 T = TypeVar("T")
 
 
-class MongoScheduler(SchedulerPort, TimerSteering):
+class MongoScheduler(SchedulerPort, MongoSteering):
     """Timers kept in a MongoDB collection: they survive the process, restarts and redeploys.
 
     Any number of schedulers (threads, processes, hosts) may share one collection: each due
@@ -372,30 +368,6 @@ class MongoScheduler(SchedulerPort, TimerSteering):
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
         self._call(what, lambda: self._store.remove_dead_letter(item_id, old.generation))
         return stored is not None
-
-    # -- steering: timers(), pause, resume (flowsched.mongo.timer_query) --------------------
-
-    def _timer_page(self, filters: TimerFilters) -> TimerPage:
-        return self._call("timers", lambda: self._store.run(timers_steps(filters)))
-
-    def _pause(self, item_id: str) -> bool:
-        if not storable_id(item_id):
-            return False
-        try:
-            steps = lambda: self._store.run(pause_steps(self._store, item_id))  # noqa: E731
-            return self._call(f"pause({item_id!r})", steps)
-        finally:
-            self._local_writes.touch(item_id)  # a claim this node holds does not start it
-
-    def _resume(self, item_id: str) -> bool:
-        if not storable_id(item_id):
-            return False
-        now = self.now()
-        steps = lambda: self._store.run(resume_steps(self._store, item_id, now))  # noqa: E731
-        resumed = self._call(f"resume({item_id!r})", steps)
-        if resumed and (sweeper := self._sweeper) is not None:
-            sweeper.poke(now)
-        return resumed
 
     # -- lifecycle -------------------------------------------------------------------------
 

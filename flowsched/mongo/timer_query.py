@@ -10,14 +10,15 @@ cursor ``(d, i)`` reads ``due >= d`` with ``limit + 2`` and drops what is not af
 cursor (its own timer, if still stored); only when more timers than that share the instant
 ``d`` does it read the two exact ranges, ``due == d and _id > i`` then ``due > d``. Every
 read is one plain range of the index starting at the cursor, so the last page costs what the
-first does (no ``skip``, and no ``$or``, which the wire server answers with a full scan). ``state`` selects on
-the document: ``"paused"`` = ``paused: true``; ``"claimed"`` = a claim is stored (a node is
-delivering it; if ``lease_until`` has passed, its node died or was cut off and another node
-claims it again); ``"scheduled"`` = neither. ``state="dead"`` lists the dead letters of
-``<collection>_dead`` instead (same filters, same order, index ``due_id`` there too);
-without ``state`` dead letters are not listed (they fire nothing: ``dead_letters()``).
-A malformed document is left out of ``TimerInfo`` pages (and logged); the CLI, which reads
-the documents, shows it with its reason.
+first does (no ``skip``, and no ``$or``, which the wire server answers with a full scan).
+
+``state`` selects on the document: ``"paused"`` = ``paused: true``; ``"claimed"`` = a claim
+is stored (a node is delivering it; if ``lease_until`` has passed, its node died or was cut
+off and another node claims it again); ``"scheduled"`` = neither. ``state="dead"`` lists
+the dead letters of ``<collection>_dead`` instead (same filters, same order, index
+``due_id`` there too); without ``state`` dead letters are not listed (they fire nothing:
+``dead_letters()``). A malformed document is left out of ``TimerInfo`` pages (and logged);
+the CLI, which reads the documents, shows it with its reason.
 
 **Pause.** A paused document's ``route`` is ``"paused:" + <its route>`` and it has
 ``paused: true``. Every claim query names the routes its node serves (index ``route, bucket,
@@ -51,6 +52,7 @@ from typing import Any
 from pymongo import ASCENDING
 
 from flowsched.errors import ConcurrentUpdateError
+from flowsched.limits import payload_text
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     PAUSED_PREFIX,
@@ -62,7 +64,6 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.inspection import claim_of
 from flowsched.mongo.store import DUE_INDEX, DUE_INDEX_KEYS, Doc, TimerStore
-from flowsched.records import payload_text
 from flowsched.steering import TimerInfo, TimerPage, TimerState
 from flowsched.steering_query import TimerFilters, encode_cursor
 

@@ -58,3 +58,11 @@ def test_a_bad_state_is_one_line_and_exit_2(namespace, timers):
     assert code == 2
     assert err.startswith("flowsched: error: --state 'dead': not one of scheduled, claimed")
 
+
+def test_stats_does_not_call_a_paused_timer_unserved(namespace, timers):
+    namespace.timer("held", MIN)
+    assert json.loads(timers("stats", "--json")[1])["unserved_routes"] == ["k:TIMER"]
+
+    timers("pause", "held")
+
+    assert json.loads(timers("stats", "--json")[1])["unserved_routes"] == []

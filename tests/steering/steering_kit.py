@@ -13,7 +13,7 @@ import inspect
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from flowsched import (
     AsyncInMemoryScheduler,
@@ -153,7 +153,7 @@ class _Inside:
     """A face for code running inside an async handler: calls are queued coroutines that the
     handler awaits after ``react`` returns (``react`` stays a plain function)."""
 
-    pending: list[Any] = []
+    pending: ClassVar[list[Any]] = []
 
     def __init__(self, face: Face) -> None:
         self.scheduler = face.scheduler
