@@ -26,10 +26,11 @@ ready_at``), so no node's claim ever reads a paused document, and the claiming u
 re-checks the route, so a claim racing a pause does not take it. Why the route and not
 ``ready_at``: the writes a running delivery makes (lease renewals, the settle of a failure or
 of a recurring tick) set ``ready_at`` but never the route, so pausing a claimed item needs no
-change to them. Such a delivery may finish; its outcome is written as usual (a one-shot item
-that succeeds is removed, a failure moves ``due``, a tick moves to the next slot), and the
-item stays paused. Scheduling again under the id replaces the document: the new item is not
-paused.
+change to them; and a document without a date ``ready_at`` is what the poison audit moves
+aside (:class:`~flowsched.mongo.quarantine.Audit`). A delivery running when its item is
+paused may finish; its outcome is written as usual (a one-shot item that succeeds is
+removed, a failure moves ``due``, a tick moves to the next slot), and the item stays paused.
+Scheduling again under the id replaces the document: the new item is not paused.
 
 **Resume** puts the route back and removes ``paused``. An unclaimed item due later keeps its
 due time; one whose due time passed is due now (a one-shot item) or at its first slot after
