@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 import tracemalloc
 import uuid
@@ -135,6 +136,10 @@ def plan(items: Any, query: dict[str, Any]) -> str:
     return " <- ".join(found)
 
 
+def progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 def peak_kib(run: Callable[[], object]) -> float:
     tracemalloc.start()
     try:
@@ -152,10 +157,17 @@ def memory(scheduler: Any, items: Any) -> dict[str, Any]:
         for _ in scheduler.iter_timers():
             seen += 1
 
+    began = time.perf_counter()
     iterated = peak_kib(iterate)
+    took = time.perf_counter() - began
     assert seen == SIZE, seen
+    progress(f"iter_timers over {seen}: {took:.1f} s")
     listed = peak_kib(lambda: len(list(items.find())))
-    return {"iter_timers_peak_kib": round(iterated), "list_find_all_peak_kib": round(listed)}
+    return {
+        "iter_timers_peak_kib": round(iterated),
+        "iter_timers_s": round(took, 1),
+        "list_find_all_peak_kib": round(listed),
+    }
 
 
 def main() -> None:
@@ -171,10 +183,12 @@ def main() -> None:
             items, node_id="bench", clock=ManualClock(START), op_timeout=timedelta(minutes=5)
         )
         inserted = seed(items, scheduler)
+        progress(f"seeded in {inserted:.1f} s")
         rows = [
             pages(scheduler, items, "none", {}),
             pages(scheduler, items, "kind=TIMER", {"kind": "TIMER"}),
         ]
+        progress(f"pages: {rows}")
         figures = {"size": SIZE, "rounds": ROUNDS, "insert_s": round(inserted, 1)}
         figures["pages"] = rows
         figures["memory"] = memory(scheduler, items)

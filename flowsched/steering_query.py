@@ -9,8 +9,9 @@ page starts strictly after it - so paging stays exact while timers fire, move an
 meanwhile, and the last page costs what the first does (no skip).
 
 The cursor is opaque to callers: ``"t1."`` and the URL-safe base64 of the JSON
-``[<due in epoch microseconds>, <id>]``. :func:`decode_cursor` refuses anything else with a
-``ValueError`` naming ``after``.
+``[<due in epoch microseconds>, <id>]``, with a third element when the page was full: its
+*reach*, where the next page's first read may stop (see :mod:`flowsched.mongo.timer_query`).
+:func:`decode_cursor` refuses anything else with a ``ValueError`` naming ``after``.
 """
 
 from __future__ import annotations
@@ -59,10 +60,13 @@ class TimerFilters:
     due_to: datetime | None = None
     limit: int = DEFAULT_LIMIT
     after: tuple[datetime, str] | None = None
+    reach: datetime | None = None
+    """Where the page after the cursor may first stop reading (a hint: see the cursor)."""
 
     def following(self, cursor: str) -> TimerFilters:
         """The same filters, for the page after ``cursor``."""
-        return _replace(self, after=decode_cursor(cursor))
+        due, item_id, reach = decode_cursor_reach(cursor)
+        return _replace(self, after=(due, item_id), reach=reach)
 
     def admits(self, item_id: str, flow_id: str | None, kind: str, handler: str | None) -> bool:
         """Whether a timer with these fields passes the id, flow, kind and handler filters
@@ -115,7 +119,7 @@ def timer_filters(
     low, high = _aware("due_from", due_from), _aware("due_to", due_to)
     if after is not None and not isinstance(after, str):
         raise TypeError(f"timers() after must be a cursor string (a page's next), got {after!r}")
-    return TimerFilters(
+    filters = TimerFilters(
         id_prefix=id_prefix,
         flow_id=flow_id,
         kind=_kind(kind),
@@ -124,8 +128,8 @@ def timer_filters(
         due_from=low,
         due_to=high,
         limit=limit,
-        after=None if after is None else decode_cursor(after),
     )
+    return filters if after is None else filters.following(after)
 
 
 def _aware(name: str, value: object) -> datetime | None:
@@ -151,28 +155,48 @@ def _kind(value: object) -> ScheduleKind | None:
     raise TypeError(f"timers() kind must be a ScheduleKind or its name, got {value!r}")
 
 
-def encode_cursor(due: datetime, item_id: str) -> str:
-    """The cursor of the page that follows the timer ``(due, item_id)``."""
-    micros = (due.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1)
-    text = json.dumps([micros, item_id], separators=(",", ":"), ensure_ascii=False)
+def encode_cursor(due: datetime, item_id: str, reach: datetime | None = None) -> str:
+    """The cursor of the page that follows the timer ``(due, item_id)`` (and ``reach``)."""
+    parts: list[Any] = [_micros(due), item_id]
+    if reach is not None:
+        parts.append(_micros(reach))
+    text = json.dumps(parts, separators=(",", ":"), ensure_ascii=False)
     return _PREFIX + base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _micros(when: datetime) -> int:
+    return (when.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1)
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     """``(due, id)`` of a cursor made by :func:`encode_cursor`; ``ValueError`` naming
     ``after`` for anything else."""
+    due, item_id, _ = decode_cursor_reach(cursor)
+    return due, item_id
+
+
+def decode_cursor_reach(cursor: str) -> tuple[datetime, str, datetime | None]:
+    """``(due, id, reach)`` of a cursor (``reach`` ``None`` when it has none)."""
     bad = ValueError(f"timers() after {cursor!r:.80} is not a cursor from a page's next")
     if not isinstance(cursor, str) or not cursor.startswith(_PREFIX):
         raise bad
     body = cursor[len(_PREFIX) :]
     try:
         raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        micros, item_id = json.loads(raw.decode("utf-8"))
+        parts = json.loads(raw.decode("utf-8"))
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
         raise bad from None
-    if isinstance(micros, bool) or not isinstance(micros, int) or not isinstance(item_id, str):
+    if not isinstance(parts, list) or len(parts) not in (2, 3):
+        raise bad
+    item_id, numbers = parts[1], [parts[0], *parts[2:]]
+    if not isinstance(item_id, str) or not all(_is_int(n) for n in numbers):
         raise bad
     try:
-        return _EPOCH + timedelta(microseconds=micros), item_id
+        times = [_EPOCH + timedelta(microseconds=n) for n in numbers]
     except OverflowError:
         raise bad from None
+    return times[0], item_id, times[1] if len(times) == 2 else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

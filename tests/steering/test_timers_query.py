@@ -235,3 +235,26 @@ def test_many_timers_at_one_instant_page_by_id(face):
     ]
     window = face.ids(due_from=NOW + 5 * MIN, due_to=NOW + 5 * MIN + timedelta(seconds=1), limit=2)
     assert window == [f"same-{n}" for n in range(8)]
+
+
+def test_pages_stay_whole_across_gaps_in_due_times(face):
+    # Mongo cursors carry a reach (about two pages ahead at the last page's pace): a page
+    # must read on past it when the timers after the cursor are spread thinner.
+    minutes = [1, 2, 3, 4, 5, 60, 61, 62, 600, 6000, 6001]
+    for n, minute in enumerate(minutes):
+        face.schedule(f"g-{n:02d}", minute * MIN)
+
+    pages = []
+    page = face.call("timers", limit=3)
+    while True:
+        pages.append([t.id for t in page])
+        if page.next is None:
+            break
+        page = face.call("timers", limit=3, after=page.next)
+
+    assert pages == [
+        ["g-00", "g-01", "g-02"],
+        ["g-03", "g-04", "g-05"],
+        ["g-06", "g-07", "g-08"],
+        ["g-09", "g-10"],
+    ]
