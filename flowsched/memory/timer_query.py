@@ -33,21 +33,18 @@ __all__ = ["pause", "resume", "resumed_form", "timer_page"]
 
 def timer_page(store: MemoryTimerStore, filters: TimerFilters) -> TimerPage:
     """One page of ``store``'s timers under ``filters`` (see the module docstring)."""
+    wanted = filters.limit + 1  # one more: whether another page follows
     if filters.state == "dead":
-        found = heapq.nsmallest(
-            filters.limit + 1, _dead_matches(store, filters), key=lambda d: (d.item.due, d.item.id)
-        )
-        infos = [_dead_info(dead) for dead in found[: filters.limit]]
+        letters = _dead_matches(store, filters)
+        dead = heapq.nsmallest(wanted, letters, key=lambda d: (d.item.due, d.item.id))
+        infos = [_dead_info(letter) for letter in dead]
     else:
-        items = heapq.nsmallest(
-            filters.limit + 1, _live_matches(store, filters), key=lambda i: (i.due, i.id)
-        )
-        infos = [_info(store, item) for item in items[: filters.limit]]
-        found = items  # type: ignore[assignment]  # only its length is read below
-    if len(found) <= filters.limit or not infos:
+        items = heapq.nsmallest(wanted, _live_matches(store, filters), key=lambda i: (i.due, i.id))
+        infos = [_info(store, item) for item in items]
+    if len(infos) < wanted:
         return TimerPage(infos)
-    last = infos[-1]
-    return TimerPage(infos, encode_cursor(last.due, last.id))
+    page = infos[: filters.limit]
+    return TimerPage(page, encode_cursor(page[-1].due, page[-1].id))
 
 
 def _live_matches(store: MemoryTimerStore, filters: TimerFilters) -> Iterator[ScheduleItem]:
