@@ -22,6 +22,7 @@ MUST_HAVE_EXAMPLES = {
     "guides/metrics.md",
     "guides/recurring.md",
     "guides/several-services.md",  # several flow domains on one scheduler
+    "guides/steering.md",  # timers(), iter_timers(), pause and resume
     "guides/timed-actions.md",  # named handlers, create_single_timer, on_failed
     "reference/port.md",  # virtual time with ManualClock
 }

@@ -1,9 +1,11 @@
 """Internal: ``flowsched timers ...`` — see and act on the live timers of a MongoDB collection.
 
-Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``cancel``
-and ``requeue`` go through :class:`~flowsched.mongo.MongoScheduler` itself, so an operator's
-action is fenced exactly like a program's: a delivery already running may finish, but its
-outcome is never written over what the operator did.
+Reading uses the scheduler's document model (:mod:`flowsched.mongo.inspection`); ``list`` runs
+``MongoScheduler.timers()``' query (:mod:`~flowsched.cli.timers_listing`). ``cancel``,
+``requeue``, ``pause`` and ``resume`` (:mod:`~flowsched.cli.timers_steering`) go through
+:class:`~flowsched.mongo.MongoScheduler` itself, so an operator's action is fenced exactly
+like a program's: a delivery already running may finish, but its outcome is never written
+over what the operator did.
 
 Exit codes: 0 done, 1 no such timer / dead letter, 2 usage or connection problem.
 """
@@ -91,8 +93,11 @@ class TimersCli:
             rich_markup_mode=None,
             cls=ConnectionGroup,
         )
+        from flowsched.cli.timers_listing import list_command  # they use this module's names
+        from flowsched.cli.timers_steering import pause_command, resume_command
+
         app.callback()(self.connection)
-        app.command("list", epilog=_CONNECTION_HELP)(self.list_timers)
+        app.command("list", epilog=_CONNECTION_HELP)(list_command(self))
         app.command("show", epilog=_CONNECTION_HELP)(self.show)
         app.command("cancel", epilog=_CONNECTION_HELP)(self.cancel)
         app.command("dead-letters", epilog=_CONNECTION_HELP)(self.dead_letters)
@@ -101,6 +106,8 @@ class TimersCli:
         app.command("stats", epilog=_CONNECTION_HELP)(self.stats)
         app.command("nodes", epilog=_CONNECTION_HELP)(self.nodes)
         app.command("migrate", epilog=_CONNECTION_HELP)(self.migrate)
+        app.command("pause", epilog=_CONNECTION_HELP)(pause_command(self))
+        app.command("resume", epilog=_CONNECTION_HELP)(resume_command(self))
         return app
 
     def connection(
@@ -114,31 +121,6 @@ class TimersCli:
         """See and act on the live timers of a MongoDB collection."""
         # Runs before the verb, once per invocation: the verb reads it through _session.
         self._connection = Connection(config, uri, db, collection, timeout)
-
-    def list_timers(
-        self,
-        kind: KindOption = None,
-        flow: FlowOption = None,
-        overdue: Annotated[
-            bool, typer.Option("--overdue", help="Only due before now and not being delivered.")
-        ] = False,
-        limit: LimitOption = 50,
-        page: PageOption = None,
-        after: AfterOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        """List timers, soonest due first; overdue ones are marked."""
-        paging = Paging.of(limit, page, after)
-        now = self._clock.now()
-        wanted = TimerFilter(_kind(kind), flow, now if overdue else None)
-        with self._session() as (target, store):
-            result = paging.fetch(Pager(store.items, "due"), wanted.query())
-        if as_json:
-            rows = [render.timer_json(doc, now) for doc in result.documents]
-            _echo_json({**paging.as_json(result), "now": render.iso(now), "timers": rows})
-            return
-        title = f"timers in {target.namespace} at {target.shown}"
-        paging.print(title, render.timers_table(result.documents, now), result, "timers")
 
     def show(
         self,

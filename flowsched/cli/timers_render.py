@@ -120,7 +120,11 @@ def _timer_row(doc: Doc, view: TimerView | str, now: datetime) -> list[str]:
     if isinstance(view, str):
         return [str(doc.get("_id")), str(doc.get("kind")), "-", "-", "-", f"malformed: {view}"]
     item = view.stored.item
-    due = iso(item.due) + (" (overdue)" if _overdue(view, now) else "")
+    due = iso(item.due)
+    if view.extra.get("paused") is True:
+        due += " (paused)"
+    elif _overdue(view, now):
+        due += " (overdue)"
     return [
         item.id,
         item.kind.value,

@@ -8,6 +8,8 @@
 * ``pool`` - ``WorkerPool``, the handler threads (a bounded leader/followers pool).
 * ``async_scheduler`` - ``AsyncInMemoryScheduler``, the asyncio face over the same store and
   delivery core.
+* ``timer_query`` - ``timers()``, ``pause`` and ``resume`` over the store; ``steering`` -
+  those calls on the two schedulers.
 """
 
 from typing import TYPE_CHECKING, Any

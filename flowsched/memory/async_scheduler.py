@@ -30,6 +30,7 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
+from flowsched.memory.steering import AsyncMemorySteering
 from flowsched.memory.store import Claim, TimerHeap
 from flowsched.port import (
     DeadLetter,
@@ -55,7 +56,7 @@ it yields to the loop: bounds how long one loop callback runs (a fraction of a m
 asyncio's debug mode, which records where each task was created, is far slower)."""
 
 
-class AsyncInMemoryScheduler(AsyncSchedulerPort):
+class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
     """Timers in process, for asyncio services: the port's calls as coroutines.
 
     ``async def`` handlers are awaited on the loop; plain handlers run in a worker thread

@@ -2,8 +2,7 @@
 
 Top to bottom: the port's calls; delivery on the calling thread (``run_due``) and by worker
 threads (the calls :class:`~flowsched.memory.pool.WorkerPool` makes); applying outcomes;
-``start`` and ``close``. Storage is :mod:`flowsched.memory.store`, rules :mod:`flowsched.delivery`.
-"""
+``start``, ``close``. Storage: ``memory.store``; rules: ``delivery``; steering: ``.steering``."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, NextSlot, Observer, Outcome, Redeliver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
+from flowsched.memory.steering import MemorySteering
 from flowsched.memory.store import Claim, TimerHeap
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import (
@@ -39,7 +39,7 @@ __all__ = ["InMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 
-class InMemoryScheduler(SchedulerPort):
+class InMemoryScheduler(SchedulerPort, MemorySteering):
     """Timers in process: a lazy-deletion heap plus an id map, delivered at least once.
 
     Two ways to run it:

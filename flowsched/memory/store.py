@@ -50,7 +50,7 @@ Claim = tuple[ScheduleItem, int]
 class TimerHeap:
     """In-memory storage of timers: items by id, the due-time heap, parked items, dead letters."""
 
-    __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")
+    __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked", "paused")
 
     def __init__(self) -> None:
         self.items: dict[str, ScheduleItem] = {}
@@ -65,6 +65,9 @@ class TimerHeap:
         # set past _SMALL_FLOW (so that adding and removing stay O(1) for big flows).
         self.flows: dict[str, tuple[str, ...] | set[str]] = {}
         self.generations = itertools.count(1)
+        # Ids paused (flowsched.memory.timer_query): pop_due drops their heap entries once
+        # due, and resume pushes one again.
+        self.paused: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.items)
@@ -140,6 +143,7 @@ class TimerHeap:
             del self.items[item_id]
             self.attempts.pop(item_id, None)
             self.parked.pop(item_id, None)
+            self.paused.discard(item_id)
         self._compact_if_stale()
         return sorted(ids)
 
@@ -155,12 +159,14 @@ class TimerHeap:
         self, now: datetime, routes: Collection[str], limit: int, out: list[Claim]
     ) -> None:
         """Claim up to ``limit`` current items due by ``now``, appending them to ``out``."""
-        heap, items, attempts = self.heap, self.items, self.attempts
+        heap, items, attempts, paused = self.heap, self.items, self.attempts, self.paused
         while heap and heap[0][0] <= now and len(out) < limit:
             due, generation, key = heappop(heap)
             item = items.get(key)
             if item is None or item.generation != generation or item.due != due:
                 continue  # replaced, cancelled or moved since this entry was pushed
+            if paused and key in paused:
+                continue  # paused: dropped here, resume pushes it again
             if item.route not in routes:
                 self._park(item)
                 continue
@@ -197,7 +203,7 @@ class TimerHeap:
         later = (
             item.due
             for item in self.items.values()
-            if after < item.due <= until and item.route in routes
+            if after < item.due <= until and item.route in routes and item.id not in self.paused
         )
         return min(later, default=None)
 
@@ -301,6 +307,8 @@ class TimerHeap:
             self.attempts.pop(key, None)
         if self.parked:
             self.parked.pop(key, None)
+        if self.paused:
+            self.paused.discard(key)
         flow_id = item.flow_id
         if flow_id is not None:
             ids = self.flows.get(flow_id)

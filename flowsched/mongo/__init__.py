@@ -36,6 +36,8 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``quarantine`` - unusable (poison) documents moved aside, with the reason.
 * ``transient`` - which driver errors are outages; bounded retries and their backoff.
 * ``nodes`` - node heartbeats: which live node serves which routes (procedures: both faces).
+* ``timer_query`` - ``timers()``'s keyset pages on the ``due_id`` index, ``pause`` and
+  ``resume`` (procedures: both faces); ``steering`` - those calls on the two schedulers.
 * ``inspection`` - read-only pages and counts for ``flowsched timers``.
 * ``migration`` - routes and buckets for items stored by older versions.
 * ``flow_store`` - ``MongoFlowStore``; ``async_flow_store`` - ``AsyncMongoFlowStore``;

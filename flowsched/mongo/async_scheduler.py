@@ -57,6 +57,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
+from flowsched.mongo.steering import AsyncMongoSteering
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
@@ -73,7 +74,7 @@ log = logging.getLogger("flowsched.mongo")
 T = TypeVar("T")
 
 
-class AsyncMongoScheduler(AsyncSchedulerPort):
+class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
     """Timers in a MongoDB collection, for asyncio services: the port's calls as coroutines.
 
     ``collection`` is a pymongo ``AsyncCollection`` (``pymongo.AsyncMongoClient(...)[db][name]``,

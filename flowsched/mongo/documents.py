@@ -40,6 +40,9 @@ A scheduled item's document::
   lease's end while claimed. One range on it per route (index ``route, ready_at``) finds
   both due items and items whose claimer stopped renewing its lease.
 
+A paused item's ``route`` is :data:`PAUSED_PREFIX` + its route and it has ``paused: true``:
+no node serves that route, so no claim reads it (see :mod:`flowsched.mongo.timer_query`).
+
 A recurring item's document has three more fields: ``recurrence`` (the JSON object of
 :meth:`Recurrence.to_json`, with its ``until``, ``max_runs`` and ``calendar`` if set),
 ``applied`` (BSON date or null: the last slot applied, the item's ``previous``) and ``runs``
@@ -72,6 +75,7 @@ __all__ = [
     "MAX_COUNT",
     "MAX_RECORD_BYTES",
     "MalformedDocument",
+    "PAUSED_PREFIX",
     "StoredItem",
     "bson_utc",
     "bson_utc_or_none",
@@ -89,6 +93,9 @@ __all__ = [
 
 log = logging.getLogger("flowsched.mongo")
 
+
+PAUSED_PREFIX = "paused:"
+"""Prefix of a paused item's route (no node serves it, so none claims the item)."""
 
 MAX_COUNT = 1_000_000_000
 """Largest ``attempts``/``deliveries`` a document may hold (a billion failures at the 30 s
@@ -223,7 +230,7 @@ def _item(doc: Mapping[str, Any], item_id: object) -> ScheduleItem:
     except (TypeError, ValueError) as exc:
         raise MalformedDocument(item_id, str(exc)) from None
     route = doc.get("route")
-    if route is not None and route != item.route:
+    if route is not None and route != item.route and route != PAUSED_PREFIX + item.route:
         # Claimed by its route: delivered by handler/kind, the two must agree.
         raise MalformedDocument(
             item_id, f"route {route!r} does not match its handler/kind ({item.route!r})"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from flowsched.mongo.documents import StoredItem, bson_utc_or_none, stored_item
+from flowsched.mongo.documents import PAUSED_PREFIX, StoredItem, bson_utc_or_none, stored_item
 from flowsched.mongo.nodes import NodeInfo, live_nodes
 from flowsched.records import ScheduleKind
 from flowsched.routes import route_target
@@ -229,8 +229,11 @@ class Stats:
 
     @property
     def unserved(self) -> tuple[RouteStats, ...]:
-        """Routes with pending items that no live node serves."""
-        return tuple(r for r in self.routes if not r.served)
+        """Routes with pending items that no live node serves (a paused timer's route,
+        ``paused:<route>``, is served by nobody on purpose: not counted)."""
+        return tuple(
+            r for r in self.routes if not r.served and not (r.route or "").startswith(PAUSED_PREFIX)
+        )
 
 
 def collect_stats(store: TimerStore, now: datetime) -> Stats:

@@ -16,13 +16,12 @@ from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
-    MalformedDocument,
     dead_letter_from_document,
     dead_letters_from,
     item_document,
@@ -34,6 +33,7 @@ from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
+from flowsched.mongo.steering import MongoSteering
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
@@ -52,7 +52,7 @@ log = logging.getLogger("flowsched.mongo")
 T = TypeVar("T")
 
 
-class MongoScheduler(SchedulerPort):
+class MongoScheduler(SchedulerPort, MongoSteering):
     """Timers kept in a MongoDB collection: they survive the process, restarts and redeploys.
 
     Any number of schedulers (threads, processes, hosts) may share one collection: each due

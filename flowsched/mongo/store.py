@@ -2,10 +2,11 @@
 
 * ``<name>``: one document per scheduled item (see :mod:`flowsched.mongo.documents`);
   indexes ``claim_by_route_bucket`` = ``(route, bucket, ready_at)`` for the sweep and
-  ``flow_id_sparse`` (items of a flow only) for ``cancel_flow``. (Versions before routing
+  ``flow_id_sparse`` (items of a flow only) for ``cancel_flow``, ``due_id`` = ``(due, _id)``
+  for ``timers()``. (Versions before routing
   made ``claim`` = ``(kind, ready_at)``; it is no longer used: ``flowsched timers migrate
   --drop-legacy-index`` drops it.)
-* ``<name>_dead``: dead letters, ``_id`` = item id, index on ``dead_at``.
+* ``<name>_dead``: dead letters, ``_id`` = item id, indexes on ``dead_at`` and ``due_id``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
 * ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
 * ``<name>_settings``: what the nodes of the collection share - ``{_id: "buckets", value:
@@ -42,6 +43,8 @@ from flowsched.mongo.documents import bson_utc_or_none, bucket_of
 __all__ = [
     "CLAIM_INDEX",
     "CLAIM_INDEX_KEYS",
+    "DUE_INDEX",
+    "DUE_INDEX_KEYS",
     "LEGACY_CLAIM_INDEX",
     "Doc",
     "TimerStore",
@@ -54,6 +57,10 @@ T = TypeVar("T")
 
 
 _DUPLICATE_KEY = 11000
+
+DUE_INDEX = "due_id"
+DUE_INDEX_KEYS = [("due", ASCENDING), ("_id", ASCENDING)]
+"""The index ``timers()`` pages through (items and dead letters)."""
 
 CLAIM_INDEX = "claim_by_route_bucket"
 CLAIM_INDEX_KEYS = [("route", ASCENDING), ("bucket", ASCENDING), ("ready_at", ASCENDING)]
@@ -215,6 +222,10 @@ class MongoCollections:
         with contextlib.suppress(OperationFailure):  # not there: new, or dropped already
             yield Call("items", "drop_index", ("flow_id",))
         yield Call("dead", "create_index", ([("dead_at", ASCENDING)],), {"name": "dead_at"})
+        # (due, _id): timers() pages, soonest due first, by keyset (flowsched.mongo.timer_query).
+        # Claims and lease renewals never change due: only schedule and settle maintain it.
+        yield Call("items", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
+        yield Call("dead", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
         self._indexed = True
 
     def check_buckets(self) -> None:
