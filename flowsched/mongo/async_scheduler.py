@@ -34,7 +34,7 @@ from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_arguments,
     check_async_collection,
@@ -47,7 +47,6 @@ from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.documents import (
-    MalformedDocument,
     dead_letter_from_document,
     dead_letters_from,
     item_document,
