@@ -20,7 +20,8 @@ def test_the_same_seed_gives_the_same_run() -> None:
 
 
 @pytest.mark.parametrize(
-    ("plant", "finding"), [("no-confirm", "stale start"), ("drop-settle", "rerun")]
+    ("plant", "finding"),
+    [("no-confirm", "stale start"), ("drop-settle", "rerun"), ("midpoint-clock", "early")],
 )
 def test_planted_bugs_are_found(plant: str, finding: str) -> None:
     for seed in range(300):
