@@ -101,10 +101,11 @@ SOAK_FAULTS ?= all
 SOAK_JOBS   ?= 2
 soak: $(STAMP)
 	$(VENV)/bin/flowsched simulate --seeds $(SOAK_SEEDS) --faults $(SOAK_FAULTS) --jobs $(SOAK_JOBS)
+	$(VENV)/bin/flowsched simulate --node-core --seeds $(SOAK_SEEDS)
 
 # Planted bugs the simulator must catch within 1,000 seeds each.
 mutations: $(STAMP)
-	FLOWSCHED_MUTATIONS=1 $(PY) -m pytest tests/simulate/test_simulate_mutations.py -q -s
+	FLOWSCHED_MUTATIONS=1 $(PY) -m pytest tests/simulate/test_simulate_mutations.py tests/simulate/test_node_simulate_mutations.py -q -s
 
 mongo-start:
 	bash tools/start-mongo.sh

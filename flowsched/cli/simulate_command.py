@@ -38,10 +38,22 @@ def simulate(
     ] = None,
     jobs: Annotated[int, typer.Option(min=1, max=64, help="Processes to run seeds on.")] = 1,
     trace: Annotated[bool, typer.Option(help="Print the trace of a seed that passes too.")] = False,
+    node_core: Annotated[
+        bool,
+        typer.Option(
+            "--node-core",
+            help="Simulate node cores over the reference store instead (plants: no-confirm, "
+            "drop-settle, midpoint-clock).",
+        ),
+    ] = False,
 ) -> None:
     """Simulate a cluster of real MongoScheduler nodes under faults, seed by seed, and check
     the invariants of CONTRACT section 14; exit 1 at the first seed that breaks one, printing
     its minimal trace and the command that replays it."""
+    if node_core:
+        from flowsched.cli.simulate_nodes import run_node_seeds
+
+        raise typer.Exit(run_node_seeds(seed or 0, seeds or 100, nodes=nodes, plant=plant))
     # Imported here: the simulator (and mongomock) load only for this verb.
     try:
         from flowsched.testing.simulation import Faults

@@ -263,9 +263,9 @@ class MongoTimerStore:
     def release(self, claims: Sequence[Claim]) -> int:
         released = 0
         for claim in claims:
+            fields: Doc = {"claim": None, "ready_at": truncate_ms(claim.item.due)}
             freed = self.collection.update_one(
-                self._fence(claim),
-                {"$set": {"claim": None, "ready_at": truncate_ms(claim.item.due)}},
+                self._fence(claim), {"$set": fields | _unapplied(claim)}
             )
             released += freed.matched_count
         return released
@@ -308,9 +308,12 @@ class MongoTimerStore:
             if isinstance(outcome, Redeliver):
                 fields |= {"attempts": outcome.attempt, "deliveries": outcome.attempt}
                 fields["last_error"] = outcome.error
+                fields |= _unapplied(claim)
             else:
                 fields |= {"attempts": 0, "deliveries": 0, "last_error": outcome.error}
                 fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
+                if outcome.runs is not None:  # the run is counted in the write of its slot
+                    fields["runs"] = outcome.runs
             return self.collection.update_one(fence, {"$set": fields}).matched_count == 1
         # DeadLettered, Exhausted: set aside with the reason.
         if self.collection.find_one_and_delete(fence) is None:
@@ -416,6 +419,17 @@ class MongoTimerStore:
                 fields |= {"due": following, "ready_at": following, "applied": max(item.due, now)}
         found = {"_id": item_id, "generation": item.generation}
         return self.collection.update_one(found, {"$set": fields}).matched_count == 1
+
+
+def _unapplied(claim: Claim) -> Doc:
+    """For a recurring claim that goes back to waiting for its slot (redelivered, released):
+    ``applied`` and ``runs`` set back to the claimed form's (as ``mongo/settlement.py`` does
+    after a slot fence), so a slot that did not run is not counted."""
+    item = claim.item
+    if item.recurrence is None:
+        return {}
+    previous = truncate_ms(item.previous) if item.previous is not None else None
+    return {"applied": previous, "runs": item.runs}
 
 
 def _error_of(outcome: Outcome) -> str | None:

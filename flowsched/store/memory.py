@@ -285,10 +285,12 @@ class MemoryTimerStore:
         if isinstance(outcome, Completed):
             del self._rows[item.id]
         elif isinstance(outcome, Redeliver):
-            row.item = item.moved(outcome.due, item.previous)
+            # The slot was not applied: previous and runs stay as claimed.
+            row.item = item.moved(outcome.due, item.previous, item.runs)
             row.attempt, row.last_error = outcome.attempt, outcome.error
         elif isinstance(outcome, NextSlot):
-            row.item = item.moved(outcome.due, outcome.applied)
+            # The slot applied and the run counted in this one fenced write.
+            row.item = item.moved(outcome.due, outcome.applied, outcome.runs)
             row.attempt, row.last_error = 0, outcome.error
         else:  # DeadLettered, Exhausted: set aside with the reason
             del self._rows[item.id]

@@ -218,6 +218,42 @@ def _settle_next_slot(t: StoreTrial) -> None:
     assert moved.recurrence == every, f"recurrence after NextSlot: {moved.recurrence}"
 
 
+def _runs_counted(t: StoreTrial) -> None:
+    start = (t.store.now() - timedelta(minutes=3)).replace(microsecond=0)
+    every = Recurrence.every(timedelta(minutes=1), max_runs=9).anchored(start)
+    routes = frozenset({"h:" + OTHER})
+    item = ScheduleItem(
+        "r", ScheduleKind.TIMER, every.next_slot(start), recurrence=every, handler=OTHER, runs=2
+    )
+    t.store.put(item)
+    stored = t.store.get("r")
+    assert stored is not None and stored.runs == 2, f"runs after put: {stored!r}"
+    [claim] = t.store.claim_due(routes, A, t.lease, 10)
+    assert claim.item.runs == 2, f"a claim's runs: {claim.item.runs}"
+    t.store.confirm_start([claim])
+    slot, due = claim.item.due, t.store.now() - _S
+    [result] = t.store.settle([Settlement(claim, NextSlot(slot, due, runs=3))])
+    moved = t.store.get("r")
+    assert result.applied and moved is not None and moved.runs == 3, (
+        f"NextSlot(runs=3) applied {result.applied}, runs now {moved and moved.runs}"
+    )
+    [stale] = t.store.settle([Settlement(claim, NextSlot(slot, due, runs=7))])
+    moved = t.store.get("r")
+    assert not stale.applied and moved is not None and moved.runs == 3, "a stale NextSlot counted"
+    [claim] = t.store.claim_due(routes, A, t.lease, 10)
+    t.store.confirm_start([claim])
+    t.store.settle([Settlement(claim, Redeliver(t.store.now() - _S, 1, "E: failed"))])
+    again = t.store.get("r")
+    assert again is not None and (again.runs, again.previous) == (3, slot), (
+        f"a redelivery changed runs or the applied slot: {again!r}"
+    )
+    [claim] = t.store.claim_due(routes, A, t.lease, 10)
+    assert claim.item.runs == 3, f"runs of the redelivered claim: {claim.item.runs}"
+    assert t.store.release([claim]) == 1, "release of a held claim"
+    [claim] = t.store.claim_due(routes, B, t.lease, 10)
+    assert claim.item.runs == 3, f"a released claim changed runs: {claim.item.runs}"
+
+
 def _next_due(t: StoreTrial) -> None:
     assert t.store.next_due(t.routes) is None, "next_due of an empty store"
     soon = t.store.put(t.item("soon", due_in=timedelta(minutes=5)))
@@ -325,6 +361,11 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     ),
     StoreCheck(
         "settle applies NextSlot: same generation, next due, slot applied", _settle_next_slot
+    ),
+    StoreCheck(
+        "a recurring item's runs: NextSlot counts them under the fence; a stale settle, a "
+        "redelivery and a release leave them",
+        _runs_counted,
     ),
     StoreCheck("next_due is the soonest claimable time of the given routes", _next_due),
     StoreCheck(

@@ -2,6 +2,15 @@
 over one reference store, with slow and failing store calls, handlers that take time, and
 clients that replace and cancel timers while claims wait in queues. One seed, one history.
 
+The seeds vary what breaks promises at the seams: worker pools of 1 or 2 and handlers that
+take up to most of a lease (busy workers, claims waiting in queues); store round trips that
+are slow, refused, or lost after the store applied them (:class:`~flowsched.OutcomeUnknown`);
+and each node's clock, off the store's by up to 5 minutes, measured through a
+:class:`~flowsched.node.clock_filter.ClockFilter` over round trips that are slow, lost and
+asymmetric (a node's requests may be held up to 3 s on the way, as by a proxy). A node
+judges due times by the earliest the store's time can be and leases by the latest, as
+``MongoTimerStore`` does (:class:`_NodeView`).
+
 :func:`simulate_nodes` returns the broken invariants (empty: none):
 
 * **no stale start** - a handler never runs a form after its cancel or replacement
@@ -13,30 +22,42 @@ clients that replace and cancel timers while claims wait in queues. One seed, on
 
 ``plant`` runs a node core with a known bug, to show the invariants catch it:
 ``"no-confirm"`` (queued claims start without the check), ``"drop-settle"`` (a settle the
-store refused is dropped).
+store refused is dropped), ``"midpoint-clock"`` (the clock estimate taken at the midpoint of
+its round trip, with no error bound).
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from flowsched.clock import ManualClock
-from flowsched.errors import SchedulerUnavailable
-from flowsched.node.actions import Action, ConfirmStart, SettleBatch, Sleep, StartHandler
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
+from flowsched.node.actions import (
+    Action,
+    ConfirmStart,
+    RenewLeases,
+    SettleBatch,
+    Sleep,
+    StartHandler,
+)
+from flowsched.node.clock_filter import ClockFilter
 from flowsched.node.core import NodeCore, NodeSettings, store_call
 from flowsched.outcomes import Completed, Outcome, Redeliver
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.store.memory import MemoryTimerStore
-from flowsched.store.records import Claim
+from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["PLANTS", "simulate_nodes"]
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 ROUTE = "h:sim"
+LEASE = timedelta(seconds=10)
 Form = tuple[str, int]
+_MS = timedelta(milliseconds=1)
 
 
 class _NoConfirm(NodeCore):
@@ -53,18 +74,94 @@ class _DropSettle(NodeCore):
         super().failed(action, error, now)
 
 
+class _MidpointFilter(ClockFilter):
+    """Planted: the server read its clock at the midpoint of the round trip, exactly."""
+
+    def offset(self) -> tuple[timedelta, timedelta]:
+        best = self.best()
+        return (best.offset, timedelta(0)) if best is not None else (timedelta(0), timedelta(0))
+
+
 PLANTS: dict[str | None, type[NodeCore]] = {
     None: NodeCore,
     "no-confirm": _NoConfirm,
     "drop-settle": _DropSettle,
+    "midpoint-clock": NodeCore,  # the bug is in the node's clock filter (_MidpointFilter)
 }
+
+
+class _At:
+    """A clock that reads one instant (the store's time as a node judges it, for one call)."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+
+class _NodeView:
+    """One node's view of the shared store: each call judged by the node's estimate of the
+    store's time - due by the earliest it can be, a lease's end by the latest - as a store
+    that compares times measured on the node (``MongoTimerStore``) does."""
+
+    def __init__(self, store: MemoryTimerStore, node: _Node) -> None:
+        self.store = store
+        self.node = node
+
+    def _at(self, at: datetime) -> MemoryTimerStore:
+        self.store.clock = _At(at)  # type: ignore[assignment]
+        return self.store
+
+    def claim_due(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        return self._at(self.node.earliest()).claim_due(routes, owner, lease, limit)
+
+    def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
+        return self._at(self.node.latest()).confirm_start(claims)
+
+    def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
+        return self._at(self.node.earliest()).renew(claims, lease)
+
+    def release(self, claims: Sequence[Claim]) -> int:
+        return self._at(self.node.estimate()).release(claims)
+
+    def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
+        return self._at(self.node.estimate()).settle(settlements)
+
+    def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
+        return self._at(self.node.estimate()).next_due(routes, after)
 
 
 @dataclass
 class _Node:
     core: NodeCore
+    truth: ManualClock
+    skew: timedelta  # the node's wall clock minus the store's
+    hold: float  # seconds a proxy holds each request on its way to the store
+    filter: ClockFilter
     call: tuple[Action, object, BaseException | None, datetime] | None = None
+    measuring: tuple[float, datetime, datetime | None, datetime] | None = None
+    measured_at: datetime | None = None
     running: dict[int, tuple[Claim, datetime]] = field(default_factory=dict)
+
+    def wall(self) -> datetime:
+        return self.truth.now() + self.skew
+
+    def estimate(self) -> datetime:
+        return self.filter.estimate(self.wall())
+
+    def earliest(self) -> datetime:
+        return self.filter.earliest(self.wall())
+
+    def latest(self) -> datetime:
+        return self.filter.latest(self.wall())
+
+
+def _seconds(at: datetime) -> float:
+    """A node's monotonic clock: seconds of true time (a wall clock's skew never reaches it)."""
+    return (at - START).total_seconds()
 
 
 class _World:
@@ -78,28 +175,36 @@ class _World:
         self.succeeded: set[Form] = set()
         self.broken: list[str] = []
         self.faults = True
+        self.longest = self.rng.choice((1000, 3000, 7000))  # ms: how long a handler may take
         core = PLANTS[plant]
+        rng = self.rng
         self.nodes = [
             _Node(
                 core(
                     NodeSettings(
                         f"n{i}",
-                        workers=self.rng.randint(1, 2),
-                        batch_size=self.rng.randint(1, 4),
-                        lease=timedelta(seconds=10),
+                        workers=rng.randint(1, 2),
+                        batch_size=rng.randint(1, 4),
+                        lease=LEASE,
                         poll_interval=timedelta(seconds=1),
                     ),
                     lambda: frozenset({ROUTE}),
-                )
+                ),
+                self.clock,
+                timedelta(milliseconds=rng.choice((0, 0, rng.randint(-300_000, 300_000)))),
+                rng.choice((0.0, 0.0, rng.uniform(1.0, 3.0))),
+                _MidpointFilter() if plant == "midpoint-clock" else ClockFilter(),
             )
             for i in range(nodes)
         ]
+        self.views = [_NodeView(self.store, node) for node in self.nodes]
 
     def tick(self) -> int:
         self.seq += 1
         return self.seq
 
     def client(self, timers: int) -> None:
+        self.store.clock = self.clock
         item_id = f"t{self.rng.randrange(timers)}"
         old = self.store.get(item_id)
         if self.rng.random() < 0.3:
@@ -111,15 +216,41 @@ class _World:
         if old is not None:
             self.removed[(item_id, old.generation)] = self.tick()
 
-    def step(self, node: _Node) -> None:
+    def measure(self, node: _Node) -> bool:
+        """Measure the store's clock now and then (slow, held, lost round trips); whether
+        the node has a sample to judge time by."""
         now = self.clock.now()
+        if node.measuring is not None:
+            sent, wall, server, reply_at = node.measuring
+            if reply_at <= now:
+                node.measuring = None
+                node.measured_at = now
+                if server is not None:
+                    node.filter.add(sent, _seconds(reply_at), wall, server)
+        elif node.measured_at is None or now - node.measured_at >= timedelta(seconds=2):
+            way = node.hold + self.rng.uniform(0.0, 0.05)  # a proxy holds every request
+            back = self.rng.uniform(0.0, 0.05)
+            if self.rng.random() < 0.1:
+                back += self.rng.uniform(0.0, 2.0)  # a slow reply
+            arrives = now + timedelta(seconds=way)
+            lost = self.faults and self.rng.random() < 0.1
+            server = None if lost else arrives - timedelta(microseconds=arrives.microsecond % 1000)
+            node.measuring = (_seconds(now), node.wall(), server, arrives + timedelta(seconds=back))
+        return bool(node.filter.samples)
+
+    def step(self, index: int) -> None:
+        node = self.nodes[index]
+        if not self.measure(node):
+            return
+        now = node.estimate()  # the core works in the store's time, as the node sees it
+        true_now = self.clock.now()
         for ticket, (claim, ends) in list(node.running.items()):
-            if ends <= now:
+            if ends <= true_now:
                 del node.running[ticket]
-                node.core.finished(ticket, self._outcome(claim, now))
+                node.core.finished(ticket, self._outcome(claim, true_now))
         if node.call is not None:
             action, result, error, reply_at = node.call
-            if reply_at > now:
+            if reply_at > true_now:
                 return
             node.call = None
             if error is not None:
@@ -131,27 +262,35 @@ class _World:
             if isinstance(action, Sleep):
                 return
             if isinstance(action, StartHandler):
-                self._start(node, action, now)
+                self._start(node, action, true_now)
                 continue
-            self._send(node, action, now)
+            self._send(index, action, true_now)
             return
 
-    def _send(self, node: _Node, action: Action, now: datetime) -> None:
+    def _send(self, index: int, action: Action, now: datetime) -> None:
+        node = self.nodes[index]
         reply_at = now + timedelta(milliseconds=self.rng.randrange(0, 1500))
-        if self.faults and self.rng.random() < 0.1:
+        fault = self.rng.random() if self.faults else 1.0
+        if fault < 0.08:
             error = SchedulerUnavailable("simulated outage: nothing applied")
             node.call = (action, None, error, reply_at)
             return
-        result = store_call(action, self.store, node.core.settings, frozenset({ROUTE}))
+        result = store_call(action, self.views[index], node.core.settings, frozenset({ROUTE}))
+        self.store.clock = self.clock
         if isinstance(action, ConfirmStart):
             for claim in result:
                 self.starts.setdefault((claim.item.id, claim.generation), []).append(self.tick())
+        if fault < 0.12 and not isinstance(action, RenewLeases):
+            # Applied, but the reply was lost: the caller gives up. (Not a renewal: the node
+            # would keep the old lease, and its settle would be stale - a known gap.)
+            reply_at += timedelta(seconds=self.rng.uniform(1.0, 3.0))
+            node.call = (action, None, OutcomeUnknown("simulated: reply lost"), reply_at)
+            return
         node.call = (action, result, None, reply_at)
 
     def _start(self, node: _Node, action: StartHandler, now: datetime) -> None:
         claim = action.claim
         form = (claim.item.id, claim.generation)
-        seq = self.tick()
         removed = self.removed.get(form)
         if removed is not None and not any(s < removed for s in self.starts.get(form, ())):
             self.broken.append(f"stale start: {form} ran after its cancel/replace returned")
@@ -159,8 +298,7 @@ class _World:
             self.broken.append(f"early: {form} ran at {now}, due {claim.item.due}")
         if form in self.succeeded:
             self.broken.append(f"rerun: {form} ran again after its handler returned")
-        del seq
-        ends = now + timedelta(milliseconds=self.rng.randrange(0, 3000))
+        ends = now + timedelta(milliseconds=self.rng.randrange(0, self.longest))
         node.running[action.ticket] = (claim, ends)
 
     def _outcome(self, claim: Claim, now: datetime) -> Outcome:
@@ -182,19 +320,20 @@ def simulate_nodes(
     if plant not in PLANTS:
         raise ValueError(f"plant {plant!r} is not one of {sorted(map(str, PLANTS))}")
     world = _World(seed, nodes, plant)
-    order: deque[_Node] = deque(world.nodes)
+    order: deque[int] = deque(range(len(world.nodes)))
     for _ in range(steps):
         if world.rng.random() < 0.3:
             world.client(timers)
         order.rotate(world.rng.randrange(len(order)))
-        for node in order:
-            world.step(node)
+        for index in order:
+            world.step(index)
         world.clock.jump(timedelta(milliseconds=world.rng.randrange(0, 400)))
     world.faults = False
     for _ in range(600):  # a minute of calm: every due timer is delivered
-        for node in world.nodes:
-            world.step(node)
+        for index in range(len(world.nodes)):
+            world.step(index)
         world.clock.jump(timedelta(milliseconds=100))
+    world.store.clock = world.clock
     now = world.clock.now()
     for item_id in (f"t{n}" for n in range(timers)):
         item = world.store.get(item_id)

@@ -20,10 +20,27 @@ def test_the_same_seed_gives_the_same_run() -> None:
 
 
 @pytest.mark.parametrize(
-    ("plant", "finding"), [("no-confirm", "stale start"), ("drop-settle", "rerun")]
+    ("plant", "finding"),
+    [("no-confirm", "stale start"), ("drop-settle", "rerun"), ("midpoint-clock", "early")],
 )
 def test_planted_bugs_are_found(plant: str, finding: str) -> None:
     for seed in range(300):
         if any(finding in line for line in simulate_nodes(seed, plant=plant)):
             return
     raise AssertionError(f"{plant}: no seed in 300 found {finding!r}")
+
+
+def test_the_command_line_runs_node_core_seeds() -> None:
+    from typer.testing import CliRunner
+
+    from flowsched.cli import build_app
+
+    runner = CliRunner()
+    clean = runner.invoke(build_app(), ["simulate", "--node-core", "--seeds", "3"])
+    assert clean.exit_code == 0 and "3 node-core seeds" in clean.output, clean.output
+    args = ["simulate", "--node-core", "--seeds", "20", "--plant", "midpoint-clock"]
+    found = runner.invoke(build_app(), args)
+    assert found.exit_code == 1 and "early" in found.output, found.output
+    assert "--node-core --seed 6" in found.output, found.output
+    wrong = runner.invoke(build_app(), ["simulate", "--node-core", "--plant", "settle-unfenced"])
+    assert wrong.exit_code == 2, wrong.output

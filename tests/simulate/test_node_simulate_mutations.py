@@ -1,0 +1,27 @@
+"""The node-core simulation finds each planted bug of the node (CONTRACT section 15):
+starting a queued claim unchecked, a clock estimate taken at the midpoint, a settle that
+drops its batch - each within a few hundred seeds (``make mutations``)."""
+
+import os
+
+import pytest
+
+from flowsched.testing.node_simulation import simulate_nodes
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("FLOWSCHED_MUTATIONS") != "1", reason="mutation tests: FLOWSCHED_MUTATIONS=1"
+)
+
+CAUGHT_BY = {"no-confirm": "stale start", "midpoint-clock": "early", "drop-settle": "rerun"}
+
+
+@pytest.mark.parametrize("plant", sorted(CAUGHT_BY))
+def test_a_planted_node_bug_is_caught_within_500_seeds(plant: str) -> None:
+    for seed in range(500):
+        broken = simulate_nodes(seed, plant=plant)
+        if broken:
+            break
+    else:
+        pytest.fail(f"{plant}: not caught in 500 seeds")
+    print(f"{plant}: caught at seed {seed} ({seed + 1} seeds): {broken[0]}")
+    assert CAUGHT_BY[plant] in broken[0], broken[0]
