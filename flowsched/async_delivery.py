@@ -33,6 +33,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any
 
+from flowsched.async_timed import run_timed
 from flowsched.callables import is_async_callable
 from flowsched.delivery import DeliveryCore, Outcome
 from flowsched.port import ScheduleItem
@@ -111,6 +112,10 @@ class AsyncDelivery:
         awaited = self._awaited.get(route)
         if awaited is None:
             awaited = self._awaited[route] = is_async_callable(handler)
+        limits = core.limits(route)
+        if limits is not None and limits.timeout is not None:
+            return await run_timed(core, handler, item, attempt, limits.timeout, awaited)
+        opened = core.opened(item, attempt)
         thread: _ThreadCall | None = None
         try:
             if awaited:
@@ -128,10 +133,10 @@ class AsyncDelivery:
                 if thread is not None and thread.abandon():
                     raise StillRunning(f"{item.id!r}: its handler runs on in a thread") from exc
                 raise
-            return core.outcome(item, attempt, exc)
+            return core.closed(opened, core.outcome(item, attempt, exc))
         except BaseException as exc:
-            return core.outcome(item, attempt, exc)
-        return core.outcome(item, attempt, None)
+            return core.closed(opened, core.outcome(item, attempt, exc))
+        return core.closed(opened, core.outcome(item, attempt, None))
 
 
 class Deliveries:

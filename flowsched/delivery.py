@@ -38,11 +38,14 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 
 from flowsched.callables import is_async_callable, is_generator_callable, short_callable
 from flowsched.clock import Clock
 from flowsched.errors import Undeliverable
+from flowsched.handler_limits import HandlerLimits, HandlerTimedOut, TimedThread, check_limits
+from flowsched.history import Journal, OpenAttempt, failure_of
 from flowsched.limits import check_handler_name
 from flowsched.outcomes import (
     _COMPLETED,
@@ -105,6 +108,11 @@ class Observer:
         """A handler returned ``late`` after its claim's lease ended (MongoDB): no failure,
         the item is done, but another node may have run it too."""
 
+    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
+        """A handler ran past its time limit (``register(..., timeout=)``) after ``elapsed``:
+        it was cancelled or abandoned, and the item is redelivered or dead-lettered
+        (:meth:`failed` is called too)."""
+
 
 class DeliveryCore:
     """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.
@@ -142,8 +150,12 @@ class DeliveryCore:
         # lock, so readers on other threads need no lock.
         self._handlers: dict[str, Handler] = {}
         self._on_failed: dict[str, FailedHandler] = {}
+        self._limits: dict[str, HandlerLimits] = {}
         self._routes: frozenset[str] = frozenset()
         self._lock = threading.Lock()
+        self.journal: Journal | None = None
+        """Told of every attempt (delivery history, :mod:`flowsched.history`); set by the
+        adapter before it starts."""
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> str:
         """Handle items of ``kind`` without a handler name; return their route.
@@ -166,12 +178,23 @@ class DeliveryCore:
             self._add(route, handler, None)
         return route
 
-    def register(self, name: str, handler: Handler, on_failed: FailedHandler | None = None) -> str:
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        on_failed: FailedHandler | None = None,
+        *,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
+    ) -> str:
         """Handle items addressed to ``name``; return their route.
 
-        ``ValueError`` if the name is invalid or already registered."""
+        ``redelivery``: this handler's own policy; ``timeout``: its time limit (see
+        :mod:`flowsched.handler_limits`). ``ValueError`` if the name is invalid or already
+        registered, or ``timeout`` is not a duration above zero."""
         check_handler_name(name)
         self._check_handler(handler, f"register({name!r})")
+        limits = check_limits(name, redelivery, timeout)
         if on_failed is not None:
             _check_callable(on_failed, f"register({name!r}) on_failed")
             _check_not_generator(on_failed, f"register({name!r}) on_failed")
@@ -185,8 +208,21 @@ class DeliveryCore:
         with self._lock:
             if route in self._handlers:
                 raise ValueError(f"handler {name!r} is already registered on this scheduler")
+            if limits is not None:
+                self._limits = {**self._limits, route: limits}
             self._add(route, handler, on_failed)
         return route
+
+    def limits(self, route: str) -> HandlerLimits | None:
+        """The handler's own limits for ``route`` (``None``: the scheduler's)."""
+        return self._limits.get(route)
+
+    def policy(self, route: str) -> RedeliveryPolicy:
+        """The redelivery policy of ``route``'s items: its handler's own, else the scheduler's."""
+        limits = self._limits.get(route)
+        if limits is not None and limits.redelivery is not None:
+            return limits.redelivery
+        return self.redelivery
 
     def _check_handler(self, handler: object, what: str) -> None:
         _check_callable(handler, what)
@@ -264,19 +300,42 @@ class DeliveryCore:
             raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
+        journal = self.journal
+        opened = None if journal is None else journal.opened(item, attempt)
         try:
-            result = handler(item, attempt)
+            if self._limits and (limits := self._limits.get(item.route)) and limits.timeout:
+                result = _call_timed(handler, item, attempt, limits.timeout)
+            else:
+                result = handler(item, attempt)
             if result is not None and inspect.isawaitable(result):
                 _unawaited(result, handler, self._async_class)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            return self.outcome(item, attempt, exc)
+            return self.closed(opened, self.outcome(item, attempt, exc))
         if item.recurrence is not None:
-            return self.outcome(item, attempt, None)
+            return self.closed(opened, self.outcome(item, attempt, None))
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
+        if opened is not None:
+            self.closed(opened, _COMPLETED)
         return _COMPLETED
+
+    def opened(self, item: ScheduleItem, attempt: int) -> OpenAttempt | None:
+        """Tell the journal a handler call starts (see :meth:`closed`)."""
+        journal = self.journal
+        return None if journal is None else journal.opened(item, attempt)
+
+    def closed(self, opened: OpenAttempt | None, outcome: Outcome) -> Outcome:
+        """Tell the journal the call ``opened`` ended with ``outcome``; return ``outcome``.
+        A failing journal is logged, never a failed delivery."""
+        journal = self.journal
+        if opened is not None and journal is not None:
+            try:
+                journal.closed(opened, outcome)
+            except Exception:
+                log.exception("recording the attempt of %s failed (ignored)", opened.item_id)
+        return outcome
 
     def started(self, item: ScheduleItem, attempt: int) -> Handler:
         """A delivery of ``item`` is starting: its handler, after telling the observer.
@@ -295,14 +354,8 @@ class DeliveryCore:
         """What happens after the handler of a :meth:`started` delivery returned (``error``
         ``None``) or raised ``error``; never raises (observer errors are logged)."""
         if error is not None:
-            text = f"{type(error).__name__}: {error}"
-            if isinstance(error, Undeliverable):
-                # The handler says no delivery can ever succeed: a dead letter now, not a loop.
-                self._notify(self.observer.failed, item, attempt, storable_error(text))
-                return self._dead_letter(item, attempt + 1, storable_error(text))
-            if item.recurrence is not None and not item.recurrence.retry_failed:
-                return self._counted(item, attempt, text)
-            return self.failure(item, attempt, text)
+            return _with_failure(self._failed(item, attempt, error), error)
+
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
@@ -311,6 +364,18 @@ class DeliveryCore:
             except ValueError as exc:  # that was the last slot before the year 10000
                 return self._exhausted(item, attempt, str(exc))
         return _COMPLETED
+
+    def _failed(self, item: ScheduleItem, attempt: int, error: BaseException) -> Outcome:
+        text = f"{type(error).__name__}: {error}"
+        if isinstance(error, HandlerTimedOut):
+            self._notify(self.observer.timed_out, item, attempt, error.elapsed)
+        if isinstance(error, Undeliverable):
+            # The handler says no delivery can ever succeed: a dead letter now, not a loop.
+            self._notify(self.observer.failed, item, attempt, storable_error(text))
+            return self._dead_letter(item, attempt + 1, storable_error(text))
+        if item.recurrence is not None and not item.recurrence.retry_failed:
+            return self._counted(item, attempt, text)
+        return self.failure(item, attempt, text)
 
     def scheduled(self, item: ScheduleItem) -> None:
         """Tell the observer ``item`` was scheduled; an observer error is logged, never
@@ -369,11 +434,12 @@ class DeliveryCore:
         error = storable_error(error)
         failures = attempt + 1
         self._notify(self.observer.failed, item, attempt, error)
-        limit = self.redelivery.max_attempts
+        policy = self.policy(item.route) if self._limits else self.redelivery
+        limit = policy.max_attempts
         if limit is not None and failures >= limit:
             return self._dead_letter(item, failures, error)
         try:
-            due = self.clock.now() + self.redelivery.delay(failures)
+            due = self.clock.now() + policy.delay(failures)
         except OverflowError:  # past the year 9999: there is no next attempt
             return self._dead_letter(item, failures, f"{error} (next attempt past year 9999)")
         log.warning(
@@ -430,3 +496,21 @@ def _unawaited(result: object, handler: object, async_class: str) -> None:
         f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
         f"to a synchronous scheduler, which cannot await it: use {async_class}"
     )
+
+
+def _call_timed(handler: Handler, item: ScheduleItem, attempt: int, timeout: timedelta) -> object:
+    """Run a plain handler with a time limit on a thread of its own; abandon it at the limit
+    (:class:`~flowsched.handler_limits.TimedThread`) with :class:`HandlerTimedOut`."""
+    run = TimedThread(lambda: handler(item, attempt), item.route)
+    if run.wait(timeout):
+        return run.outcome()
+    raise HandlerTimedOut(item.route.partition(":")[2], timeout, run.elapsed())
+
+
+def _with_failure(outcome: Outcome, error: BaseException) -> Outcome:
+    """``outcome`` carrying the record of ``error`` for the delivery history."""
+    if isinstance(outcome, Redeliver | DeadLettered | NextSlot):
+        if isinstance(error, HandlerTimedOut):
+            return replace(outcome, failure=failure_of(error, "timed_out"))
+        return replace(outcome, failure=failure_of(error))
+    return outcome

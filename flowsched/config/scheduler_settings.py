@@ -18,6 +18,8 @@
         redelivery { initial = 3s, maximum = 30s, factor = 2 }
         max-attempts = null          # a whole number >= 1 moves an item to the dead letters
         node-id = null               # default: <host>:<pid>:<random>
+        history-limit = 20           # attempts kept per item (history(item_id))
+        history-retention = 7d       # how long they are kept after the last one
       }
     }
 
@@ -103,6 +105,8 @@ class SchedulerSettings:
     redelivery_factor: float = 2.0
     max_attempts: int | None = None
     node_id: str | None = None
+    history_limit: int = 20
+    history_retention: timedelta = timedelta(days=7)
 
     def database(self) -> str:
         """The database to use: ``database-name``, else the one named in ``uri``.
@@ -264,6 +268,8 @@ _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "max-clock-skew": ("max_clock_skew", _duration_above_zero),
     "max-attempts": ("max_attempts", _optional_count),
     "node-id": ("node_id", _optional_text),
+    "history-limit": ("history_limit", _count_up_to(1000)),
+    "history-retention": ("history_retention", _duration_above_zero),
 }
 _REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "initial": ("redelivery_initial", _duration_above_zero),

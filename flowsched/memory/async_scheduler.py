@@ -30,6 +30,7 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
+from flowsched.history import HistoryPolicy, MemoryHistory, history_policy, local_node
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import (
     DeadLetter,
@@ -40,6 +41,7 @@ from flowsched.port import (
     not_an_item,
     set_generation,
 )
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -101,6 +103,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         concurrency: int = 100,
         executor: Executor | None = None,
         max_wait: timedelta = timedelta(milliseconds=250),
+        history: HistoryPolicy | None = None,
     ) -> None:
         """``concurrency``: the most handlers running at once. ``executor``: where plain
         handlers run. ``max_wait``: the longest the firing task sleeps before it reads the
@@ -112,6 +115,8 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             )
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        self._history = MemoryHistory(self._clock.now, local_node(), history)
+        self._core.journal = self._history
         self._observe_scheduled = self._core.observes_scheduled
         self._delivery = AsyncDelivery(self._core, executor)
         self._store = MemoryTimerStore()
@@ -151,6 +156,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             redelivery=redelivery_policy(settings),
             observer=observer,
             concurrency=concurrency,
+            history=history_policy(settings),
         )
 
     # -- the port ------------------------------------------------------------------------
@@ -216,11 +222,24 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         self._unpark(self._core.subscribe(kind, handler))
 
     def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: AsyncHandler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver items addressed to ``name`` to ``handler``; items that waited for it are
         re-queued (see :meth:`SchedulerPort.register`)."""
-        self._unpark(self._core.register(name, handler, on_failed))
+        core = self._core
+        self._unpark(
+            core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
+        )
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""
+        return self._history.history(item_id)
 
     def _unpark(self, route: str) -> None:
         if self._store.unpark(route):

@@ -24,6 +24,7 @@ from flowsched.delivery import (
     redelivery_policy,
 )
 from flowsched.errors import SchedulerUnavailable
+from flowsched.history import HistoryPolicy, MemoryHistory, history_policy, local_node
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import FailedHandler, Handler, SchedulerPort
@@ -36,6 +37,7 @@ from flowsched.records import (
     set_generation,
 )
 from flowsched.start_watch import NOT_STARTED, StartWatch
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -89,6 +91,7 @@ class InMemoryScheduler(SchedulerPort):
         workers: int = 8,
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
+        history: HistoryPolicy | None = None,
     ) -> None:
         """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
         worker sleeps before it reads the wall clock again."""
@@ -97,6 +100,8 @@ class InMemoryScheduler(SchedulerPort):
         self._core = DeliveryCore(
             self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
         )
+        self._history = MemoryHistory(self._clock.now, local_node(), history)
+        self._core.journal = self._history
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled
         self._store = MemoryTimerStore()
@@ -141,7 +146,8 @@ class InMemoryScheduler(SchedulerPort):
         """
         settings = config.scheduler_settings()
         redelivery = redelivery_policy(settings)
-        return cls(clock=clock, redelivery=redelivery, observer=observer, workers=settings.workers)
+        history = history_policy(settings)
+        return cls(clock, redelivery, observer, settings.workers, history=history)
 
     # -- the port -----------------------------------------------------------------------
 
@@ -228,11 +234,24 @@ class InMemoryScheduler(SchedulerPort):
         self._unpark(self._core.subscribe(kind, handler))
 
     def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); items that waited for it are re-queued."""
-        self._unpark(self._core.register(name, handler, on_failed))
+        core = self._core
+        self._unpark(
+            core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
+        )
+
+    def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""
+        return self._history.history(item_id)
 
     def _unpark(self, route: str) -> None:
         with self._lock:

@@ -35,6 +35,7 @@ from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
+from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import (
     check_arguments,
     check_bson_payload,
@@ -53,6 +54,7 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
@@ -60,6 +62,7 @@ from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -115,6 +118,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        history: HistoryPolicy | None = None,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
@@ -131,6 +135,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
+        self._history = self._claims.history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._history
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
         self._manual = callable(attach)
@@ -296,12 +302,23 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._sweeper.alarm.ring()
 
     def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: AsyncHandler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; from now on this node
         claims them."""
-        self._core.register(name, handler, on_failed)
+        self._core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
         self._sweeper.alarm.ring()
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (:mod:`flowsched.mongo.history`)."""
+        steps = self._history.read_steps
+        return await self._call(f"history({item_id!r})", lambda: steps(self._store, item_id))
 
     async def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first."""

@@ -18,6 +18,7 @@ from flowsched.clock import Clock
 from flowsched.config import SchedulerSettings, SchedulingConfig
 from flowsched.delivery import Observer, redelivery_policy
 from flowsched.errors import ConfigError
+from flowsched.history import history_policy
 
 if TYPE_CHECKING:
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
@@ -92,6 +93,7 @@ def _arguments(
         "buckets": settings.buckets,
         "op_timeout": settings.op_timeout,
         "max_clock_skew": settings.max_clock_skew,
+        "history": history_policy(settings),
     }
 
 

@@ -17,6 +17,7 @@ from pymongo.collection import Collection
 from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
+from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
@@ -29,6 +30,7 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
@@ -40,6 +42,7 @@ from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.start_watch import StartWatch
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -118,6 +121,8 @@ class MongoScheduler(SchedulerPort):
         serve_buckets: Iterable[int] | None = None,
         server_time: bool | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        *,
+        history: HistoryPolicy | None = None,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
@@ -130,6 +135,8 @@ class MongoScheduler(SchedulerPort):
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
+        self._history = self._claims.history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._history
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
@@ -302,12 +309,25 @@ class MongoScheduler(SchedulerPort):
         self._served_more()
 
     def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver due items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); from now on this node claims them."""
-        self._core.register(name, handler, on_failed)
+        self._core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
         self._served_more()
+
+    def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (:mod:`flowsched.mongo.history`)."""
+        read = self._history.read_steps
+        return self._call(
+            f"history({item_id!r})", lambda: self._store.run(read(self._store, item_id))
+        )
 
     def _served_more(self) -> None:
         if (sweeper := self._sweeper) is not None:
