@@ -36,6 +36,7 @@ from typing import Any
 from flowsched.async_timed import run_timed
 from flowsched.callables import is_async_callable
 from flowsched.delivery import DeliveryCore, Outcome
+from flowsched.history import close_attempt, open_attempt
 from flowsched.port import ScheduleItem
 
 __all__ = ["Alarm", "AsyncDelivery", "Deliveries", "StillRunning", "cancelled_from_outside"]
@@ -115,7 +116,7 @@ class AsyncDelivery:
         limits = core.limits(route)
         if limits is not None and limits.timeout is not None:
             return await run_timed(core, handler, item, attempt, limits.timeout, awaited)
-        opened = core.opened(item, attempt)
+        opened = open_attempt(core.journal, item, attempt)
         thread: _ThreadCall | None = None
         try:
             if awaited:
@@ -133,10 +134,10 @@ class AsyncDelivery:
                 if thread is not None and thread.abandon():
                     raise StillRunning(f"{item.id!r}: its handler runs on in a thread") from exc
                 raise
-            return core.closed(opened, core.outcome(item, attempt, exc))
+            return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
         except BaseException as exc:
-            return core.closed(opened, core.outcome(item, attempt, exc))
-        return core.closed(opened, core.outcome(item, attempt, None))
+            return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
+        return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
 
 
 class Deliveries:

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 from flowsched.delivery import DeliveryCore, Outcome
 from flowsched.handler_limits import HandlerTimedOut, TimedThread, wait_async
+from flowsched.history import close_attempt, open_attempt
 from flowsched.port import Handler
 from flowsched.records import ScheduleItem
 
@@ -37,7 +38,7 @@ async def run_timed(
     Raises ``CancelledError`` only when this task is cancelled (no outcome: do not settle)."""
     from flowsched.async_delivery import StillRunning, cancelled_from_outside
 
-    opened = core.opened(item, attempt)
+    opened = open_attempt(core.journal, item, attempt)
     name = item.route.partition(":")[2]
     started = time.monotonic()
     thread: TimedThread | None = None
@@ -62,10 +63,10 @@ async def run_timed(
                 thread.abandon()
                 raise StillRunning(f"{item.id!r}: its handler runs on in a thread") from exc
             raise
-        return core.closed(opened, core.outcome(item, attempt, exc))
+        return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
     except BaseException as exc:
-        return core.closed(opened, core.outcome(item, attempt, exc))
-    return core.closed(opened, core.outcome(item, attempt, None))
+        return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
+    return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
 
 
 async def _call(handler: Handler, item: ScheduleItem, attempt: int) -> object:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import functools
 import inspect
 
-__all__ = ["is_async_callable", "is_generator_callable", "short_callable"]
+__all__ = [
+    "check_callable",
+    "check_not_generator",
+    "is_async_callable",
+    "is_generator_callable",
+    "refuse_awaitable",
+    "short_callable",
+]
 
 
 def is_async_callable(value: object) -> bool:
@@ -48,3 +55,30 @@ def short_callable(value: object) -> str:
     if isinstance(name, str):
         return name
     return f"{type(value).__qualname__} object"
+
+
+def check_not_generator(value: object, what: str) -> None:
+    """``TypeError`` for a generator function: called, it only makes a generator, so the
+    timer would count as delivered with its body never run."""
+    if is_generator_callable(value):
+        raise TypeError(
+            f"{what}: {short_callable(value)} is a generator function (it contains yield); "
+            "calling it only creates a generator and its body would never run: remove the "
+            "yield"
+        )
+
+
+def check_callable(value: object, what: str) -> None:
+    if not callable(value):
+        raise TypeError(f"{what}: expected a callable, got {value!r}")
+
+
+def refuse_awaitable(result: object, handler: object, async_class: str) -> None:
+    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
+    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
+        f"to a synchronous scheduler, which cannot await it: use {async_class}"
+    )

@@ -38,14 +38,19 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 
-from flowsched.callables import is_async_callable, is_generator_callable, short_callable
+from flowsched.callables import (
+    check_callable,
+    check_not_generator,
+    is_async_callable,
+    refuse_awaitable,
+    short_callable,
+)
 from flowsched.clock import Clock
 from flowsched.errors import Undeliverable
-from flowsched.handler_limits import HandlerLimits, HandlerTimedOut, TimedThread, check_limits
-from flowsched.history import Journal, OpenAttempt, failure_of
+from flowsched.handler_limits import HandlerLimits, HandlerTimedOut, call_timed, check_limits
+from flowsched.history import Journal, close_attempt, open_attempt, with_failure
 from flowsched.limits import check_handler_name
 from flowsched.outcomes import (
     _COMPLETED,
@@ -110,8 +115,7 @@ class Observer:
 
     def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
         """A handler ran past its time limit (``register(..., timeout=)``) after ``elapsed``:
-        it was cancelled or abandoned, and the item is redelivered or dead-lettered
-        (:meth:`failed` is called too)."""
+        cancelled or abandoned; :meth:`failed` follows (redelivered or dead-lettered)."""
 
 
 class DeliveryCore:
@@ -153,9 +157,7 @@ class DeliveryCore:
         self._limits: dict[str, HandlerLimits] = {}
         self._routes: frozenset[str] = frozenset()
         self._lock = threading.Lock()
-        self.journal: Journal | None = None
-        """Told of every attempt (delivery history, :mod:`flowsched.history`); set by the
-        adapter before it starts."""
+        self.journal: Journal | None = None  # the adapter's delivery history (set before start)
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> str:
         """Handle items of ``kind`` without a handler name; return their route.
@@ -196,8 +198,8 @@ class DeliveryCore:
         self._check_handler(handler, f"register({name!r})")
         limits = check_limits(name, redelivery, timeout)
         if on_failed is not None:
-            _check_callable(on_failed, f"register({name!r}) on_failed")
-            _check_not_generator(on_failed, f"register({name!r}) on_failed")
+            check_callable(on_failed, f"register({name!r}) on_failed")
+            check_not_generator(on_failed, f"register({name!r}) on_failed")
             if is_async_callable(on_failed):
                 raise TypeError(
                     f"register({name!r}) on_failed: {short_callable(on_failed)} is a coroutine "
@@ -217,16 +219,9 @@ class DeliveryCore:
         """The handler's own limits for ``route`` (``None``: the scheduler's)."""
         return self._limits.get(route)
 
-    def policy(self, route: str) -> RedeliveryPolicy:
-        """The redelivery policy of ``route``'s items: its handler's own, else the scheduler's."""
-        limits = self._limits.get(route)
-        if limits is not None and limits.redelivery is not None:
-            return limits.redelivery
-        return self.redelivery
-
     def _check_handler(self, handler: object, what: str) -> None:
-        _check_callable(handler, what)
-        _check_not_generator(handler, what)
+        check_callable(handler, what)
+        check_not_generator(handler, what)
         if not self.coroutines and is_async_callable(handler):
             raise TypeError(
                 f"{what}: {short_callable(handler)} is a coroutine function (async def); this "
@@ -300,42 +295,23 @@ class DeliveryCore:
             raise LookupError(f"no handler for route {item.route!r} of {item.id!r}")
         if self._observe_fired:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
-        journal = self.journal
-        opened = None if journal is None else journal.opened(item, attempt)
+        opened = open_attempt(self.journal, item, attempt)
         try:
             if self._limits and (limits := self._limits.get(item.route)) and limits.timeout:
-                result = _call_timed(handler, item, attempt, limits.timeout)
+                result = call_timed(handler, item, attempt, limits.timeout)
             else:
                 result = handler(item, attempt)
             if result is not None and inspect.isawaitable(result):
-                _unawaited(result, handler, self._async_class)
+                refuse_awaitable(result, handler, self._async_class)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            return self.closed(opened, self.outcome(item, attempt, exc))
+            return close_attempt(self.journal, opened, self.outcome(item, attempt, exc))
         if item.recurrence is not None:
-            return self.closed(opened, self.outcome(item, attempt, None))
+            return close_attempt(self.journal, opened, self.outcome(item, attempt, None))
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
-        if opened is not None:
-            self.closed(opened, _COMPLETED)
-        return _COMPLETED
-
-    def opened(self, item: ScheduleItem, attempt: int) -> OpenAttempt | None:
-        """Tell the journal a handler call starts (see :meth:`closed`)."""
-        journal = self.journal
-        return None if journal is None else journal.opened(item, attempt)
-
-    def closed(self, opened: OpenAttempt | None, outcome: Outcome) -> Outcome:
-        """Tell the journal the call ``opened`` ended with ``outcome``; return ``outcome``.
-        A failing journal is logged, never a failed delivery."""
-        journal = self.journal
-        if opened is not None and journal is not None:
-            try:
-                journal.closed(opened, outcome)
-            except Exception:
-                log.exception("recording the attempt of %s failed (ignored)", opened.item_id)
-        return outcome
+        return close_attempt(self.journal, opened, _COMPLETED) if opened else _COMPLETED
 
     def started(self, item: ScheduleItem, attempt: int) -> Handler:
         """A delivery of ``item`` is starting: its handler, after telling the observer.
@@ -354,8 +330,7 @@ class DeliveryCore:
         """What happens after the handler of a :meth:`started` delivery returned (``error``
         ``None``) or raised ``error``; never raises (observer errors are logged)."""
         if error is not None:
-            return _with_failure(self._failed(item, attempt, error), error)
-
+            return with_failure(self._failed(item, attempt, error), error)
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
@@ -434,7 +409,8 @@ class DeliveryCore:
         error = storable_error(error)
         failures = attempt + 1
         self._notify(self.observer.failed, item, attempt, error)
-        policy = self.policy(item.route) if self._limits else self.redelivery
+        own = self._limits.get(item.route) if self._limits else None  # the handler's policy
+        policy = own.redelivery if own is not None and own.redelivery else self.redelivery
         limit = policy.max_attempts
         if limit is not None and failures >= limit:
             return self._dead_letter(item, failures, error)
@@ -469,48 +445,3 @@ class DeliveryCore:
         if on_failed is not None:
             self._notify(on_failed, dead)
         return DeadLettered(dead)
-
-
-def _check_not_generator(value: object, what: str) -> None:
-    """``TypeError`` for a generator function: called, it only makes a generator, so the
-    timer would count as delivered with its body never run."""
-    if is_generator_callable(value):
-        raise TypeError(
-            f"{what}: {short_callable(value)} is a generator function (it contains yield); "
-            "calling it only creates a generator and its body would never run: remove the "
-            "yield"
-        )
-
-
-def _check_callable(value: object, what: str) -> None:
-    if not callable(value):
-        raise TypeError(f"{what}: expected a callable, got {value!r}")
-
-
-def _unawaited(result: object, handler: object, async_class: str) -> None:
-    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
-    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
-    if inspect.iscoroutine(result):
-        result.close()
-    raise TypeError(
-        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
-        f"to a synchronous scheduler, which cannot await it: use {async_class}"
-    )
-
-
-def _call_timed(handler: Handler, item: ScheduleItem, attempt: int, timeout: timedelta) -> object:
-    """Run a plain handler with a time limit on a thread of its own; abandon it at the limit
-    (:class:`~flowsched.handler_limits.TimedThread`) with :class:`HandlerTimedOut`."""
-    run = TimedThread(lambda: handler(item, attempt), item.route)
-    if run.wait(timeout):
-        return run.outcome()
-    raise HandlerTimedOut(item.route.partition(":")[2], timeout, run.elapsed())
-
-
-def _with_failure(outcome: Outcome, error: BaseException) -> Outcome:
-    """``outcome`` carrying the record of ``error`` for the delivery history."""
-    if isinstance(outcome, Redeliver | DeadLettered | NextSlot):
-        if isinstance(error, HandlerTimedOut):
-            return replace(outcome, failure=failure_of(error, "timed_out"))
-        return replace(outcome, failure=failure_of(error))
-    return outcome

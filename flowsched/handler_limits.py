@@ -29,9 +29,17 @@ from typing import Any
 
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.durations import parse_duration
+from flowsched.records import ScheduleItem
 from flowsched.redelivery import RedeliveryPolicy
 
-__all__ = ["HandlerLimits", "HandlerTimedOut", "TimedThread", "check_limits", "wait_async"]
+__all__ = [
+    "HandlerLimits",
+    "HandlerTimedOut",
+    "TimedThread",
+    "call_timed",
+    "check_limits",
+    "wait_async",
+]
 
 
 class HandlerTimedOut(Exception):
@@ -171,3 +179,18 @@ async def wait_async(awaitable: Awaitable[Any], timeout: timedelta) -> tuple[boo
         if scope.expired():
             return False, None
         raise  # the handler's own TimeoutError: a plain failure
+
+
+def call_timed(
+    handler: Callable[[ScheduleItem, int], object],
+    item: ScheduleItem,
+    attempt: int,
+    timeout: timedelta,
+) -> object:
+    """Run a plain handler with a time limit on a thread of its own (:class:`TimedThread`):
+    its result, or its error raised here; :class:`HandlerTimedOut` at the limit (the run is
+    abandoned, its late outcome dropped)."""
+    run = TimedThread(lambda: handler(item, attempt), item.route)
+    if run.wait(timeout):
+        return run.outcome()
+    raise HandlerTimedOut(item.route.partition(":")[2], timeout, run.elapsed())

@@ -19,17 +19,27 @@ item itself is gone).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import traceback
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from flowsched.outcomes import Completed, Failure, Outcome, storable_error
+from flowsched.handler_limits import HandlerTimedOut
+from flowsched.outcomes import (
+    Completed,
+    DeadLettered,
+    Failure,
+    NextSlot,
+    Outcome,
+    Redeliver,
+    storable_error,
+)
 from flowsched.records import ScheduleItem
 from flowsched.steering import Attempt
 
@@ -50,8 +60,14 @@ __all__ = [
     "failure_of",
     "history_policy",
     "finished_attempt",
+    "close_attempt",
     "local_node",
+    "open_attempt",
+    "with_failure",
 ]
+
+log = logging.getLogger("flowsched.delivery")
+OutcomeT = TypeVar("OutcomeT", bound=Outcome)
 
 DEFAULT_HISTORY_LIMIT = 20
 DEFAULT_HISTORY_RETENTION = timedelta(days=7)
@@ -252,3 +268,32 @@ class MemoryHistory(Journal):
             if expires > now:
                 return
             del logs[key]
+
+
+def open_attempt(journal: Journal | None, item: ScheduleItem, attempt: int) -> OpenAttempt | None:
+    """Tell ``journal`` (if any) a handler call starts; the record to close."""
+    return None if journal is None else journal.opened(item, attempt)
+
+
+def close_attempt(
+    journal: Journal | None, opened: OpenAttempt | None, outcome: OutcomeT
+) -> OutcomeT:
+    """Tell ``journal`` the call ``opened`` ended with ``outcome``; return ``outcome``. A
+    failing journal is logged, never a failed delivery."""
+    if opened is not None and journal is not None:
+        try:
+            journal.closed(opened, outcome)
+        except Exception:
+            log.exception("recording the attempt of %s failed (ignored)", opened.item_id)
+    return outcome
+
+
+def with_failure(outcome: Outcome, error: BaseException) -> Outcome:
+    """``outcome`` (of a run that raised ``error``) carrying the error's record: a
+    :class:`~flowsched.handler_limits.HandlerTimedOut` is ``"timed_out"``, else ``"failed"``."""
+    if isinstance(outcome, Redeliver | DeadLettered | NextSlot):
+        kind: Literal["failed", "timed_out"] = "failed"
+        if isinstance(error, HandlerTimedOut):
+            kind = "timed_out"
+        return replace(outcome, failure=failure_of(error, kind))
+    return outcome

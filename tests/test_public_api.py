@@ -67,6 +67,8 @@ PUBLIC = {
     "TimerInfo",
     "TimerPage",
     "Attempt",
+    "HandlerTimedOut",
+    "HistoryPolicy",
     "OutcomeUnknown",
     "TimelineEntry",
     "Undeliverable",

@@ -26,6 +26,7 @@ from rich.text import Text
 from flowsched.cli import quarantine_render
 from flowsched.cli import timers_render as render
 from flowsched.cli._output import console, fail
+from flowsched.cli.history_render import history_json, history_table, last_traceback
 from flowsched.cli.mongo_target import (
     CollectionOption,
     ConfigOption,
@@ -43,6 +44,7 @@ from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Pa
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
 from flowsched.records import ScheduleKind
 
@@ -145,21 +147,33 @@ class TimersCli:
         item_id: IdArg,
         as_json: JsonOption = False,
     ) -> None:
-        """Every field of one timer: payload, generation and key, claim, last error."""
+        """Every field of one timer (payload, generation and key, claim, last error) and its
+        delivery history: the recent attempts, also once the timer is gone."""
         now = self._clock.now()
         with self._session() as (target, store):
             document = store.find(item_id)
-            if document is None:
+            attempts = store.run(MongoHistory(self._clock.now, "cli").read_steps(store, item_id))
+            if document is None and not attempts:
                 _no_timer(item_id, target, store)
         if as_json:
-            _echo_json(render.timer_json(document, now))
+            found = {} if document is None else render.timer_json(document, now)
+            _echo_json({**found, "id": item_id, "history": history_json(attempts)})
             return
-        table = Table("field", "value")
-        for name, value in render.timer_fields(document, now):
-            table.add_row(name, Text(value))
         out = console()
         out.print(Text(f"{item_id} in {target.namespace} at {target.shown}"))
-        out.print(table)
+        if document is None:
+            out.print(Text("no longer scheduled (completed, cancelled or dead-lettered)"))
+        else:
+            table = Table("field", "value")
+            for name, value in render.timer_fields(document, now):
+                table.add_row(name, Text(value))
+            out.print(table)
+        if attempts:
+            out.print(history_table(attempts, now))
+            if (excerpt := last_traceback(attempts)) is not None:
+                out.print(Text(f"latest traceback (excerpt):\n{excerpt}"))
+        else:
+            out.print(Text("no attempts recorded"))
 
     def cancel(
         self,

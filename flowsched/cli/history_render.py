@@ -1,0 +1,67 @@
+"""Internal: how ``flowsched timers show`` prints an item's delivery history.
+
+One row per attempt, oldest first: when it started (and how long it ran), the node, the
+outcome and the error; under the table, the traceback excerpt of the latest failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+
+from flowsched.cli.timers_render import iso
+from flowsched.steering import Attempt
+
+__all__ = ["history_json", "history_table", "last_traceback"]
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else iso(when)
+
+
+def history_json(attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
+    """The attempts as JSON objects (the ``history`` field of ``timers show --json``)."""
+    return [
+        {
+            "node": a.node,
+            "started": _iso(a.started),
+            "ended": _iso(a.ended),
+            "outcome": a.outcome,
+            "attempt": a.attempt,
+            "error_type": a.error_type,
+            "error_message": a.error_message,
+            "traceback": a.traceback,
+        }
+        for a in attempts
+    ]
+
+
+def history_table(attempts: Sequence[Attempt], now: datetime) -> Table:
+    """One row per attempt: started, took, node, outcome, error."""
+    table = Table("#", "started", "took", "node", "outcome", "error", title="history")
+    for a in attempts:
+        took = (a.ended or now) - a.started
+        seconds = f"{took.total_seconds():.3f}s" + ("" if a.ended else " so far")
+        error = ""
+        if a.error_type or a.error_message:
+            error = ": ".join(p for p in (a.error_type, a.error_message) if p)
+        table.add_row(
+            str(a.attempt),
+            iso(a.started),
+            seconds,
+            a.node,
+            a.outcome or "running",
+            error,
+        )
+    return table
+
+
+def last_traceback(attempts: Sequence[Attempt]) -> str | None:
+    """The traceback excerpt of the latest attempt that has one."""
+    for a in reversed(attempts):
+        if a.traceback:
+            return a.traceback
+    return None
