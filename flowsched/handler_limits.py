@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.durations import parse_duration
@@ -34,6 +34,7 @@ from flowsched.redelivery import RedeliveryPolicy
 
 __all__ = [
     "HandlerLimits",
+    "HandlerOptions",
     "HandlerTimedOut",
     "TimedThread",
     "call_timed",
@@ -54,6 +55,13 @@ class HandlerTimedOut(Exception):
         self.name = name
         self.timeout = timeout
         self.elapsed = elapsed
+
+
+class HandlerOptions(TypedDict, total=False):
+    """``register``'s per-handler keywords (see :meth:`flowsched.SchedulerPort.register`)."""
+
+    redelivery: RedeliveryPolicy | None
+    timeout: timedelta | str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
-from flowsched.cli.timers_render import iso
+from flowsched.cli._output import console
+from flowsched.cli.timers_render import Doc, iso, timer_fields, timer_json
 from flowsched.steering import Attempt
 
-__all__ = ["history_json", "history_table", "last_traceback"]
+__all__ = ["history_json", "history_table", "last_traceback", "show_json", "show_text"]
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -65,3 +67,32 @@ def last_traceback(attempts: Sequence[Attempt]) -> str | None:
         if a.traceback:
             return a.traceback
     return None
+
+
+def show_json(
+    item_id: str, document: Doc | None, attempts: Sequence[Attempt], now: datetime
+) -> dict[str, Any]:
+    """``timers show --json``: the timer's fields (none once it is gone) and ``history``."""
+    found = {} if document is None else timer_json(document, now)
+    return {**found, "id": item_id, "history": history_json(attempts)}
+
+
+def show_text(
+    heading: str, document: Doc | None, attempts: Sequence[Attempt], now: datetime
+) -> None:
+    """``timers show``: the timer's fields (or that it is gone), then its history."""
+    out = console()
+    out.print(Text(heading))
+    if document is None:
+        out.print(Text("no longer scheduled (completed, cancelled or dead-lettered)"))
+    else:
+        table = Table("field", "value")
+        for name, value in timer_fields(document, now):
+            table.add_row(name, Text(value))
+        out.print(table)
+    if not attempts:
+        out.print(Text("no attempts recorded"))
+        return
+    out.print(history_table(attempts, now))
+    if (excerpt := last_traceback(attempts)) is not None:
+        out.print(Text(f"latest traceback (excerpt):\n{excerpt}"))

@@ -20,13 +20,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from flowsched.cli import quarantine_render
 from flowsched.cli import timers_render as render
-from flowsched.cli._output import console, fail
-from flowsched.cli.history_render import history_json, history_table, last_traceback
+from flowsched.cli._output import fail
+from flowsched.cli.history_render import show_json, show_text
 from flowsched.cli.mongo_target import (
     CollectionOption,
     ConfigOption,
@@ -152,28 +150,13 @@ class TimersCli:
         now = self._clock.now()
         with self._session() as (target, store):
             document = store.find(item_id)
-            attempts = store.run(MongoHistory(self._clock.now, "cli").read_steps(store, item_id))
+            attempts = MongoHistory(self._clock.now, "cli").read(store, item_id)
             if document is None and not attempts:
                 _no_timer(item_id, target, store)
         if as_json:
-            found = {} if document is None else render.timer_json(document, now)
-            _echo_json({**found, "id": item_id, "history": history_json(attempts)})
-            return
-        out = console()
-        out.print(Text(f"{item_id} in {target.namespace} at {target.shown}"))
-        if document is None:
-            out.print(Text("no longer scheduled (completed, cancelled or dead-lettered)"))
+            _echo_json(show_json(item_id, document, attempts, now))
         else:
-            table = Table("field", "value")
-            for name, value in render.timer_fields(document, now):
-                table.add_row(name, Text(value))
-            out.print(table)
-        if attempts:
-            out.print(history_table(attempts, now))
-            if (excerpt := last_traceback(attempts)) is not None:
-                out.print(Text(f"latest traceback (excerpt):\n{excerpt}"))
-        else:
-            out.print(Text("no attempts recorded"))
+            show_text(f"{item_id} in {target.namespace} at {target.shown}", document, attempts, now)
 
     def cancel(
         self,

@@ -15,7 +15,7 @@ import contextvars
 import logging
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
@@ -45,6 +45,7 @@ from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["AsyncInMemoryScheduler"]
 
@@ -115,8 +116,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
             )
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
-        self._history = MemoryHistory(self._clock.now, local_node(), history)
-        self._core.journal = self._history
+        self._history = self._core.journal = MemoryHistory(self._clock.now, local_node(), history)
         self._observe_scheduled = self._core.observes_scheduled
         self._delivery = AsyncDelivery(self._core, executor)
         self._store = MemoryTimerStore()
@@ -227,15 +227,11 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         handler: AsyncHandler,
         *,
         on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
+        **limits: Unpack[HandlerOptions],
     ) -> None:
         """Deliver items addressed to ``name`` to ``handler``; items that waited for it are
         re-queued (see :meth:`SchedulerPort.register`)."""
-        core = self._core
-        self._unpark(
-            core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
-        )
+        self._unpark(self._core.register(name, handler, on_failed, **limits))
 
     async def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections import deque
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import (
@@ -41,6 +41,7 @@ from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["InMemoryScheduler"]
 
@@ -100,8 +101,7 @@ class InMemoryScheduler(SchedulerPort):
         self._core = DeliveryCore(
             self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
         )
-        self._history = MemoryHistory(self._clock.now, local_node(), history)
-        self._core.journal = self._history
+        self._history = self._core.journal = MemoryHistory(self._clock.now, local_node(), history)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled
         self._store = MemoryTimerStore()
@@ -146,8 +146,7 @@ class InMemoryScheduler(SchedulerPort):
         """
         settings = config.scheduler_settings()
         redelivery = redelivery_policy(settings)
-        history = history_policy(settings)
-        return cls(clock, redelivery, observer, settings.workers, history=history)
+        return cls(clock, redelivery, observer, settings.workers, history=history_policy(settings))
 
     # -- the port -----------------------------------------------------------------------
 
@@ -239,15 +238,11 @@ class InMemoryScheduler(SchedulerPort):
         handler: Handler,
         *,
         on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
+        **limits: Unpack[HandlerOptions],
     ) -> None:
         """Deliver items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); items that waited for it are re-queued."""
-        core = self._core
-        self._unpark(
-            core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
-        )
+        self._unpark(self._core.register(name, handler, on_failed, **limits))
 
     def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""

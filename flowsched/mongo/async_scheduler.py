@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import pymongo
 from pymongo.errors import PyMongoError
@@ -66,6 +66,7 @@ from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["AsyncMongoScheduler"]
 
@@ -135,8 +136,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
-        self._history = self._claims.history = MongoHistory(self._time.now, self.node_id, history)
-        self._core.journal = self._history
+        self._history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._claims.history = self._history
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
         self._manual = callable(attach)
@@ -307,12 +308,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         handler: AsyncHandler,
         *,
         on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
+        **limits: Unpack[HandlerOptions],
     ) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; from now on this node
         claims them."""
-        self._core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
+        self._core.register(name, handler, on_failed, **limits)
         self._sweeper.alarm.ring()
 
     async def history(self, item_id: str) -> list[Attempt]:

@@ -133,6 +133,10 @@ class MongoHistory(Journal):
             self.put_back(records)
             raise
 
+    def read(self, store: TimerStore, item_id: Any) -> list[Attempt]:
+        """:meth:`read_steps` on ``store``'s synchronous collections."""
+        return store.run(self.read_steps(store, item_id))
+
     def read_steps(self, store: TimerStore, item_id: Any) -> Steps[list[Attempt]]:
         """The history of ``item_id``, oldest first: its stored attempts, and the running one
         read from the item's claim (two ``find_one``)."""

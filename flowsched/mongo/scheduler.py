@@ -10,7 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from pymongo.collection import Collection
 
@@ -46,6 +46,7 @@ from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["MongoScheduler"]
 
@@ -135,8 +136,8 @@ class MongoScheduler(SchedulerPort):
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
-        self._history = self._claims.history = MongoHistory(self._time.now, self.node_id, history)
-        self._core.journal = self._history
+        self._history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._claims.history = self._history
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
@@ -314,20 +315,16 @@ class MongoScheduler(SchedulerPort):
         handler: Handler,
         *,
         on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
+        **limits: Unpack[HandlerOptions],
     ) -> None:
         """Deliver due items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); from now on this node claims them."""
-        self._core.register(name, handler, on_failed, redelivery=redelivery, timeout=timeout)
+        self._core.register(name, handler, on_failed, **limits)
         self._served_more()
 
     def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (:mod:`flowsched.mongo.history`)."""
-        read = self._history.read_steps
-        return self._call(
-            f"history({item_id!r})", lambda: self._store.run(read(self._store, item_id))
-        )
+        return self._call(f"history({item_id!r})", lambda: self._history.read(self._store, item_id))
 
     def _served_more(self) -> None:
         if (sweeper := self._sweeper) is not None:
