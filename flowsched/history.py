@@ -24,11 +24,11 @@ import os
 import socket
 import threading
 import traceback
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from flowsched.handler_limits import HandlerTimedOut
 from flowsched.outcomes import (
@@ -135,9 +135,9 @@ def history_policy(settings: SchedulerSettings) -> HistoryPolicy:
     return HistoryPolicy(settings.history_limit, settings.history_retention)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenAttempt:
-    """An attempt whose handler runs: what :meth:`Journal.opened` returns."""
+class OpenAttempt(NamedTuple):
+    """An attempt whose handler runs: what :meth:`Journal.opened` returns (a tuple: one is
+    made per delivery)."""
 
     item_id: str
     generation: int
@@ -214,7 +214,10 @@ class Journal:
 class MemoryHistory(Journal):
     """The in-process history (both in-memory adapters): per item id its last ``limit``
     attempts, the running one included, kept until ``retention`` after the last one ended
-    (and for at most :data:`MAX_GONE_IDS` ids). Thread-safe."""
+    (and for at most :data:`MAX_GONE_IDS` ids). Thread-safe.
+
+    Cheap per delivery: an attempt is kept as it came (the open record, its end and the
+    outcome) and turned into an :class:`Attempt` when :meth:`history` reads it."""
 
     def __init__(
         self, clock: Callable[[], datetime], node: str, policy: HistoryPolicy | None = None
@@ -222,33 +225,32 @@ class MemoryHistory(Journal):
         super().__init__(clock, node)
         self.policy = policy or HistoryPolicy()
         self._lock = threading.Lock()
-        # id -> (expires at, finished attempts); most recently written last.
-        self._logs: OrderedDict[str, tuple[datetime, deque[Attempt]]] = OrderedDict()
-        self._running: dict[tuple[str, int, int], OpenAttempt] = {}
+        # id -> [last end, (opened, ended, outcome), ...]; least recently written first.
+        self._logs: OrderedDict[str, list[Any]] = OrderedDict()
+        self._running: dict[int, OpenAttempt] = {}
 
     def opened(self, item: ScheduleItem, attempt: int) -> OpenAttempt:
         opened = OpenAttempt(item.id, item.generation, attempt, self.now())
-        with self._lock:
-            self._running[(opened.item_id, opened.generation, attempt)] = opened
+        self._running[id(opened)] = opened  # one dict store: atomic
         return opened
 
     def closed(self, opened: OpenAttempt, outcome: Outcome) -> None:
-        self.record(opened, outcome)
-
-    def record(self, opened: OpenAttempt, outcome: Outcome | Failure) -> None:
-        """Record ``opened`` as ended now with ``outcome``."""
         ended = self.now()
-        attempt = finished_attempt(opened, self.node, ended, outcome)
-        expires = ended + self.policy.retention
+        key = opened.item_id
         with self._lock:
-            self._running.pop((opened.item_id, opened.generation, opened.attempt), None)
+            self._running.pop(id(opened), None)
             logs = self._logs
-            found = logs.pop(opened.item_id, None)
-            attempts = found[1] if found is not None else deque(maxlen=self.policy.limit)
-            attempts.append(attempt)
-            logs[opened.item_id] = (expires, attempts)
-            if len(logs) > MAX_GONE_IDS:
-                logs.popitem(last=False)
+            found = logs.get(key)
+            if found is None:
+                logs[key] = [ended, (opened, ended, outcome)]
+                if len(logs) > MAX_GONE_IDS:
+                    logs.popitem(last=False)
+                return
+            found[0] = ended
+            found.append((opened, ended, outcome))
+            if len(found) > self.policy.limit + 1:
+                del found[1]
+            logs.move_to_end(key)
 
     def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (a running one last, open)."""
@@ -256,16 +258,18 @@ class MemoryHistory(Journal):
         with self._lock:
             self._expire(now)
             found = self._logs.get(item_id)
-            done = list(found[1]) if found is not None else []
-            running = [o.running(self.node) for o in self._running.values() if o.item_id == item_id]
-        attempts = sorted(done + running, key=lambda a: a.started)
+            done = list(found[1:]) if found is not None else []
+            running = [o for o in self._running.values() if o.item_id == item_id]
+        attempts = [finished_attempt(o, self.node, ended, out) for o, ended, out in done]
+        attempts.extend(o.running(self.node) for o in running)
+        attempts.sort(key=lambda a: a.started)
         return attempts[-self.policy.limit :]
 
     def _expire(self, now: datetime) -> None:
-        logs = self._logs
+        logs, retention = self._logs, self.policy.retention
         while logs:
-            key, (expires, _) = next(iter(logs.items()))
-            if expires > now:
+            key, found = next(iter(logs.items()))
+            if found[0] + retention > now:
                 return
             del logs[key]
 
