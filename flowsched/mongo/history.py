@@ -27,6 +27,7 @@ attempt is read from the item's claim (``claim.at``, when it was claimed).
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -37,12 +38,18 @@ from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_atte
 from flowsched.mongo.commands import Call, Steps, Write
 from flowsched.mongo.documents import bson_utc, truncate_ms
 from flowsched.mongo.store import TimerStore
+from flowsched.mongo.transient import is_transient
 from flowsched.outcomes import Outcome
 from flowsched.steering import ATTEMPT_OUTCOMES, Attempt
 
 __all__ = ["HISTORY_TTL_INDEX", "MongoHistory", "Record", "attempt_from_document"]
 
 HISTORY_TTL_INDEX = "history_ttl"
+
+MAX_PENDING = 10_000
+"""The most attempt records a node keeps unwritten (through an outage)."""
+
+log = logging.getLogger("flowsched.mongo")
 
 Record = tuple[Any, dict[str, Any]]
 """One attempt to write: the item id and the attempt's sub-document."""
@@ -100,10 +107,15 @@ class MongoHistory(Journal):
         return pending
 
     def put_back(self, records: Sequence[Record]) -> None:
-        """Records whose write failed: sent with the next settlement."""
+        """Records whose write failed: sent with the next settlement (at most
+        :data:`MAX_PENDING` are kept through an outage; the oldest go first)."""
         if records:
             with self._lock:
                 self._pending[:0] = records
+                excess = len(self._pending) - MAX_PENDING
+                if excess > 0:
+                    del self._pending[:excess]
+                    log.warning("history: %d attempt records dropped (outage)", excess)
 
     def writes(self, records: Sequence[Record]) -> list[Write]:
         """One upsert per item: push its new attempts (keeping the last ``limit``) and move
@@ -123,12 +135,19 @@ class MongoHistory(Journal):
         return writes
 
     def write_steps(self, store: TimerStore, records: Sequence[Record]) -> Steps[None]:
-        """Write ``records`` (one ``bulk_write``); on an error they are put back, then it
-        is raised."""
+        """Write ``records`` (one ``bulk_write``). Never raises an ``Exception``: the history
+        is a record, not a delivery, so the settle it rides on stands. A write that fails is
+        put back for the next settle if the error is transient, else dropped (logged)."""
         if not records:
             return
         try:
             yield from store.write_steps("history", self.writes(records))
+        except Exception as exc:
+            if is_transient(exc):
+                self.put_back(records)
+                log.debug("history write failed, kept for the next settle: %s", exc)
+            else:
+                log.error("dropping %d attempt records the server refused: %s", len(records), exc)
         except BaseException:
             self.put_back(records)
             raise

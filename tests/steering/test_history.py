@@ -124,3 +124,37 @@ def test_a_running_attempt_is_open() -> None:
 
     attempt = Attempt("n", CLOCK_START)
     assert attempt.ended is None and attempt.outcome is None and attempt.traceback is None
+
+
+@pytest.mark.parametrize("transient", [True, False])
+def test_a_failed_history_write_never_fails_the_settle(transient: bool) -> None:
+    mongomock = pytest.importorskip("mongomock")
+    from history_faces import CLOCK_START
+    from pymongo.errors import AutoReconnect, OperationFailure
+
+    from flowsched.clock import ManualClock
+    from flowsched.mongo import MongoScheduler
+
+    clock = ManualClock(CLOCK_START)
+    collection = mongomock.MongoClient(tz_aware=True)["flowsched"]["timers"]
+    scheduler = MongoScheduler(collection, node_id="alpha", clock=clock)
+    scheduler.register("pay", failing(0))
+    scheduler.start()
+    history = scheduler._store.history
+    error = AutoReconnect("blip") if transient else OperationFailure("refused", code=121)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error
+
+    original = history.update_one
+    history.update_one = broken
+    scheduler.schedule(ScheduleItem("p-6", ScheduleKind.TIMER, clock.now(), handler="pay"))
+    clock.advance(S)
+    assert not scheduler.exists("p-6")  # the outcome was written all the same
+    history.update_one = original
+    scheduler.schedule(ScheduleItem("p-7", ScheduleKind.TIMER, clock.now(), handler="pay"))
+    clock.advance(S)
+    kept = [a.outcome for a in scheduler.history("p-6")]
+    assert kept == (["succeeded"] if transient else [])  # kept for the next settle, or dropped
+    assert [a.outcome for a in scheduler.history("p-7")] == ["succeeded"]
+    scheduler.close()

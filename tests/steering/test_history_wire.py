@@ -42,9 +42,7 @@ def test_five_failures_on_one_node_are_read_on_another(mongo_db: Any) -> None:
 
     assert [a.outcome for a in attempts] == ["failed"] * 5 + ["succeeded"]
     assert {a.node for a in attempts} == {"alpha"}
-    assert [a.error_message for a in attempts[:5]] == [
-        f"acquirer timed out #{n}" for n in range(5)
-    ]
+    assert [a.error_message for a in attempts[:5]] == [f"acquirer timed out #{n}" for n in range(5)]
     assert all(a.ended is not None and a.started <= a.ended for a in attempts)
     assert [a.started for a in attempts] == sorted(a.started for a in attempts)
     stored = mongo_db["timers_history"].find_one({"_id": "w-1"})
