@@ -29,7 +29,7 @@ from typing import Any, TypedDict
 
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.durations import parse_duration
-from flowsched.records import ScheduleItem
+from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.redelivery import RedeliveryPolicy
 
 __all__ = [
@@ -58,8 +58,9 @@ class HandlerTimedOut(Exception):
 
 
 class HandlerOptions(TypedDict, total=False):
-    """``register``'s per-handler keywords (see :meth:`flowsched.SchedulerPort.register`)."""
+    """``register``'s keywords (see :meth:`flowsched.SchedulerPort.register`)."""
 
+    on_failed: Callable[[DeadLetter], object] | None
     redelivery: RedeliveryPolicy | None
     timeout: timedelta | str | None
 

@@ -34,7 +34,6 @@ from flowsched.history import HistoryPolicy, MemoryHistory, history_policy, loca
 from flowsched.memory.store import Claim, MemoryTimerStore
 from flowsched.port import (
     DeadLetter,
-    FailedHandler,
     ScheduleItem,
     ScheduleKind,
     SchedulerUnavailable,
@@ -221,17 +220,10 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         already has a handler."""
         self._unpark(self._core.subscribe(kind, handler))
 
-    def register(
-        self,
-        name: str,
-        handler: AsyncHandler,
-        *,
-        on_failed: FailedHandler | None = None,
-        **limits: Unpack[HandlerOptions],
-    ) -> None:
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver items addressed to ``name`` to ``handler``; items that waited for it are
         re-queued (see :meth:`SchedulerPort.register`)."""
-        self._unpark(self._core.register(name, handler, on_failed, **limits))
+        self._unpark(self._core.register(name, handler, **options))
 
     async def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""

@@ -27,7 +27,7 @@ from flowsched.errors import SchedulerUnavailable
 from flowsched.history import HistoryPolicy, MemoryHistory, history_policy, local_node
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.store import Claim, MemoryTimerStore
-from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.port import Handler, SchedulerPort
 from flowsched.records import (
     DeadLetter,
     ScheduleItem,
@@ -232,17 +232,10 @@ class InMemoryScheduler(SchedulerPort):
         waited for it are re-queued. ``ValueError`` if the kind already has a handler."""
         self._unpark(self._core.subscribe(kind, handler))
 
-    def register(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        on_failed: FailedHandler | None = None,
-        **limits: Unpack[HandlerOptions],
-    ) -> None:
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); items that waited for it are re-queued."""
-        self._unpark(self._core.register(name, handler, on_failed, **limits))
+        self._unpark(self._core.register(name, handler, **options))
 
     def history(self, item_id: str) -> list[Attempt]:
         """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""

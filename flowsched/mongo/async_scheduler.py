@@ -60,7 +60,6 @@ from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
-from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.steering import Attempt
 
@@ -302,17 +301,10 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         self._core.subscribe(kind, handler)
         self._sweeper.alarm.ring()
 
-    def register(
-        self,
-        name: str,
-        handler: AsyncHandler,
-        *,
-        on_failed: FailedHandler | None = None,
-        **limits: Unpack[HandlerOptions],
-    ) -> None:
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; from now on this node
         claims them."""
-        self._core.register(name, handler, on_failed, **limits)
+        self._core.register(name, handler, **options)
         self._sweeper.alarm.ring()
 
     async def history(self, item_id: str) -> list[Attempt]:

@@ -39,7 +39,7 @@ from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
-from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.start_watch import StartWatch
 from flowsched.steering import Attempt
@@ -309,17 +309,10 @@ class MongoScheduler(SchedulerPort):
         self._core.subscribe(kind, handler)
         self._served_more()
 
-    def register(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        on_failed: FailedHandler | None = None,
-        **limits: Unpack[HandlerOptions],
-    ) -> None:
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); from now on this node claims them."""
-        self._core.register(name, handler, on_failed, **limits)
+        self._core.register(name, handler, **options)
         self._served_more()
 
     def history(self, item_id: str) -> list[Attempt]:
