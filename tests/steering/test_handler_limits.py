@@ -155,3 +155,24 @@ def test_an_abandoned_thread_gives_its_worker_back() -> None:
     finally:
         release.set()
         scheduler.close()
+
+
+def test_prometheus_counts_time_outs() -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from datetime import UTC, datetime
+
+    from flowsched.clock import ManualClock
+    from flowsched.metrics_prometheus import PrometheusObserver
+
+    registry = prometheus_client.CollectorRegistry()
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    scheduler = InMemoryScheduler(clock=clock, observer=PrometheusObserver(registry=registry))
+    release = threading.Event()
+    scheduler.register("slow", lambda item, attempt: release.wait(60), timeout=LIMIT)
+    scheduler.schedule(ScheduleItem("s", ScheduleKind.TIMER, clock.now(), handler="slow"))
+    clock.advance(S)
+    release.set()
+    sample = registry.get_sample_value("flowsched_timed_out_total", {"kind": "TIMER"})
+    assert sample == 1.0
+    assert registry.get_sample_value("flowsched_failed_total", {"kind": "TIMER"}) == 1.0
+    scheduler.close()
