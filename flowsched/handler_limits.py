@@ -122,15 +122,18 @@ class TimedThread:
             self._result = self._call(self._target)
         except BaseException as exc:  # delivered to the waiter, or dropped if abandoned
             self._error = exc
-        finally:
-            with self._lock:
-                self._done.set()
-                waiters, self._waiters = self._waiters, []
-                abandoned = self._abandoned
-            if abandoned:
-                self._result = self._error = None  # the late outcome: dropped
-            for wake in waiters:
+        with self._lock:
+            self._done.set()
+            waiters, self._waiters = self._waiters, []
+            abandoned = self._abandoned
+        if abandoned:  # the late outcome: dropped, and nobody waits for it any more
+            self._result = self._error = None
+            return
+        for wake in waiters:
+            try:
                 wake()
+            except RuntimeError:  # the waiter's loop has closed meanwhile
+                pass
 
     def outcome(self) -> object:
         """The run's result, or raise its error (once it is done)."""
