@@ -19,6 +19,7 @@ handler that may hang a time-out of its own (a socket or HTTP time-out) too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -130,10 +131,8 @@ class TimedThread:
             self._result = self._error = None
             return
         for wake in waiters:
-            try:
+            with contextlib.suppress(RuntimeError):  # the waiter's loop has closed meanwhile
                 wake()
-            except RuntimeError:  # the waiter's loop has closed meanwhile
-                pass
 
     def outcome(self) -> object:
         """The run's result, or raise its error (once it is done)."""
