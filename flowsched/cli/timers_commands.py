@@ -42,7 +42,6 @@ from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Pa
 from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
-from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
 from flowsched.records import ScheduleKind
 
@@ -150,6 +149,8 @@ class TimersCli:
         now = self._clock.now()
         with self._session() as (target, store):
             document = store.find(item_id)
+            from flowsched.mongo.history import MongoHistory  # needs the driver
+
             attempts = MongoHistory(self._clock.now, "cli").read(store, item_id)
             if document is None and not attempts:
                 _no_timer(item_id, target, store)
