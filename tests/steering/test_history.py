@@ -158,3 +158,19 @@ def test_a_failed_history_write_never_fails_the_settle(transient: bool) -> None:
     assert kept == (["succeeded"] if transient else [])  # kept for the next settle, or dropped
     assert [a.outcome for a in scheduler.history("p-7")] == ["succeeded"]
     scheduler.close()
+
+
+def test_history_settings_come_from_the_config_and_bad_values_name_their_key() -> None:
+    from flowsched import ConfigError, InMemoryScheduler, SchedulingConfig
+
+    config = SchedulingConfig.from_string(
+        "ipf-scheduler.flowsched { history-limit = 5, history-retention = 2d }"
+    )
+    settings = config.scheduler_settings()
+    assert (settings.history_limit, settings.history_retention) == (5, timedelta(days=2))
+    scheduler = InMemoryScheduler.from_config(config)
+    assert scheduler._history.policy == HistoryPolicy(5, timedelta(days=2))
+    scheduler.close()
+    for bad in ("history-limit = 0", "history-limit = 1001", "history-retention = 0s"):
+        with pytest.raises(ConfigError, match=bad.split(" ")[0]):
+            SchedulingConfig.from_string(f"ipf-scheduler.flowsched.{bad}").scheduler_settings()
