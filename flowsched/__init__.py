@@ -30,6 +30,8 @@ from flowsched.errors import (
     Undeliverable,
     UnknownFlowError,
 )
+from flowsched.handler_limits import HandlerTimedOut
+from flowsched.history import HistoryPolicy
 from flowsched.memory import InMemoryScheduler
 from flowsched.observe import MetricsObserver, Observers
 from flowsched.port import Handler, SchedulerPort
@@ -156,7 +158,9 @@ __all__ = [
     "FlowStore",
     "FlowschedError",
     "Handler",
+    "HandlerTimedOut",
     "Happened",
+    "HistoryPolicy",
     "InMemoryFlowStore",
     "InMemoryScheduler",
     "MalformedDocument",

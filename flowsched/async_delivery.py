@@ -33,8 +33,10 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any
 
+from flowsched.async_timed import run_timed
 from flowsched.callables import is_async_callable
 from flowsched.delivery import DeliveryCore, Outcome
+from flowsched.history import close_attempt, open_attempt
 from flowsched.port import ScheduleItem
 from flowsched.shutdown import CANCEL_GRACE
 
@@ -112,6 +114,10 @@ class AsyncDelivery:
         awaited = self._awaited.get(route)
         if awaited is None:
             awaited = self._awaited[route] = is_async_callable(handler)
+        limits = core.limits(route)
+        if limits is not None and limits.timeout is not None:
+            return await run_timed(core, handler, item, attempt, limits.timeout, awaited)
+        opened = open_attempt(core.journal, item, attempt)
         thread: _ThreadCall | None = None
         task = asyncio.current_task()
         assert task is not None  # a delivery runs in a task
@@ -132,12 +138,12 @@ class AsyncDelivery:
                 if thread is not None and thread.abandon():
                     raise StillRunning(f"{item.id!r}: its handler runs on in a thread") from exc
                 raise
-            return core.outcome(item, attempt, exc)
+            return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
         except BaseException as exc:
-            return core.outcome(item, attempt, exc)
+            return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
         finally:
             core.in_flight.tasks.pop(task, None)
-        return core.outcome(item, attempt, None)
+        return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
 
 
 class Deliveries:

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from flowsched.calendar import Calendar
 from flowsched.port import (
@@ -30,6 +30,10 @@ from flowsched.port import (
     recurring_item,
     single_timer_item,
 )
+
+if TYPE_CHECKING:
+    from flowsched.redelivery import RedeliveryPolicy
+    from flowsched.steering import Attempt
 
 __all__ = ["AsyncHandler", "AsyncSchedulerPort"]
 
@@ -118,11 +122,24 @@ class AsyncSchedulerPort(ABC):
 
     @abstractmethod
     def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: AsyncHandler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; ``on_failed(dead_letter)``
         (a plain function) when one of them is dead-lettered. ``ValueError`` if ``name`` is
-        invalid or already registered here."""
+        invalid or already registered here. ``redelivery`` and ``timeout``: this handler's
+        own policy and time limit, as on :meth:`SchedulerPort.register`; a timed-out
+        ``async def`` handler is cancelled."""
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (see
+        :meth:`SchedulerPort.history`)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no delivery history")
 
     @abstractmethod
     async def dead_letters(self) -> list[DeadLetter]:

@@ -15,6 +15,7 @@ __all__ = [
     "check_not_generator",
     "is_async_callable",
     "is_generator_callable",
+    "refuse_awaitable",
     "short_callable",
 ]
 
@@ -71,3 +72,14 @@ def check_callable(value: object, what: str) -> None:
     """``TypeError`` naming ``what`` when ``value`` cannot be called."""
     if not callable(value):
         raise TypeError(f"{what}: expected a callable, got {value!r}")
+
+
+def refuse_awaitable(result: object, handler: object, async_class: str) -> None:
+    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
+    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
+        f"to a synchronous scheduler, which cannot await it: use {async_class}"
+    )

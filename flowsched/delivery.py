@@ -44,10 +44,13 @@ from flowsched.callables import (
     check_callable,
     check_not_generator,
     is_async_callable,
+    refuse_awaitable,
     short_callable,
 )
 from flowsched.clock import Clock
 from flowsched.errors import Undeliverable
+from flowsched.handler_limits import HandlerLimits, HandlerTimedOut, call_timed, check_limits
+from flowsched.history import Journal, close_attempt, open_attempt, with_failure
 from flowsched.limits import check_handler_name
 from flowsched.outcomes import (
     _COMPLETED,
@@ -111,6 +114,10 @@ class Observer:
         """A handler returned ``late`` after its claim's lease ended (MongoDB): no failure,
         the item is done, but another node may have run it too."""
 
+    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
+        """A handler ran past its time limit (``register(..., timeout=)``) after ``elapsed``:
+        cancelled or abandoned; :meth:`failed` follows (redelivered or dead-lettered)."""
+
 
 class DeliveryCore:
     """Subscriptions plus the rule that turns one handler call into an :data:`Outcome`.
@@ -148,9 +155,11 @@ class DeliveryCore:
         # lock, so readers on other threads need no lock.
         self._handlers: dict[str, Handler] = {}
         self._on_failed: dict[str, FailedHandler] = {}
+        self._limits: dict[str, HandlerLimits] = {}
         self._routes: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self.in_flight = InFlight()  # the deliveries running now: what a bounded close left
+        self.journal: Journal | None = None  # the adapter's delivery history (set before start)
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> str:
         """Handle items of ``kind`` without a handler name; return their route.
@@ -173,12 +182,23 @@ class DeliveryCore:
             self._add(route, handler, None)
         return route
 
-    def register(self, name: str, handler: Handler, on_failed: FailedHandler | None = None) -> str:
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        on_failed: FailedHandler | None = None,
+        *,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
+    ) -> str:
         """Handle items addressed to ``name``; return their route.
 
-        ``ValueError`` if the name is invalid or already registered."""
+        ``redelivery``: this handler's own policy; ``timeout``: its time limit (see
+        :mod:`flowsched.handler_limits`). ``ValueError`` if the name is invalid or already
+        registered, or ``timeout`` is not a duration above zero."""
         check_handler_name(name)
         self._check_handler(handler, f"register({name!r})")
+        limits = check_limits(name, redelivery, timeout)
         if on_failed is not None:
             check_callable(on_failed, f"register({name!r}) on_failed")
             check_not_generator(on_failed, f"register({name!r}) on_failed")
@@ -192,8 +212,14 @@ class DeliveryCore:
         with self._lock:
             if route in self._handlers:
                 raise ValueError(f"handler {name!r} is already registered on this scheduler")
+            if limits is not None:
+                self._limits = {**self._limits, route: limits}
             self._add(route, handler, on_failed)
         return route
+
+    def limits(self, route: str) -> HandlerLimits | None:
+        """The handler's own limits for ``route`` (``None``: the scheduler's)."""
+        return self._limits.get(route)
 
     def _check_handler(self, handler: object, what: str) -> None:
         check_callable(handler, what)
@@ -275,21 +301,25 @@ class DeliveryCore:
             self._notify(self.observer.fired, item, attempt, self.clock.now() - item.due)
         running = self.in_flight.items
         running.append(item)
+        opened = open_attempt(self.journal, item, attempt)
         try:
-            result = handler(item, attempt)
+            if self._limits and (limits := self._limits.get(item.route)) and limits.timeout:
+                result = call_timed(handler, item, attempt, limits.timeout)
+            else:
+                result = handler(item, attempt)
             if result is not None and inspect.isawaitable(result):
-                _unawaited(result, handler, self._async_class)
+                refuse_awaitable(result, handler, self._async_class)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            return self.outcome(item, attempt, exc)
+            return close_attempt(self.journal, opened, self.outcome(item, attempt, exc))
         finally:
             running.remove(item)
         if item.recurrence is not None:
-            return self.outcome(item, attempt, None)
+            return close_attempt(self.journal, opened, self.outcome(item, attempt, None))
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
-        return _COMPLETED
+        return close_attempt(self.journal, opened, _COMPLETED) if opened else _COMPLETED
 
     def started(self, item: ScheduleItem, attempt: int) -> Handler:
         """A delivery of ``item`` is starting: its handler, after telling the observer.
@@ -308,19 +338,24 @@ class DeliveryCore:
         """What happens after the handler of a :meth:`started` delivery returned (``error``
         ``None``) or raised ``error``; never raises (observer errors are logged)."""
         if error is not None:
-            text = f"{type(error).__name__}: {error}"
-            if isinstance(error, Undeliverable):
-                # The handler says no delivery can ever succeed: a dead letter now, not a loop.
-                self._notify(self.observer.failed, item, attempt, storable_error(text))
-                return self._dead_letter(item, attempt + 1, storable_error(text))
-            if item.recurrence is not None and not item.recurrence.retry_failed:
-                return self._counted(item, attempt, text)
-            return self.failure(item, attempt, text)
+            return with_failure(self._failed(item, attempt, error), error)
         if self._observe_completed:
             self._notify(self.observer.completed, item, attempt)
         if item.recurrence is not None:
             return self._ran(item, attempt)
         return _COMPLETED
+
+    def _failed(self, item: ScheduleItem, attempt: int, error: BaseException) -> Outcome:
+        text = f"{type(error).__name__}: {error}"
+        if isinstance(error, HandlerTimedOut):
+            self._notify(self.observer.timed_out, item, attempt, error.elapsed)
+        if isinstance(error, Undeliverable):
+            # The handler says no delivery can ever succeed: a dead letter now, not a loop.
+            self._notify(self.observer.failed, item, attempt, storable_error(text))
+            return self._dead_letter(item, attempt + 1, storable_error(text))
+        if item.recurrence is not None and not item.recurrence.retry_failed:
+            return self._counted(item, attempt, text)
+        return self.failure(item, attempt, text)
 
     def scheduled(self, item: ScheduleItem) -> None:
         """Tell the observer ``item`` was scheduled; an observer error is logged, never
@@ -398,11 +433,13 @@ class DeliveryCore:
         error = storable_error(error)
         failures = attempt + 1
         self._notify(self.observer.failed, item, attempt, error)
-        limit = self.redelivery.max_attempts
+        own = self._limits.get(item.route) if self._limits else None  # the handler's policy
+        policy = own.redelivery if own is not None and own.redelivery else self.redelivery
+        limit = policy.max_attempts
         if limit is not None and failures >= limit:
             return self._dead_letter(item, failures, error)
         try:
-            due = self.clock.now() + self.redelivery.delay(failures)
+            due = self.clock.now() + policy.delay(failures)
         except OverflowError:  # past the year 9999: there is no next attempt
             return self._dead_letter(item, failures, f"{error} (next attempt past year 9999)")
         log.warning(
@@ -432,14 +469,3 @@ class DeliveryCore:
         if on_failed is not None:
             self._notify(on_failed, dead)
         return DeadLettered(dead)
-
-
-def _unawaited(result: object, handler: object, async_class: str) -> None:
-    """A synchronous delivery's handler returned an awaitable: close it (no "never awaited"
-    warning) and fail the delivery, so that the item is redelivered, never completed unrun."""
-    if inspect.iscoroutine(result):
-        result.close()
-    raise TypeError(
-        f"handler {short_callable(handler)} returned {type(result).__name__} (an awaitable) "
-        f"to a synchronous scheduler, which cannot await it: use {async_class}"
-    )

@@ -12,7 +12,8 @@
 Metrics (``namespace`` defaults to ``flowsched``): counters ``<ns>_scheduled_total``,
 ``<ns>_fired_total``, ``<ns>_completed_total``, ``<ns>_failed_total``,
 ``<ns>_dead_lettered_total``, ``<ns>_late_completions_total`` (runs that completed after
-their MongoDB lease ended; label ``kind``) and ``<ns>_cancelled_total``; histogram
+their MongoDB lease ended; label ``kind``), ``<ns>_timed_out_total`` (runs past their
+handler's time limit; label ``kind``) and ``<ns>_cancelled_total``; histogram
 ``<ns>_lateness_seconds`` (label ``kind``: fire time minus due time); gauge ``<ns>_pending``
 (items scheduled, read from the scheduler at scrape time).
 """
@@ -63,6 +64,7 @@ class PrometheusObserver(Observer):
         failed = counter("failed", "Deliveries whose handler raised.")
         dead = counter("dead_lettered", "Items set aside after max_attempts.")
         late = counter("late_completions", "Runs that completed after their lease ended.")
+        timed_out = counter("timed_out", "Runs past their handler's time limit.")
         lateness = Histogram(
             "lateness_seconds",
             "Fire time minus due time.",
@@ -78,6 +80,7 @@ class PrometheusObserver(Observer):
         self._failed = {k: failed.labels(k.value) for k in ScheduleKind}
         self._dead = {k: dead.labels(k.value) for k in ScheduleKind}
         self._late = {k: late.labels(k.value) for k in ScheduleKind}
+        self._timed_out = {k: timed_out.labels(k.value) for k in ScheduleKind}
         self._lateness = {k: lateness.labels(k.value) for k in ScheduleKind}
         self._cancelled = Counter(
             "cancelled", "Items cancelled.", namespace=namespace, registry=registry
@@ -111,3 +114,6 @@ class PrometheusObserver(Observer):
 
     def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
         self._late[item.kind].inc()
+
+    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
+        self._timed_out[item.kind].inc()

@@ -53,6 +53,8 @@ class Metrics:
     lateness: Lateness
     late_completions: int = 0
     """Runs that completed after their claim's lease ended (MongoDB; not failures)."""
+    timed_out: int = 0
+    """Runs past their handler's time limit (``register(..., timeout=)``; also failures)."""
 
 
 class MetricsObserver(Observer):
@@ -72,6 +74,7 @@ class MetricsObserver(Observer):
         self._max = 0.0
         self._scheduled = self._cancelled = self._fired = 0
         self._completed = self._failed = self._dead = self._late = 0
+        self._timed_out = 0
 
     def scheduled(self, item: ScheduleItem) -> None:
         with self._lock:
@@ -110,6 +113,10 @@ class MetricsObserver(Observer):
         with self._lock:
             self._late += 1
 
+    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
+        with self._lock:
+            self._timed_out += 1
+
     def snapshot(self) -> Metrics:
         """All counts and the lateness summary, taken at one instant."""
         with self._lock:
@@ -128,6 +135,7 @@ class MetricsObserver(Observer):
                     p99=_percentile(sample, 0.99),
                 ),
                 late_completions=self._late,
+                timed_out=self._timed_out,
             )
 
 
@@ -175,3 +183,6 @@ class Observers(Observer):
 
     def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
         self._each("late_completion", item, attempt, late)
+
+    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
+        self._each("timed_out", item, attempt, elapsed)

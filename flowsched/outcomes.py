@@ -6,8 +6,9 @@ applies it only if the item is still the current form of its id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from flowsched.records import DeadLetter
 
@@ -16,11 +17,24 @@ __all__ = [
     "Completed",
     "DeadLettered",
     "Exhausted",
+    "Failure",
     "NextSlot",
     "Outcome",
     "Redeliver",
     "storable_error",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a failed run's outcome keeps for its attempt record (:mod:`flowsched.history`):
+    whether it failed or ran past its time limit, the error's type, message and a traceback
+    excerpt (``None``: no traceback)."""
+
+    outcome: Literal["failed", "timed_out"]
+    error_type: str
+    error_message: str
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +49,7 @@ class Redeliver:
     due: datetime
     attempt: int
     error: str
+    failure: Failure | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +57,7 @@ class DeadLettered:
     """The handler raised for the last allowed time: set the item aside."""
 
     dead: DeadLetter
+    failure: Failure | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +70,7 @@ class NextSlot:
     due: datetime
     error: str | None = None
     runs: int | None = None
+    failure: Failure | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

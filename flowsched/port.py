@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
-from typing import Any, NoReturn, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 from flowsched.calendar import Calendar
 from flowsched.clock import ensure_utc, later
@@ -44,6 +44,10 @@ from flowsched.limits import (
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item, set_generation
 from flowsched.recurrence import Recurrence
 from flowsched.routes import kind_route, name_route, route_target
+
+if TYPE_CHECKING:
+    from flowsched.redelivery import RedeliveryPolicy
+    from flowsched.steering import Attempt
 
 __all__ = [
     "MAX_HANDLER_NAME",
@@ -249,15 +253,34 @@ class SchedulerPort(ABC):
 
     @abstractmethod
     def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
         """Deliver due items addressed to ``name`` (``ScheduleItem(..., handler=name)``) to
         ``handler``; ``on_failed(dead_letter)`` is called when one of them is dead-lettered
         (beside the observer; its errors are logged and change nothing).
 
+        ``redelivery``: a :class:`~flowsched.RedeliveryPolicy` for this handler's items
+        instead of the scheduler's. ``timeout`` (a ``timedelta`` or a duration string such
+        as ``"2s"``; ``ValueError`` naming it unless above zero): a run past it counts as
+        failed (its attempt ``"timed_out"``) and is redelivered by the policy; the handler
+        is abandoned (a thread) or cancelled (``async def``), its late result ignored
+        (:mod:`flowsched.handler_limits`).
+
         ``ValueError`` if ``name`` is not a valid handler name or is already registered on
         this scheduler. Items addressed to a name nobody registered stay scheduled until a
         scheduler (this one later, or another node) registers it."""
+
+    def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first, the running one last (``ended``
+        ``None``): node, start and end (by the store's clock), outcome and error. Bounded per
+        item (``history-limit``) and kept after the item is gone (``history-retention``)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no delivery history")
 
     @abstractmethod
     def dead_letters(self) -> list[DeadLetter]:

@@ -69,6 +69,8 @@ PUBLIC = {
     "TimerInfo",
     "TimerPage",
     "Attempt",
+    "HandlerTimedOut",
+    "HistoryPolicy",
     "OutcomeUnknown",
     "TimelineEntry",
     "Undeliverable",

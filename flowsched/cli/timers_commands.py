@@ -22,12 +22,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from flowsched.cli import quarantine_render
 from flowsched.cli import timers_render as render
-from flowsched.cli._output import console, fail
+from flowsched.cli._output import fail
+from flowsched.cli.history_render import show_json, show_text
 from flowsched.cli.mongo_target import (
     CollectionOption,
     ConfigOption,
@@ -127,21 +126,20 @@ class TimersCli:
         item_id: IdArg,
         as_json: JsonOption = False,
     ) -> None:
-        """Every field of one timer: payload, generation and key, claim, last error."""
+        """Every field of one timer (payload, generation and key, claim, last error) and its
+        delivery history: the recent attempts, also once the timer is gone."""
         now = self._clock.now()
         with self._session() as (target, store):
             document = store.find(item_id)
-            if document is None:
+            from flowsched.mongo.history import MongoHistory  # needs the driver
+
+            attempts = MongoHistory(self._clock.now, "cli").read(store, item_id)
+            if document is None and not attempts:
                 _no_timer(item_id, target, store)
         if as_json:
-            _echo_json(render.timer_json(document, now))
-            return
-        table = Table("field", "value")
-        for name, value in render.timer_fields(document, now):
-            table.add_row(name, Text(value))
-        out = console()
-        out.print(Text(f"{item_id} in {target.namespace} at {target.shown}"))
-        out.print(table)
+            _echo_json(show_json(item_id, document, attempts, now))
+        else:
+            show_text(f"{item_id} in {target.namespace} at {target.shown}", document, attempts, now)
 
     def cancel(
         self,

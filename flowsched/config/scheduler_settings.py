@@ -19,6 +19,8 @@
         redelivery { initial = 3s, maximum = 30s, factor = 2 }
         max-attempts = null          # a whole number >= 1 moves an item to the dead letters
         node-id = null               # default: <host>:<pid>:<random>
+        history-limit = 20           # attempts kept per item (history(item_id))
+        history-retention = 7d       # how long they are kept after the last one
       }
       calendars {                    # named business calendars (flowsched.config.calendars)
         target2 { timezone = "Europe/Berlin", weekdays-off = [SAT, SUN], holidays = [ECB] }
@@ -112,6 +114,8 @@ class SchedulerSettings:
     node_id: str | None = None
     calendars: Mapping[str, Calendar] = field(default_factory=dict, hash=False)
     """Named calendars (``ipf-scheduler.calendars``), by name."""
+    history_limit: int = 20
+    history_retention: timedelta = timedelta(days=7)
 
     def database(self) -> str:
         """The database to use: ``database-name``, else the one named in ``uri``.
@@ -274,6 +278,8 @@ _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "shutdown-timeout": ("shutdown_timeout", _duration_above_zero),
     "max-attempts": ("max_attempts", _optional_count),
     "node-id": ("node_id", _optional_text),
+    "history-limit": ("history_limit", _count_up_to(1000)),
+    "history-retention": ("history_retention", _duration_above_zero),
 }
 _REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "initial": ("redelivery_initial", _duration_above_zero),

@@ -15,7 +15,7 @@ import contextvars
 import logging
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
@@ -30,11 +30,11 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
+from flowsched.history import HistoryPolicy, MemoryHistory, history_policy, local_node
 from flowsched.memory.steering import AsyncMemorySteering
 from flowsched.memory.store import Claim, TimerHeap
 from flowsched.port import (
     DeadLetter,
-    FailedHandler,
     ScheduleItem,
     ScheduleKind,
     SchedulerUnavailable,
@@ -42,9 +42,11 @@ from flowsched.port import (
     set_generation,
 )
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["AsyncInMemoryScheduler"]
 
@@ -104,6 +106,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
         executor: Executor | None = None,
         max_wait: timedelta = timedelta(milliseconds=250),
         shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
+        history: HistoryPolicy | None = None,
     ) -> None:
         """``concurrency``: the most handlers running at once. ``executor``: where plain
         handlers run. ``max_wait``: the longest the firing task sleeps before it reads the
@@ -117,6 +120,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
             )
         self._clock: Clock = clock or SystemClock()
         self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        self._history = self._core.journal = MemoryHistory(self._clock.now, local_node(), history)
         self._observe_scheduled = self._core.observes_scheduled
         self._delivery = AsyncDelivery(self._core, executor)
         self._store = TimerHeap()
@@ -158,6 +162,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
             observer=observer,
             concurrency=concurrency,
             shutdown_timeout=settings.shutdown_timeout,
+            history=history_policy(settings),
         )
         scheduler.calendars = settings.calendars
         return scheduler
@@ -224,12 +229,14 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
         already has a handler."""
         self._unpark(self._core.subscribe(kind, handler))
 
-    def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
-    ) -> None:
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver items addressed to ``name`` to ``handler``; items that waited for it are
         re-queued (see :meth:`SchedulerPort.register`)."""
-        self._unpark(self._core.register(name, handler, on_failed))
+        self._unpark(self._core.register(name, handler, **options))
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""
+        return self._history.history(item_id)
 
     def _unpark(self, route: str) -> None:
         if self._store.unpark(route):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from flowsched.clock import Clock
 from flowsched.delivery import Observer, redelivery_policy
+from flowsched.history import history_policy
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
@@ -35,6 +36,7 @@ def build(
         observer=observer,
         workers=settings.workers,
         shutdown_timeout=settings.shutdown_timeout,
+        history=history_policy(settings),
     )
     scheduler.calendars = settings.calendars
     return scheduler

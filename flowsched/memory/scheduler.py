@@ -10,15 +10,16 @@ import logging
 import threading
 from collections import deque
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, NextSlot, Observer, Outcome, Redeliver
 from flowsched.errors import SchedulerUnavailable
+from flowsched.history import HistoryPolicy, MemoryHistory, local_node
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
 from flowsched.memory.steering import MemorySteering
 from flowsched.memory.store import Claim, TimerHeap
-from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.port import Handler, SchedulerPort
 from flowsched.records import (
     DeadLetter,
     ScheduleItem,
@@ -27,12 +28,14 @@ from flowsched.records import (
     not_an_item,
     set_generation,
 )
-from flowsched.redelivery import RedeliveryPolicy, redelivery_policy
+from flowsched.redelivery import RedeliveryPolicy
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
 from flowsched.start_watch import NOT_STARTED, StartWatch
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["InMemoryScheduler"]
 
@@ -84,6 +87,7 @@ class InMemoryScheduler(SchedulerPort, MemorySteering):
         *,
         max_wait: timedelta = timedelta(milliseconds=250),
         shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
+        history: HistoryPolicy | None = None,
     ) -> None:
         """``workers``: handler threads (real time only); ``max_wait``: the longest the waiting
         worker sleeps before it reads the wall clock again (``shutdown_timeout``: see close)."""
@@ -93,6 +97,7 @@ class InMemoryScheduler(SchedulerPort, MemorySteering):
         self._core = DeliveryCore(
             self._clock, redelivery, observer, async_class="AsyncInMemoryScheduler"
         )
+        self._history = self._core.journal = MemoryHistory(self._clock.now, local_node(), history)
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled
         self._store = TimerHeap()
@@ -223,12 +228,14 @@ class InMemoryScheduler(SchedulerPort, MemorySteering):
         waited for it are re-queued. ``ValueError`` if the kind already has a handler."""
         self._unpark(self._core.subscribe(kind, handler))
 
-    def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
-    ) -> None:
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); items that waited for it are re-queued."""
-        self._unpark(self._core.register(name, handler, on_failed))
+        self._unpark(self._core.register(name, handler, **options))
+
+    def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (see :mod:`flowsched.history`)."""
+        return self._history.history(item_id)
 
     def _unpark(self, route: str) -> None:
         with self._lock:

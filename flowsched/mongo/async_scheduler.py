@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import pymongo
 from pymongo.errors import PyMongoError
@@ -35,6 +35,7 @@ from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import (
     check_arguments,
     check_async_collection,
@@ -53,18 +54,20 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.steering import AsyncMongoSteering
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
-from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["AsyncMongoScheduler"]
 
@@ -118,6 +121,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         serve_buckets: Iterable[int] | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
         shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
+        history: HistoryPolicy | None = None,
     ) -> None:
         check_async_collection(collection)
         self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
@@ -136,6 +140,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self._claims = Claims(self._store, self.node_id, lease)
+        self._history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._claims.history = self._history
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
         self._manual = callable(attach)
@@ -298,13 +304,16 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         self._core.subscribe(kind, handler)
         self._sweeper.alarm.ring()
 
-    def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
-    ) -> None:
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; from now on this node
         claims them."""
-        self._core.register(name, handler, on_failed)
+        self._core.register(name, handler, **options)
         self._sweeper.alarm.ring()
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (:mod:`flowsched.mongo.history`)."""
+        steps = self._history.read_steps
+        return await self._call(f"history({item_id!r})", lambda: steps(self._store, item_id))
 
     async def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first."""

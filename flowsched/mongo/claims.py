@@ -82,6 +82,7 @@ from flowsched.mongo.documents import (
     quarantine_document,
     truncate_ms,
 )
+from flowsched.mongo.history import MongoHistory, Record
 from flowsched.mongo.quarantine import CLAIM_FIELDS, Quarantiner, claim_problem
 from flowsched.mongo.settlement import (
     Claim,
@@ -139,6 +140,9 @@ class Claims:
         # call completes: see _dead_letter.
         self._tried: set[tuple[Any, str]] = set()
         self.candidates = CandidateQuery(store)
+        self.history: MongoHistory | None = None
+        """The node's delivery history: written with every settlement, and told of the
+        lapsed claims a claim finds (see :mod:`flowsched.mongo.history`)."""
 
     def claim(
         self,
@@ -173,7 +177,9 @@ class Claims:
         if not ids:
             return Claimed(token, [], len(due), next_ready, quarantined)
         lease_until = truncate_ms(capped(now, self.lease))
-        claim = {"owner": self.owner, "token": token, "lease_until": lease_until}
+        # at: when it was claimed (history() shows the running attempt from it).
+        at = truncate_ms(now)
+        claim = {"owner": self.owner, "token": token, "lease_until": lease_until, "at": at}
         update: dict[str, Any] = {"$set": {"claim": claim, "ready_at": lease_until}}
         # route again: a document replaced meanwhile by one for another route is not ours.
         where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
@@ -185,6 +191,7 @@ class Claims:
             # Every candidate won, each still of the generation read (a replaced document
             # has a fresh random one: see _take): the documents read are the ones claimed.
             claimed = list(due)
+            self._lapsed(due, suspects, claimed)
             return Claimed(token, claimed, len(due), next_ready, quarantined, suspects, lease_until)
         if not taken:
             return Claimed(token, [], len(due), next_ready, quarantined)
@@ -193,7 +200,17 @@ class Claims:
         # Deliver in the order the claim query found them (oldest first), not storage order.
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
+        self._lapsed(due, suspects, documents)
         return Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
+
+    def _lapsed(self, read: Sequence[Doc], suspects: frozenset[str], won: Sequence[Doc]) -> None:
+        """Tell the history of the earlier claims (as ``read``) of the suspect documents won."""
+        if self.history is None or not suspects:
+            return
+        mine = {repr(doc.get("_id")) for doc in won}
+        for doc in read:
+            if repr(doc["_id"]) in suspects and repr(doc["_id"]) in mine:
+                self.history.lapsed(doc, self.lease)
 
     def _usable(
         self, found: Sequence[Doc], now: datetime
@@ -360,7 +377,17 @@ class Claims:
             yield from self.store.put_quarantined_steps(records)
         writes = settlement_writes(settlements, self.store)
         writes.extend(start_mark(claim, self.store) for claim in starts)
-        yield from self.store.write_steps("items", writes)
+        history = self.history
+        ended: list[Record] = history.take() if history is not None and settlements else []
+        try:
+            yield from self.store.write_steps("items", writes)
+        except BaseException:
+            if history is not None:
+                history.put_back(ended)
+            raise
+        if history is not None:
+            # The attempts that ended so far ride on this settle (flowsched.mongo.history).
+            yield from history.write_steps(self.store, ended)
         if dead:
             yield from self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)

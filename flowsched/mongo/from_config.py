@@ -18,6 +18,7 @@ from flowsched.clock import Clock
 from flowsched.config import SchedulerSettings, SchedulingConfig
 from flowsched.delivery import Observer, redelivery_policy
 from flowsched.errors import ConfigError
+from flowsched.history import history_policy
 
 if TYPE_CHECKING:
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
@@ -94,6 +95,7 @@ def _arguments(
         "op_timeout": settings.op_timeout,
         "max_clock_skew": settings.max_clock_skew,
         "shutdown_timeout": settings.shutdown_timeout,
+        "history": history_policy(settings),
     }
 
 

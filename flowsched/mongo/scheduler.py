@@ -10,13 +10,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
@@ -28,6 +29,7 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
@@ -37,13 +39,15 @@ from flowsched.mongo.steering import MongoSteering
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
-from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
 from flowsched.start_watch import StartWatch
+from flowsched.steering import Attempt
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["MongoScheduler"]
 
@@ -121,6 +125,8 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         server_time: bool | None = None,
         max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
         shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
+        *,
+        history: HistoryPolicy | None = None,
     ) -> None:
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
@@ -134,6 +140,8 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
         self.collection: Any = self._store.items  # public: its database holds the _dead ones
         self._claims = Claims(self._store, self.node_id, lease)
+        self._history = MongoHistory(self._time.now, self.node_id, history)
+        self._core.journal = self._claims.history = self._history
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
@@ -301,13 +309,15 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         self._core.subscribe(kind, handler)
         self._served_more()
 
-    def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
-    ) -> None:
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` to ``handler`` (see
         :meth:`SchedulerPort.register`); from now on this node claims them."""
-        self._core.register(name, handler, on_failed)
+        self._core.register(name, handler, **options)
         self._served_more()
+
+    def history(self, item_id: str) -> list[Attempt]:
+        """The recent attempts of ``item_id``, oldest first (:mod:`flowsched.mongo.history`)."""
+        return self._call(f"history({item_id!r})", lambda: self._history.read(self._store, item_id))
 
     def _served_more(self) -> None:
         if (sweeper := self._sweeper) is not None:

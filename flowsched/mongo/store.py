@@ -8,6 +8,8 @@
   --drop-legacy-index`` drops it.)
 * ``<name>_dead``: dead letters, ``_id`` = item id, indexes on ``dead_at`` and ``due_id``.
 * ``<name>_quarantine``: malformed documents moved aside with the reason.
+* ``<name>_history``: delivery history, one document per item id, TTL index on ``expires_at``
+  (see :mod:`flowsched.mongo.history`).
 * ``<name>_nodes``: live nodes and the routes they serve (see :mod:`flowsched.mongo.nodes`).
 * ``<name>_settings``: what the nodes of the collection share - ``{_id: "buckets", value:
   <n>, recorded_by: <node>}``, written by the first node to use the collection (see
@@ -150,6 +152,7 @@ class MongoCollections:
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]
         self.settings = database[f"{collection.name}_settings"]
+        self.history = database[f"{collection.name}_history"]
         self._indexed = False
         self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
@@ -226,6 +229,9 @@ class MongoCollections:
         # Claims and lease renewals never change due: only schedule and settle maintain it.
         yield Call("items", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
         yield Call("dead", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
+        # Delivery history (flowsched.mongo.history): removed once expires_at has passed.
+        ttl = {"name": "history_ttl", "expireAfterSeconds": 0}
+        yield Call("history", "create_index", ([("expires_at", ASCENDING)],), ttl)
         self._indexed = True
 
     def check_buckets(self) -> None:

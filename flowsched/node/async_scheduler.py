@@ -24,6 +24,7 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.drivers.asyncio import AsyncioDriver
 from flowsched.errors import SchedulerUnavailable
+from flowsched.handler_limits import HandlerOptions
 from flowsched.node.common import (
     NodeArgs,
     NodeOptions,
@@ -34,7 +35,6 @@ from flowsched.node.common import (
 )
 from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
-from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
@@ -125,10 +125,8 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
         self._delivery.subscribe(kind, handler)
         self._wake()
 
-    def register(
-        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
-    ) -> None:
-        self._delivery.register(name, handler, on_failed)
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
+        self._delivery.register(name, handler, **options)
         self._wake()
 
     def _wake(self) -> None:

@@ -27,6 +27,7 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.drivers.threads import ThreadDriver
 from flowsched.errors import SchedulerUnavailable
+from flowsched.handler_limits import HandlerOptions
 from flowsched.node.common import (
     NodeArgs,
     NodeOptions,
@@ -37,7 +38,7 @@ from flowsched.node.common import (
 )
 from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
-from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
@@ -138,10 +139,8 @@ class NodeScheduler(SchedulerPort):
         self._delivery.subscribe(kind, handler)
         self._driver.wake()
 
-    def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
-    ) -> None:
-        self._delivery.register(name, handler, on_failed)
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
+        self._delivery.register(name, handler, **options)
         self._driver.wake()
 
     def dead_letters(self) -> list[DeadLetter]:

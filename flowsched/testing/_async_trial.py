@@ -31,6 +31,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
 )
+from flowsched.steering import Attempt
 
 __all__ = ["AsyncFactory", "AsyncRedeliveryFactory", "BlockingPort", "LoopClock", "Portal"]
 
@@ -156,9 +157,23 @@ class BlockingPort(SchedulerPort):
         self._portal.run(lambda: self.scheduler.subscribe(kind, handler))
 
     def register(
-        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        on_failed: FailedHandler | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        timeout: timedelta | str | None = None,
     ) -> None:
-        self._portal.run(lambda: self.scheduler.register(name, handler, on_failed=on_failed))
+        def register() -> None:
+            self.scheduler.register(
+                name, handler, on_failed=on_failed, redelivery=redelivery, timeout=timeout
+            )
+
+        self._portal.run(register)
+
+    def history(self, item_id: str) -> list[Attempt]:
+        return self._portal.call(self.scheduler.history(item_id))
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._portal.call(self.scheduler.dead_letters())

@@ -1,0 +1,243 @@
+"""Internal: delivery history on MongoDB - ``<name>_history``, written with the settlements.
+
+One document per item id that has run::
+
+    {_id: <item id>, attempts: [<attempt>, ...], expires_at: <BSON date>}
+    <attempt> = {k: <key>, node, started, ended, outcome, error_type, error_message,
+                 traceback, generation, attempt}
+
+* **No round trip of its own on the firing path.** The node records each finished attempt in
+  memory (:class:`MongoHistory`, the delivery core's journal); :meth:`Claims.settle_steps
+  <flowsched.mongo.claims.Claims.settle_steps>` sends the records gathered so far with the
+  settlements it writes anyway: one more command in the same settle (one upsert per item,
+  one ``bulk_write``), whatever the batch's size.
+* **Bounded per item**: ``$push`` with ``$slice`` keeps the last ``limit`` attempts.
+* **Kept after the item is gone**: ``expires_at`` is the last attempt's end plus
+  ``retention``; a TTL index (``history_ttl``) removes the document then.
+* **Lapsed claims**: a node that claims an item still carrying an earlier, unsettled claim
+  (its node died or was cut off: :attr:`~flowsched.mongo.settlement.Claim.suspect`) records
+  that claim as an attempt with ``outcome="lapsed"``, ended at its lease's end.
+* **Times** are the database's (the node's :class:`~flowsched.mongo.server_clock.ServerClock`),
+  in whole milliseconds.
+
+A write that fails is kept and sent with the next settlement; one repeated after a lost reply
+may store an attempt twice, which :meth:`MongoHistory.read_steps` drops (by ``k``). The running
+attempt is read from the item's claim (``claim.at``, when it was claimed).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_attempt
+from flowsched.mongo.commands import Call, Steps, Write
+from flowsched.mongo.documents import bson_utc, truncate_ms
+from flowsched.mongo.store import TimerStore
+from flowsched.mongo.transient import is_transient
+from flowsched.outcomes import Outcome
+from flowsched.steering import ATTEMPT_OUTCOMES, Attempt
+
+__all__ = ["HISTORY_TTL_INDEX", "MongoHistory", "Record", "attempt_from_document"]
+
+HISTORY_TTL_INDEX = "history_ttl"
+
+MAX_PENDING = 10_000
+"""The most attempt records a node keeps unwritten (through an outage)."""
+
+log = logging.getLogger("flowsched.mongo")
+
+Record = tuple[Any, dict[str, Any]]
+"""One attempt to write: the item id and the attempt's sub-document."""
+
+
+class MongoHistory(Journal):
+    """The history journal of one MongoDB node: records attempts as they end, hands them to
+    the next settlement (:meth:`take`), reads an item's history back. Thread-safe."""
+
+    def __init__(
+        self, clock: Callable[[], datetime], node: str, policy: HistoryPolicy | None = None
+    ) -> None:
+        super().__init__(clock, node)
+        self.policy = policy or HistoryPolicy()
+        self._lock = threading.Lock()
+        self._pending: list[Record] = []
+
+    def closed(self, opened: OpenAttempt, outcome: Outcome) -> None:
+        attempt = finished_attempt(opened, self.node, self.now(), outcome)
+        record = (opened.item_id, attempt_document(attempt, uuid.uuid4().hex))
+        with self._lock:
+            self._pending.append(record)
+
+    def lapsed(self, document: Mapping[str, Any], lease: timedelta) -> None:
+        """Record the earlier claim ``document`` carried when this node claimed it."""
+        claim = document.get("claim")
+        if not isinstance(claim, Mapping):
+            return
+        try:
+            ended = bson_utc(claim["lease_until"])
+            at = claim.get("at")
+            started = bson_utc(at) if isinstance(at, datetime) else ended - lease
+            owner = str(claim.get("owner", "?"))
+            token = str(claim.get("token", uuid.uuid4().hex))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return  # a claim we cannot read: no record (the claim itself was checked)
+        generation = document.get("generation")
+        attempts = document.get("attempts")
+        attempt = Attempt(
+            owner,
+            started,
+            ended,
+            "lapsed",
+            error_message="its node's lease ran out before an outcome was written",
+            generation=generation if isinstance(generation, int) else None,
+            attempt=attempts if isinstance(attempts, int) else 0,
+        )
+        with self._lock:
+            self._pending.append((document["_id"], attempt_document(attempt, token)))
+
+    def take(self) -> list[Record]:
+        """The records not yet written (now the caller's, see :meth:`put_back`)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return pending
+
+    def put_back(self, records: Sequence[Record]) -> None:
+        """Records whose write failed: sent with the next settlement (at most
+        :data:`MAX_PENDING` are kept through an outage; the oldest go first)."""
+        if records:
+            with self._lock:
+                self._pending[:0] = records
+                excess = len(self._pending) - MAX_PENDING
+                if excess > 0:
+                    del self._pending[:excess]
+                    log.warning("history: %d attempt records dropped (outage)", excess)
+
+    def writes(self, records: Sequence[Record]) -> list[Write]:
+        """One upsert per item: push its new attempts (keeping the last ``limit``) and move
+        its expiry to the last one's end plus the retention."""
+        by_item: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+        for item_id, record in records:
+            by_item.setdefault(repr(item_id), (item_id, []))[1].append(record)
+        writes = []
+        for item_id, attempts in by_item.values():
+            last = max(a["ended"] or a["started"] for a in attempts)
+            push = {"$each": attempts, "$slice": -self.policy.limit}
+            update = {
+                "$push": {"attempts": push},
+                "$set": {"expires_at": last + self.policy.retention},
+            }
+            writes.append(Write({"_id": item_id}, update, upsert=True))
+        return writes
+
+    def write_steps(self, store: TimerStore, records: Sequence[Record]) -> Steps[None]:
+        """Write ``records`` (one ``bulk_write``). Never raises an ``Exception``: the history
+        is a record, not a delivery, so the settle it rides on stands. A write that fails is
+        put back for the next settle if the error is transient, else dropped (logged)."""
+        if not records:
+            return
+        try:
+            yield from store.write_steps("history", self.writes(records))
+        except Exception as exc:
+            if is_transient(exc):
+                self.put_back(records)
+                log.debug("history write failed, kept for the next settle: %s", exc)
+            else:
+                log.error("dropping %d attempt records the server refused: %s", len(records), exc)
+        except BaseException:
+            self.put_back(records)
+            raise
+
+    def read(self, store: TimerStore, item_id: Any) -> list[Attempt]:
+        """:meth:`read_steps` on ``store``'s synchronous collections."""
+        return store.run(self.read_steps(store, item_id))
+
+    def read_steps(self, store: TimerStore, item_id: Any) -> Steps[list[Attempt]]:
+        """The history of ``item_id``, oldest first: its stored attempts, and the running one
+        read from the item's claim (two ``find_one``)."""
+        found = yield Call("history", "find_one", ({"_id": item_id},))
+        fields = {"claim": 1, "generation": 1}
+        document = yield Call("items", "find_one", (store.key(item_id), fields))
+        attempts: list[Attempt] = []
+        seen: set[str] = set()
+        stored = found.get("attempts") if isinstance(found, Mapping) else None
+        for entry in stored if isinstance(stored, list) else []:
+            attempt = attempt_from_document(entry)
+            mark = entry.get("k") if isinstance(entry, Mapping) else None
+            if attempt is None or (isinstance(mark, str) and mark in seen):
+                continue
+            if isinstance(mark, str):
+                seen.add(mark)
+            attempts.append(attempt)
+        running = _running(document, seen)
+        if running is not None:
+            attempts.append(running)
+        attempts.sort(key=lambda a: a.started)
+        return attempts[-self.policy.limit :]
+
+
+def attempt_document(attempt: Attempt, key: str) -> dict[str, Any]:
+    """The sub-document of ``attempt`` (``key``: its identity, against repeated writes)."""
+    return {
+        "k": key,
+        "node": attempt.node,
+        "started": truncate_ms(attempt.started),
+        "ended": None if attempt.ended is None else truncate_ms(attempt.ended),
+        "outcome": attempt.outcome,
+        "error_type": attempt.error_type,
+        "error_message": attempt.error_message,
+        "traceback": attempt.traceback,
+        "generation": attempt.generation,
+        "attempt": attempt.attempt,
+    }
+
+
+def attempt_from_document(entry: object) -> Attempt | None:
+    """The :class:`Attempt` a sub-document holds; ``None`` for one that is not readable."""
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        started = bson_utc(entry["started"])
+        ended = entry.get("ended")
+        outcome = entry.get("outcome")
+        generation = entry.get("generation")
+        number = entry.get("attempt")
+        return Attempt(
+            str(entry.get("node", "?")),
+            started,
+            None if ended is None else bson_utc(ended),
+            outcome if outcome in ATTEMPT_OUTCOMES else None,
+            _text(entry.get("error_type")),
+            _text(entry.get("error_message")),
+            _text(entry.get("traceback")),
+            generation if isinstance(generation, int) else None,
+            number if isinstance(number, int) else 0,
+        )
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _running(document: object, seen: set[str]) -> Attempt | None:
+    """The attempt running on the item's current claim, if it has one with a start."""
+    if not isinstance(document, Mapping):
+        return None
+    claim = document.get("claim")
+    if not isinstance(claim, Mapping) or claim.get("token") in seen:
+        return None
+    at = claim.get("at")
+    if not isinstance(at, datetime):
+        return None
+    generation = document.get("generation")
+    return Attempt(
+        str(claim.get("owner", "?")),
+        bson_utc(at),
+        generation=generation if isinstance(generation, int) else None,
+    )
