@@ -12,7 +12,7 @@ import pytest
 
 from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
 from flowsched.memory.store import COMPACT_AT
-from flowsched.memory.store import MemoryTimerStore as TimerStore
+from flowsched.memory.store import TimerHeap as TimerStore
 from flowsched.port import kind_route
 
 TIMER = ScheduleKind.TIMER

@@ -86,6 +86,7 @@ PUBLIC_MODULES = {
     "flowsched.metrics_prometheus",
     "flowsched.mongo",
     "flowsched.observe",
+    "flowsched.store",
 }
 
 

@@ -3,7 +3,7 @@
 * ``scheduler`` - ``InMemoryScheduler``, the whole adapter in one class: the port's calls,
   delivery on the calling thread (``run_due``, a manual clock's ``advance``) and by worker
   threads, applying outcomes under the lock, ``start`` and ``close``.
-* ``store`` - ``MemoryTimerStore``, the data structure: a heap plus an id map, fenced by the
+* ``store`` - ``TimerHeap``, the data structure: a heap plus an id map, fenced by the
   identity of the stored form; parked items and dead letters.
 * ``pool`` - ``WorkerPool``, the handler threads (a bounded leader/followers pool).
 * ``async_scheduler`` - ``AsyncInMemoryScheduler``, the asyncio face over the same store and

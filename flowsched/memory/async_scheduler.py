@@ -30,7 +30,7 @@ from flowsched.delivery import (
     RedeliveryPolicy,
     redelivery_policy,
 )
-from flowsched.memory.store import Claim, MemoryTimerStore
+from flowsched.memory.store import Claim, TimerHeap
 from flowsched.port import (
     DeadLetter,
     FailedHandler,
@@ -114,7 +114,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort):
         self._core = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
         self._observe_scheduled = self._core.observes_scheduled
         self._delivery = AsyncDelivery(self._core, executor)
-        self._store = MemoryTimerStore()
+        self._store = TimerHeap()
         self._generations = self._store.generations
         self._alarm = Alarm()
         self._deliveries = Deliveries(concurrency, self._alarm.ring)

@@ -25,7 +25,7 @@ from flowsched.delivery import (
 )
 from flowsched.errors import SchedulerUnavailable
 from flowsched.memory.pool import CLAIM_BATCH, ThreadState, WorkerPool, check_pool_arguments
-from flowsched.memory.store import Claim, MemoryTimerStore
+from flowsched.memory.store import Claim, TimerHeap
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import (
     DeadLetter,
@@ -99,7 +99,7 @@ class InMemoryScheduler(SchedulerPort):
         )
         # Skip the observer call on the schedule() hot path when nobody listens to it.
         self._observe_scheduled = self._core.observes_scheduled
-        self._store = MemoryTimerStore()
+        self._store = TimerHeap()
         self._generations = self._store.generations
         self._lock = threading.Lock()
         # The leading worker sleeps on it; close() waits on it for inline deliveries.
@@ -428,7 +428,7 @@ class InMemoryScheduler(SchedulerPort):
 
     def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
         """The earliest due time at or before ``until`` (after ``after``): how a
-        :class:`~flowsched.clock.ManualClock` steps (:meth:`MemoryTimerStore.next_due_between`)."""
+        :class:`~flowsched.clock.ManualClock` steps (:meth:`TimerHeap.next_due_between`)."""
         with self._lock:
             self._settle()
             if self._closed:

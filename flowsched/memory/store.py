@@ -34,7 +34,7 @@ from heapq import heapify, heappop, heappush
 from flowsched.delivery import Completed, NextSlot, Outcome, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 
-__all__ = ["COMPACT_AT", "Claim", "MemoryTimerStore"]
+__all__ = ["COMPACT_AT", "Claim", "TimerHeap"]
 
 COMPACT_AT = 1024
 """The heap is not compacted below this many entries (cheap to keep, costly to rebuild often)."""
@@ -47,7 +47,7 @@ Claim = tuple[ScheduleItem, int]
 """One delivery to make, ``(item, attempt)``; ``attempt`` counts earlier failed deliveries."""
 
 
-class MemoryTimerStore:
+class TimerHeap:
     """In-memory storage of timers: items by id, the due-time heap, parked items, dead letters."""
 
     __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked")

@@ -36,7 +36,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
+class LockedClaim:
     """An item this node has locked for delivery: the item, earlier failures, the lock token."""
 
     item: ScheduleItem
@@ -45,6 +45,10 @@ class Claim:
     suspect: bool = False
     """The document carried an earlier claim that was never settled (its node died or was
     cut off, maybe mid-handler): mark this delivery started before its handler runs."""
+
+
+Claim = LockedClaim
+"""The name the mongo modules import (not :class:`flowsched.store.Claim`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,7 @@ Action = Completed | Redeliver | DeadLettered | NextSlot | Release | Quarantine
 
 
 @dataclass(frozen=True, slots=True)
-class Settlement:
+class DocSettlement:
     """What to write for one claimed document (``generation`` None: fence on token only).
 
     ``unapply``: for a recurring item whose slot was fenced but that goes back to waiting for
@@ -110,6 +114,10 @@ class Settlement:
         if self.generation is not None:
             fence["generation"] = self.generation
         return fence
+
+
+Settlement = DocSettlement
+"""The name the mongo modules import (not :class:`flowsched.store.Settlement`)."""
 
 
 def bucket_fence(settlement: Settlement, store: TimerStore) -> dict[str, Any]:

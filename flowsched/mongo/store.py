@@ -118,7 +118,7 @@ def recorded_buckets(collection: Collection[Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class TimerStore:
+class MongoCollections:
     """MongoDB storage of timers: the items collection, its ``_dead`` and ``_quarantine`` ones."""
 
     def __init__(
@@ -408,6 +408,10 @@ class TimerStore:
                 written += yield from self.put_quarantined_steps(kept, markers=False)
             return written
         return len(records)
+
+
+TimerStore = MongoCollections
+"""The name the mongo modules import (not :class:`flowsched.store.TimerStore`)."""
 
 
 class _One:

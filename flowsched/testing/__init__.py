@@ -43,7 +43,9 @@ from flowsched.testing._checks_delivery import DELIVERY_GUARANTEES
 from flowsched.testing._checks_items import ITEM_GUARANTEES
 from flowsched.testing._checks_recurring import RECURRING_GUARANTEES
 from flowsched.testing._checks_routing import ROUTING_GUARANTEES
+from flowsched.testing._checks_store import STORE_GUARANTEES
 from flowsched.testing._checks_time import TIME_GUARANTEES
+from flowsched.testing._store_trial import StoreFactory, open_store
 from flowsched.testing._trial import (
     CLOCK_START,
     Factory,
@@ -62,8 +64,10 @@ __all__ = [
     "async_port_guarantees",
     "check_async_scheduler_port",
     "check_scheduler_port",
+    "check_timer_store",
     "port_guarantees",
     "simulate",
+    "store_guarantees",
 ]
 
 _GUARANTEES: tuple[Guarantee, ...] = (
@@ -181,6 +185,44 @@ async def _try_async(guarantee: AsyncGuarantee, factory: AsyncFactory) -> None:
             closing = scheduler.aclose()
             if inspect.isawaitable(closing):
                 await closing
+
+
+def store_guarantees() -> list[str]:
+    """The guarantees :func:`check_timer_store` tries, in the order it tries them."""
+    return [guarantee.name for guarantee in STORE_GUARANTEES]
+
+
+def check_timer_store(factory: StoreFactory) -> None:
+    """Check that the stores ``factory`` builds keep the :class:`~flowsched.store.TimerStore`
+    interface's guarantees (:func:`store_guarantees`).
+
+    ``factory()`` - or ``factory(clock)``, when it takes an argument: a
+    :class:`~flowsched.ManualClock` the store must judge time by - returns a fresh *empty*
+    store each time it is called: a ``TimerStore``, an ``AsyncTimerStore`` (driven on an
+    event loop of its own, in a thread: call this from synchronous code), or an awaitable of
+    either. Without a clock, leases of 0.3 s are waited out for real. Raises
+    :class:`AssertionError` naming the first guarantee that does not hold::
+
+        from flowsched.store import MemoryTimerStore
+        from flowsched.testing import check_timer_store
+
+        check_timer_store(lambda clock: MemoryTimerStore(clock))
+    """
+    portal = Portal()
+    try:
+        for guarantee in STORE_GUARANTEES:
+            try:
+                guarantee.check(open_store(factory, portal))
+            except AssertionError as exc:
+                detail = f": {exc}" if str(exc) else ""
+                raise AssertionError(f"store guarantee not held: {guarantee.name}{detail}") from exc
+            except Exception as exc:
+                raise AssertionError(
+                    f"store guarantee not held: {guarantee.name}: the store raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+    finally:
+        portal.close()
 
 
 def simulate(

@@ -1,0 +1,99 @@
+"""Internal: the typed records a :class:`~flowsched.store.TimerStore` takes and returns.
+
+Values only: frozen, no I/O, every datetime timezone-aware UTC. Nothing a store returns is
+``Any``: a database's rows and documents become these records inside the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from flowsched.outcomes import Outcome
+from flowsched.records import ScheduleItem, ScheduleKind
+from flowsched.steering import TimerState
+
+__all__ = ["Claim", "QuarantinedRecord", "SettleResult", "Settlement", "TimerSelection"]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One due item a node holds: ``owner`` may deliver ``item`` until ``lease_until`` (by
+    the store's clock); ``attempt`` counts the failed deliveries of this form before it.
+
+    The *fence* of a claim is ``(item.id, item.generation, owner, lease_until)`` as the store
+    wrote them: :meth:`TimerStore.confirm_start`, :meth:`TimerStore.renew` and
+    :meth:`TimerStore.settle` apply only while the stored item still carries all four, so a
+    replaced, cancelled, paused or re-claimed item is never touched by a stale claim. A
+    :meth:`TimerStore.renew` returns new claims (a new ``lease_until``); use those after.
+    """
+
+    item: ScheduleItem
+    attempt: int
+    owner: str
+    lease_until: datetime
+
+    @property
+    def generation(self) -> int:
+        """The claimed form's generation (``item.generation``)."""
+        return self.item.generation
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What came of one claim: ``outcome`` to apply under the claim's fence.
+
+    ``timed_out`` marks a run that went past its handler's time limit (its history attempt
+    ends ``"timed_out"``, not ``"failed"``); ``traceback`` is an excerpt kept in the history.
+    """
+
+    claim: Claim
+    outcome: Outcome
+    timed_out: bool = False
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    """How one :class:`Settlement` went: ``applied`` is false for a stale claim (the item
+    was replaced, cancelled or claimed again meanwhile: nothing changed). ``late`` is how
+    long after the claim's ``lease_until`` the store applied it (by its clock), ``None``
+    when it was in time or not applied."""
+
+    claim: Claim
+    applied: bool
+    late: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSelection:
+    """The filters of ``timers()`` (CONTRACT section 18); every one optional.
+
+    ``after`` is the cursor of the previous page (:attr:`TimerPage.next`); results are
+    soonest due first, ties by id, so paging is stable while timers come and go."""
+
+    id_prefix: str | None = None
+    flow_id: str | None = None
+    kind: ScheduleKind | None = None
+    handler: str | None = None
+    state: TimerState | None = None
+    due_from: datetime | None = None
+    due_to: datetime | None = None
+    limit: int = 50
+    after: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 1:
+            raise ValueError(f"timers: limit must be a positive int, got {self.limit!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedRecord:
+    """A stored record the store could not use (a malformed document or row), set aside
+    with ``reason`` at ``quarantined_at``; ``record`` is what was stored, as plain data."""
+
+    id: str
+    reason: str
+    quarantined_at: datetime
+    record: Mapping[str, object] = field(default_factory=dict)
