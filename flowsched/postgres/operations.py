@@ -41,7 +41,7 @@ from flowsched.store.records import (
     QuarantinedRecord,
     Settlement,
     SettleResult,
-    TimerFilter,
+    TimerSelection,
 )
 
 __all__ = ["Setup"]
@@ -242,7 +242,7 @@ class Setup:
 
     # -- steering ----------------------------------------------------------------------
 
-    def timers(self, query: TimerFilter) -> Plan[TimerPage]:
+    def timers(self, query: TimerSelection) -> Plan[TimerPage]:
         after_due, after_id = (None, None)
         if query.after is not None:
             after_due, after_id = decode_cursor(query.after)

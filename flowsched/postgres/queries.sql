@@ -105,6 +105,11 @@ CREATE TABLE {nodes} (
     expires_at  timestamptz NOT NULL
 );
 
+-- name: drop_tables
+-- Every table of the adapter for one timers table (test kits: a fresh table per test).
+DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema};
+DROP SEQUENCE IF EXISTS {generations};
+
 -- ---- the port's writes --------------------------------------------------------------------
 
 -- name: now

@@ -23,7 +23,15 @@ from flowsched.postgres.queries import Queries
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "migrate_async", "migrate_plan"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "drop_tables",
+    "drop_tables_async",
+    "migrate",
+    "migrate_async",
+    "migrate_plan",
+]
 
 MIGRATIONS: tuple[str, ...] = ("migration_1",)
 """The migrations in order: migration ``n`` (1-based) takes a table from version ``n - 1``."""
@@ -61,3 +69,18 @@ async def migrate_async(conn: AsyncConnection[Any], table: str) -> int:
     """:func:`migrate` on an asyncio connection."""
     plan = migrate_plan(Queries(table))
     return await run_async(conn, plan, what=f"migrate {table}", write=True)
+
+
+def _drop_plan(queries: Queries) -> Plan[None]:
+    yield Statement(queries["drop_tables"])
+    return None
+
+
+def drop_tables(conn: Connection[Any], table: str) -> None:
+    """Drop ``table`` and every companion of it (for test kits: irreversible)."""
+    run(conn, _drop_plan(Queries(table)), what=f"drop {table}", write=True)
+
+
+async def drop_tables_async(conn: AsyncConnection[Any], table: str) -> None:
+    """:func:`drop_tables` on an asyncio connection."""
+    await run_async(conn, _drop_plan(Queries(table)), what=f"drop {table}", write=True)

@@ -29,7 +29,7 @@ from flowsched.store.records import (
     QuarantinedRecord,
     Settlement,
     SettleResult,
-    TimerFilter,
+    TimerSelection,
 )
 
 __all__ = ["PostgresTimerStore"]
@@ -178,7 +178,7 @@ class PostgresTimerStore:
     def quarantined(self) -> list[QuarantinedRecord]:
         return self._run(self.setup.quarantined(), "quarantined", False)
 
-    def timers(self, query: TimerFilter) -> TimerPage:
+    def timers(self, query: TimerSelection) -> TimerPage:
         return self._run(self.setup.timers(query), "timers", False)
 
     def history(self, item_id: str) -> list[Attempt]:
