@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from flowsched.clock import ManualClock
+from flowsched.postgres.async_store import AsyncPostgresTimerStore
 from flowsched.postgres.store import PostgresTimerStore
 from flowsched.testing import check_timer_store
 from flowsched.testing._async_trial import Portal
@@ -57,3 +58,14 @@ def test_the_store_keeps_the_guarantees_on_the_servers_clock(
                 raise AssertionError(f"{guarantee.name}: {exc}") from exc
     finally:
         portal.close()
+
+
+def test_the_async_store_passes_the_conformance_suite_on_a_manual_clock(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    # The suite drives an async store on an event loop of its own (in a thread): each
+    # store opens its pool there, on its first call, and is closed with that loop.
+    def factory(clock: ManualClock) -> AsyncPostgresTimerStore:
+        return AsyncPostgresTimerStore(postgres_url, table=fresh_table(), clock=clock, pool_size=2)
+
+    check_timer_store(factory)
