@@ -210,8 +210,7 @@ WITH fresh AS (
 )
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL
-FROM picked
-WHERE t.id = picked.id
+WHERE t.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
           t.previous, t.attempts, t.lease_until, t.route;
 
