@@ -70,8 +70,10 @@ class AsyncOver:
     async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         return self.sync.settle(settlements)
 
-    async def next_due(self, routes: Collection[str]) -> datetime | None:
-        return self.sync.next_due(routes)
+    async def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
+        return self.sync.next_due(routes, after)
 
     async def dead_letters(self) -> list[DeadLetter]:
         return self.sync.dead_letters()

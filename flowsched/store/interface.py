@@ -125,10 +125,12 @@ class TimerStore(Protocol):
         (settling twice is harmless: the second is stale)."""
         ...
 
-    def next_due(self, routes: Collection[str]) -> datetime | None:
+    def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
         """The earliest time :meth:`claim_due` could return something for ``routes``: the
         soonest due of unclaimed, unpaused items and the soonest lease end of claimed ones
-        (may be in the past); ``None`` when there is nothing."""
+        (may be in the past), strictly after ``after`` if given; ``None`` when none."""
         ...
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -202,7 +204,9 @@ class AsyncTimerStore(Protocol):
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]: ...
 
-    async def next_due(self, routes: Collection[str]) -> datetime | None: ...
+    async def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None: ...
 
     async def dead_letters(self) -> list[DeadLetter]: ...
 

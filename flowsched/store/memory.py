@@ -197,14 +197,16 @@ class MemoryTimerStore:
                 results.append(SettleResult(claim, True, late))
             return results
 
-    def next_due(self, routes: Collection[str]) -> datetime | None:
+    def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
         with self._lock:
             times = [
                 row.lease_until if row.lease_until is not None else row.item.due
                 for row in self._rows.values()
                 if row.item.route in routes and not row.paused
             ]
-            return min(times, default=None)
+            return min((t for t in times if after is None or t > after), default=None)
 
     # -- dead letters, quarantine -----------------------------------------------------
 

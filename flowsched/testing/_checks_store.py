@@ -226,6 +226,7 @@ def _next_due(t: StoreTrial) -> None:
     assert t.store.next_due(t.routes) == soon.due, "next_due ignores other routes"
     t.store.pause("soon")
     assert t.store.next_due(t.routes) == soon.due + timedelta(minutes=4), "paused counted"
+    assert t.store.next_due(t.routes, after=soon.due + timedelta(minutes=4)) is None, "after"
 
 
 def _dead_letters_requeue(t: StoreTrial) -> None:

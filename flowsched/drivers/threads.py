@@ -1,0 +1,181 @@
+"""Internal: the thread driver — a loop thread that makes the store calls and a pool of
+handler threads; :meth:`ThreadDriver.run_inline` drives the same core on the caller's
+thread (``run_due``, :class:`~flowsched.ManualClock`).
+
+It waits on one condition variable: until the core's next time, a wake-up, or a handler
+ending. The core is only touched under that condition's lock; store calls and handlers run
+outside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock
+from flowsched.node.actions import Action, Sleep, StartHandler
+from flowsched.node.core import NodeCore, store_call
+from flowsched.outcomes import Outcome
+from flowsched.store.interface import TimerStore
+from flowsched.store.records import Claim
+
+__all__ = ["ThreadDriver"]
+
+log = logging.getLogger("flowsched.node")
+
+RunHandler = Callable[[Claim], Outcome]
+
+
+class ThreadDriver:
+    """Runs ``core`` over ``store``; ``run_handler(claim)`` makes one delivery."""
+
+    def __init__(
+        self,
+        core: NodeCore,
+        store: TimerStore,
+        run_handler: RunHandler,
+        routes: Callable[[], frozenset[str]],
+        clock: Clock,
+        *,
+        shutdown_timeout: timedelta,
+    ) -> None:
+        self.core = core
+        self.store = store
+        self.run_handler = run_handler
+        self.routes = routes
+        self.clock = clock
+        self.shutdown_timeout = shutdown_timeout
+        self.cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._inline = threading.local()
+
+    # -- waking --------------------------------------------------------------------
+
+    def wake(self) -> None:
+        with self.cond:
+            self.core.wake()
+            self.cond.notify_all()
+
+    def wake_at(self, when: datetime) -> None:
+        with self.cond:
+            self.core.wake_at(when)
+            self.cond.notify_all()
+
+    # -- background ----------------------------------------------------------------
+
+    def start(self, name: str) -> None:
+        with self.cond:
+            if self._thread is not None:
+                return
+            workers = self.core.settings.workers
+            self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-handler")
+            self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        cond = self.cond
+        while True:
+            with cond:
+                action = self.core.next_action(self.clock.now())
+                if isinstance(action, Sleep):
+                    if self.core.closing and action.idle:
+                        return
+                    cond.wait(self._timeout(action))
+                    continue
+                if isinstance(action, StartHandler):
+                    assert self._pool is not None
+                    self._pool.submit(self._run, action)
+                    continue
+            self._perform(action)
+
+    def _timeout(self, action: Sleep) -> float:
+        poll = self.core.settings.poll_interval.total_seconds()
+        if action.until is None:
+            return poll
+        left = (action.until - self.clock.now()).total_seconds()
+        return min(max(left, 0.0), poll)
+
+    def _run(self, action: StartHandler) -> None:
+        local = self._inline
+        outer = getattr(local, "handling", False)
+        local.handling = True
+        try:
+            outcome = self.run_handler(action.claim)
+        except BaseException:
+            with self.cond:
+                self.core.abandoned(action.ticket)
+                self.cond.notify_all()
+            raise
+        finally:
+            local.handling = outer
+        with self.cond:
+            self.core.finished(action.ticket, outcome)
+            self.cond.notify_all()
+
+    def _perform(self, action: Action) -> None:
+        try:
+            result = store_call(action, self.store, self.core.settings, self.routes())
+        except Exception as exc:
+            with self.cond:
+                self.core.failed(action, exc, self.clock.now())
+            return
+        with self.cond:
+            self.core.succeeded(action, result, self.clock.now())
+
+    # -- inline --------------------------------------------------------------------
+
+    def run_inline(self) -> int:
+        """Drive the core on this thread until it sleeps; return how many handlers ran.
+        Called again from a handler it runs, it returns 0 (the running loop goes on)."""
+        if getattr(self._inline, "active", False):
+            return 0
+        self._inline.active = True
+        ran = 0
+        try:
+            with self.cond:
+                self.core.wake()
+            while True:
+                with self.cond:
+                    action = self.core.next_action(self.clock.now())
+                if isinstance(action, Sleep):
+                    return ran
+                if isinstance(action, StartHandler):
+                    self._run(action)
+                    ran += 1
+                    continue
+                self._perform(action)
+        finally:
+            self._inline.active = False
+
+    # -- closing -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop claiming, release queued claims, wait for handlers (at most
+        ``shutdown_timeout``; those left running are logged and their claims lapse)."""
+        with self.cond:
+            self.core.close()
+            self.cond.notify_all()
+            thread, pool = self._thread, self._pool
+        if thread is None:
+            self.run_inline()
+            return
+        if getattr(self._inline, "handling", False):
+            return  # a handler closing its own scheduler: the loop ends once it returns
+        if thread is not threading.current_thread():
+            thread.join(self.shutdown_timeout.total_seconds())
+            if thread.is_alive():
+                with self.cond:
+                    left = [claim.item.key for claim in self.core.running.values()]
+                log.warning(
+                    "node %s closed after %ss with handlers still running: %s (their claims "
+                    "lapse and they are delivered again)",
+                    self.core.settings.owner,
+                    self.shutdown_timeout.total_seconds(),
+                    ", ".join(left) or "none",
+                )
+        if pool is not None:
+            pool.shutdown(wait=False)

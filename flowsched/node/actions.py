@@ -1,0 +1,98 @@
+"""Internal: what a node core asks its driver to do — decisions as data.
+
+The driver performs an action and feeds its result back to the core (see
+:class:`~flowsched.node.core.NodeCore`); only the ``Start`` of a handler and ``Sleep`` are
+not store calls. Store calls are made one at a time, by the driver's loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from flowsched.store.records import Claim, Settlement
+
+__all__ = [
+    "Action",
+    "ClaimDue",
+    "ConfirmStart",
+    "FindNextDue",
+    "ReleaseClaims",
+    "RenewLeases",
+    "SettleBatch",
+    "Sleep",
+    "StartHandler",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDue:
+    """Call ``store.claim_due(routes, owner, lease, limit)``; feed :meth:`NodeCore.claimed`."""
+
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmStart:
+    """Call ``store.confirm_start(claims)``; feed :meth:`NodeCore.confirmed`. The claims
+    returned are started at once (no other store call in between)."""
+
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StartHandler:
+    """Run the handler of ``claim`` (confirmed just now); when it ends, feed
+    :meth:`NodeCore.finished` with ``ticket`` and its outcome."""
+
+    claim: Claim
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class SettleBatch:
+    """Call ``store.settle(settlements)``; feed :meth:`NodeCore.settled`."""
+
+    settlements: tuple[Settlement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RenewLeases:
+    """Call ``store.renew(claims, lease)``; feed :meth:`NodeCore.renewed`."""
+
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseClaims:
+    """Call ``store.release(claims)`` (closing: claims that never started); feed
+    :meth:`NodeCore.released`."""
+
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FindNextDue:
+    """Call ``store.next_due(routes)``; feed :meth:`NodeCore.next_due_is`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Nothing to do before ``until`` (``None``: until woken); wait for a wake-up, a handler
+    finishing, or that time. ``idle`` is true when nothing is running or owed to the store
+    (what a closing driver waits for, and where an inline ``run_due`` stops)."""
+
+    until: datetime | None
+    idle: bool
+
+
+Action = (
+    ClaimDue
+    | ConfirmStart
+    | StartHandler
+    | SettleBatch
+    | RenewLeases
+    | ReleaseClaims
+    | FindNextDue
+    | Sleep
+)

@@ -1,0 +1,325 @@
+"""Internal: the node core — everything a node decides, with no I/O, no threads, no asyncio.
+
+h11-style: the driver asks :meth:`NodeCore.next_action` what to do at ``now`` (by the
+node's clock), performs it (a store call, a handler start, a sleep) and feeds the result
+back with :meth:`NodeCore.succeeded` / :meth:`NodeCore.failed` (store calls) and
+:meth:`NodeCore.finished` (a handler ended). :func:`store_call` maps an action to the store
+method a driver calls or awaits: the drivers differ only in how they wait.
+
+The rules, written once:
+
+* **Claims.** The node holds at most ``workers + min(batch_size, workers)`` claims (running
+  plus queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
+  route, a slot freed) or when the next due time it was told has come; after a claim that
+  came back short it asks the store for the next due time (polling at least every
+  ``poll_interval``).
+* **The check before a start.** A queued claim is not a started delivery: when workers are
+  free, the queued claims for them are confirmed with the store (``confirm_start``: fence
+  and lease still hold, by the store's clock, and the start is recorded) and only those
+  confirmed are started, with no other store call in between. So a cancel or replace that
+  has returned wins over every claim not yet confirmed.
+* **Leases.** Queued and running claims are renewed when half their lease has gone; a claim
+  whose renewal is refused is dropped from the queue (a running one goes on: its settle
+  will be stale if another node took the item).
+* **Settles** are batched: outcomes wait while another store call is in flight and go in
+  one ``settle``. **A refused settle** keeps its outcomes: if the store is unavailable
+  (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
+  the backoff, for as long as it takes (settling twice is harmless: the second is stale);
+  if the store refused the content (any other error), the batch is retried one settlement
+  at a time, and a single settlement refused that way is dropped with an error log (its
+  lease lapses and the item is delivered again: at least once).
+* **Outages** (:class:`~flowsched.node.outage.StoreOutage`): any failing store call backs off
+  0.1 s doubling to 5 s; one warning per outage, one line at recovery.
+* **Closing**: queued claims are released unstarted, running handlers are waited for (by
+  the driver, at most its ``shutdown_timeout``), pending outcomes are settled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flowsched.errors import SchedulerUnavailable
+from flowsched.node.actions import (
+    Action,
+    ClaimDue,
+    ConfirmStart,
+    FindNextDue,
+    ReleaseClaims,
+    RenewLeases,
+    SettleBatch,
+    Sleep,
+    StartHandler,
+)
+from flowsched.node.outage import StoreOutage
+from flowsched.outcomes import NextSlot, Outcome, Redeliver
+from flowsched.store.records import Claim, Settlement, SettleResult
+
+__all__ = ["NodeCore", "NodeSettings", "store_call"]
+
+log = logging.getLogger("flowsched.node")
+
+LateHook = Callable[[Claim, timedelta], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease."""
+
+    owner: str
+    workers: int = 8
+    batch_size: int = 100
+    lease: timedelta = timedelta(seconds=30)
+    poll_interval: timedelta = timedelta(seconds=1)
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("lease", "poll_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
+
+
+class NodeCore:
+    """The decisions of one node (see the module docstring). Not thread-safe: a driver
+    calls it under its own lock, or from one task."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        routes: Callable[[], frozenset[str]],
+        on_late: LateHook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.routes = routes
+        self.on_late = on_late
+        self.outage = StoreOutage(settings.owner)
+        self.queue: deque[Claim] = deque()  # claimed, not started
+        self.starting: deque[tuple[int, Claim]] = deque()  # confirmed: start now
+        self.running: dict[int, Claim] = {}  # started, by ticket
+        self.pending: deque[Settlement] = deque()  # outcomes owed to the store
+        self.look_at: datetime | None = None  # claim at or after this (None: now)
+        self.need_next_due = False
+        self.closing = False
+        self._tickets = 0
+        self._split = 0  # settle one at a time for this many more settlements
+
+    # -- what to do ------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Something may be due now (a schedule, a new route, a requeue): look again."""
+        self.look_at = None
+
+    def wake_at(self, when: datetime) -> None:
+        """An item is due at ``when`` (a schedule, a requeue, a resume): look by then."""
+        if self.look_at is not None and when < self.look_at:
+            self.look_at = when
+
+    def close(self) -> None:
+        """Stop claiming; release what never started; settle what ran."""
+        self.closing = True
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running, starting or owed to the store."""
+        return not (self.running or self.starting or self.pending)
+
+    def next_action(self, now: datetime) -> Action:
+        """What the driver should do at ``now`` (one store call at a time)."""
+        settings = self.settings
+        if self.starting:
+            ticket, claim = self.starting.popleft()
+            self.running[ticket] = claim
+            return StartHandler(claim, ticket)
+        if self.outage.waiting(now):
+            return Sleep(self.outage.retry_at, self.idle)
+        if self.closing and self.queue:
+            released = tuple(self.queue)
+            self.queue.clear()
+            return ReleaseClaims(released)
+        if self.pending:
+            if self._split:
+                return SettleBatch((self.pending.popleft(),))
+            batch = tuple(self.pending)
+            self.pending.clear()
+            return SettleBatch(batch)
+        renew_at = self._renew_at()
+        if renew_at is not None and renew_at <= now:
+            return RenewLeases(self._held())
+        free = settings.workers - len(self.running)
+        if self.queue and free > 0 and not self.closing:
+            confirm = tuple(self.queue.popleft() for _ in range(min(free, len(self.queue))))
+            return ConfirmStart(confirm)
+        if not self.closing and self.routes():
+            room = settings.workers + min(settings.batch_size, settings.workers)
+            limit = min(settings.batch_size, room - len(self.running) - len(self.queue))
+            if limit > 0 and (self.look_at is None or self.look_at <= now):
+                return ClaimDue(limit)
+            if self.need_next_due:
+                return FindNextDue()
+        wake = [t for t in (self.look_at, renew_at) if t is not None]
+        if self.closing or not self.routes():
+            wake = [t for t in (renew_at,) if t is not None]
+        return Sleep(min(wake, default=None), self.idle)
+
+    def _held(self) -> tuple[Claim, ...]:
+        return (*self.queue, *self.running.values())
+
+    def _renew_at(self) -> datetime | None:
+        held = self._held()
+        if not held:
+            return None
+        return min(claim.lease_until for claim in held) - self.settings.lease / 2
+
+    # -- results ---------------------------------------------------------------------
+
+    def finished(self, ticket: int, outcome: Outcome, *, timed_out: bool = False) -> None:
+        """The handler of ``ticket`` ended with ``outcome``: owe it to the store."""
+        claim = self.running.pop(ticket)
+        self.pending.append(Settlement(claim, outcome, timed_out=timed_out))
+
+    def abandoned(self, ticket: int) -> None:
+        """The handler of ``ticket`` will not report (shutdown): its claim lapses."""
+        self.running.pop(ticket, None)
+
+    def succeeded(self, action: Action, result: object, now: datetime) -> None:
+        """The store call for ``action`` returned ``result`` (as :func:`store_call` says)."""
+        self.outage.succeeded(now)
+        if isinstance(action, ClaimDue):
+            claims = _claims(result)
+            self.queue.extend(claims)
+            if len(claims) < action.limit:
+                self.look_at = now + self.settings.poll_interval
+                self.need_next_due = True
+            else:
+                self.look_at = None
+        elif isinstance(action, ConfirmStart):
+            held = _claims(result)
+            kept = {id(claim) for claim in held}
+            for claim in action.claims:
+                if id(claim) not in kept:
+                    log.debug("claim of %s no longer holds: not started", claim.item.key)
+            for claim in held:
+                self._tickets += 1
+                self.starting.append((self._tickets, claim))
+        elif isinstance(action, SettleBatch):
+            self._settled(action, result)
+        elif isinstance(action, RenewLeases):
+            self._renewed(action.claims, _claims(result))
+        elif isinstance(action, FindNextDue):
+            self.need_next_due = False
+            when = result if isinstance(result, datetime) else None
+            poll = now + self.settings.poll_interval
+            self.look_at = poll if when is None or when <= now else min(when, poll)
+
+    def _settled(self, action: SettleBatch, result: object) -> None:
+        if self._split:
+            self._split -= 1
+        results = result if isinstance(result, list) else []
+        for settlement, outcome in zip(action.settlements, results, strict=False):
+            if not isinstance(outcome, SettleResult):
+                continue
+            if not outcome.applied:
+                log.debug("outcome of stale claim %s ignored", settlement.claim.item.key)
+                continue
+            if outcome.late is not None and self.on_late is not None:
+                self.on_late(settlement.claim, outcome.late)
+            moved = settlement.outcome
+            if isinstance(moved, Redeliver | NextSlot):
+                self.need_next_due = True
+                if self.look_at is not None and moved.due < self.look_at:
+                    self.look_at = moved.due
+
+    def _renewed(self, asked: Sequence[Claim], renewed: list[Claim]) -> None:
+        fresh = {(c.item.id, c.generation, c.owner): c for c in renewed}
+
+        def current(claim: Claim) -> Claim | None:
+            return fresh.get((claim.item.id, claim.generation, claim.owner))
+
+        asked_ids = {id(claim) for claim in asked}
+        queue: deque[Claim] = deque()
+        for claim in self.queue:
+            if id(claim) not in asked_ids:
+                queue.append(claim)
+            elif (new := current(claim)) is not None:
+                queue.append(new)
+            else:
+                log.debug("lease of queued %s lost: not started", claim.item.key)
+        self.queue = queue
+        for ticket, claim in list(self.running.items()):
+            if id(claim) in asked_ids:
+                new = current(claim)
+                if new is None:
+                    log.warning(
+                        "node %s lost the lease of %s while its handler runs (another node "
+                        "may run it too; this run's outcome will be ignored)",
+                        self.settings.owner,
+                        claim.item.key,
+                    )
+                    # Keep the claim (its settle is fenced) but stop renewing it.
+                    self.running[ticket] = Claim(claim.item, claim.attempt, claim.owner, _FAR)
+                else:
+                    self.running[ticket] = new
+
+    def failed(self, action: Action, error: BaseException, now: datetime) -> None:
+        """The store call for ``action`` raised ``error``: keep what must be kept, back off."""
+        refused = not isinstance(error, SchedulerUnavailable | OSError)
+        if isinstance(action, SettleBatch) and refused:
+            # The store answered and refused the content: settle one at a time; a single
+            # settlement refused is dropped (its lease lapses: delivered again).
+            if len(action.settlements) > 1:
+                self.pending.extendleft(reversed(action.settlements))
+                self._split = len(action.settlements)
+                return
+            if self._split:
+                self._split -= 1
+            log.error(
+                "node %s: the store refused the outcome of %s (%s: %s); dropped, the item "
+                "is delivered again when its lease ends",
+                self.settings.owner,
+                action.settlements[0].claim.item.key,
+                type(error).__name__,
+                error,
+            )
+            return
+        self.outage.failed(type(action).__name__, error, now)
+        if isinstance(action, SettleBatch):
+            self.pending.extendleft(reversed(action.settlements))
+        elif isinstance(action, ConfirmStart):
+            self.queue.extendleft(reversed(action.claims))
+        elif isinstance(action, FindNextDue):
+            self.need_next_due = True
+
+
+_FAR = datetime.max.replace(tzinfo=UTC)
+
+
+def _claims(result: object) -> list[Claim]:
+    if not isinstance(result, list):
+        raise TypeError(f"expected a list of Claim from the store, got {type(result).__name__}")
+    return [claim for claim in result if isinstance(claim, Claim)]
+
+
+def store_call(action: Action, store: Any, settings: NodeSettings, routes: frozenset[str]) -> Any:
+    """The store method call ``action`` stands for: its result (synchronous store) or its
+    coroutine (async store). ``Sleep`` and ``StartHandler`` are not store calls."""
+    if isinstance(action, ClaimDue):
+        return store.claim_due(routes, settings.owner, settings.lease, action.limit)
+    if isinstance(action, ConfirmStart):
+        return store.confirm_start(action.claims)
+    if isinstance(action, SettleBatch):
+        return store.settle(action.settlements)
+    if isinstance(action, RenewLeases):
+        return store.renew(action.claims, settings.lease)
+    if isinstance(action, ReleaseClaims):
+        return store.release(action.claims)
+    if isinstance(action, FindNextDue):
+        return store.next_due(routes)
+    raise TypeError(f"{action!r} is not a store call")

@@ -1,0 +1,221 @@
+"""Internal: :class:`NodeScheduler` - the scheduler port over any
+:class:`~flowsched.store.TimerStore`, run by the node core and the thread driver.
+
+A scheduler class for a new store is a few lines: pass the store and keep the settings::
+
+    class PostgresScheduler(NodeScheduler):
+        async_class = "AsyncPostgresScheduler"
+
+        def __init__(self, conninfo_or_pool, *, table="flowsched_timers", clock=None, **settings):
+            super().__init__(PostgresTimerStore(conninfo_or_pool, table, clock), clock=clock,
+                             **settings)
+
+(and :class:`~flowsched.node.async_scheduler.AsyncNodeScheduler` the same way over an
+:class:`~flowsched.store.AsyncTimerStore`). On a :class:`~flowsched.ManualClock` the
+scheduler fires nothing by itself: once started it attaches to the clock, and every
+``advance`` (or ``run_due()``) delivers what is due inline, one claim at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Unpack
+
+from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.delivery import DeliveryCore, Observer
+from flowsched.drivers.threads import ThreadDriver
+from flowsched.errors import SchedulerUnavailable
+from flowsched.node.common import (
+    NodeArgs,
+    NodeOptions,
+    is_manual,
+    late_hook,
+    selection,
+    stored_item,
+)
+from flowsched.node.core import NodeCore
+from flowsched.outcomes import Outcome
+from flowsched.port import FailedHandler, Handler, SchedulerPort
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.redelivery import RedeliveryPolicy
+from flowsched.steering import Attempt, TimerInfo, TimerPage
+from flowsched.store.interface import TimerStore
+from flowsched.store.records import Claim
+
+__all__ = ["NodeScheduler"]
+
+
+class NodeScheduler(SchedulerPort):
+    """The port (CONTRACT sections 4, 7, 15, 18) over ``store``: at least once, fenced
+    claims, the check before each start (see :mod:`flowsched.node.core`)."""
+
+    async_class = "the async twin of this scheduler"
+
+    def __init__(
+        self,
+        store: TimerStore,
+        *,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        **options: Unpack[NodeArgs],
+    ) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._store = store
+        self._delivery = DeliveryCore(
+            self._clock, redelivery, observer, async_class=self.async_class
+        )
+        self._manual = is_manual(self._clock)
+        opts = NodeOptions(**options)
+        self._core = NodeCore(
+            opts.settings(self._manual), self._delivery.routes, late_hook(self._delivery)
+        )
+        self.node_id = self._core.settings.owner
+        self._driver = ThreadDriver(
+            self._core,
+            store,
+            self._run,
+            self._delivery.routes,
+            self._clock,
+            shutdown_timeout=opts.shutdown_timeout,
+        )
+        self._state = threading.Lock()
+        self._started = self._closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"
+
+    @property
+    def store(self) -> TimerStore:
+        return self._store
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def _run(self, claim: Claim) -> Outcome:
+        return self._delivery.run(claim.item, claim.attempt)
+
+    def _open(self, what: str) -> None:
+        if self._closed:
+            raise SchedulerUnavailable(f"{what}: {type(self).__name__} is closed")
+
+    # -- the port ------------------------------------------------------------------
+
+    def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        item = stored_item(item)
+        self._open(f"schedule({item.id!r})")
+        stored = self._store.put(item)
+        self._delivery.scheduled(stored)
+        self._driver.wake_at(stored.due)
+        return stored
+
+    def cancel(self, item_id: str) -> bool:
+        """Remove the item; False if there was none. Once this returned True (or a
+        replacing ``schedule`` returned), the old form never starts, on any node: a claim
+        is confirmed with the store right before its handler runs. A delivery that had
+        already started may finish; ``history(item_id)`` shows it (its last attempt open, or
+        ended after this call, ``started`` before it)."""
+        removed = self._store.remove(item_id)
+        if removed:
+            self._delivery.cancelled(item_id)
+        return removed
+
+    def cancel_flow(self, flow_id: str) -> int:
+        removed = self._store.remove_flow(flow_id)
+        for item_id in removed:
+            self._delivery.cancelled(item_id)
+        return len(removed)
+
+    def exists(self, item_id: str) -> bool:
+        return self._store.exists(item_id)
+
+    def get(self, item_id: str) -> ScheduleItem | None:
+        return self._store.get(item_id)
+
+    def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
+        self._delivery.subscribe(kind, handler)
+        self._driver.wake()
+
+    def register(
+        self, name: str, handler: Handler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        self._delivery.register(name, handler, on_failed)
+        self._driver.wake()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        return self._store.dead_letters()
+
+    def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        when = self.now() if due is None else ensure_utc(due, "requeue due")
+        item = self._store.requeue(item_id, when)
+        if item is None:
+            return False
+        self._driver.wake_at(item.due)
+        return True
+
+    # -- steering (CONTRACT section 18) --------------------------------------------
+
+    def timers(self, **filters: Any) -> TimerPage:
+        return self._store.timers(selection(**filters))
+
+    def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
+        after = filters.pop("after", None)
+        while True:
+            page = self._store.timers(selection(**filters, after=after))
+            yield from page.items
+            if page.next is None:
+                return
+            after = page.next
+
+    def history(self, item_id: str) -> list[Attempt]:
+        return self._store.history(item_id)
+
+    def pause(self, item_id: str) -> bool:
+        return self._store.pause(item_id)
+
+    def resume(self, item_id: str) -> bool:
+        resumed = self._store.resume(item_id)
+        if resumed:
+            self._driver.wake()
+        return resumed
+
+    # -- lifecycle and virtual time ------------------------------------------------
+
+    def start(self) -> None:
+        """Start firing: the loop and handler threads, or (on a manual clock) attach to it."""
+        with self._state:
+            self._open("start()")
+            if self._started:
+                return
+            self._started = True
+        if self._manual:
+            self._clock.attach(self)  # type: ignore[attr-defined]
+        else:
+            self._driver.start(f"flowsched-node-{self.node_id}")
+
+    def close(self) -> None:
+        """Stop firing, release queued claims, wait for handlers in flight (at most
+        ``shutdown_timeout``); idempotent."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+        if self._manual:
+            self._clock.detach(self)  # type: ignore[attr-defined]
+        self._driver.close()
+
+    def run_due(self) -> int:
+        """Deliver every item due by the clock's now, on this thread; return how many."""
+        if self._closed:
+            return 0
+        return self._driver.run_inline()
+
+    def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """For :class:`~flowsched.ManualClock` steps: the earliest claimable time at or
+        before ``until`` (after ``after``), or None."""
+        if self._closed:
+            return None
+        when = self._store.next_due(self._delivery.routes(), after)
+        return when if when is not None and when <= until else None
