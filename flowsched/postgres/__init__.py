@@ -25,6 +25,7 @@ The modules, in the order one timer meets them:
 try:
     from flowsched.postgres.async_store import AsyncPostgresTimerStore
     from flowsched.postgres.flow_store import AsyncPostgresFlowStore, PostgresFlowStore
+    from flowsched.postgres.scheduler import PostgresScheduler
     from flowsched.postgres.schema import SCHEMA_VERSION, migrate, migrate_async
     from flowsched.postgres.store import PostgresTimerStore
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without psycopg
@@ -40,6 +41,7 @@ __all__ = [
     "AsyncPostgresFlowStore",
     "AsyncPostgresTimerStore",
     "PostgresFlowStore",
+    "PostgresScheduler",
     "PostgresTimerStore",
     "migrate",
     "migrate_async",

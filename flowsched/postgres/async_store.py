@@ -211,8 +211,10 @@ class AsyncPostgresTimerStore:
     async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         return await self._run(self.setup.settle(settlements), "settle", True)
 
-    async def next_due(self, routes: Collection[str]) -> datetime | None:
-        return await self._run(self.setup.next_due(routes), "next_due", False)
+    async def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
+        return await self._run(self.setup.next_due(routes, after), "next_due", False)
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)

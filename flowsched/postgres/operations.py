@@ -202,10 +202,14 @@ class Setup:
                 results.append(SettleResult(claim, True, late))
         return results
 
-    def next_due(self, routes: Collection[str]) -> Plan[datetime | None]:
+    def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> Plan[datetime | None]:
         if not routes:
             return None
-        rows = yield self.statement("next_due", routes=sorted(routes))
+        rows = yield self.statement(
+            "next_due", routes=sorted(routes), after=_aware(after, "after")
+        )
         return utc_or_none(rows[0][0], "next_due") if rows else None
 
     # -- dead letters, quarantine ------------------------------------------------------
@@ -385,5 +389,8 @@ def _action(
         return "next", outcome.due, 0, outcome.error, outcome.applied, None
     if isinstance(outcome, DeadLettered | Exhausted):
         dead = outcome.dead
-        return "dead", None, dead.attempts, dead.error, None, dead.dead_at
+        # The dead letter keeps the form that was delivered (a tick's slot, not the row's
+        # redelivery time), as every store does.
+        item = dead.item
+        return "dead", item.due, dead.attempts, dead.error, item.previous, dead.dead_at
     raise TypeError(f"settle: unknown outcome {outcome!r}")

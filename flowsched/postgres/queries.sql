@@ -299,7 +299,7 @@ WITH s AS (
     WHERE t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
       AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
-              s.dead_at AS dead_time
+              s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous
 ), moved AS (
     UPDATE {table} t
     SET due = s.due, attempts = s.attempt, last_error = s.error,
@@ -312,7 +312,8 @@ WITH s AS (
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
                              previous, attempts, error, dead_at)
-    SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous,
+    SELECT id, generation, kind, handler, flow_id, coalesce(dead_due, due), payload,
+           recurrence, CASE WHEN recurrence IS NULL THEN NULL ELSE dead_previous END,
            dead_attempts, dead_error, coalesce(dead_time, {now})
     FROM gone WHERE action = 'dead'
     ON CONFLICT (id) DO UPDATE SET generation = EXCLUDED.generation, kind = EXCLUDED.kind,
@@ -323,7 +324,8 @@ WITH s AS (
 ), set_aside AS (
     INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
     SELECT id, dead_error,
-           to_jsonb(gone) - 'action' - 'dead_attempts' - 'dead_error' - 'dead_time',
+           to_jsonb(gone) - 'action' - 'dead_attempts' - 'dead_error' - 'dead_time'
+               - 'dead_due' - 'dead_previous',
            owner, {now}
     FROM gone WHERE action = 'quarantine'
     ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
@@ -352,10 +354,12 @@ SELECT least(
     (SELECT min(x.due) FROM r CROSS JOIN LATERAL (
         SELECT t.due FROM {table} t
         WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused
+          AND (%(after)s::timestamptz IS NULL OR t.due > %(after)s::timestamptz)
         ORDER BY t.due LIMIT 1) AS x),
     (SELECT min(x.lease_until) FROM r CROSS JOIN LATERAL (
         SELECT t.lease_until FROM {table} t
         WHERE t.route = r.route AND t.owner IS NOT NULL AND NOT t.paused
+          AND (%(after)s::timestamptz IS NULL OR t.lease_until > %(after)s::timestamptz)
         ORDER BY t.lease_until LIMIT 1) AS x)
 );
 

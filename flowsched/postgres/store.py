@@ -164,8 +164,10 @@ class PostgresTimerStore:
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         return self._run(self.setup.settle(settlements), "settle", True)
 
-    def next_due(self, routes: Collection[str]) -> datetime | None:
-        return self._run(self.setup.next_due(routes), "next_due", False)
+    def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
+        return self._run(self.setup.next_due(routes, after), "next_due", False)
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run(self.setup.dead_letters(), "dead_letters", False)
