@@ -47,7 +47,7 @@ class StoreTrial:
     def __init__(self, store: TimerStore, clock: ManualClock | None) -> None:
         self.store = store
         self.clock = clock
-        self.lease = timedelta(seconds=30) if clock is not None else timedelta(seconds=0.3)
+        self.lease = timedelta(seconds=30) if clock is not None else timedelta(seconds=2)
         self.route = "h:" + ROUTE_HANDLER
         self.routes = frozenset({self.route})
         self._count = 0

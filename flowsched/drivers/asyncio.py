@@ -1,0 +1,194 @@
+"""Internal: the asyncio driver — one task makes the store calls (awaited), each handler runs
+in a task of its own; :meth:`AsyncioDriver.run_inline` drives the same core in the caller's
+task (``run_due``, :meth:`~flowsched.ManualClock.advance_async`).
+
+It waits on one :class:`~flowsched.async_delivery.Alarm`: until the core's next time, a
+wake-up, or a handler ending. Everything runs on the loop's thread, so the core needs no
+lock; it differs from :mod:`flowsched.drivers.threads` only in how it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from flowsched.async_delivery import Alarm
+from flowsched.clock import Clock
+from flowsched.node.actions import Action, Sleep, StartHandler
+from flowsched.node.core import NodeCore, store_call
+from flowsched.outcomes import Outcome
+from flowsched.store.interface import AsyncTimerStore
+from flowsched.store.records import Claim
+
+__all__ = ["AsyncioDriver"]
+
+log = logging.getLogger("flowsched.node")
+
+RunHandler = Callable[[Claim], Awaitable[Outcome]]
+
+
+class AsyncioDriver:
+    """Runs ``core`` over ``store`` on the running loop; ``run_handler(claim)`` delivers."""
+
+    def __init__(
+        self,
+        core: NodeCore,
+        store: AsyncTimerStore,
+        run_handler: RunHandler,
+        routes: Callable[[], frozenset[str]],
+        clock: Clock,
+        *,
+        shutdown_timeout: timedelta,
+    ) -> None:
+        self.core = core
+        self.store = store
+        self.run_handler = run_handler
+        self.routes = routes
+        self.clock = clock
+        self.shutdown_timeout = shutdown_timeout
+        self.alarm = Alarm()
+        self._task: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
+            f"flowsched-inline-{id(self)}", default=False
+        )
+        self._handling: contextvars.ContextVar[bool] = contextvars.ContextVar(
+            f"flowsched-handling-{id(self)}", default=False
+        )
+
+    def wake(self) -> None:
+        self.core.wake()
+        self.alarm.ring()
+
+    def wake_at(self, when: datetime) -> None:
+        self.core.wake_at(when)
+        self.alarm.ring()
+
+    def in_handler(self) -> bool:
+        """Whether the caller is one of this driver's handlers."""
+        return self._handling.get()
+
+    def start(self, name: str) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=name)
+
+    async def _loop(self) -> None:
+        while True:
+            action = self.core.next_action(self.clock.now())
+            if isinstance(action, Sleep):
+                if self.core.closing and action.idle:
+                    return
+                await self.alarm.sleep(self._timeout(action))
+                continue
+            if isinstance(action, StartHandler):
+                self._spawn(action)
+                continue
+            await self._perform(action)
+
+    def _spawn(self, action: StartHandler) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._run(action))
+        self._handlers.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("handler task failed", exc_info=task.exception())
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _timeout(self, action: Sleep) -> float:
+        poll = self.core.settings.poll_interval.total_seconds()
+        if action.until is None:
+            return poll
+        left = (action.until - self.clock.now()).total_seconds()
+        return min(max(left, 0.0), poll)
+
+    async def _run(self, action: StartHandler) -> None:
+        token = self._handling.set(True)
+        try:
+            outcome = await self.run_handler(action.claim)
+        except BaseException:
+            self.core.abandoned(action.ticket)  # cancelled by shutdown: the claim lapses
+            self.alarm.ring()
+            raise
+        finally:
+            self._handling.reset(token)
+        self.core.finished(action.ticket, outcome)
+        self.alarm.ring()
+
+    async def _perform(self, action: Action) -> None:
+        try:
+            result = await store_call(action, self.store, self.core.settings, self.routes())
+        except Exception as exc:
+            self.core.failed(action, exc, self.clock.now())
+            return
+        self.core.succeeded(action, result, self.clock.now())
+
+    async def run_inline(self) -> int:
+        """Drive the core in this task until it sleeps; how many handlers ran. From a
+        handler it runs, 0 (the running loop goes on)."""
+        if self._inline.get():
+            return 0
+        token = self._inline.set(True)
+        ran = 0
+        try:
+            self.core.wake()
+            while True:
+                action = self.core.next_action(self.clock.now())
+                if isinstance(action, Sleep):
+                    return ran
+                if isinstance(action, StartHandler):
+                    # A task of its own, so that a bounded close can cancel it.
+                    await asyncio.wait({self._spawn(action)})
+                    ran += 1
+                    continue
+                await self._perform(action)
+        finally:
+            self._inline.reset(token)
+
+    async def close(self, timeout: timedelta | None = None) -> None:
+        """Stop claiming, release queued claims, wait for handlers (at most ``timeout``,
+        default ``shutdown_timeout``; then they are cancelled, logged, and their claims
+        lapse: delivered again)."""
+        self.core.close()
+        self.alarm.ring()
+        if self._handling.get():
+            return  # a handler closing its own scheduler: the loop ends once it returns
+        limit = (timeout or self.shutdown_timeout).total_seconds()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while self._handlers and loop.time() < deadline:
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=deadline - loop.time())
+            finally:
+                self._waiters.remove(waiter)
+        if self._handlers:
+            left = [claim.item.key for claim in self.core.running.values()]
+            log.warning(
+                "node %s closed after %ss with handlers still running: %s (cancelled; their "
+                "claims lapse and they are delivered again)",
+                self.core.settings.owner,
+                limit,
+                ", ".join(left) or "none",
+            )
+            for handler in list(self._handlers):
+                handler.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+        task = self._task
+        if task is None:
+            await self.run_inline()  # release queued claims, settle what ran
+            return
+        self.alarm.ring()
+        await asyncio.wait({task}, timeout=max(limit, 1.0))
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,237 @@
+"""Internal: :class:`AsyncNodeScheduler` - the asyncio port over any
+:class:`~flowsched.store.AsyncTimerStore`, run by the node core and the asyncio driver.
+
+The same core and rules as :class:`~flowsched.node.scheduler.NodeScheduler`; handlers may
+be ``async def`` (awaited on the loop) or plain (run in a worker thread). A class for a new
+store is a few lines::
+
+    class AsyncPostgresScheduler(AsyncNodeScheduler):
+        def __init__(self, pool, *, table="flowsched_timers", clock=None, **settings):
+            super().__init__(AsyncPostgresTimerStore(pool, table, clock), clock=clock,
+                             **settings)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from typing import Any, Unpack
+
+from flowsched.async_delivery import AsyncDelivery
+from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
+from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.delivery import DeliveryCore, Observer
+from flowsched.drivers.asyncio import AsyncioDriver
+from flowsched.errors import SchedulerUnavailable
+from flowsched.node.common import (
+    NodeArgs,
+    NodeOptions,
+    is_manual,
+    late_hook,
+    selection,
+    stored_item,
+)
+from flowsched.node.core import NodeCore
+from flowsched.outcomes import Outcome
+from flowsched.port import FailedHandler
+from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
+from flowsched.redelivery import RedeliveryPolicy
+from flowsched.steering import Attempt, TimerInfo, TimerPage
+from flowsched.store.interface import AsyncTimerStore
+from flowsched.store.records import Claim
+
+__all__ = ["AsyncNodeScheduler"]
+
+
+class AsyncNodeScheduler(AsyncSchedulerPort):
+    """The asyncio port over ``store`` (see :class:`~flowsched.node.scheduler.NodeScheduler`
+    for the guarantees, which are the same)."""
+
+    def __init__(
+        self,
+        store: AsyncTimerStore,
+        *,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        observer: Observer | None = None,
+        **options: Unpack[NodeArgs],
+    ) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._store = store
+        self._delivery = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        self._deliver = AsyncDelivery(self._delivery)
+        self._manual = is_manual(self._clock)
+        opts = NodeOptions(**options)
+        settings = opts.settings(self._manual)
+        self._core = NodeCore(settings, self._delivery.routes, late_hook(self._delivery))
+        self.node_id = settings.owner
+        self._driver = AsyncioDriver(
+            self._core,
+            store,
+            self._run,
+            self._delivery.routes,
+            self._clock,
+            shutdown_timeout=opts.shutdown_timeout,
+        )
+        self._started = self._closed = False
+        self._closing: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"
+
+    @property
+    def store(self) -> AsyncTimerStore:
+        return self._store
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    async def _run(self, claim: Claim) -> Outcome:
+        return await self._deliver.run(claim.item, claim.attempt)
+
+    # -- the port ------------------------------------------------------------------
+
+    async def schedule(self, item: ScheduleItem) -> ScheduleItem:
+        item = stored_item(item)
+        if self._closed:
+            raise SchedulerUnavailable(f"schedule({item.id!r}): {type(self).__name__} is closed")
+        stored = await self._store.put(item)
+        self._delivery.scheduled(stored)
+        self._driver.wake_at(stored.due)
+        return stored
+
+    async def cancel(self, item_id: str) -> bool:
+        """As :meth:`flowsched.node.scheduler.NodeScheduler.cancel`: once True, the old form
+        never starts; ``history(item_id)`` shows a run that had already started."""
+        removed = await self._store.remove(item_id)
+        if removed:
+            self._delivery.cancelled(item_id)
+        return removed
+
+    async def cancel_flow(self, flow_id: str) -> int:
+        removed = await self._store.remove_flow(flow_id)
+        for item_id in removed:
+            self._delivery.cancelled(item_id)
+        return len(removed)
+
+    async def exists(self, item_id: str) -> bool:
+        return await self._store.exists(item_id)
+
+    async def get(self, item_id: str) -> ScheduleItem | None:
+        return await self._store.get(item_id)
+
+    def subscribe(self, kind: ScheduleKind, handler: AsyncHandler) -> None:
+        self._delivery.subscribe(kind, handler)
+        self._wake()
+
+    def register(
+        self, name: str, handler: AsyncHandler, *, on_failed: FailedHandler | None = None
+    ) -> None:
+        self._delivery.register(name, handler, on_failed)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the driver (from the loop's thread, or via the loop from another)."""
+        loop = self._driver_loop
+        if loop is None:
+            self._core.wake()
+        elif loop.is_running() and not _on(loop):
+            loop.call_soon_threadsafe(self._driver.wake)
+        else:
+            self._driver.wake()
+
+    _driver_loop: asyncio.AbstractEventLoop | None = None
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return await self._store.dead_letters()
+
+    async def requeue(self, item_id: str, due: datetime | None = None) -> bool:
+        when = self.now() if due is None else ensure_utc(due, "requeue due")
+        item = await self._store.requeue(item_id, when)
+        if item is None:
+            return False
+        self._driver.wake_at(item.due)
+        return True
+
+    # -- steering (CONTRACT section 18) --------------------------------------------
+
+    async def timers(self, **filters: Any) -> TimerPage:
+        return await self._store.timers(selection(**filters))
+
+    async def iter_timers(self, **filters: Any) -> AsyncIterator[TimerInfo]:
+        after = filters.pop("after", None)
+        while True:
+            page = await self._store.timers(selection(**filters, after=after))
+            for info in page.items:
+                yield info
+            if page.next is None:
+                return
+            after = page.next
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        return await self._store.history(item_id)
+
+    async def pause(self, item_id: str) -> bool:
+        return await self._store.pause(item_id)
+
+    async def resume(self, item_id: str) -> bool:
+        resumed = await self._store.resume(item_id)
+        if resumed:
+            self._driver.wake()
+        return resumed
+
+    # -- lifecycle and virtual time ------------------------------------------------
+
+    async def start(self) -> None:
+        """Start firing on the running loop, or (on a manual clock) attach to it."""
+        if self._closed:
+            raise SchedulerUnavailable(f"start(): {type(self).__name__} is closed")
+        if self._started:
+            return
+        self._started = True
+        self._driver_loop = asyncio.get_running_loop()
+        if self._manual:
+            self._clock.attach(self)  # type: ignore[attr-defined]
+        else:
+            self._driver.start(f"flowsched-node-{self.node_id}")
+
+    async def aclose(self, timeout: float | timedelta | None = None) -> None:
+        """Stop firing, release queued claims, wait for handlers in flight (at most
+        ``timeout`` seconds, default ``shutdown_timeout``; then they are cancelled and
+        delivered again), leave no task behind; idempotent (a second call waits for the
+        first)."""
+        if timeout is not None and not isinstance(timeout, timedelta):
+            timeout = timedelta(seconds=timeout)
+        if self._closing is not None:
+            if not self._driver.in_handler():  # a handler waiting would wait for itself
+                await asyncio.shield(self._closing)
+            return
+        self._closing = asyncio.get_running_loop().create_future()
+        self._closed = True
+        try:
+            if self._manual:
+                self._clock.detach(self)  # type: ignore[attr-defined]
+            await self._driver.close(timeout)
+        finally:
+            self._closing.set_result(None)
+
+    async def run_due(self) -> int:
+        """Deliver every item due by the clock's now, in this task; how many ran."""
+        if self._closed:
+            return 0
+        return await self._driver.run_inline()
+
+    async def next_due(self, until: datetime, after: datetime | None = None) -> datetime | None:
+        """For :meth:`~flowsched.ManualClock.advance_async` steps (as the sync twin's)."""
+        if self._closed:
+            return None
+        when = await self._store.next_due(self._delivery.routes(), after)
+        return when if when is not None and when <= until else None
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
