@@ -4,6 +4,8 @@ Needs psycopg 3 and psycopg_pool (``pip install 'flowsched[postgres]'``); import
 package without them raises an ``ImportError`` that names the extra. ``import flowsched``
 never imports it: the top-level names load it when first asked for.
 
+* :class:`PostgresScheduler` / :class:`AsyncPostgresScheduler` - the scheduler port:
+  a node core, a driver and the store below (also importable from :mod:`flowsched`).
 * :class:`PostgresTimerStore` / :class:`AsyncPostgresTimerStore` - the
   :class:`~flowsched.store.TimerStore` (and its async twin) on a table, for a node core.
 * :class:`PostgresFlowStore` / :class:`AsyncPostgresFlowStore` - flow instances.
@@ -18,11 +20,13 @@ The modules, in the order one timer meets them:
 * ``operations`` - each store operation as a plan (statements and decoding, no I/O);
   ``plans`` runs a plan on a sync or an asyncio connection, in one transaction.
 * ``store`` / ``async_store`` - the two faces; ``connections`` - pools, given or owned.
+* ``scheduler`` / ``async_scheduler`` - the two faces of the port, thin.
 * ``wakeup`` - LISTEN/NOTIFY: a node hears of a row due soon at once.
 * ``flow_store`` - flow instances.
 """
 
 try:
+    from flowsched.postgres.async_scheduler import AsyncPostgresScheduler
     from flowsched.postgres.async_store import AsyncPostgresTimerStore
     from flowsched.postgres.flow_store import AsyncPostgresFlowStore, PostgresFlowStore
     from flowsched.postgres.scheduler import PostgresScheduler
@@ -39,6 +43,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 __all__ = [
     "SCHEMA_VERSION",
     "AsyncPostgresFlowStore",
+    "AsyncPostgresScheduler",
     "AsyncPostgresTimerStore",
     "PostgresFlowStore",
     "PostgresScheduler",

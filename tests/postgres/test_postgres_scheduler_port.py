@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from flowsched import ManualClock, RedeliveryPolicy
-from flowsched.postgres import PostgresScheduler
-from flowsched.testing import check_scheduler_port
+from flowsched.postgres import AsyncPostgresScheduler, PostgresScheduler
+from flowsched.testing import check_async_scheduler_port, check_scheduler_port
 
 
 @pytest.fixture
@@ -31,3 +31,17 @@ def test_postgres_scheduler_keeps_the_port(
         return scheduler
 
     check_scheduler_port(factory, redelivery_factory=factory)
+
+
+def test_async_postgres_scheduler_keeps_the_port(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    # Each scheduler is closed by the suite (aclose closes the pool it opened).
+    def factory(
+        clock: ManualClock, policy: RedeliveryPolicy | None = None
+    ) -> AsyncPostgresScheduler:
+        return AsyncPostgresScheduler(
+            postgres_url, table=fresh_table(), clock=clock, redelivery=policy, pool_size=2
+        )
+
+    check_async_scheduler_port(factory, redelivery_factory=factory)
