@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import MongoFlowStore, MongoScheduler
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
+    from flowsched.postgres import AsyncPostgresScheduler, PostgresScheduler
 
 __version__ = "0.1.0"
 """The release (the one place it is written: pyproject.toml reads it from here)."""
@@ -96,6 +97,9 @@ _LAZY = {
     ),
     "MongoFlowStore": "flowsched.mongo",
     "MongoScheduler": "flowsched.mongo",
+    # psycopg and its pool load only when these are asked for.
+    "AsyncPostgresScheduler": "flowsched.postgres",
+    "PostgresScheduler": "flowsched.postgres",
 }
 
 
@@ -135,6 +139,7 @@ __all__ = [
     "AsyncFlowStore",
     "AsyncInMemoryScheduler",
     "AsyncMongoScheduler",
+    "AsyncPostgresScheduler",
     "AsyncSchedulerPort",
     "Attempt",
     "BackoffType",
@@ -163,6 +168,7 @@ __all__ = [
     "Observer",
     "Observers",
     "OutcomeUnknown",
+    "PostgresScheduler",
     "ProcessingTimeElapsedEvent",
     "ProcessingTimePolicy",
     "Recurrence",
