@@ -111,7 +111,8 @@ def test_postgres_scheduler(postgres_scheduler, manual_clock):
 @pytest.mark.asyncio
 async def test_async_postgres_scheduler(async_postgres_scheduler, manual_clock):
     assert type(async_postgres_scheduler).__name__ == "AsyncPostgresScheduler"
-    await async_postgres_scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now()))
+    item = ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now())
+    await async_postgres_scheduler.schedule(item)
     assert await async_postgres_scheduler.exists("t")
 
 def test_each_adapter(scheduler):

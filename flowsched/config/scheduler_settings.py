@@ -271,6 +271,8 @@ _MONGODB_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "database-name": ("database_name", _database),
     "collection": ("collection", _collection),
 }
+
+
 def _postgres_url(value: object) -> object:
     text = _text(value)
     assert isinstance(text, str)

@@ -113,7 +113,7 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         clock: Clock | None = None,
         observer: Observer | None = None,
     ) -> AsyncPostgresScheduler:
-        """As :meth:`PostgresScheduler.from_config <flowsched.postgres.PostgresScheduler.from_config>`."""
+        """As :meth:`flowsched.postgres.PostgresScheduler.from_config`."""
         settings = config.scheduler_settings()
         return cls(
             settings.postgres(),

@@ -102,9 +102,7 @@ class Setup:
         rows = yield self.statement("exists", id=item_id)
         return bool(rows and rows[0][0] is True)
 
-    def remove(
-        self, item_id: str, generation: int | None, deadline: datetime | None
-    ) -> Plan[bool]:
+    def remove(self, item_id: str, generation: int | None, deadline: datetime | None) -> Plan[bool]:
         rows = yield self.statement(
             "remove", id=item_id, generation=generation, deadline=_aware(deadline, "deadline")
         )
@@ -156,9 +154,10 @@ class Setup:
         if not claims:
             return []
         rows = yield self.statement(
-            "confirm_start", keep=self.history_limit, **_fences(claims), attempts=[
-                claim.attempt for claim in claims
-            ]
+            "confirm_start",
+            keep=self.history_limit,
+            **_fences(claims),
+            attempts=[claim.attempt for claim in claims],
         )
         held = {str(row[0]) for row in rows}
         return [claim for claim in claims if claim.item.id in held]
@@ -207,9 +206,7 @@ class Setup:
     ) -> Plan[datetime | None]:
         if not routes:
             return None
-        rows = yield self.statement(
-            "next_due", routes=sorted(routes), after=_aware(after, "after")
-        )
+        rows = yield self.statement("next_due", routes=sorted(routes), after=_aware(after, "after"))
         return utc_or_none(rows[0][0], "next_due") if rows else None
 
     # -- dead letters, quarantine ------------------------------------------------------

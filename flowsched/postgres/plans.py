@@ -96,9 +96,7 @@ async def run_async(conn: AsyncConnection[Any], plan: Plan[T], *, what: str, wri
             while isinstance(step, Statement):
                 sent = True
                 cursor = await conn.execute(step.sql, step.params)
-                rows: list[Row] = (
-                    await cursor.fetchall() if cursor.description is not None else []
-                )
+                rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
                 step = _step(plan, rows)
     except _BROKEN as exc:
         raise outage(exc, what=what, sent=sent, write=write) from exc

@@ -20,10 +20,10 @@ from typing import Any
 
 from flowsched.errors import MalformedDocument
 from flowsched.limits import payload_text
+from flowsched.postgres.plans import Row
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.steering import ATTEMPT_OUTCOMES, TIMER_STATES, Attempt, TimerInfo
-from flowsched.postgres.plans import Row
 
 __all__ = [
     "attempt_from_row",
@@ -57,12 +57,15 @@ def check_storable(payload: Mapping[str, Any], text: str, what: str) -> None:
             stack.extend(value)
         elif isinstance(value, str) and "\x00" in value:
             raise ValueError(f"{what}: a string holds a NUL character (jsonb cannot store it)")
-        elif isinstance(value, int) and not isinstance(value, bool):
-            if not _INT64[0] <= value <= _INT64[1]:
-                raise ValueError(
-                    f"{what}: the integer {value} is outside the signed 64-bit range "
-                    "(every adapter refuses it; pass it as a string)"
-                )
+        elif (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not _INT64[0] <= value <= _INT64[1]
+        ):
+            raise ValueError(
+                f"{what}: the integer {value} is outside the signed 64-bit range "
+                "(every adapter refuses it; pass it as a string)"
+            )
 
 
 def item_params(item: ScheduleItem) -> dict[str, Any]:
@@ -203,7 +206,7 @@ def timer_info_from_row(row: Row) -> TimerInfo:
         handler=text_or_none(row[2], "handler", item_id),
         flow_id=text_or_none(row[3], "flow_id", item_id),
         due=utc(row[4], "due", item_id),
-        state=state,  # type: ignore[arg-type]  # checked against TIMER_STATES above
+        state=state,  # checked against TIMER_STATES above
         attempts=whole(row[6], "attempts", item_id),
         last_error=text_or_none(row[7], "last_error", item_id),
         node=text_or_none(row[8], "owner", item_id),
@@ -223,7 +226,7 @@ def attempt_from_row(row: Row, item_id: str) -> Attempt:
         node=text(row[0], "node", item_id),
         started=utc(row[1], "started", item_id),
         ended=utc_or_none(row[2], "ended", item_id),
-        outcome=outcome,  # type: ignore[arg-type]  # checked against ATTEMPT_OUTCOMES above
+        outcome=outcome,  # checked against ATTEMPT_OUTCOMES above
         error_type=text_or_none(row[4], "error_type", item_id),
         error_message=text_or_none(row[5], "error_message", item_id),
         traceback=text_or_none(row[6], "traceback", item_id),

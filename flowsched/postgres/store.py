@@ -164,9 +164,7 @@ class PostgresTimerStore:
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         return self._run(self.setup.settle(settlements), "settle", True)
 
-    def next_due(
-        self, routes: Collection[str], after: datetime | None = None
-    ) -> datetime | None:
+    def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         return self._run(self.setup.next_due(routes, after), "next_due", False)
 
     def dead_letters(self) -> list[DeadLetter]:

@@ -22,7 +22,9 @@ def test_the_async_store_inserts_loads_and_fences_updates(
     async def main() -> None:
         store = AsyncPostgresFlowStore(postgres_url, table=fresh_table(), pool_size=1)
         try:
-            instance = FlowInstance("tx-1", "Payment", "Started", 1, T0, {"Started": T0}, data={"n": 1})
+            instance = FlowInstance(
+                "tx-1", "Payment", "Started", 1, T0, {"Started": T0}, data={"n": 1}
+            )
             stored = await store.insert(instance)
             assert stored.version == 1
             assert await store.load("tx-1") == stored

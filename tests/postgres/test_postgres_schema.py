@@ -40,7 +40,7 @@ def test_nodes_starting_together_all_migrate_without_error(
             with psycopg.connect(postgres_url, autocommit=True) as conn:
                 start.wait()
                 versions.append(migrate(conn, table))
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+        except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
     threads = [threading.Thread(target=node) for _ in range(6)]
@@ -71,7 +71,9 @@ def test_the_claim_reads_the_partial_index_not_the_table(
         migrate(conn, table)
         conn.execute(
             f"""INSERT INTO "{table}" (id, generation, kind, handler, route, due, scheduled_at)
-            SELECT 'i' || n, n, 'TIMER', CASE WHEN n % 2 = 0 THEN NULL ELSE 'x' END, CASE WHEN n % 2 = 0 THEN 'k:TIMER' ELSE 'h:x' END,
+            SELECT 'i' || n, n, 'TIMER',
+                   CASE WHEN n % 2 = 0 THEN NULL ELSE 'x' END,
+                   CASE WHEN n % 2 = 0 THEN 'k:TIMER' ELSE 'h:x' END,
                    now() - n * interval '1 s', now()
             FROM generate_series(1, 5000) AS n"""
         )
