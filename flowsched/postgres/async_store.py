@@ -119,7 +119,7 @@ class AsyncPostgresTimerStore:
                 self._pool = await own_async_pool(self._conninfo, self._size, self._timeout)
             if self._migrate:
                 plan = migrate_plan(self.setup.queries)
-                self.version = await self._send(plan, f"migrate {self.table}", True)
+                self.version = await self._send(plan, f"migrate {self.table}", True, atomic=True)
             self._ready = True
         return self
 
@@ -143,10 +143,10 @@ class AsyncPostgresTimerStore:
             raise RuntimeError("AsyncPostgresTimerStore: not opened yet (await store.open())")
         return self._pool
 
-    async def _send(self, plan: Plan[T], what: str, write: bool) -> T:
+    async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         try:
             async with self.pool.connection(timeout=self._timeout) as conn:
-                return await run_async(conn, plan, what=what, write=write)
+                return await run_async(conn, plan, what=what, write=write, atomic=atomic)
         except PoolTimeout as exc:
             plan.close()
             raise SchedulerUnavailable(
@@ -155,7 +155,7 @@ class AsyncPostgresTimerStore:
         except psycopg.OperationalError as exc:
             raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
 
-    async def _run(self, plan: Plan[T], what: str, write: bool) -> T:
+    async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         if not self._ready:
             await self.open()
         return await self._send(plan, what, write)

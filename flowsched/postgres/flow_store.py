@@ -97,7 +97,7 @@ class PostgresFlowStore:
             self.pool = own_pool(conninfo_or_pool, pool_size, None)
             self._owned = True
         with self.pool.connection() as conn:
-            run(conn, _create(self.queries), what=f"create {table}", write=True)
+            run(conn, _create(self.queries), what=f"create {table}", write=True, atomic=True)
 
     def load(self, flow_id: str) -> FlowInstance | None:
         with self.pool.connection() as conn:
@@ -145,7 +145,7 @@ class AsyncPostgresFlowStore:
             self._pool = await own_async_pool(self._conninfo, self._size, None)
         if not self._ready:
             async with self._pool.connection() as conn:
-                await run_async(conn, _create(self.queries), what="create", write=True)
+                await run_async(conn, _create(self.queries), what="create", write=True, atomic=True)
             self._ready = True
         return self._pool
 

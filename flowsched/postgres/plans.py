@@ -3,7 +3,7 @@
 An operation of the adapter is a *plan*: a generator that yields :class:`Statement`\\ s and
 receives each one's rows, and returns its result. It does no I/O itself (the sans-I/O shape
 of h11 and procrastinate's manager): :func:`run` sends it over a psycopg ``Connection``,
-:func:`run_async` over an ``AsyncConnection``, each inside one transaction. So the two faces
+:func:`run_async` over an ``AsyncConnection`` (in one transaction when the plan needs it). So the two faces
 share every statement, parameter and decoding, and differ only in how they wait.
 
 Errors become the port's: :class:`~flowsched.SchedulerUnavailable` when nothing was sent or
@@ -70,35 +70,48 @@ def _step(plan: Plan[Any], rows: list[Row] | None) -> Statement | _Done:
         return _Done(stop.value)
 
 
-def run(conn: Connection[Any], plan: Plan[T], *, what: str, write: bool) -> T:
-    """Run ``plan`` on ``conn`` in one transaction; its result."""
-    sent = False
-    try:
-        with conn.transaction():
-            step = _step(plan, None)
-            while isinstance(step, Statement):
-                sent = True
-                cursor = conn.execute(step.sql, step.params)
-                rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
-                step = _step(plan, rows)
-    except _BROKEN as exc:
-        raise outage(exc, what=what, sent=sent, write=write) from exc
+def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
+    step = _step(plan, None)
+    while isinstance(step, Statement):
+        cursor = conn.execute(step.sql, step.params)
+        rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
+        step = _step(plan, rows)
     result: T = step.value
     return result
 
 
-async def run_async(conn: AsyncConnection[Any], plan: Plan[T], *, what: str, write: bool) -> T:
+async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
+    step = _step(plan, None)
+    while isinstance(step, Statement):
+        cursor = await conn.execute(step.sql, step.params)
+        rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
+        step = _step(plan, rows)
+    result: T = step.value
+    return result
+
+
+def run(conn: Connection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False) -> T:
+    """Run ``plan`` on ``conn``; its result. ``atomic``: in one transaction (a plan whose
+    statements must apply together, or that holds a transaction-scoped lock); otherwise
+    each statement is its own transaction (one round trip each: no BEGIN, no COMMIT) and
+    the plan's later statements are fenced on their own."""
+    try:
+        if atomic:
+            with conn.transaction():
+                return _sync_steps(conn, plan)
+        return _sync_steps(conn, plan)
+    except _BROKEN as exc:
+        raise outage(exc, what=what, sent=True, write=write) from exc
+
+
+async def run_async(
+    conn: AsyncConnection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False
+) -> T:
     """:func:`run` on an asyncio connection."""
-    sent = False
     try:
-        async with conn.transaction():
-            step = _step(plan, None)
-            while isinstance(step, Statement):
-                sent = True
-                cursor = await conn.execute(step.sql, step.params)
-                rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
-                step = _step(plan, rows)
+        if atomic:
+            async with conn.transaction():
+                return await _async_steps(conn, plan)
+        return await _async_steps(conn, plan)
     except _BROKEN as exc:
-        raise outage(exc, what=what, sent=sent, write=write) from exc
-    result: T = step.value
-    return result
+        raise outage(exc, what=what, sent=True, write=write) from exc

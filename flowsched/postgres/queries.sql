@@ -239,7 +239,8 @@ WITH c AS (
 ), ok AS (
     UPDATE {table} t SET started_at = {now}
     FROM c
-    WHERE t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
+    WHERE t.id = ANY (%(ids)s::text[])
+      AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
       AND t.lease_until = c.lease_until AND t.lease_until > {now} AND NOT t.paused
     RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt
 ), opened AS (
@@ -261,7 +262,7 @@ WITH c AS (
 )
 UPDATE {table} t SET lease_until = {now} + %(lease)s::interval
 FROM c
-WHERE t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
   AND t.lease_until = c.lease_until
 RETURNING t.id, t.lease_until;
 
@@ -272,7 +273,7 @@ WITH c AS (
 )
 UPDATE {table} t SET owner = NULL, lease_until = NULL, started_at = NULL
 FROM c
-WHERE t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
   AND t.lease_until = c.lease_until
 RETURNING t.id;
 
@@ -296,7 +297,7 @@ WITH s AS (
                   outcome, error_type, message, traceback, dead_at, claim_attempt)
 ), gone AS (
     DELETE FROM {table} t USING s
-    WHERE t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
       AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
               s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous
@@ -306,8 +307,9 @@ WITH s AS (
         previous = CASE WHEN s.action = 'next' THEN s.applied ELSE t.previous END,
         owner = NULL, lease_until = NULL, started_at = NULL
     FROM s
-    WHERE t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
-      AND t.lease_until = s.lease_until AND s.action IN ('redeliver', 'next')
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+      AND t.owner = s.owner AND t.lease_until = s.lease_until
+      AND s.action IN ('redeliver', 'next')
     RETURNING t.id
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,

@@ -62,13 +62,13 @@ def migrate_plan(queries: Queries) -> Plan[int]:
 
 def migrate(conn: Connection[Any], table: str) -> int:
     """Create or upgrade ``table`` and its companions on ``conn``; returns the version."""
-    return run(conn, migrate_plan(Queries(table)), what=f"migrate {table}", write=True)
+    return run(conn, migrate_plan(Queries(table)), what=f"migrate {table}", write=True, atomic=True)
 
 
 async def migrate_async(conn: AsyncConnection[Any], table: str) -> int:
     """:func:`migrate` on an asyncio connection."""
     plan = migrate_plan(Queries(table))
-    return await run_async(conn, plan, what=f"migrate {table}", write=True)
+    return await run_async(conn, plan, what=f"migrate {table}", write=True, atomic=True)
 
 
 def _drop_plan(queries: Queries) -> Plan[None]:

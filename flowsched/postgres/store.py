@@ -75,7 +75,9 @@ class PostgresTimerStore:
             self.pool = own_pool(conninfo_or_pool, pool_size, self._timeout)
             self._owned = True
         if migrate:
-            self.version = self._run(migrate_plan(self.setup.queries), f"migrate {table}", True)
+            self.version = self._run(
+                migrate_plan(self.setup.queries), f"migrate {table}", True, atomic=True
+            )
 
     @property
     def table(self) -> str:
@@ -101,10 +103,10 @@ class PostgresTimerStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self, plan: Plan[T], what: str, write: bool) -> T:
+    def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         try:
             with self.pool.connection(timeout=self._timeout) as conn:
-                return run(conn, plan, what=what, write=write)
+                return run(conn, plan, what=what, write=write, atomic=atomic)
         except PoolTimeout as exc:
             plan.close()
             raise SchedulerUnavailable(
