@@ -13,7 +13,7 @@ fresh process and a fresh table, rows written beforehand by one ``INSERT ... SEL
 the figures are firing only; ``schedule()`` is measured apart): fired per second (from the
 first due time to the last handler start), p50/p99 lateness (handler start minus due) and
 statements per fired timer (``pg_stat_statements`` is not assumed: the contenders count
-their own: the floor its statements, flowsched its store calls). Medians of 3 rounds, the
+their own statements). Medians of 3 rounds, the
 contenders taking turns. PostgresScheduler runs with ``workers=64, batch_size=100`` (a
 handler that does nothing needs no more threads). Prints the server's ``fsync`` and
 ``synchronous_commit``, a table, and writes ``bench/results/postgres.json``.
@@ -129,18 +129,33 @@ def _figures(
 
 
 def run_flowsched(url: str, timers: int) -> dict[str, float]:
-    from flowsched import PostgresScheduler, ScheduleItem
-    from flowsched.postgres.store import PostgresTimerStore
+    from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
+    from flowsched.postgres import plans
 
     calls = 0
     counting = threading.Lock()
+    sync_steps = plans._sync_steps
 
-    class Counted(PostgresTimerStore):
-        def _run(self, plan: Any, what: str, write: bool) -> Any:
+    def counted(conn: psycopg.Connection[Any], plan: plans.Plan[Any]) -> Any:
+        # Each statement a plan yields is one round trip: count them.
+        nonlocal calls
+
+        def statements() -> plans.Plan[Any]:
             nonlocal calls
-            with counting:
-                calls += 1
-            return super()._run(plan, what, write)
+            rows = None
+            step = next(plan)
+            while True:
+                with counting:
+                    calls += 1
+                rows = yield step
+                try:
+                    step = plan.send(rows)
+                except StopIteration as stop:
+                    return stop.value
+
+        return sync_steps(conn, statements())
+
+    plans._sync_steps = counted
 
     table = f"bench_fs_{uuid.uuid4().hex[:8]}"
     late: list[float] = []
@@ -159,9 +174,7 @@ def run_flowsched(url: str, timers: int) -> dict[str, float]:
     scheduler = PostgresScheduler(
         url, table=table, workers=64, batch_size=100, poll_interval=timedelta(seconds=1)
     )
-    scheduler._store.__class__ = Counted  # count the store calls from here on
-    scheduler._pg_store.__class__ = Counted
-    scheduler.subscribe(__import__("flowsched").ScheduleKind.TIMER, handler)
+    scheduler.subscribe(ScheduleKind.TIMER, handler)
     start = time.time() + LEAD_S
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -236,8 +249,10 @@ def main() -> None:
         fsync = conn.execute("SHOW fsync").fetchone()
         sync = conn.execute("SHOW synchronous_commit").fetchone()
         version = conn.execute("SHOW server_version").fetchone()
-    print(f"PostgreSQL {version and version[0]}, fsync={fsync and fsync[0]}, "
-          f"synchronous_commit={sync and sync[0]}; {args.timers} timers due within 1 s")
+    print(
+        f"PostgreSQL {version and version[0]}, fsync={fsync and fsync[0]}, "
+        f"synchronous_commit={sync and sync[0]}; {args.timers} timers due within 1 s"
+    )
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in CONTENDERS}
     for round_ in range(args.rounds):
         for name in CONTENDERS:
@@ -250,12 +265,19 @@ def main() -> None:
     schedule = json.loads(
         subprocess.run(
             [sys.executable, __file__, "--one", "schedule"],
-            capture_output=True, text=True, check=True, timeout=600,
-        ).stdout.strip().splitlines()[-1]
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
     )
     floor = medians["floor"]
-    print(f"{'contender':<12}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'p99 vs':>8}{'stmts/timer':>13}")
+    print(
+        f"{'contender':<12}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'p99 vs':>8}{'stmts/timer':>13}"
+    )
     for name, m in medians.items():
         print(
             f"{name:<12}{m['fired_per_s']:>10.0f}{m['fired_per_s'] / floor['fired_per_s']:>10.2f}"

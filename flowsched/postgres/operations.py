@@ -182,13 +182,21 @@ class Setup:
     def settle(self, settlements: Sequence[Settlement]) -> Plan[list[SettleResult]]:
         if not settlements:
             return []
-        columns = _settle_columns(settlements)
-        rows = yield self.statement(
-            "settle",
-            retention=self.history_retention,
-            **_fences([s.claim for s in settlements]),
-            **columns,
-        )
+        fences = _fences([s.claim for s in settlements])
+        if all(_plainly_completed(s) for s in settlements):
+            rows = yield self.statement(
+                "settle_completed",
+                retention=self.history_retention,
+                claim_attempts=[s.claim.attempt for s in settlements],
+                **fences,
+            )
+        else:
+            rows = yield self.statement(
+                "settle",
+                retention=self.history_retention,
+                **fences,
+                **_settle_columns(settlements),
+            )
         applied = {str(row[0]): utc(row[1], "now") for row in rows}
         results = []
         for settlement in settlements:
@@ -319,6 +327,14 @@ def _fences(claims: Sequence[Claim]) -> dict[str, list[Any]]:
         "owners": [claim.owner for claim in claims],
         "leases": [claim.lease_until for claim in claims],
     }
+
+
+def _plainly_completed(settlement: Settlement) -> bool:
+    return (
+        isinstance(settlement.outcome, Completed)
+        and not settlement.timed_out
+        and settlement.traceback is None
+    )
 
 
 def _error_of(outcome: Outcome) -> str | None:

@@ -3,8 +3,9 @@
 An operation of the adapter is a *plan*: a generator that yields :class:`Statement`\\ s and
 receives each one's rows, and returns its result. It does no I/O itself (the sans-I/O shape
 of h11 and procrastinate's manager): :func:`run` sends it over a psycopg ``Connection``,
-:func:`run_async` over an ``AsyncConnection`` (in one transaction when the plan needs it). So the two faces
-share every statement, parameter and decoding, and differ only in how they wait.
+:func:`run_async` over an ``AsyncConnection`` (in one transaction when the plan needs it).
+So the two faces share every statement, parameter and decoding, and differ only in how
+they wait.
 
 Errors become the port's: :class:`~flowsched.SchedulerUnavailable` when nothing was sent or
 nothing applied (no connection in time, a read that failed), :class:`~flowsched.OutcomeUnknown`

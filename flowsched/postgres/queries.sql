@@ -350,6 +350,32 @@ WITH s AS (
 )
 SELECT id, {now} FROM applied;
 
+-- name: settle_completed
+-- The common batch, every handler returned: the settle statement with deletes only (fewer
+-- arrays to send, nothing to plan for the outcomes that are not there).
+WITH s AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[], %(claim_attempts)s::int[])
+             AS s(id, generation, owner, lease_until, claim_attempt)
+), gone AS (
+    DELETE FROM {table} t USING s
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+      AND t.owner = s.owner AND t.lease_until = s.lease_until
+    RETURNING t.id
+), closed AS (
+    UPDATE {history} h SET ended = {now}, outcome = 'succeeded'
+    FROM s
+    WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
+      AND h.node = s.owner AND h.attempt = s.claim_attempt
+      AND s.id IN (SELECT id FROM gone)
+), expired AS (
+    DELETE FROM {history}
+    WHERE seq IN (SELECT seq FROM {history}
+                  WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
+                  LIMIT 100)
+)
+SELECT id, {now} FROM gone;
+
 -- name: next_due
 WITH r AS (SELECT unnest(%(routes)s::text[]) AS route)
 SELECT least(
