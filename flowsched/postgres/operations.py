@@ -186,14 +186,12 @@ class Setup:
         if all(_plainly_completed(s) for s in settlements):
             rows = yield self.statement(
                 "settle_completed",
-                retention=self.history_retention,
                 claim_attempts=[s.claim.attempt for s in settlements],
                 **fences,
             )
         else:
             rows = yield self.statement(
                 "settle",
-                retention=self.history_retention,
                 **fences,
                 **_settle_columns(settlements),
             )
@@ -214,7 +212,12 @@ class Setup:
     ) -> Plan[datetime | None]:
         if not routes:
             return None
-        rows = yield self.statement("next_due", routes=sorted(routes), after=_aware(after, "after"))
+        rows = yield self.statement(
+            "next_due",
+            routes=sorted(routes),
+            after=_aware(after, "after"),
+            retention=self.history_retention,
+        )
         return utc_or_none(rows[0][0], "next_due") if rows else None
 
     # -- dead letters, quarantine ------------------------------------------------------

@@ -285,7 +285,6 @@ RETURNING t.id;
 --   redeliver  due, attempts and last_error move, the claim is cleared;
 --   next       a recurring row's next slot: due, previous (the applied slot), failures reset.
 -- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
--- History older than %(retention)s goes too, a bounded bite per batch.
 WITH s AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
                          %(leases)s::timestamptz[], %(actions)s::text[], %(dues)s::timestamptz[],
@@ -342,11 +341,6 @@ WITH s AS (
     WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
       AND h.node = s.owner AND h.attempt = s.claim_attempt
       AND s.id IN (SELECT id FROM applied)
-), expired AS (
-    DELETE FROM {history}
-    WHERE seq IN (SELECT seq FROM {history}
-                  WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
-                  LIMIT 100)
 )
 SELECT id, {now} FROM applied;
 
@@ -368,16 +362,18 @@ WITH s AS (
     WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
       AND h.node = s.owner AND h.attempt = s.claim_attempt
       AND s.id IN (SELECT id FROM gone)
-), expired AS (
-    DELETE FROM {history}
-    WHERE seq IN (SELECT seq FROM {history}
-                  WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
-                  LIMIT 100)
 )
 SELECT id, {now} FROM gone;
 
 -- name: next_due
-WITH r AS (SELECT unnest(%(routes)s::text[]) AS route)
+-- Asked when a claim came back short (the node has time): history attempts that ended more
+-- than %(retention)s ago go too, a bounded bite each time (index {history_ended}).
+WITH r AS (SELECT unnest(%(routes)s::text[]) AS route), expired AS (
+    DELETE FROM {history}
+    WHERE seq = ANY (ARRAY(SELECT seq FROM {history}
+                           WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
+                           ORDER BY ended LIMIT 100))
+)
 SELECT least(
     (SELECT min(x.due) FROM r CROSS JOIN LATERAL (
         SELECT t.due FROM {table} t

@@ -69,3 +69,28 @@ def test_the_async_store_passes_the_conformance_suite_on_a_manual_clock(
         return AsyncPostgresTimerStore(postgres_url, table=fresh_table(), clock=clock, pool_size=2)
 
     check_timer_store(factory)
+
+
+def test_history_past_its_retention_goes_when_the_node_has_time(
+    postgres_url: str, fresh_table: Callable[[], str], stores: list[PostgresTimerStore]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from flowsched.outcomes import Completed
+    from flowsched.records import ScheduleItem, ScheduleKind
+    from flowsched.store.records import Settlement
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    store = PostgresTimerStore(
+        postgres_url, table=fresh_table(), clock=clock, history_retention=timedelta(days=7)
+    )
+    stores.append(store)
+    store.put(ScheduleItem("x", ScheduleKind.TIMER, clock.now(), handler="h"))
+    [claim] = store.claim_due({"h:h"}, "n", timedelta(seconds=30), 10)
+    store.settle([Settlement(c, Completed()) for c in store.confirm_start([claim])])
+    clock.advance(timedelta(days=6))
+    store.next_due({"h:h"})
+    assert [a.outcome for a in store.history("x")] == ["succeeded"], "purged too soon"
+    clock.advance(timedelta(days=2))
+    store.next_due({"h:h"})
+    assert store.history("x") == [], "history past its retention was kept"
