@@ -53,6 +53,7 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         shutdown_timeout: timedelta = timedelta(seconds=30),
         listen: bool = True,
         pool_size: int | None = None,
+        durable_firing: bool = False,
     ) -> None:
         store = AsyncPostgresTimerStore(
             conninfo_or_pool,
@@ -61,6 +62,7 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
             notify_within=notify_window(poll_interval),
             op_timeout=op_timeout,
             pool_size=pool_size or 4,
+            durable_firing=durable_firing,
         )
         super().__init__(
             store,

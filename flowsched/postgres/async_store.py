@@ -66,10 +66,18 @@ class AsyncPostgresTimerStore:
         history_retention: timedelta = timedelta(days=7),
         pool_size: int = DEFAULT_POOL_SIZE,
         op_timeout: timedelta | float | None = None,
+        durable_firing: bool = False,
     ) -> None:
         if not isinstance(history_limit, int) or history_limit < 1:
             raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
-        self.setup = Setup(Queries(table), clock, notify_within, history_limit, history_retention)
+        self.setup = Setup(
+            Queries(table),
+            clock,
+            notify_within,
+            history_limit,
+            history_retention,
+            durable_firing,
+        )
         self._timeout = seconds(op_timeout, "op_timeout")
         self._pool: AsyncConnectionPool[Any] | None = None
         self._conninfo: str | None = None

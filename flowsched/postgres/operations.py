@@ -57,10 +57,21 @@ class Setup:
     """A row due within this of now wakes the listening nodes when it is scheduled."""
     history_limit: int = 20
     history_retention: timedelta = timedelta(days=7)
+    durable_firing: bool = False
+    """``False`` (the default): the firing path's writes - claims, starts, lease renewals,
+    releases and outcomes - commit with ``synchronous_commit = off`` (no wait for the WAL
+    flush; PostgreSQL still writes them within ``wal_writer_delay``, 200 ms by default).
+    Only a crash of the server (not a clean restart, not a node's death) can lose the last of
+    them, and what is lost is delivered again: at least once holds. Every write of the
+    port's calls (schedule, cancel, pause, resume, requeue) commits durably, and a durable
+    commit makes every earlier one durable (the WAL is written in order). ``True``: every
+    write waits for the server's ``synchronous_commit`` setting."""
 
     def params(self, **values: Any) -> dict[str, Any]:
-        """``values`` and the ``now`` parameter (``None``: the server's time)."""
+        """``values``, the ``now`` parameter (``None``: the server's time) and
+        ``firing_commit`` (see :attr:`durable_firing`)."""
         values["now"] = None if self.clock is None else self.clock.now()
+        values["firing_commit"] = None if self.durable_firing else "off"
         return values
 
     def statement(self, name: str, **values: Any) -> Statement:

@@ -29,6 +29,14 @@ NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
 server's time at the start of the statement (one value for the whole statement)."""
 
 
+RELAXED = (
+    "(SELECT set_config('synchronous_commit', coalesce(%(firing_commit)s::text, "
+    "current_setting('synchronous_commit')), true)) IS NOT NULL"
+)
+"""A condition of the firing path's writes: true, and (``firing_commit`` = ``'off'``) their
+transaction commits without waiting for the WAL flush (the setting is transaction-local)."""
+
+
 def check_table_name(table: object, what: str = "table") -> str:
     """``table`` if it is a usable table name: lower-case letters, digits and underscores,
     not starting with a digit, at most :data:`MAX_TABLE_NAME` characters; else
@@ -88,6 +96,7 @@ def _names(table: str) -> dict[str, str]:
         "history_item": quoted(f"{table}_history_item"),
         "history_ended": quoted(f"{table}_history_ended"),
         "now": NOW,
+        "relaxed": RELAXED,
     }
 
 

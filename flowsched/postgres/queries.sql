@@ -5,6 +5,10 @@
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
+--   {relaxed}  a condition that is always true and sets synchronous_commit for the statement's
+--              own transaction to the firing_commit parameter (NULL: the server's setting):
+--              the firing path's writes (claim, start, renew, release, settle) may commit
+--              without waiting for the WAL flush; see flowsched/postgres/operations.py.
 -- Parameters are psycopg's %(name)s. Arrays of one batch travel as parallel arrays and are
 -- unnest()ed, so a batch of any size is one statement and one round trip.
 
@@ -210,7 +214,7 @@ WITH fresh AS (
 )
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL
-WHERE t.id = ANY (ARRAY(SELECT id FROM picked))
+WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
           t.previous, t.attempts, t.lease_until, t.route;
 
@@ -242,6 +246,7 @@ WITH c AS (
     WHERE t.id = ANY (%(ids)s::text[])
       AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
       AND t.lease_until = c.lease_until AND t.lease_until > {now} AND NOT t.paused
+      AND {relaxed}
     RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt
 ), opened AS (
     INSERT INTO {history} (item_id, generation, attempt, node, started)
@@ -262,8 +267,8 @@ WITH c AS (
 )
 UPDATE {table} t SET lease_until = {now} + %(lease)s::interval
 FROM c
-WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
-  AND t.lease_until = c.lease_until
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
 RETURNING t.id, t.lease_until;
 
 -- name: release
@@ -273,8 +278,8 @@ WITH c AS (
 )
 UPDATE {table} t SET owner = NULL, lease_until = NULL, started_at = NULL
 FROM c
-WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
-  AND t.lease_until = c.lease_until
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
 RETURNING t.id;
 
 -- name: settle
@@ -298,6 +303,7 @@ WITH s AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
       AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
+      AND {relaxed}
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
               s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous
 ), moved AS (
@@ -308,7 +314,7 @@ WITH s AS (
     FROM s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.lease_until = s.lease_until
-      AND s.action IN ('redeliver', 'next')
+      AND s.action IN ('redeliver', 'next') AND {relaxed}
     RETURNING t.id
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
@@ -354,7 +360,7 @@ WITH s AS (
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
-      AND t.owner = s.owner AND t.lease_until = s.lease_until
+      AND t.owner = s.owner AND t.lease_until = s.lease_until AND {relaxed}
     RETURNING t.id
 ), closed AS (
     UPDATE {history} h SET ended = {now}, outcome = 'succeeded'

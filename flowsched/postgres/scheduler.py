@@ -42,7 +42,10 @@ class PostgresScheduler(NodeScheduler):
     compared in SQL by the server's clock; with ``clock=`` (tests, a
     :class:`~flowsched.ManualClock`) by that clock's ``now()``. ``op_timeout`` bounds the
     wait for a pooled connection; ``listen=False`` turns LISTEN/NOTIFY off (polling alone,
-    every ``poll_interval``). The other settings are ``MongoScheduler``'s.
+    every ``poll_interval``); ``durable_firing=True`` makes claims, starts and outcomes wait
+    for the WAL flush too (by default only ``schedule``, ``cancel`` and the other calls of
+    the port do: a server crash may then deliver the last ~200 ms of firings again, never
+    lose a timer). The other settings are ``MongoScheduler``'s.
 
     >>> with PostgresScheduler("postgresql://app@db/app") as scheduler:  # doctest: +SKIP
     ...     scheduler.register("send-reminder", send_reminder)
@@ -67,6 +70,7 @@ class PostgresScheduler(NodeScheduler):
         shutdown_timeout: timedelta = timedelta(seconds=30),
         listen: bool = True,
         pool_size: int | None = None,
+        durable_firing: bool = False,
     ) -> None:
         store = PostgresTimerStore(
             conninfo_or_pool,
@@ -75,6 +79,7 @@ class PostgresScheduler(NodeScheduler):
             notify_within=notify_window(poll_interval),
             op_timeout=op_timeout,
             pool_size=pool_size or 4,
+            durable_firing=durable_firing,
         )
         try:
             super().__init__(

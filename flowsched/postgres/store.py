@@ -46,7 +46,9 @@ class PostgresTimerStore:
     :mod:`flowsched.postgres.schema`), created or upgraded at construction unless
     ``migrate=False``. ``clock``: compare due times and leases with this clock's ``now()``
     (tests); by default the server's own time. ``op_timeout``: the longest wait for a
-    connection from the pool.
+    connection from the pool. ``durable_firing``: see
+    :attr:`flowsched.postgres.operations.Setup.durable_firing` (default: the firing path's
+    writes do not wait for the WAL flush; the port's calls always do).
 
     >>> store = PostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
     """
@@ -63,10 +65,18 @@ class PostgresTimerStore:
         history_retention: timedelta = timedelta(days=7),
         pool_size: int = DEFAULT_POOL_SIZE,
         op_timeout: timedelta | float | None = None,
+        durable_firing: bool = False,
     ) -> None:
         if not isinstance(history_limit, int) or history_limit < 1:
             raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
-        self.setup = Setup(Queries(table), clock, notify_within, history_limit, history_retention)
+        self.setup = Setup(
+            Queries(table),
+            clock,
+            notify_within,
+            history_limit,
+            history_retention,
+            durable_firing,
+        )
         self._timeout = seconds(op_timeout, "op_timeout")
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool

@@ -78,7 +78,14 @@ def test_the_claim_reads_the_partial_index_not_the_table(
             FROM generate_series(1, 5000) AS n"""
         )
         conn.execute(f'ANALYZE "{table}"')
-        params = {"routes": ["k:TIMER"], "owner": "n", "lease": "30 s", "limit": 100, "now": None}
+        params = {
+            "routes": ["k:TIMER"],
+            "owner": "n",
+            "lease": "30 s",
+            "limit": 100,
+            "now": None,
+            "firing_commit": None,
+        }
         plan = conn.execute(b"EXPLAIN " + queries["claim_due"].encode(), params).fetchall()
     text = "\n".join(str(row[0]) for row in plan)
     assert f"{table}_claim" in text, text
@@ -110,3 +117,29 @@ def test_db_migrate_refuses_a_bad_table_or_url_naming_it() -> None:
     assert result.exit_code == 2 and "--table" in result.stderr
     result = runner.invoke(build_app(), ["db", "migrate", "mongodb://h/d"])
     assert result.exit_code == 2 and "postgresql://" in result.stderr
+
+
+@pytest.mark.parametrize(("firing_commit", "seen"), [("off", "off"), (None, "on")])
+def test_the_firing_paths_writes_set_synchronous_commit_for_their_own_transaction(
+    postgres_url: str, fresh_table: Callable[[], str], firing_commit: str | None, seen: str
+) -> None:
+    table = fresh_table()
+    queries = Queries(table)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        migrate(conn, table)
+        conn.execute(
+            f"""INSERT INTO "{table}" (id, generation, kind, route, due, scheduled_at)
+            VALUES ('a', 1, 'TIMER', 'k:TIMER', now(), now())"""
+        )
+        params = {
+            "routes": ["k:TIMER"],
+            "owner": "n",
+            "lease": "30 s",
+            "limit": 10,
+            "now": None,
+            "firing_commit": firing_commit,
+        }
+        with conn.transaction():
+            assert len(conn.execute(queries["claim_due"], params).fetchall()) == 1
+            assert conn.execute("SHOW synchronous_commit").fetchone() == (seen,)
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",), "leaked"
