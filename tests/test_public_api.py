@@ -106,7 +106,7 @@ def test_every_public_name_is_importable() -> None:
 def test_the_mongo_classes_are_the_public_subpackage_ones() -> None:
     assert flowsched.MongoScheduler is flowsched.mongo.MongoScheduler
     assert flowsched.MongoFlowStore is flowsched.mongo.MongoFlowStore
-    assert set(flowsched.mongo.__all__) == {"MongoFlowStore", "MongoScheduler"}
+    assert set(flowsched.mongo.__all__) == {"MongoFlowStore", "MongoScheduler", "MongoTimerStore"}
 
 
 def test_importing_flowsched_does_not_load_the_mongodb_driver() -> None:

@@ -51,6 +51,7 @@ class AsyncioDriver:
         self.shutdown_timeout = shutdown_timeout
         self.alarm = Alarm()
         self._task: asyncio.Task[None] | None = None
+        self._home: asyncio.AbstractEventLoop | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -61,18 +62,38 @@ class AsyncioDriver:
         )
 
     def wake(self) -> None:
+        """Look again now; callable from any thread (a listener's, say)."""
+        if self._off_loop():
+            assert self._home is not None
+            self._home.call_soon_threadsafe(self.wake)
+            return
         self.core.wake()
         self.alarm.ring()
 
     def wake_at(self, when: datetime) -> None:
+        """Look again by ``when``; callable from any thread."""
+        if self._off_loop():
+            assert self._home is not None
+            self._home.call_soon_threadsafe(self.wake_at, when)
+            return
         self.core.wake_at(when)
         self.alarm.ring()
+
+    def _off_loop(self) -> bool:
+        loop = self._home
+        if loop is None or loop.is_closed():
+            return False
+        try:
+            return asyncio.get_running_loop() is not loop
+        except RuntimeError:
+            return True
 
     def in_handler(self) -> bool:
         """Whether the caller is one of this driver's handlers."""
         return self._handling.get()
 
     def start(self, name: str) -> None:
+        self._home = asyncio.get_running_loop()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=name)
 

@@ -83,6 +83,8 @@ class ThreadDriver:
                 action = self.core.next_action(self.clock.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
+                        if self._pool is not None:
+                            self._pool.shutdown(wait=False)
                         return
                     cond.wait(self._timeout(action))
                     continue
@@ -170,12 +172,14 @@ class ThreadDriver:
             if thread.is_alive():
                 with self.cond:
                     left = [claim.item.key for claim in self.core.running.values()]
+                    owed = len(self.core.pending)
                 log.warning(
-                    "node %s closed after %ss with handlers still running: %s (their claims "
-                    "lapse and they are delivered again)",
+                    "node %s closed after %ss with handlers still running: %s, and %d "
+                    "outcomes not written (their claims lapse and they are delivered again)",
                     self.core.settings.owner,
                     self.shutdown_timeout.total_seconds(),
                     ", ".join(left) or "none",
+                    owed,
                 )
         if pool is not None:
             pool.shutdown(wait=False)

@@ -37,18 +37,23 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``inspection`` - read-only pages and counts for ``flowsched timers``.
 * ``migration`` - routes and buckets for items stored by older versions.
 * ``flow_store`` - ``MongoFlowStore``; ``no_driver`` - stand-ins without pymongo.
+* ``timer_store`` - ``MongoTimerStore``: the store interface (:mod:`flowsched.store`) on
+  these documents, for the node core; ``timer_history`` its history and ``timers()`` reads.
 """
 
 try:
     from flowsched.mongo.flow_store import MongoFlowStore
     from flowsched.mongo.scheduler import MongoScheduler
+    from flowsched.mongo.timer_store import MongoTimerStore
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without pymongo
     if (exc.name or "").partition(".")[0] not in {"pymongo", "bson"}:
         raise
     from flowsched.mongo.no_driver import MissingDriverFlowStore as MongoFlowStore  # type: ignore[assignment]
     from flowsched.mongo.no_driver import MissingDriverScheduler as MongoScheduler  # type: ignore[assignment]
 
-__all__ = ["MongoFlowStore", "MongoScheduler"]
+    MongoTimerStore = MongoScheduler  # type: ignore[assignment,misc]  # raises the same ImportError
+
+__all__ = ["MongoFlowStore", "MongoScheduler", "MongoTimerStore"]
 
 # Both are also public as flowsched.MongoScheduler / flowsched.MongoFlowStore: reprs and
 # tracebacks say so (see flowsched/__init__.py).

@@ -132,16 +132,8 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
         self._wake()
 
     def _wake(self) -> None:
-        """Wake the driver (from the loop's thread, or via the loop from another)."""
-        loop = self._driver_loop
-        if loop is None:
-            self._core.wake()
-        elif loop.is_running() and not _on(loop):
-            loop.call_soon_threadsafe(self._driver.wake)
-        else:
-            self._driver.wake()
-
-    _driver_loop: asyncio.AbstractEventLoop | None = None
+        """Wake the driver (from any thread: it hops onto its loop)."""
+        self._driver.wake()
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._store.dead_letters()
@@ -190,7 +182,6 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
         if self._started:
             return
         self._started = True
-        self._driver_loop = asyncio.get_running_loop()
         if self._manual:
             self._clock.attach(self)  # type: ignore[attr-defined]
         else:
@@ -228,10 +219,3 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
             return None
         when = await self._store.next_due(self._delivery.routes(), after)
         return when if when is not None and when <= until else None
-
-
-def _on(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False

@@ -39,8 +39,8 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
@@ -104,6 +104,7 @@ class NodeCore:
         self.queue: deque[Claim] = deque()  # claimed, not started
         self.starting: deque[tuple[int, Claim]] = deque()  # confirmed: start now
         self.running: dict[int, Claim] = {}  # started, by ticket
+        self.lost: set[int] = set()  # running tickets whose lease could not be renewed
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.need_next_due = False
@@ -170,7 +171,9 @@ class NodeCore:
         return Sleep(min(wake, default=None), self.idle)
 
     def _held(self) -> tuple[Claim, ...]:
-        return (*self.queue, *self.running.values())
+        """The claims to keep renewing: queued, and running unless their lease was lost."""
+        running = (c for t, c in self.running.items() if t not in self.lost)
+        return (*self.queue, *running)
 
     def _renew_at(self) -> datetime | None:
         held = self._held()
@@ -183,11 +186,13 @@ class NodeCore:
     def finished(self, ticket: int, outcome: Outcome, *, timed_out: bool = False) -> None:
         """The handler of ``ticket`` ended with ``outcome``: owe it to the store."""
         claim = self.running.pop(ticket)
+        self.lost.discard(ticket)
         self.pending.append(Settlement(claim, outcome, timed_out=timed_out))
 
     def abandoned(self, ticket: int) -> None:
         """The handler of ``ticket`` will not report (shutdown): its claim lapses."""
         self.running.pop(ticket, None)
+        self.lost.discard(ticket)
 
     def succeeded(self, action: Action, result: object, now: datetime) -> None:
         """The store call for ``action`` returned ``result`` (as :func:`store_call` says)."""
@@ -263,10 +268,17 @@ class NodeCore:
                         self.settings.owner,
                         claim.item.key,
                     )
-                    # Keep the claim (its settle is fenced) but stop renewing it.
-                    self.running[ticket] = Claim(claim.item, claim.attempt, claim.owner, _FAR)
+                    self.lost.add(ticket)  # its settle stays fenced; stop renewing it
                 else:
                     self.running[ticket] = new
+        # Handlers that ended while the renewal was on its way: their outcomes must carry
+        # the lease the store now holds, or their settle would be stale.
+        self.pending = deque(
+            replace(s, claim=new)
+            if id(s.claim) in asked_ids and (new := current(s.claim)) is not None
+            else s
+            for s in self.pending
+        )
 
     def failed(self, action: Action, error: BaseException, now: datetime) -> None:
         """The store call for ``action`` raised ``error``: keep what must be kept, back off."""
@@ -296,9 +308,6 @@ class NodeCore:
             self.queue.extendleft(reversed(action.claims))
         elif isinstance(action, FindNextDue):
             self.need_next_due = True
-
-
-_FAR = datetime.max.replace(tzinfo=UTC)
 
 
 def _claims(result: object) -> list[Claim]:

@@ -13,8 +13,9 @@ I/O (:class:`~flowsched.store.MemoryTimerStore`) gets its async face from
 database's own time where it has one (compared in the query, nothing estimated), the
 injected clock otherwise (and in tests, where a ``clock=`` is given).
 
-**Generation and fence.** :meth:`TimerStore.put` gives each new form of an id a generation
-greater than any earlier one of that id; a redelivery or a recurring tick keeps it. A claim
+**Generation and fence.** :meth:`TimerStore.put` gives each new form of an id a fresh
+generation, never 0 and different from the earlier ones of that id (a counter, a sequence,
+or MongoDB's random 63-bit numbers); a redelivery or a recurring tick keeps it. A claim
 is fenced by ``(id, generation, owner, lease_until)`` (see :class:`~flowsched.store.Claim`).
 A write that arrives after its caller gave up applies nothing when it carries a
 ``deadline`` (compared with the store's clock): so a late cancel never removes a newer form.
@@ -56,8 +57,8 @@ class TimerStore(Protocol):
         ...
 
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
-        """Store ``item`` as the current form of its id, under a fresh generation (greater
-        than any earlier one of the id), replacing any earlier form (claimed, paused or
+        """Store ``item`` as the current form of its id, under a fresh generation (never 0,
+        unlike the id's earlier ones), replacing any earlier form (claimed, paused or
         dead: a replacement is scheduled, unclaimed, with no failures) and return the
         stored form. A newly built item (generation 0) may be returned itself, its
         generation set. ``deadline``: if the store's clock is past it, nothing is stored
@@ -125,9 +126,7 @@ class TimerStore(Protocol):
         (settling twice is harmless: the second is stale)."""
         ...
 
-    def next_due(
-        self, routes: Collection[str], after: datetime | None = None
-    ) -> datetime | None:
+    def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         """The earliest time :meth:`claim_due` could return something for ``routes``: the
         soonest due of unclaimed, unpaused items and the soonest lease end of claimed ones
         (may be in the past), strictly after ``after`` if given; ``None`` when none."""

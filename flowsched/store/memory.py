@@ -23,7 +23,8 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.errors import SchedulerUnavailable
 from flowsched.outcomes import Completed, DeadLettered, NextSlot, Outcome, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
-from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage
+from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage, TimerState
+from flowsched.store.info import dead_info, timer_info
 from flowsched.store.paging import page_of
 from flowsched.store.records import (
     Claim,
@@ -197,9 +198,7 @@ class MemoryTimerStore:
                 results.append(SettleResult(claim, True, late))
             return results
 
-    def next_due(
-        self, routes: Collection[str], after: datetime | None = None
-    ) -> datetime | None:
+    def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         with self._lock:
             times = [
                 row.lease_until if row.lease_until is not None else row.item.due
@@ -235,7 +234,7 @@ class MemoryTimerStore:
         with self._lock:
             now = self.now()
             infos = [_info(row, now) for row in self._rows.values()]
-            infos += [_dead_info(dead) for dead in self._dead.values()]
+            infos += [dead_info(dead) for dead in self._dead.values()]
         return page_of(infos, query)
 
     def history(self, item_id: str) -> list[Attempt]:
@@ -366,39 +365,6 @@ def _ended_as(settlement: Settlement) -> AttemptOutcome:
 
 
 def _info(row: _Row, now: datetime) -> TimerInfo:
-    item = row.item
     claimed = row.lease_until is not None and row.lease_until > now
-    payload = item._payload
-    return TimerInfo(
-        id=item.id,
-        kind=item.kind,
-        handler=item.handler,
-        flow_id=item.flow_id,
-        due=item.due,
-        state="paused" if row.paused else "claimed" if claimed else "scheduled",
-        attempts=row.attempt,
-        last_error=row.last_error,
-        node=row.owner if claimed else None,
-        lease_until=row.lease_until if claimed else None,
-        recurrence=item.recurrence,
-        payload_size=len(payload.encode()) if payload is not None else 0,
-        payload=item.payload,
-    )
-
-
-def _dead_info(dead: DeadLetter) -> TimerInfo:
-    item = dead.item
-    payload = item._payload
-    return TimerInfo(
-        id=item.id,
-        kind=item.kind,
-        handler=item.handler,
-        flow_id=item.flow_id,
-        due=item.due,
-        state="dead",
-        attempts=dead.attempts,
-        last_error=dead.error,
-        recurrence=item.recurrence,
-        payload_size=len(payload.encode()) if payload is not None else 0,
-        payload=item.payload,
-    )
+    state: TimerState = "paused" if row.paused else "claimed" if claimed else "scheduled"
+    return timer_info(row.item, state, row.attempt, row.last_error, row.owner, row.lease_until)

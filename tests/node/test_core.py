@@ -218,3 +218,19 @@ def test_a_full_node_does_not_claim(store: MemoryTimerStore, clock: ManualClock)
     node.run()
     claims = [a for a in node.actions if isinstance(a, ClaimDue)]
     assert len(claims) == 2, f"one running and one queued, no more: {claims}"
+
+
+def test_a_handler_ending_while_its_renewal_is_on_the_way_settles_on_the_new_lease(
+    store: MemoryTimerStore, clock: ManualClock
+) -> None:
+    node = Node(store, clock, lease=10 * S, poll_interval=60 * S)
+    _item(store, "a", START)
+    node.run()
+    clock.jump(5 * S)
+    renew = node.core.next_action(clock.now())
+    assert isinstance(renew, RenewLeases)
+    result = store_call(renew, store, node.core.settings, frozenset({ROUTE}))  # applied
+    node.finish(node.started[0])  # the handler ends before the reply arrives
+    node.core.succeeded(renew, result, clock.now())
+    node.run()
+    assert not store.exists("a"), "the settle carried the old lease and was stale"

@@ -1,0 +1,90 @@
+"""Internal: a store's clock when the database has one and the store cannot compare in it:
+the node's clock plus the offset of a :class:`~flowsched.node.clock_filter.ClockFilter`.
+
+``measure()`` asks the database for its time (one cheap command; ``None`` when it cannot
+say, as mongomock): it is called when the last sample is older than :data:`REFRESH`
+seconds, or fewer than :data:`WARM` samples are kept. With an injected clock (tests, a
+:class:`~flowsched.ManualClock`) that clock is the truth and nothing is measured.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from flowsched.clock import Clock, SystemClock
+from flowsched.node.clock_filter import ClockFilter
+
+__all__ = ["MeasuredClock"]
+
+log = logging.getLogger("flowsched.store")
+
+REFRESH = 30.0
+WARM = 3
+
+
+class MeasuredClock:
+    """``now()``, ``earliest()`` and ``latest()`` of a database's time (see the module)."""
+
+    def __init__(
+        self,
+        clock: Clock | None,
+        measure: Callable[[], datetime | None],
+        *,
+        max_skew: timedelta = timedelta(seconds=1),
+        what: str = "the database",
+        node: Clock | None = None,
+    ) -> None:
+        """``node``: this host's clock when ``clock`` is None (default the system's)."""
+        self.node: Clock = clock or node or SystemClock()
+        self._measure = measure if clock is None else None
+        self.filter = ClockFilter(max_skew=max_skew)
+        self._what = what
+        self._next = 0.0
+        self._said = False
+        self._lock = threading.Lock()
+
+    def _refresh(self) -> None:
+        if self._measure is None:
+            return
+        node = self.node
+        started = node.monotonic()
+        if started < self._next and len(self.filter.samples) >= WARM:
+            return
+        at = node.now()
+        server = self._measure()
+        received = node.monotonic()
+        with self._lock:
+            if server is None:
+                self._measure = None  # the database cannot tell its time: trust the node's
+                log.info("%s does not report its time: judging time by this node's", self._what)
+                return
+            self.filter.add(started, received, at, server)
+            self._next = received + REFRESH
+            skew = self.filter.skewed()
+        if skew is not None and not self._said:
+            self._said = True
+            log.warning(
+                "this host's clock is %.3fs off %s's (beyond the measurement's error): time "
+                "is judged by %s's, but fix this host's time (NTP)",
+                abs(skew.total_seconds()),
+                self._what,
+                self._what,
+            )
+
+    def now(self) -> datetime:
+        """The database's time, best estimate."""
+        self._refresh()
+        return self.filter.estimate(self.node.now())
+
+    def earliest(self) -> datetime:
+        """The database's time is at least this: what *due* is judged by."""
+        self._refresh()
+        return self.filter.earliest(self.node.now())
+
+    def latest(self) -> datetime:
+        """The database's time is at most this: what an ended lease or deadline is judged by."""
+        self._refresh()
+        return self.filter.latest(self.node.now())
