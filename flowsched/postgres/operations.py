@@ -19,6 +19,7 @@ from typing import Any
 
 from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.limits import check_id
 from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
@@ -106,20 +107,28 @@ class Setup:
         return item
 
     def get(self, item_id: str) -> Plan[ScheduleItem | None]:
+        if _unusable(item_id):
+            return None
         rows = yield self.statement("get", id=item_id)
         return item_from_row(rows[0]) if rows else None
 
     def exists(self, item_id: str) -> Plan[bool]:
+        if _unusable(item_id):
+            return False
         rows = yield self.statement("exists", id=item_id)
         return bool(rows and rows[0][0] is True)
 
     def remove(self, item_id: str, generation: int | None, deadline: datetime | None) -> Plan[bool]:
+        if _unusable(item_id):
+            return False
         rows = yield self.statement(
             "remove", id=item_id, generation=generation, deadline=_aware(deadline, "deadline")
         )
         return bool(rows)
 
     def remove_flow(self, flow_id: str, deadline: datetime | None) -> Plan[list[str]]:
+        if _unusable(flow_id):
+            return []
         rows = yield self.statement(
             "remove_flow", flow_id=flow_id, deadline=_aware(deadline, "deadline")
         )
@@ -238,6 +247,8 @@ class Setup:
         return [dead_letter_from_row(row) for row in rows]
 
     def requeue(self, item_id: str, due: datetime) -> Plan[ScheduleItem | None]:
+        if _unusable(item_id):
+            return None
         due = ensure_utc(due, "requeue due")
         rows = yield self.statement(
             "requeue",
@@ -290,14 +301,20 @@ class Setup:
         return TimerPage(infos, encode_cursor(infos[-1].due, infos[-1].id) if more else None)
 
     def history(self, item_id: str) -> Plan[list[Attempt]]:
+        if _unusable(item_id):
+            return []
         rows = yield self.statement("history", id=item_id)
         return [attempt_from_row(row, item_id) for row in rows]
 
     def pause(self, item_id: str) -> Plan[bool]:
+        if _unusable(item_id):
+            return False
         rows = yield self.statement("pause", id=item_id)
         return bool(rows)
 
     def resume(self, item_id: str) -> Plan[bool]:
+        if _unusable(item_id):
+            return False
         rows = yield self.statement("resume_read", id=item_id)
         if not rows:
             return False
@@ -328,6 +345,19 @@ class Setup:
     def leave(self, node: str) -> Plan[None]:
         yield self.statement("leave", node=node)
         return None
+
+
+def _unusable(value: object) -> bool:
+    """Whether ``value`` is no id any item can have (not a string, empty, NUL, a lone
+    surrogate, too long): looking it up answers "not there" without asking the server,
+    which would refuse such text."""
+    if type(value) is str and value.isascii() and "\x00" not in value and 0 < len(value) <= 1024:
+        return False
+    try:
+        check_id(value)
+    except ValueError:
+        return True
+    return False
 
 
 def _aware(value: datetime | None, what: str) -> datetime | None:
