@@ -18,7 +18,8 @@ The modules, in the order one timer meets them:
 * ``schema`` - the tables, versioned migrations under an advisory lock.
 * ``rows`` - rows to records and back; what ``jsonb`` cannot keep is refused first.
 * ``operations`` - each store operation as a plan (statements and decoding, no I/O);
-  ``plans`` runs a plan on a sync or an asyncio connection, in one transaction.
+  ``settle_columns`` a batch of outcomes as the settle statement's arrays; ``plans`` runs a
+  plan on a sync or an asyncio connection.
 * ``store`` / ``async_store`` - the two faces; ``connections`` - pools, given or owned.
 * ``scheduler`` / ``async_scheduler`` - the two faces of the port, thin.
 * ``wakeup`` - LISTEN/NOTIFY: a node hears of a row due soon at once.

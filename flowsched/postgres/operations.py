@@ -20,7 +20,6 @@ from typing import Any
 from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.limits import check_id
-from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
 from flowsched.postgres.rows import (
@@ -33,6 +32,7 @@ from flowsched.postgres.rows import (
     utc_or_none,
     whole,
 )
+from flowsched.postgres.settle_columns import fences, plainly_completed, settle_columns
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.recurrence import Recurrence
 from flowsched.steering import Attempt, TimerPage
@@ -176,7 +176,7 @@ class Setup:
         rows = yield self.statement(
             "confirm_start",
             keep=self.history_limit,
-            **_fences(claims),
+            **fences(claims),
             attempts=[claim.attempt for claim in claims],
         )
         held = {str(row[0]) for row in rows}
@@ -185,7 +185,7 @@ class Setup:
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> Plan[list[Claim]]:
         if not claims:
             return []
-        rows = yield self.statement("renew", lease=lease, **_fences(claims))
+        rows = yield self.statement("renew", lease=lease, **fences(claims))
         until = {str(row[0]): utc(row[1], "lease_until", row[0]) for row in rows}
         return [
             Claim(claim.item, claim.attempt, claim.owner, until[claim.item.id])
@@ -196,24 +196,24 @@ class Setup:
     def release(self, claims: Sequence[Claim]) -> Plan[int]:
         if not claims:
             return 0
-        rows = yield self.statement("release", **_fences(claims))
+        rows = yield self.statement("release", **fences(claims))
         return len(rows)
 
     def settle(self, settlements: Sequence[Settlement]) -> Plan[list[SettleResult]]:
         if not settlements:
             return []
-        fences = _fences([s.claim for s in settlements])
-        if all(_plainly_completed(s) for s in settlements):
+        fenced = fences([s.claim for s in settlements])
+        if all(plainly_completed(s) for s in settlements):
             rows = yield self.statement(
                 "settle_completed",
                 claim_attempts=[s.claim.attempt for s in settlements],
-                **fences,
+                **fenced,
             )
         else:
             rows = yield self.statement(
                 "settle",
-                **fences,
-                **_settle_columns(settlements),
+                **fenced,
+                **settle_columns(settlements),
             )
         applied = {str(row[0]): utc(row[1], "now") for row in rows}
         results = []
@@ -362,92 +362,3 @@ def _unusable(value: object) -> bool:
 
 def _aware(value: datetime | None, what: str) -> datetime | None:
     return None if value is None else ensure_utc(value, what)
-
-
-def _fences(claims: Sequence[Claim]) -> dict[str, list[Any]]:
-    return {
-        "ids": [claim.item.id for claim in claims],
-        "generations": [claim.generation for claim in claims],
-        "owners": [claim.owner for claim in claims],
-        "leases": [claim.lease_until for claim in claims],
-    }
-
-
-def _plainly_completed(settlement: Settlement) -> bool:
-    return (
-        isinstance(settlement.outcome, Completed)
-        and not settlement.timed_out
-        and settlement.traceback is None
-    )
-
-
-def _error_of(outcome: Outcome) -> str | None:
-    if isinstance(outcome, Redeliver | NextSlot):
-        return outcome.error
-    if isinstance(outcome, DeadLettered):
-        return outcome.dead.error
-    return None
-
-
-def _settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "actions",
-            "dues",
-            "attempts",
-            "errors",
-            "applied",
-            "outcomes",
-            "error_types",
-            "messages",
-            "tracebacks",
-            "dead_at",
-            "claim_attempts",
-        )
-    }
-    for settlement in settlements:
-        outcome = settlement.outcome
-        action, due, attempt, error, applied, dead_at = _action(settlement.claim, outcome)
-        reported = _error_of(outcome)
-        error_type = message = None
-        if reported is not None:
-            error_type, _, message = reported.partition(": ")
-        ended = "failed" if reported is not None else "succeeded"
-        if settlement.timed_out:
-            ended = "timed_out"
-        for name, value in (
-            ("actions", action),
-            ("dues", due),
-            ("attempts", attempt),
-            ("errors", error),
-            ("applied", applied),
-            ("outcomes", ended),
-            ("error_types", error_type),
-            ("messages", message),
-            ("tracebacks", settlement.traceback),
-            ("dead_at", dead_at),
-            ("claim_attempts", settlement.claim.attempt),
-        ):
-            columns[name].append(value)
-    return columns
-
-
-def _action(
-    claim: Claim, outcome: Outcome
-) -> tuple[str, datetime | None, int, str | None, datetime | None, datetime | None]:
-    """``(action, due, attempts, error, applied, dead_at)`` of one outcome for the settle
-    statement's columns."""
-    if isinstance(outcome, Completed):
-        return "complete", None, claim.attempt, None, None, None
-    if isinstance(outcome, Redeliver):
-        return "redeliver", outcome.due, outcome.attempt, outcome.error, None, None
-    if isinstance(outcome, NextSlot):
-        return "next", outcome.due, 0, outcome.error, outcome.applied, None
-    if isinstance(outcome, DeadLettered | Exhausted):
-        dead = outcome.dead
-        # The dead letter keeps the form that was delivered (a tick's slot, not the row's
-        # redelivery time), as every store does.
-        item = dead.item
-        return "dead", item.due, dead.attempts, dead.error, item.previous, dead.dead_at
-    raise TypeError(f"settle: unknown outcome {outcome!r}")
