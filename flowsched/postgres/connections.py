@@ -11,9 +11,19 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg import conninfo as libpq_conninfo
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-__all__ = ["DEFAULT_POOL_SIZE", "check_conninfo", "own_async_pool", "own_pool", "seconds"]
+from flowsched.errors import SchedulerUnavailable
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "check_conninfo",
+    "describe",
+    "own_async_pool",
+    "own_pool",
+    "seconds",
+]
 
 DEFAULT_POOL_SIZE = 4
 """Connections of a pool a store opens itself: the firing path uses one or two at a time
@@ -40,13 +50,32 @@ def seconds(value: timedelta | float | None, what: str) -> float | None:
     return number
 
 
+def describe(conninfo: str) -> str:
+    """``host:port/dbname`` of ``conninfo``, for messages: never the password or the user."""
+    try:
+        parts = libpq_conninfo.conninfo_to_dict(conninfo)
+    except Exception:  # a string libpq cannot parse: name nothing of it
+        return "the server given"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"{host}:{port}/{parts.get('dbname') or ''}"
+
+
+def _unreachable(conninfo: str, waited: float, exc: BaseException) -> SchedulerUnavailable:
+    return SchedulerUnavailable(
+        f"PostgreSQL at {describe(conninfo)}: no connection within {waited:g} s "
+        f"({type(exc).__name__}); is the server running and the URL right?"
+    )
+
+
 def _kwargs() -> dict[str, Any]:
     return {"autocommit": True}
 
 
 def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
     """A pool of ``size`` autocommit connections to ``conninfo``, open (and waiting for its
-    first connection, so a wrong URL fails here, naming the server's answer)."""
+    first connection, so a server that cannot be reached is a
+    :class:`~flowsched.SchedulerUnavailable` here, within ``timeout``, naming the host)."""
     pool: ConnectionPool = ConnectionPool(
         check_conninfo(conninfo),
         kwargs=_kwargs(),
@@ -56,7 +85,11 @@ def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
         timeout=timeout or 30.0,
         name="flowsched",
     )
-    pool.open(wait=True, timeout=timeout or 30.0)
+    try:
+        pool.open(wait=True, timeout=timeout or 30.0)
+    except PoolTimeout as exc:
+        pool.close()
+        raise _unreachable(conninfo, timeout or 30.0, exc) from None
     return pool
 
 
@@ -71,5 +104,9 @@ async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> Asy
         timeout=timeout or 30.0,
         name="flowsched",
     )
-    await pool.open(wait=True, timeout=timeout or 30.0)
+    try:
+        await pool.open(wait=True, timeout=timeout or 30.0)
+    except PoolTimeout as exc:
+        await pool.close()
+        raise _unreachable(conninfo, timeout or 30.0, exc) from None
     return pool
