@@ -134,3 +134,38 @@ def test_payloads_postgres_cannot_keep_exactly_are_refused(
         assert not node.exists("p")
         kept = node.schedule(ScheduleItem("q", TIMER, node.store.now(), payload={"n": 2**63 - 1}))
         assert node.get("q") == kept and kept.payload == {"n": 2**63 - 1}
+
+
+def test_the_async_face_fires_in_real_time_and_hears_other_nodes(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    import asyncio
+
+    from flowsched import AsyncPostgresScheduler
+
+    table = fresh_table()
+
+    async def main() -> None:
+        fired: asyncio.Queue[str] = asyncio.Queue()
+
+        async def handler(item: ScheduleItem, attempt: int) -> None:
+            fired.put_nowait(item.id)
+
+        node = AsyncPostgresScheduler(
+            postgres_url, table=table, poll_interval=timedelta(seconds=60), pool_size=2
+        )
+        node.register("a", handler)
+        await node.start()
+        other = PostgresScheduler(postgres_url, table=table, listen=False, pool_size=1)
+        try:
+            await node.schedule(ScheduleItem("mine", TIMER, node.now(), handler="a"))
+            assert await asyncio.wait_for(fired.get(), 30) == "mine"
+            await asyncio.sleep(1.0)  # its listener is connected by now
+            due = other.store.now() + timedelta(milliseconds=300)
+            await asyncio.to_thread(other.schedule, ScheduleItem("theirs", TIMER, due, handler="a"))
+            assert await asyncio.wait_for(fired.get(), 30) == "theirs"
+        finally:
+            other.close()
+            await node.aclose()
+
+    asyncio.run(main())
