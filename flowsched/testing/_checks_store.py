@@ -122,18 +122,18 @@ def _claim_exclusive(t: StoreTrial) -> None:
 
 def _expired_lease(t: StoreTrial) -> None:
     t.store.put(t.item("x"))
-    [old] = t.store.claim_due(t.routes, A, t.lease, 10)
+    [old] = t.store.claim_due(t.routes, A, t.short, 10)
     assert t.store.confirm_start([old]) == [old], "a live claim was not confirmed"
     [settled] = t.store.settle([Settlement(old, Redeliver(t.store.now() - _S, 1, "E: one"))])
     assert settled.applied, "a held claim's Redeliver did not apply"
-    [held] = t.store.claim_due(t.routes, A, t.lease, 10)
+    [held] = t.store.claim_due(t.routes, A, t.short, 10)
     assert held.attempt == 1, f"attempt after one failure: {held.attempt}"
     assert t.store.confirm_start([held]) == [held], "a live claim was not confirmed"
     t.expire()
     assert t.store.confirm_start([held]) == [], "a claim whose lease ended was confirmed"
-    [again] = t.store.claim_due(t.routes, B, t.lease, 10)
+    [again] = t.store.claim_due(t.routes, B, t.short, 10)
     assert again.owner == B and again.attempt == 1, f"re-claim after expiry: {again}"
-    assert t.store.renew([held], t.lease) == [], "the lapsed claim was renewed"
+    assert t.store.renew([held], t.short) == [], "the lapsed claim was renewed"
     [stale] = t.store.settle([Settlement(held, Completed())])
     assert not stale.applied and t.store.exists("x"), "the lapsed claim's settle applied"
     assert t.store.release([held]) == 0, "the lapsed claim was released"
@@ -288,7 +288,7 @@ def _pause_resume(t: StoreTrial) -> None:
 
 def _late_settle(t: StoreTrial) -> None:
     t.store.put(t.item("x"))
-    [claim] = t.store.claim_due(t.routes, A, t.lease, 10)
+    [claim] = t.store.claim_due(t.routes, A, t.short, 10)
     t.store.confirm_start([claim])
     t.expire()
     [result] = t.store.settle([Settlement(claim, Completed())])

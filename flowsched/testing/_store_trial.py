@@ -41,13 +41,16 @@ class StoreCheck:
 
 
 class StoreTrial:
-    """What a check works with: ``store`` (synchronous face), ``lease`` (a lease that
-    :meth:`expire` outlives) and helpers that build items relative to the store's clock."""
+    """What a check works with: ``store`` (synchronous face), ``lease`` (a lease no check
+    outlives), ``short`` (one that :meth:`expire` outlives) and helpers that build items
+    relative to the store's clock."""
 
     def __init__(self, store: TimerStore, clock: ManualClock | None) -> None:
         self.store = store
         self.clock = clock
-        self.lease = timedelta(seconds=30) if clock is not None else timedelta(seconds=2)
+        self.lease = timedelta(seconds=30)
+        # What expire() outlives: short without a clock, where it is waited out for real.
+        self.short = self.lease if clock is not None else timedelta(seconds=3)
         self.route = "h:" + ROUTE_HANDLER
         self.routes = frozenset({self.route})
         self._count = 0
@@ -76,11 +79,11 @@ class StoreTrial:
         )
 
     def expire(self) -> None:
-        """Move time past every lease taken with :attr:`lease`."""
+        """Move time past every lease taken with :attr:`short`."""
         if self.clock is not None:
-            self.clock.jump(self.lease + timedelta(seconds=1))
+            self.clock.jump(self.short + timedelta(seconds=1))
         else:
-            time.sleep(self.lease.total_seconds() + 0.05)
+            time.sleep(self.short.total_seconds() + 0.05)
 
     def later(self, delta: timedelta) -> datetime:
         """Move the store's time forward by ``delta`` (sleeping without a clock)."""
