@@ -10,7 +10,8 @@ AND generation = ANY(...)`` per batch; when nothing is due it sleeps until the n
 
 Each contender fires ``--timers`` timers (default 20,000) due within 1 s, on one node, in a
 fresh process and a fresh table, rows written beforehand by one ``INSERT ... SELECT`` (so
-the figures are firing only; ``schedule()`` is measured apart): fired per second (from the
+the figures are firing only; ``schedule()`` is measured apart), the sync face and the
+asyncio face (``AsyncPostgresScheduler``, an ``async def`` handler): fired per second (from the
 first due time to the last handler start), p50/p99 lateness (handler start minus due) and
 statements per fired timer (``pg_stat_statements`` is not assumed: the contenders count
 their own statements). Medians of 3 rounds, the
@@ -175,15 +176,7 @@ def run_flowsched(url: str, timers: int) -> dict[str, float]:
         url, table=table, workers=64, batch_size=100, poll_interval=timedelta(seconds=1)
     )
     scheduler.subscribe(ScheduleKind.TIMER, handler)
-    start = time.time() + LEAD_S
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            f"""INSERT INTO {table} (id, generation, kind, route, due, scheduled_at)
-            SELECT 't-' || n, nextval('{table}_generation'), 'TIMER', 'k:TIMER',
-                   to_timestamp(%s + n * %s / %s), now()
-            FROM generate_series(0, %s - 1) AS n""".encode(),
-            (start, WINDOW_S, timers, timers),
-        )
+    start = _insert_timers(url, table, timers)
     calls = 0
     scheduler.start()
     try:
@@ -194,6 +187,82 @@ def run_flowsched(url: str, timers: int) -> dict[str, float]:
     with psycopg.connect(url, autocommit=True) as conn:
         from flowsched.postgres.schema import drop_tables
 
+        drop_tables(conn, table)
+    return _figures(late, start, last, calls, timers)
+
+
+def _insert_timers(url: str, table: str, timers: int) -> float:
+    start = time.time() + LEAD_S
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"""INSERT INTO {table} (id, generation, kind, route, due, scheduled_at)
+            SELECT 't-' || n, nextval('{table}_generation'), 'TIMER', 'k:TIMER',
+                   to_timestamp(%s + n * %s / %s), now()
+            FROM generate_series(0, %s - 1) AS n""".encode(),
+            (start, WINDOW_S, timers, timers),
+        )
+    return start
+
+
+def run_flowsched_async(url: str, timers: int) -> dict[str, float]:
+    """AsyncPostgresScheduler with an ``async def`` handler, measured as the sync face."""
+    import asyncio
+
+    from flowsched import AsyncPostgresScheduler, ScheduleItem, ScheduleKind
+    from flowsched.postgres import plans
+    from flowsched.postgres.schema import drop_tables
+
+    calls = 0
+    async_steps = plans._async_steps
+
+    async def counted(conn: psycopg.AsyncConnection[Any], plan: plans.Plan[Any]) -> Any:
+        def statements() -> plans.Plan[Any]:
+            nonlocal calls
+            step = next(plan)
+            while True:
+                calls += 1
+                rows = yield step
+                try:
+                    step = plan.send(rows)
+                except StopIteration as stop:
+                    return stop.value
+
+        return await async_steps(conn, statements())
+
+    plans._async_steps = counted
+    table = f"bench_fa_{uuid.uuid4().hex[:8]}"
+    late: list[float] = []
+    last = 0.0
+
+    async def main() -> float:
+        nonlocal last
+        done = asyncio.Event()
+
+        async def handler(item: ScheduleItem, attempt: int) -> None:
+            nonlocal last
+            now = time.time()
+            late.append(now - item.due.timestamp())
+            last = now
+            if len(late) >= timers:
+                done.set()
+
+        scheduler = AsyncPostgresScheduler(
+            url, table=table, workers=64, batch_size=100, poll_interval=timedelta(seconds=1)
+        )
+        scheduler.subscribe(ScheduleKind.TIMER, handler)
+        await scheduler._pg_store.open()
+        start = await asyncio.to_thread(_insert_timers, url, table, timers)
+        nonlocal calls
+        calls = 0
+        await scheduler.start()
+        try:
+            await asyncio.wait_for(done.wait(), 120)
+        finally:
+            await scheduler.aclose()
+        return start
+
+    start = asyncio.run(main())
+    with psycopg.connect(url, autocommit=True) as conn:
         drop_tables(conn, table)
     return _figures(late, start, last, calls, timers)
 
@@ -217,7 +286,11 @@ def run_schedule_cost(url: str, count: int = 2000) -> dict[str, float]:
 
 # -- rounds in fresh processes ------------------------------------------------------------
 
-CONTENDERS = {"floor": run_floor, "flowsched": run_flowsched}
+CONTENDERS = {
+    "floor": run_floor,
+    "flowsched": run_flowsched,
+    "flowsched-async": run_flowsched_async,
+}
 
 
 def _one(name: str, timers: int) -> dict[str, float]:
@@ -275,12 +348,12 @@ def main() -> None:
     )
     floor = medians["floor"]
     print(
-        f"{'contender':<12}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'contender':<16}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>9}{'p99 ms':>9}"
         f"{'p99 vs':>8}{'stmts/timer':>13}"
     )
     for name, m in medians.items():
         print(
-            f"{name:<12}{m['fired_per_s']:>10.0f}{m['fired_per_s'] / floor['fired_per_s']:>10.2f}"
+            f"{name:<16}{m['fired_per_s']:>10.0f}{m['fired_per_s'] / floor['fired_per_s']:>10.2f}"
             f"{m['p50_ms']:>9.1f}{m['p99_ms']:>9.1f}{m['p99_ms'] / floor['p99_ms']:>8.2f}"
             f"{m['statements_per_timer']:>13.3f}"
         )
