@@ -90,6 +90,7 @@ bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.in
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 	bash tools/with-mongo.sh $(PY) bench/async_mongo_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_write_costs.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_bench.py
 
 # The console guide's screenshots: made by the browser tests, kept under docs/.
 console-screenshots: $(STAMP)
