@@ -169,3 +169,40 @@ def test_the_async_face_fires_in_real_time_and_hears_other_nodes(
             await node.aclose()
 
     asyncio.run(main())
+
+
+def test_a_recurring_timer_ticks_once_per_slot_across_two_nodes(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    from flowsched import Recurrence
+
+    table = fresh_table()
+    ticks: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        with lock:
+            ticks[item.slot_key] += 1
+
+    nodes = [
+        PostgresScheduler(
+            postgres_url,
+            table=table,
+            node_id=f"node-{n}",
+            poll_interval=timedelta(milliseconds=100),
+            pool_size=2,
+        )
+        for n in range(2)
+    ]
+    try:
+        for node in nodes:
+            node.register("tick", handler)
+            node.start()
+        nodes[0].schedule_recurring(
+            "every-200ms", Recurrence.every(timedelta(milliseconds=200)), handler="tick"
+        )
+        assert _wait(lambda: len(ticks) >= 8), ticks
+    finally:
+        for node in nodes:
+            node.close()
+    assert set(ticks.values()) == {1}, f"a slot ran twice: {ticks.most_common(2)}"
