@@ -10,8 +10,12 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # what it started. Set FLOWSCHED_MONGO_URI to use a real MongoDB instead.
 export MONGO_HOME ?= /tmp/flowsched-mongo
 export MONGO_PORT ?= 27017
+# The PostgreSQL test server (tools/start-postgres.sh: initdb into PG_HOME, pg_ctl on a free
+# port of 127.0.0.1); tools/with-postgres.sh starts it unless FLOWSCHED_POSTGRES_URL is set
+# and stops only what it started. Set FLOWSCHED_POSTGRES_URL to use an existing server.
+export PG_HOME ?= /tmp/flowsched-pg
 
-.PHONY: demo test lint docs bench soak mutations venv mongo-start mongo-stop clean browser console-screenshots console-bench
+.PHONY: demo test lint docs bench soak mutations venv mongo-start mongo-stop postgres-start postgres-stop clean browser console-screenshots console-bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +50,7 @@ demo: $(VENV)/.installed
 # much as it computes. `make test XDIST=` runs it in one process.
 XDIST ?= -n 2 --dist loadgroup
 test: $(STAMP)
-	bash tools/with-mongo.sh $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+	bash tools/with-mongo.sh bash tools/with-postgres.sh $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flowsched tests examples bench
@@ -86,6 +90,7 @@ bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.in
 	bash tools/with-mongo.sh $(PY) bench/mongo_bench.py
 	bash tools/with-mongo.sh $(PY) bench/async_mongo_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_write_costs.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_bench.py
 
 # The console guide's screenshots: made by the browser tests, kept under docs/.
 console-screenshots: $(STAMP)
@@ -112,6 +117,12 @@ mongo-start:
 
 mongo-stop:
 	bash tools/start-mongo.sh stop
+
+postgres-start:
+	bash tools/start-postgres.sh
+
+postgres-stop:
+	bash tools/start-postgres.sh stop
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.mongo import AsyncMongoFlowStore, MongoFlowStore, MongoScheduler
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
+    from flowsched.postgres import AsyncPostgresScheduler, PostgresScheduler
 
 __version__ = "0.1.0"
 """The release (the one place it is written: pyproject.toml reads it from here)."""
@@ -100,6 +101,9 @@ _LAZY = {
     "AsyncMongoFlowStore": "flowsched.mongo",
     "MongoFlowStore": "flowsched.mongo",
     "MongoScheduler": "flowsched.mongo",
+    # psycopg and its pool load only when these are asked for.
+    "AsyncPostgresScheduler": "flowsched.postgres",
+    "PostgresScheduler": "flowsched.postgres",
 }
 
 
@@ -140,6 +144,7 @@ __all__ = [
     "AsyncInMemoryScheduler",
     "AsyncMongoFlowStore",
     "AsyncMongoScheduler",
+    "AsyncPostgresScheduler",
     "AsyncSchedulerPort",
     "Attempt",
     "BackoffType",
@@ -171,6 +176,7 @@ __all__ = [
     "Observer",
     "Observers",
     "OutcomeUnknown",
+    "PostgresScheduler",
     "ProcessingTimeElapsedEvent",
     "ProcessingTimePolicy",
     "Recurrence",

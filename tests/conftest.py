@@ -52,3 +52,35 @@ def mongo_db(mongo_client: Any) -> Iterator[Any]:
     db = mongo_client[name]
     yield db
     mongo_client.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The PostgreSQL server at ``FLOWSCHED_POSTGRES_URL`` (``make test`` starts one):
+    skipped without it, failed in CI, like ``mongo_uri``."""
+    url = os.environ.get("FLOWSCHED_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("FLOWSCHED_POSTGRES_URL is not set in CI: run the suite with `make test`")
+        pytest.skip("FLOWSCHED_POSTGRES_URL not set (run `make test` to start the test server)")
+    return url
+
+
+@pytest.fixture
+def fresh_table(postgres_url: str) -> Iterator[Any]:
+    """``fresh_table()``: a new PostgreSQL table name for this test; each one (with its
+    companions) is dropped afterwards."""
+    psycopg = pytest.importorskip("psycopg")
+    from flowsched.postgres.schema import drop_tables
+
+    made: list[str] = []
+
+    def fresh() -> str:
+        name = f"fs_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        return name
+
+    yield fresh
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for name in made:
+            drop_tables(conn, name)

@@ -24,6 +24,7 @@ def test_the_guides_snippets_pass_as_a_users_tests(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)
+    monkeypatch.delenv("FLOWSCHED_POSTGRES_URL", raising=False)  # as a new user: no server
     found = snippets()
     assert len(found) == 4, "the guide's python snippets changed: update this test"
     for n, code in enumerate(found):

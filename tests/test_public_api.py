@@ -27,6 +27,7 @@ PUBLIC = {
     "AsyncInMemoryScheduler",
     "AsyncMongoFlowStore",
     "AsyncMongoScheduler",
+    "AsyncPostgresScheduler",
     "AsyncSchedulerPort",
     "BackoffType",
     "Calendar",
@@ -72,6 +73,7 @@ PUBLIC = {
     "HandlerTimedOut",
     "HistoryPolicy",
     "OutcomeUnknown",
+    "PostgresScheduler",
     "TimelineEntry",
     "Undeliverable",
     "UnknownFlowError",
@@ -90,6 +92,7 @@ PUBLIC_MODULES = {
     "flowsched.metrics_prometheus",
     "flowsched.mongo",
     "flowsched.observe",
+    "flowsched.postgres",
     "flowsched.store",
 }
 
@@ -127,6 +130,20 @@ def test_importing_flowsched_does_not_load_the_mongodb_driver() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["[]", "flowsched MongoScheduler True"]
+
+
+def test_importing_flowsched_does_not_load_psycopg() -> None:
+    # The PostgreSQL classes load psycopg and its pool when first asked for.
+    code = (
+        "import sys, flowsched\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('psycopg')))\n"
+        "from flowsched import PostgresScheduler, AsyncPostgresScheduler\n"
+        "import flowsched.postgres as pg\n"
+        "print(PostgresScheduler is pg.PostgresScheduler, 'psycopg' in sys.modules)\n"
+        "print(AsyncPostgresScheduler is pg.AsyncPostgresScheduler)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "True True", "True"]
 
 
 def test_every_module_says_whether_it_is_internal() -> None:

@@ -49,6 +49,7 @@ def test_scheduler_delivers_inside_advance_at_the_due_time(scheduler, manual_clo
 @pytest.fixture
 def user_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)  # mongomock, as for a new user
+    monkeypatch.delenv("FLOWSCHED_POSTGRES_URL", raising=False)  # no PostgreSQL: memory, mongo
     pytester.makepyfile(test_my_flows=USER_TESTS)
     assert not list(pytester.path.glob("conftest.py")) and not list(pytester.path.glob("*.ini"))
     return pytester
@@ -89,3 +90,53 @@ def test_a_mongo_uri_with_no_server_is_one_clear_set_up_error(
     result.stdout.fnmatch_lines(["*but no MongoDB answers there*unset FLOWSCHED_MONGO_URI*"])
     assert "s3cret" not in result.stdout.str()
     assert "ERROR at teardown" not in result.stdout.str()
+
+
+POSTGRES_TESTS = """
+from datetime import timedelta
+
+import pytest
+
+from flowsched import ScheduleItem, ScheduleKind
+
+def test_postgres_scheduler(postgres_scheduler, manual_clock):
+    assert type(postgres_scheduler).__name__ == "PostgresScheduler"
+    seen = []
+    postgres_scheduler.register("ping", lambda item, attempt: seen.append(manual_clock.now()))
+    due = manual_clock.now() + timedelta(seconds=5)
+    postgres_scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, due, handler="ping"))
+    manual_clock.advance(timedelta(minutes=1))
+    assert seen == [due]
+
+@pytest.mark.asyncio
+async def test_async_postgres_scheduler(async_postgres_scheduler, manual_clock):
+    assert type(async_postgres_scheduler).__name__ == "AsyncPostgresScheduler"
+    item = ScheduleItem("t", ScheduleKind.TIMER, manual_clock.now())
+    await async_postgres_scheduler.schedule(item)
+    assert await async_postgres_scheduler.exists("t")
+
+def test_each_adapter(scheduler):
+    assert not scheduler.exists("t")
+"""
+
+
+def test_the_postgres_fixtures_run_on_the_server_a_fresh_table_each(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)
+    monkeypatch.setenv("FLOWSCHED_POSTGRES_URL", postgres_url)
+    pytester.makepyfile(test_pg=POSTGRES_TESTS)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*test_each_adapter?postgres? PASSED*"])
+
+
+def test_without_a_server_the_postgres_fixtures_skip_saying_why(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)
+    monkeypatch.delenv("FLOWSCHED_POSTGRES_URL", raising=False)
+    pytester.makepyfile(test_pg=POSTGRES_TESTS)
+    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines(["*FLOWSCHED_POSTGRES_URL is not set*"])

@@ -36,6 +36,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "flowsched.cli.console_command",
         "Serve the operator console (a web page) over a MongoDB collection.",
     ),
+    "db": (
+        "flowsched.cli.db_commands",
+        "Create or upgrade the PostgreSQL tables (db migrate URL [--table T]).",
+    ),
     "simulate": (
         "flowsched.cli.simulate_command",
         "Run the deterministic cluster simulator over seeds; exit 1 on a broken invariant.",

@@ -8,6 +8,10 @@
         database-name = "scheduled"
         collection = "timers"        # ours; default "timers"
       }
+      postgres {                     # or PostgreSQL (not both)
+        url = "postgresql://app@db/app"
+        table = "flowsched_timers"   # default "flowsched_timers"
+      }
       flowsched {                    # ours: how our schedulers run
         poll-interval = 1s
         lease = 30s
@@ -83,6 +87,7 @@ MAX_BUCKETS = 1024
 and bucket it serves, and keeps their list (a few per shard is the advice)."""
 
 _MONGODB = "mongodb"
+_POSTGRES = "postgres"
 _OURS = "flowsched"
 _REDELIVERY = "redelivery"
 _DB_NAME = re.compile(r'[^/\\. "$*<>:|?]{1,63}')
@@ -116,6 +121,8 @@ class SchedulerSettings:
     """Named calendars (``ipf-scheduler.calendars``), by name."""
     history_limit: int = 20
     history_retention: timedelta = timedelta(days=7)
+    postgres_url: str | None = None
+    postgres_table: str = "flowsched_timers"
 
     def database(self) -> str:
         """The database to use: ``database-name``, else the one named in ``uri``.
@@ -173,6 +180,16 @@ class SchedulerSettings:
                 key=f"{BLOCK}.{_MONGODB}.uri",
             )
         return self.uri
+
+    def postgres(self) -> str:
+        """``postgres.url``, or :class:`ConfigError` naming the key when it is not set."""
+        if not self.postgres_url:
+            raise ConfigError.single(
+                f"not set: the PostgreSQL scheduler needs {BLOCK}.{_POSTGRES}.url = "
+                '"postgresql://user@host/database"',
+                key=f"{BLOCK}.{_POSTGRES}.url",
+            )
+        return self.postgres_url
 
 
 _Parse = Callable[[object], object]
@@ -267,6 +284,29 @@ _MONGODB_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "database-name": ("database_name", _database),
     "collection": ("collection", _collection),
 }
+
+
+def _postgres_url(value: object) -> object:
+    text = _text(value)
+    assert isinstance(text, str)
+    if not text.startswith(("postgresql://", "postgres://")):
+        raise ValueError('must be a PostgreSQL URL ("postgresql://user@host/database")')
+    return text
+
+
+def _table(value: object) -> object:
+    text = _text(value)
+    if not isinstance(text, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", text):
+        raise ValueError(
+            "must be a lower-case SQL identifier of at most 48 characters (a-z, 0-9, _)"
+        )
+    return text
+
+
+_POSTGRES_KEYS: Mapping[str, tuple[str, _Parse]] = {
+    "url": ("postgres_url", _postgres_url),
+    "table": ("postgres_table", _table),
+}
 _OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
     "poll-interval": ("poll_interval", _duration_above_zero),
     "lease": ("lease", _duration_above_zero),
@@ -289,6 +329,7 @@ _REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
 _CALENDARS = "calendars"
 _SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
     _MONGODB: _MONGODB_KEYS,
+    _POSTGRES: _POSTGRES_KEYS,
     _OURS: None,  # holds _OUR_KEYS and the redelivery block
     _CALENDARS: None,  # named calendars: flowsched.config.calendars
 }
@@ -315,6 +356,8 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
         path = (BLOCK, name)
         if name == _MONGODB:
             _read(section, path, _MONGODB_KEYS, values, problems)
+        elif name == _POSTGRES:
+            _read(section, path, _POSTGRES_KEYS, values, problems)
         elif name == _OURS:
             _read_ours(section, path, values, problems)
         elif name == _CALENDARS:
@@ -323,6 +366,15 @@ def read_scheduler_settings(tree: ConfigTree) -> tuple[SchedulerSettings, list[C
             values["calendars"] = read_calendars(section, path, problems)
         else:
             problems.append(_unknown(path, closest(name, _SECTIONS)))
+    if _MONGODB in block and _POSTGRES in block:
+        problems.append(
+            ConfigProblem(
+                BLOCK,
+                None,
+                f"configures both {BLOCK}.{_MONGODB} and {BLOCK}.{_POSTGRES}: a scheduler "
+                "keeps its timers in one database; remove one of them",
+            )
+        )
     settings = SchedulerSettings(**values)  # type: ignore[arg-type]
     if settings.redelivery_maximum < settings.redelivery_initial:
         key = format_key((BLOCK, _OURS, _REDELIVERY, "maximum"))

@@ -1,10 +1,12 @@
 """The pytest fixtures of the test kit, loaded by pytest through flowsched's ``pytest11``
 entry point (no conftest needed): ``manual_clock``, ``memory_scheduler``,
-``mongo_scheduler`` and ``scheduler``; for ``async def`` tests (pytest-asyncio, installed
-with ``flowsched[testing]``) ``async_memory_scheduler``, ``async_mongo_scheduler`` and
-``async_scheduler``. Each scheduler fixture takes settings from a ``flowsched`` marker:
-``@pytest.mark.flowsched(max_attempts=3)`` (see :mod:`flowsched.testing._settings`). See
-:mod:`flowsched.testing`."""
+``mongo_scheduler``, ``postgres_scheduler`` and ``scheduler``; for ``async def`` tests
+(pytest-asyncio, installed with ``flowsched[testing]``) ``async_memory_scheduler``,
+``async_mongo_scheduler``, ``async_postgres_scheduler`` and ``async_scheduler``. The
+PostgreSQL ones run on the server at ``FLOWSCHED_POSTGRES_URL`` (a fresh table per test,
+dropped after) and skip, saying so, when it is not set. Each scheduler fixture takes settings
+from a ``flowsched`` marker: ``@pytest.mark.flowsched(max_attempts=3)`` (see
+:mod:`flowsched.testing._settings`). See :mod:`flowsched.testing`."""
 
 from __future__ import annotations
 
@@ -33,14 +35,17 @@ except ImportError:  # pragma: no cover - flowsched installed without its testin
 __all__ = [
     "async_memory_scheduler",
     "async_mongo_scheduler",
+    "async_postgres_scheduler",
     "async_scheduler",
     "manual_clock",
     "memory_scheduler",
     "mongo_scheduler",
+    "postgres_scheduler",
     "scheduler",
 ]
 
 MONGO_URI_VARIABLE = "FLOWSCHED_MONGO_URI"
+POSTGRES_URL_VARIABLE = "FLOWSCHED_POSTGRES_URL"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -140,10 +145,52 @@ def mongo_scheduler(
     _flowsched_mongo_client.drop_database(name)
 
 
-@pytest.fixture(params=["memory", "mongo"])
+def _postgres_url() -> str:
+    """The server of the PostgreSQL fixtures, or a skip saying how to give one."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if not url:
+        pytest.skip(f"{POSTGRES_URL_VARIABLE} is not set: no PostgreSQL server to test on")
+    pytest.importorskip("psycopg", reason="the PostgreSQL fixtures need flowsched[postgres]")
+    return url
+
+
+def _drop_table(url: str, table: str) -> None:
+    import psycopg
+
+    from flowsched.postgres.schema import drop_tables
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        drop_tables(conn, table)
+
+
+@pytest.fixture
+def postgres_scheduler(request: pytest.FixtureRequest, manual_clock: ManualClock) -> Iterator[Any]:
+    """A started :class:`~flowsched.PostgresScheduler` on ``manual_clock`` over a table of
+    its own (dropped after the test), on the server at ``FLOWSCHED_POSTGRES_URL``."""
+    url = _postgres_url()
+    from flowsched.postgres import PostgresScheduler
+
+    table = f"flowsched_test_{uuid.uuid4().hex[:12]}"
+    settings = {"node_id": "test", **marked_settings(request, PostgresScheduler)}
+    scheduler = PostgresScheduler(url, table=table, clock=manual_clock, **settings)
+    try:
+        scheduler.start()
+        yield scheduler
+    finally:
+        scheduler.close()
+        _drop_table(url, table)
+
+
+# The parametrised fixtures include PostgreSQL when a server is given.
+ADAPTERS = ["memory", "mongo"] + (["postgres"] if os.environ.get(POSTGRES_URL_VARIABLE) else [])
+"""What ``scheduler`` runs over."""
+
+
+@pytest.fixture(params=ADAPTERS)
 def scheduler(request: pytest.FixtureRequest) -> SchedulerPort:
-    """Each adapter in turn (the test runs once per adapter): ``memory_scheduler``, then
-    ``mongo_scheduler``."""
+    """Each adapter in turn (the test runs once per adapter): ``memory_scheduler``,
+    ``mongo_scheduler``, then ``postgres_scheduler`` when ``FLOWSCHED_POSTGRES_URL`` is
+    set."""
     built: SchedulerPort = request.getfixturevalue(f"{request.param}_scheduler")
     return built
 
@@ -153,7 +200,7 @@ def scheduler(request: pytest.FixtureRequest) -> SchedulerPort:
 # pytest-asyncio runs the async fixtures (and the tests marked @pytest.mark.asyncio) on one
 # event loop per test. Without it the async fixtures skip, saying what to install.
 
-ASYNC_ADAPTERS = ["memory", "mongo"]
+ASYNC_ADAPTERS = ADAPTERS
 """What ``async_scheduler`` runs over."""
 
 
@@ -222,9 +269,29 @@ async def async_mongo_scheduler(
                 await call
 
 
+@_async_fixture
+async def async_postgres_scheduler(
+    request: pytest.FixtureRequest, manual_clock: ManualClock
+) -> AsyncIterator[Any]:
+    """A started :class:`~flowsched.AsyncPostgresScheduler` on ``manual_clock`` over a table
+    of its own (dropped after the test), on the server at ``FLOWSCHED_POSTGRES_URL``."""
+    url = _postgres_url()
+    from flowsched.postgres import AsyncPostgresScheduler
+
+    table = f"flowsched_test_{uuid.uuid4().hex[:12]}"
+    settings = {"node_id": "test", **marked_settings(request, AsyncPostgresScheduler)}
+    scheduler = AsyncPostgresScheduler(url, table=table, clock=manual_clock, **settings)
+    try:
+        await scheduler.start()
+        yield scheduler
+    finally:
+        await scheduler.aclose()
+        _drop_table(url, table)
+
+
 @pytest.fixture(params=ASYNC_ADAPTERS)
 def async_scheduler(request: pytest.FixtureRequest) -> AsyncSchedulerPort:
-    """Each asyncio adapter in turn: ``async_memory_scheduler``, then
-    ``async_mongo_scheduler``."""
+    """Each asyncio adapter in turn: ``async_memory_scheduler``, ``async_mongo_scheduler``,
+    then ``async_postgres_scheduler`` when ``FLOWSCHED_POSTGRES_URL`` is set."""
     built: AsyncSchedulerPort = request.getfixturevalue(f"async_{request.param}_scheduler")
     return built

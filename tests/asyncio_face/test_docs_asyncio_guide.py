@@ -18,6 +18,7 @@ def test_the_guides_async_test_passes_as_a_users_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)
+    monkeypatch.delenv("FLOWSCHED_POSTGRES_URL", raising=False)  # as a new user: no server
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
     tests = [block for block in blocks if "async def test_" in block]
     assert len(tests) == 1, "the guide's async test changed: update this test"

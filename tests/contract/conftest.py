@@ -44,10 +44,20 @@ def _wire(request: pytest.FixtureRequest) -> Factory:
     )
 
 
+def _postgres(request: pytest.FixtureRequest) -> Factory:
+    postgres = pytest.importorskip("flowsched.postgres")
+    url = request.getfixturevalue("postgres_url")
+    table = request.getfixturevalue("fresh_table")()
+    return lambda clock, **options: postgres.PostgresScheduler(
+        url, table=table, node_id="contract", clock=clock, pool_size=2, **options
+    )
+
+
 ADAPTERS: dict[str, Callable[[pytest.FixtureRequest], Factory]] = {
     "memory": _memory,
     "mongomock": _mongomock,
     "mongo-wire": _wire,
+    "postgres": _postgres,
 }
 
 

@@ -1,7 +1,7 @@
 """A recurring item with no slot left (none before the year 10000) is set aside, once, with the
 reason - on every adapter, by the delivery core's one rule: never redelivered, for that could
 only run an applied slot again or fail the same way for ever. MongoDB keeps it in quarantine,
-the in-memory adapter among its dead letters."""
+the in-memory and PostgreSQL adapters among their dead letters."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ SEVEN_MILLENNIA = timedelta(days=7000 * 365)
 
 
 def set_aside(scheduler: SchedulerPort, adapter_name: str, item_id: str) -> str:
-    """The reason ``item_id`` was set aside (dead letter in memory, quarantine on MongoDB)."""
-    if adapter_name == "memory":
+    """The reason ``item_id`` was set aside (a dead letter in memory and on PostgreSQL,
+    quarantine on MongoDB)."""
+    if adapter_name in ("memory", "postgres"):
         (letter,) = [d for d in scheduler.dead_letters() if d.item.id == item_id]
         return letter.error
     assert scheduler.dead_letters() == []

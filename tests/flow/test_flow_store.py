@@ -38,10 +38,21 @@ def _wire(request: pytest.FixtureRequest) -> FlowStore:
     return MongoFlowStore(request.getfixturevalue("mongo_db")["instances"])
 
 
+def _postgres(request: pytest.FixtureRequest) -> FlowStore:
+    pytest.importorskip("psycopg")
+    from flowsched.postgres import PostgresFlowStore
+
+    url = request.getfixturevalue("postgres_url")
+    store = PostgresFlowStore(url, table=request.getfixturevalue("fresh_table")(), pool_size=1)
+    request.addfinalizer(store.close)
+    return store
+
+
 STORES: dict[str, Callable[[pytest.FixtureRequest], FlowStore]] = {
     "memory": _memory,
     "mongomock": _mongomock,
     "mongo-wire": _wire,
+    "postgres": _postgres,
 }
 
 

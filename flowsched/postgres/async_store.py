@@ -1,0 +1,270 @@
+"""Internal: ``AsyncPostgresTimerStore``, the :class:`~flowsched.store.AsyncTimerStore` on
+PostgreSQL (public as ``flowsched.postgres.AsyncPostgresTimerStore``).
+
+The twin of :class:`~flowsched.postgres.store.PostgresTimerStore`: the same plans
+(:mod:`flowsched.postgres.operations`), run on a ``psycopg_pool.AsyncConnectionPool``. A
+pool the store opens itself is opened, and the tables migrated, on the first call (a pool
+belongs to the event loop it was opened in); ``await store.open()`` does it eagerly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from flowsched.clock import Clock
+from flowsched.errors import SchedulerUnavailable
+from flowsched.postgres.connections import (
+    DEFAULT_POOL_SIZE,
+    check_conninfo,
+    own_async_pool,
+    seconds,
+)
+from flowsched.postgres.heartbeats import LiveNode
+from flowsched.postgres.operations import Setup
+from flowsched.postgres.plans import Plan, run_async
+from flowsched.postgres.queries import Queries
+from flowsched.postgres.schema import migrate_plan
+from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.steering import Attempt, TimerPage
+from flowsched.store.records import (
+    Claim,
+    QuarantinedRecord,
+    Settlement,
+    SettleResult,
+    TimerSelection,
+)
+
+__all__ = ["AsyncPostgresTimerStore"]
+
+T = TypeVar("T")
+
+
+class AsyncPostgresTimerStore:
+    """Timers in a PostgreSQL table, for a node core's asyncio driver and the async port.
+
+    The arguments are :class:`~flowsched.postgres.PostgresTimerStore`'s, with a
+    ``psycopg_pool.AsyncConnectionPool`` (or a conninfo) for ``conninfo_or_pool``.
+
+    >>> store = AsyncPostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
+    >>> await store.open()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | AsyncConnectionPool[Any],
+        *,
+        table: str = "flowsched_timers",
+        clock: Clock | None = None,
+        migrate: bool = True,
+        notify_within: timedelta = timedelta(seconds=5),
+        history_limit: int = 20,
+        history_retention: timedelta = timedelta(days=7),
+        pool_size: int = DEFAULT_POOL_SIZE,
+        op_timeout: timedelta | float | None = None,
+        durable_firing: bool = False,
+    ) -> None:
+        if not isinstance(history_limit, int) or history_limit < 1:
+            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
+        self.setup = Setup(
+            Queries(table),
+            clock,
+            notify_within,
+            history_limit,
+            history_retention,
+            durable_firing,
+        )
+        self._timeout = seconds(op_timeout, "op_timeout")
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._conninfo: str | None = None
+        if isinstance(conninfo_or_pool, AsyncConnectionPool):
+            self._pool = conninfo_or_pool
+        elif isinstance(conninfo_or_pool, psycopg.Connection) or hasattr(
+            conninfo_or_pool, "getconn"
+        ):
+            raise TypeError(
+                "AsyncPostgresTimerStore needs a psycopg_pool.AsyncConnectionPool or a "
+                f"conninfo, got {type(conninfo_or_pool).__name__} (a synchronous pool: use "
+                "PostgresTimerStore)"
+            )
+        else:
+            self._conninfo = check_conninfo(conninfo_or_pool)
+        self._owned = self._conninfo is not None
+        self._size = pool_size
+        self._migrate = migrate
+        self._ready = False
+        self._opening: asyncio.Lock | None = None
+        self.version: int | None = None
+
+    @property
+    def table(self) -> str:
+        """The timers table's name."""
+        return self.setup.queries.table
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock due times are judged by (``None``: the server's)."""
+        return self.setup.clock
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresTimerStore(table={self.table!r})"
+
+    async def open(self) -> AsyncPostgresTimerStore:
+        """Open the pool (if this store makes its own) and migrate the tables; idempotent."""
+        if self._ready:
+            return self
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._ready:
+                return self
+            if self._pool is None:
+                assert self._conninfo is not None
+                self._pool = await own_async_pool(self._conninfo, self._size, self._timeout)
+            if self._migrate:
+                plan = migrate_plan(self.setup.queries)
+                self.version = await self._send(plan, f"migrate {self.table}", True, atomic=True)
+            self._ready = True
+        return self
+
+    async def aclose(self) -> None:
+        """Close the pool if this store opened it (a pool given is left to its owner)."""
+        if self._owned and self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+            self._ready = False
+
+    async def __aenter__(self) -> AsyncPostgresTimerStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The connection pool (``RuntimeError`` before :meth:`open` for an own pool)."""
+        if self._pool is None:
+            raise RuntimeError("AsyncPostgresTimerStore: not opened yet (await store.open())")
+        return self._pool
+
+    async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        try:
+            async with self.pool.connection(timeout=self._timeout) as conn:
+                return await run_async(conn, plan, what=what, write=write, atomic=atomic)
+        except PoolTimeout as exc:
+            plan.close()
+            raise SchedulerUnavailable(
+                f"PostgreSQL: {what}: no connection within the timeout ({exc})"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
+
+    async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        if not self._ready:
+            await self.open()
+        return await self._send(plan, what, write)
+
+    # -- the interface ---------------------------------------------------------------------
+
+    async def now(self) -> datetime:
+        clock = self.setup.clock
+        if clock is not None:
+            return clock.now()
+        return await self._run(self.setup.now(), "now", False)
+
+    async def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
+        return await self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
+
+    async def get(self, item_id: str) -> ScheduleItem | None:
+        if not isinstance(item_id, str):
+            return None
+        return await self._run(self.setup.get(item_id), f"get({item_id!r})", False)
+
+    async def exists(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return await self._run(self.setup.exists(item_id), f"exists({item_id!r})", False)
+
+    async def remove(
+        self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
+    ) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        plan = self.setup.remove(item_id, generation, deadline)
+        return await self._run(plan, f"remove({item_id!r})", True)
+
+    async def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
+        if not isinstance(flow_id, str):
+            return []
+        return await self._run(self.setup.remove_flow(flow_id, deadline), "remove_flow", True)
+
+    async def claim_due(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        return await self._run(self.setup.claim_due(routes, owner, lease, limit), "claim", True)
+
+    async def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
+        return await self._run(self.setup.confirm_start(claims), "confirm_start", True)
+
+    async def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
+        return await self._run(self.setup.renew(claims, lease), "renew", True)
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        return await self._run(self.setup.release(claims), "release", True)
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
+        return await self._run(self.setup.settle(settlements), "settle", True)
+
+    async def next_due(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> datetime | None:
+        return await self._run(self.setup.next_due(routes, after), "next_due", False)
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return await self._run(self.setup.dead_letters(), "dead_letters", False)
+
+    async def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
+        if not isinstance(item_id, str):
+            return None
+        return await self._run(self.setup.requeue(item_id, due), f"requeue({item_id!r})", True)
+
+    async def quarantined(self) -> list[QuarantinedRecord]:
+        return await self._run(self.setup.quarantined(), "quarantined", False)
+
+    async def timers(self, query: TimerSelection) -> TimerPage:
+        return await self._run(self.setup.timers(query), "timers", False)
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        if not isinstance(item_id, str):
+            return []
+        return await self._run(self.setup.history(item_id), f"history({item_id!r})", False)
+
+    async def pause(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return await self._run(self.setup.pause(item_id), f"pause({item_id!r})", True)
+
+    async def resume(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return await self._run(self.setup.resume(item_id), f"resume({item_id!r})", True)
+
+    # -- beyond the interface: node heartbeats -----------------------------------------------
+
+    async def heartbeat(self, node: str, routes: Collection[str], ttl: timedelta) -> None:
+        """Advertise ``node`` as alive, serving ``routes``, for ``ttl`` (``<table>_nodes``)."""
+        await self._run(self.setup.heartbeat(node, routes, ttl), "heartbeat", True)
+
+    async def leave(self, node: str) -> None:
+        """Remove ``node``'s heartbeat (it is closing)."""
+        await self._run(self.setup.leave(node), "leave", True)
+
+    async def live_nodes(self) -> list[LiveNode]:
+        """The nodes whose last heartbeat has not expired, by id (see
+        :mod:`flowsched.postgres.heartbeats`)."""
+        return await self._run(self.setup.live_nodes(), "live_nodes", False)

@@ -1,0 +1,112 @@
+"""Internal: where the PostgreSQL stores get their connections - a pool given or their own.
+
+A store takes ``conninfo_or_pool``: a ``postgresql://`` URL or libpq conninfo string (the
+store opens a ``psycopg_pool`` pool of its own, in autocommit, and closes it on ``close()``)
+or a pool the application already has (used as it is, and left open: the application owns
+it). Every operation borrows one connection for one transaction and gives it back.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from psycopg import conninfo as libpq_conninfo
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from flowsched.errors import SchedulerUnavailable
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "check_conninfo",
+    "describe",
+    "own_async_pool",
+    "own_pool",
+    "seconds",
+]
+
+DEFAULT_POOL_SIZE = 4
+"""Connections of a pool a store opens itself: the firing path uses one or two at a time
+(claim, settle); the rest serve the application's schedule() and cancel() calls."""
+
+
+def check_conninfo(value: object, what: str = "conninfo_or_pool") -> str:
+    """``value`` if it is a non-empty connection string; ``TypeError`` naming ``what``."""
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(
+            f"{what} must be a postgresql:// URL, a conninfo string or a psycopg_pool pool, "
+            f"got {value!r:.80}"
+        )
+    return value
+
+
+def seconds(value: timedelta | float | None, what: str) -> float | None:
+    """``value`` in seconds (``None`` stays ``None``); ``ValueError`` if not positive."""
+    if value is None:
+        return None
+    number = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if number <= 0:
+        raise ValueError(f"{what} must be positive, got {value!r}")
+    return number
+
+
+def describe(conninfo: str) -> str:
+    """``host:port/dbname`` of ``conninfo``, for messages: never the password or the user."""
+    try:
+        parts = libpq_conninfo.conninfo_to_dict(conninfo)
+    except Exception:  # a string libpq cannot parse: name nothing of it
+        return "the server given"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"{host}:{port}/{parts.get('dbname') or ''}"
+
+
+def _unreachable(conninfo: str, waited: float, exc: BaseException) -> SchedulerUnavailable:
+    return SchedulerUnavailable(
+        f"PostgreSQL at {describe(conninfo)}: no connection within {waited:g} s "
+        f"({type(exc).__name__}); is the server running and the URL right?"
+    )
+
+
+def _kwargs() -> dict[str, Any]:
+    return {"autocommit": True}
+
+
+def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
+    """A pool of ``size`` autocommit connections to ``conninfo``, open (and waiting for its
+    first connection, so a server that cannot be reached is a
+    :class:`~flowsched.SchedulerUnavailable` here, within ``timeout``, naming the host)."""
+    pool: ConnectionPool = ConnectionPool(
+        check_conninfo(conninfo),
+        kwargs=_kwargs(),
+        min_size=1,
+        max_size=size,
+        open=False,
+        timeout=timeout or 30.0,
+        name="flowsched",
+    )
+    try:
+        pool.open(wait=True, timeout=timeout or 30.0)
+    except PoolTimeout as exc:
+        pool.close()
+        raise _unreachable(conninfo, timeout or 30.0, exc) from None
+    return pool
+
+
+async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> AsyncConnectionPool:
+    """:func:`own_pool` for asyncio (opened in the running loop)."""
+    pool: AsyncConnectionPool = AsyncConnectionPool(
+        check_conninfo(conninfo),
+        kwargs=_kwargs(),
+        min_size=1,
+        max_size=size,
+        open=False,
+        timeout=timeout or 30.0,
+        name="flowsched",
+    )
+    try:
+        await pool.open(wait=True, timeout=timeout or 30.0)
+    except PoolTimeout as exc:
+        await pool.close()
+        raise _unreachable(conninfo, timeout or 30.0, exc) from None
+    return pool

@@ -1,0 +1,118 @@
+"""Internal: operations written once, run by a synchronous or an asyncio connection.
+
+An operation of the adapter is a *plan*: a generator that yields :class:`Statement`\\ s and
+receives each one's rows, and returns its result. It does no I/O itself (the sans-I/O shape
+of h11 and procrastinate's manager): :func:`run` sends it over a psycopg ``Connection``,
+:func:`run_async` over an ``AsyncConnection`` (in one transaction when the plan needs it).
+So the two faces share every statement, parameter and decoding, and differ only in how
+they wait.
+
+Errors become the port's: :class:`~flowsched.SchedulerUnavailable` when nothing was sent or
+nothing applied (no connection in time, a read that failed), :class:`~flowsched.OutcomeUnknown`
+when a write's statement was sent and the connection broke before its reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
+
+import psycopg
+
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, Connection
+
+__all__ = ["Plan", "Row", "Statement", "outage", "run", "run_async"]
+
+T = TypeVar("T")
+
+Row = tuple[object, ...]
+"""One row as psycopg returns it; plans check each value's type before using it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement to send: its SQL (from ``queries.sql``) and its parameters."""
+
+    sql: LiteralString
+    params: Mapping[str, Any] | None = None
+
+
+Plan = Generator[Statement, list[Row], T]
+"""An operation: yields statements, is sent each one's rows, returns its result."""
+
+_BROKEN = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def outage(exc: BaseException, *, what: str, sent: bool, write: bool) -> SchedulerUnavailable:
+    """The port's error for a database error ``exc`` met while doing ``what``."""
+    if sent and write:
+        return OutcomeUnknown(
+            f"PostgreSQL: {what}: the connection failed after the write was sent "
+            f"({type(exc).__name__}: {exc}); it may or may not have taken effect"
+        )
+    return SchedulerUnavailable(f"PostgreSQL: {what}: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
+def _step(plan: Plan[Any], rows: list[Row] | None) -> Statement | _Done:
+    # The next statement, or the plan's result. StopIteration is caught here, inside the
+    # transaction's block, which must see no exception when the plan ends normally.
+    try:
+        return next(plan) if rows is None else plan.send(rows)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
+    step = _step(plan, None)
+    while isinstance(step, Statement):
+        cursor = conn.execute(step.sql, step.params)
+        rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
+        step = _step(plan, rows)
+    result: T = step.value
+    return result
+
+
+async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
+    step = _step(plan, None)
+    while isinstance(step, Statement):
+        cursor = await conn.execute(step.sql, step.params)
+        rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
+        step = _step(plan, rows)
+    result: T = step.value
+    return result
+
+
+def run(conn: Connection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False) -> T:
+    """Run ``plan`` on ``conn``; its result. ``atomic``: in one transaction (a plan whose
+    statements must apply together, or that holds a transaction-scoped lock); otherwise
+    each statement is its own transaction (one round trip each: no BEGIN, no COMMIT) and
+    the plan's later statements are fenced on their own."""
+    try:
+        if atomic:
+            with conn.transaction():
+                return _sync_steps(conn, plan)
+        return _sync_steps(conn, plan)
+    except _BROKEN as exc:
+        raise outage(exc, what=what, sent=True, write=write) from exc
+
+
+async def run_async(
+    conn: AsyncConnection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False
+) -> T:
+    """:func:`run` on an asyncio connection."""
+    try:
+        if atomic:
+            async with conn.transaction():
+                return await _async_steps(conn, plan)
+        return await _async_steps(conn, plan)
+    except _BROKEN as exc:
+        raise outage(exc, what=what, sent=True, write=write) from exc

@@ -1,0 +1,530 @@
+-- Every SQL statement of flowsched's PostgreSQL adapter, each under a "-- name:" line
+-- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
+-- fills the table names in. Placeholders:
+--   {table} {dead} {quarantine} {history} {nodes} {schema} {generations}   identifiers
+--   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
+--              else the server's statement_timestamp() - due times and leases are compared
+--              here, in SQL, never estimated on the client.
+--   {relaxed}  a condition that is always true and sets synchronous_commit for the statement's
+--              own transaction to the firing_commit parameter (NULL: the server's setting):
+--              the firing path's writes (claim, start, renew, release, settle) may commit
+--              without waiting for the WAL flush; see flowsched/postgres/operations.py.
+-- Parameters are psycopg's %(name)s. Arrays of one batch travel as parallel arrays and are
+-- unnest()ed, so a batch of any size is one statement and one round trip.
+
+-- ---- schema and migrations (flowsched/postgres/schema.py) --------------------------------
+
+-- name: schema_lock
+-- Serialises migrations of one table across nodes starting together (released at commit).
+SELECT pg_advisory_xact_lock(hashtext(%(key)s));
+
+-- name: schema_version_table
+CREATE TABLE IF NOT EXISTS {schema} (
+    singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    version     integer NOT NULL,
+    migrated_at timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+
+-- name: schema_version
+SELECT version FROM {schema};
+
+-- name: schema_set_version
+INSERT INTO {schema} (singleton, version) VALUES (true, %(version)s)
+ON CONFLICT (singleton) DO UPDATE
+    SET version = EXCLUDED.version, migrated_at = statement_timestamp();
+
+-- name: migration_1
+-- The timers, their dead letters, quarantine, history and node heartbeats.
+CREATE SEQUENCE {generations} AS bigint;
+CREATE TABLE {table} (
+    id           text PRIMARY KEY CHECK (id <> '' AND octet_length(id) <= 1024),
+    generation   bigint NOT NULL CHECK (generation > 0),
+    kind         text NOT NULL
+                 CHECK (kind IN ('ACTION_TIMEOUT', 'ACTION_RETRY', 'PROCESSING_TIMEOUT', 'TIMER')),
+    handler      text CHECK (handler <> '' AND char_length(handler) <= 200),
+    route        text NOT NULL,
+    flow_id      text CHECK (flow_id <> '' AND octet_length(flow_id) <= 1024),
+    due          timestamptz NOT NULL,
+    payload      jsonb CHECK (jsonb_typeof(payload) = 'object'),
+    recurrence   jsonb CHECK (jsonb_typeof(recurrence) = 'object'),
+    previous     timestamptz CHECK (previous IS NULL OR recurrence IS NOT NULL),
+    attempts     integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    last_error   text,
+    owner        text,
+    lease_until  timestamptz,
+    started_at   timestamptz,
+    paused       boolean NOT NULL DEFAULT false,
+    scheduled_at timestamptz NOT NULL,
+    CHECK ((owner IS NULL) = (lease_until IS NULL)),
+    CHECK (route = CASE WHEN handler IS NULL THEN 'k:' || kind ELSE 'h:' || handler END)
+);
+-- The claim: unclaimed, unpaused rows of one route, soonest due first.
+CREATE INDEX {table_claim} ON {table} (route, due) WHERE owner IS NULL AND NOT paused;
+-- Claims whose node stopped renewing (their lease ends first).
+CREATE INDEX {table_held} ON {table} (route, lease_until) WHERE owner IS NOT NULL;
+CREATE INDEX {table_flow} ON {table} (flow_id) WHERE flow_id IS NOT NULL;
+-- timers(): soonest due first, ties by id (the cursor).
+CREATE INDEX {table_due} ON {table} (due, id);
+CREATE TABLE {dead} (
+    id          text PRIMARY KEY,
+    generation  bigint NOT NULL,
+    kind        text NOT NULL,
+    handler     text,
+    flow_id     text,
+    due         timestamptz NOT NULL,
+    payload     jsonb,
+    recurrence  jsonb,
+    previous    timestamptz,
+    attempts    integer NOT NULL,
+    error       text NOT NULL,
+    dead_at     timestamptz NOT NULL
+);
+CREATE INDEX {dead_at} ON {dead} (dead_at, id);
+CREATE TABLE {quarantine} (
+    id             text PRIMARY KEY,
+    reason         text NOT NULL,
+    record         jsonb NOT NULL,
+    node           text,
+    quarantined_at timestamptz NOT NULL
+);
+CREATE TABLE {history} (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    item_id       text NOT NULL,
+    generation    bigint NOT NULL,
+    attempt       integer NOT NULL,
+    node          text NOT NULL,
+    started       timestamptz NOT NULL,
+    ended         timestamptz,
+    outcome       text CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'lapsed')),
+    error_type    text,
+    error_message text,
+    traceback     text
+);
+CREATE INDEX {history_item} ON {history} (item_id, seq);
+CREATE INDEX {history_ended} ON {history} (ended) WHERE ended IS NOT NULL;
+CREATE TABLE {nodes} (
+    node_id     text PRIMARY KEY,
+    routes      text[] NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL
+);
+
+-- name: drop_tables
+-- Every table of the adapter for one timers table (test kits: a fresh table per test).
+DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema};
+DROP SEQUENCE IF EXISTS {generations};
+
+-- ---- the port's writes --------------------------------------------------------------------
+
+-- name: now
+SELECT {now};
+
+-- name: put
+-- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
+-- unclaimed, unpaused, no failures; its dead letter (if any) goes. Nothing at all when the
+-- caller's deadline has passed by the store's clock (no row comes back). A row due within
+-- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit).
+WITH gate AS (
+    SELECT nextval('{generations}') AS generation
+    WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
+), undead AS (
+    DELETE FROM {dead} WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
+), stored AS (
+    INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
+                              recurrence, previous, attempts, last_error, owner, lease_until,
+                              started_at, paused, scheduled_at)
+    SELECT %(id)s::text, gate.generation, %(kind)s::text, %(handler)s::text, %(route)s::text,
+           %(flow_id)s::text, %(due)s::timestamptz, %(payload)s::jsonb, %(recurrence)s::jsonb,
+           %(previous)s::timestamptz, 0, NULL, NULL, NULL, NULL, false, {now}
+    FROM gate
+    ON CONFLICT (id) DO UPDATE SET
+        generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
+        route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
+        payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
+        previous = EXCLUDED.previous, attempts = 0, last_error = NULL, owner = NULL,
+        lease_until = NULL, started_at = NULL, paused = false,
+        scheduled_at = EXCLUDED.scheduled_at
+    RETURNING t.generation, t.due, t.route
+)
+SELECT generation,
+       CASE WHEN due <= {now} + %(notify_within)s::interval
+            THEN pg_notify(%(channel)s, route)::text END
+FROM stored;
+
+-- name: get
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous
+FROM {table} WHERE id = %(id)s;
+
+-- name: exists
+SELECT EXISTS (SELECT FROM {table} WHERE id = %(id)s);
+
+-- name: remove
+-- Fenced by the caller's deadline (by the store's clock) and, when given, the generation:
+-- a cancel that arrives late never removes a form scheduled meanwhile.
+DELETE FROM {table}
+WHERE id = %(id)s
+  AND (%(generation)s::bigint IS NULL OR generation = %(generation)s::bigint)
+  AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
+RETURNING id;
+
+-- name: remove_flow
+DELETE FROM {table}
+WHERE flow_id = %(flow_id)s
+  AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
+RETURNING id;
+
+-- ---- claims, starts, leases, settlements --------------------------------------------------
+
+-- name: claim_due
+-- Up to %(limit)s rows, soonest due first: unclaimed due ones (index {table}_claim, one
+-- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
+-- another node is claiming are skipped, not waited for. Each claimed row gets this owner and
+-- a lease; an ended claim's open history attempt is closed "lapsed".
+WITH fresh AS (
+    SELECT x.id, x.due
+    FROM unnest(%(routes)s::text[]) AS r(route)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.due FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused AND t.due <= {now}
+        ORDER BY t.due
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+), lapsed AS (
+    SELECT x.id, x.due, x.generation, x.lease_until, x.owner, x.attempts
+    FROM unnest(%(routes)s::text[]) AS r(route)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.due, t.generation, t.lease_until, t.owner, t.attempts FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NOT NULL AND t.lease_until <= {now}
+          AND NOT t.paused AND t.due <= {now}
+        ORDER BY t.lease_until
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+), picked AS (
+    SELECT id, due FROM (SELECT id, due FROM fresh UNION ALL SELECT id, due FROM lapsed) AS u
+    ORDER BY due, id
+    LIMIT %(limit)s
+), closed AS (
+    UPDATE {history} h SET ended = lapsed.lease_until, outcome = 'lapsed'
+    FROM lapsed
+    WHERE h.item_id = lapsed.id AND h.generation = lapsed.generation AND h.ended IS NULL
+      AND h.node = lapsed.owner AND h.attempt = lapsed.attempts
+      AND lapsed.id IN (SELECT id FROM picked)
+)
+UPDATE {table} t
+SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL
+WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
+RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
+          t.previous, t.attempts, t.lease_until, t.route;
+
+-- name: quarantine_claimed
+-- Rows a claim returned that are not valid items: moved aside with the reason, atomically.
+WITH bad AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(reasons)s::text[]) AS b(id, reason)
+), gone AS (
+    DELETE FROM {table} t USING bad
+    WHERE t.id = bad.id AND t.owner = %(owner)s
+    RETURNING t.*, bad.reason
+)
+INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
+SELECT gone.id, gone.reason, to_jsonb(gone) - 'reason', %(owner)s, {now} FROM gone
+ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
+    node = EXCLUDED.node, quarantined_at = EXCLUDED.quarantined_at;
+
+-- name: confirm_start
+-- The check right before handlers start: the claims whose fence still holds and whose lease
+-- has not ended, unpaused. Each start is stamped and opens an attempt in the history (the
+-- item's oldest attempts beyond %(keep)s trimmed), in the same statement.
+WITH c AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[], %(attempts)s::int[])
+             AS c(id, generation, owner, lease_until, attempt)
+), ok AS (
+    UPDATE {table} t SET started_at = {now}
+    FROM c
+    WHERE t.id = ANY (%(ids)s::text[])
+      AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
+      AND t.lease_until = c.lease_until AND t.lease_until > {now} AND NOT t.paused
+      AND {relaxed}
+    RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt
+), opened AS (
+    INSERT INTO {history} (item_id, generation, attempt, node, started)
+    SELECT id, generation, attempt, owner, started_at FROM ok
+), trimmed AS (
+    DELETE FROM {history} h
+    USING ok
+    WHERE h.item_id = ok.id
+      AND h.seq <= (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = ok.id
+                    ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1)
+)
+SELECT id FROM ok;
+
+-- name: renew
+WITH c AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[]) AS c(id, generation, owner, lease_until)
+)
+UPDATE {table} t SET lease_until = {now} + %(lease)s::interval
+FROM c
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
+RETURNING t.id, t.lease_until;
+
+-- name: release
+WITH c AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[]) AS c(id, generation, owner, lease_until)
+)
+UPDATE {table} t SET owner = NULL, lease_until = NULL, started_at = NULL
+FROM c
+WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
+RETURNING t.id;
+
+-- name: settle
+-- One batch of outcomes, each under its claim's fence (id, generation, owner, lease end):
+--   complete   the row is deleted;
+--   dead       the row is deleted and its dead letter written (same statement);
+--   quarantine the row is deleted and kept in {quarantine} with the reason (%(errors)s);
+--   redeliver  due, attempts and last_error move, the claim is cleared;
+--   next       a recurring row's next slot: due, previous (the applied slot), failures reset.
+-- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
+WITH s AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[], %(actions)s::text[], %(dues)s::timestamptz[],
+                         %(attempts)s::int[], %(errors)s::text[], %(applied)s::timestamptz[],
+                         %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
+                         %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
+                         %(claim_attempts)s::int[])
+             AS s(id, generation, owner, lease_until, action, due, attempt, error, applied,
+                  outcome, error_type, message, traceback, dead_at, claim_attempt)
+), gone AS (
+    DELETE FROM {table} t USING s
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
+      AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
+      AND {relaxed}
+    RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
+              s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous
+), moved AS (
+    UPDATE {table} t
+    SET due = s.due, attempts = s.attempt, last_error = s.error,
+        previous = CASE WHEN s.action = 'next' THEN s.applied ELSE t.previous END,
+        owner = NULL, lease_until = NULL, started_at = NULL
+    FROM s
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+      AND t.owner = s.owner AND t.lease_until = s.lease_until
+      AND s.action IN ('redeliver', 'next') AND {relaxed}
+    RETURNING t.id
+), buried AS (
+    INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
+                             previous, attempts, error, dead_at)
+    SELECT id, generation, kind, handler, flow_id, coalesce(dead_due, due), payload,
+           recurrence, CASE WHEN recurrence IS NULL THEN NULL ELSE dead_previous END,
+           dead_attempts, dead_error, coalesce(dead_time, {now})
+    FROM gone WHERE action = 'dead'
+    ON CONFLICT (id) DO UPDATE SET generation = EXCLUDED.generation, kind = EXCLUDED.kind,
+        handler = EXCLUDED.handler, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
+        payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
+        previous = EXCLUDED.previous, attempts = EXCLUDED.attempts, error = EXCLUDED.error,
+        dead_at = EXCLUDED.dead_at
+), set_aside AS (
+    INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
+    SELECT id, dead_error,
+           to_jsonb(gone) - 'action' - 'dead_attempts' - 'dead_error' - 'dead_time'
+               - 'dead_due' - 'dead_previous',
+           owner, {now}
+    FROM gone WHERE action = 'quarantine'
+    ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
+        node = EXCLUDED.node, quarantined_at = EXCLUDED.quarantined_at
+), applied AS (
+    SELECT id FROM gone UNION ALL SELECT id FROM moved
+), closed AS (
+    UPDATE {history} h
+    SET ended = {now}, outcome = s.outcome, error_type = s.error_type,
+        error_message = s.message, traceback = s.traceback
+    FROM s
+    WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
+      AND h.node = s.owner AND h.attempt = s.claim_attempt
+      AND s.id IN (SELECT id FROM applied)
+)
+SELECT id, {now} FROM applied;
+
+-- name: settle_completed
+-- The common batch, every handler returned: the settle statement with deletes only (fewer
+-- arrays to send, nothing to plan for the outcomes that are not there).
+WITH s AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(leases)s::timestamptz[], %(claim_attempts)s::int[])
+             AS s(id, generation, owner, lease_until, claim_attempt)
+), gone AS (
+    DELETE FROM {table} t USING s
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+      AND t.owner = s.owner AND t.lease_until = s.lease_until AND {relaxed}
+    RETURNING t.id
+), closed AS (
+    UPDATE {history} h SET ended = {now}, outcome = 'succeeded'
+    FROM s
+    WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
+      AND h.node = s.owner AND h.attempt = s.claim_attempt
+      AND s.id IN (SELECT id FROM gone)
+)
+SELECT id, {now} FROM gone;
+
+-- name: next_due
+-- Asked when a claim came back short (the node has time): history attempts that ended more
+-- than %(retention)s ago go too, a bounded bite each time (index {history_ended}).
+WITH r AS (SELECT unnest(%(routes)s::text[]) AS route), expired AS (
+    DELETE FROM {history}
+    WHERE seq = ANY (ARRAY(SELECT seq FROM {history}
+                           WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
+                           ORDER BY ended LIMIT 100))
+)
+SELECT least(
+    (SELECT min(x.due) FROM r CROSS JOIN LATERAL (
+        SELECT t.due FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused
+          AND (%(after)s::timestamptz IS NULL OR t.due > %(after)s::timestamptz)
+        ORDER BY t.due LIMIT 1) AS x),
+    (SELECT min(x.lease_until) FROM r CROSS JOIN LATERAL (
+        SELECT t.lease_until FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NOT NULL AND NOT t.paused
+          AND (%(after)s::timestamptz IS NULL OR t.lease_until > %(after)s::timestamptz)
+        ORDER BY t.lease_until LIMIT 1) AS x)
+);
+
+-- ---- dead letters, quarantine -------------------------------------------------------------
+
+-- name: dead_letters
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, attempts,
+       error, dead_at
+FROM {dead} ORDER BY dead_at, id;
+
+-- name: requeue
+WITH d AS (
+    DELETE FROM {dead} WHERE id = %(id)s RETURNING *
+), stored AS (
+    INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
+                              recurrence, previous, attempts, last_error, owner, lease_until,
+                              started_at, paused, scheduled_at)
+    SELECT d.id, nextval('{generations}'), d.kind, d.handler,
+           CASE WHEN d.handler IS NULL THEN 'k:' || d.kind ELSE 'h:' || d.handler END,
+           d.flow_id, %(due)s::timestamptz, d.payload, d.recurrence, d.previous, 0, NULL, NULL, NULL, NULL,
+           false, {now}
+    FROM d
+    ON CONFLICT (id) DO UPDATE SET
+        generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
+        route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
+        payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
+        previous = EXCLUDED.previous, attempts = 0, last_error = NULL, owner = NULL,
+        lease_until = NULL, started_at = NULL, paused = false,
+        scheduled_at = EXCLUDED.scheduled_at
+    RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
+              t.recurrence, t.previous, t.route
+)
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous,
+       CASE WHEN due <= {now} + %(notify_within)s::interval
+            THEN pg_notify(%(channel)s, route)::text END
+FROM stored;
+
+-- name: quarantined
+SELECT id, reason, quarantined_at, record FROM {quarantine} ORDER BY quarantined_at, id;
+
+-- ---- steering: timers(), history(), pause/resume ----------------------------------------
+
+-- name: timers
+-- One page, soonest due first, ties by id; live rows and dead letters alike. Every filter
+-- is optional (NULL: no filter). The page is %(limit)s + 1 rows: the extra says "more".
+SELECT * FROM (
+    SELECT id, kind, handler, flow_id, due,
+           CASE WHEN paused THEN 'paused' WHEN lease_until > {now} THEN 'claimed'
+                ELSE 'scheduled' END AS state,
+           attempts, last_error,
+           CASE WHEN lease_until > {now} THEN owner END,
+           CASE WHEN lease_until > {now} THEN lease_until END,
+           recurrence, payload
+    FROM {table}
+    WHERE %(with_live)s::boolean
+      AND (%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
+      AND (%(flow_id)s::text IS NULL OR flow_id = %(flow_id)s::text)
+      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+      AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)
+      AND (%(due_from)s::timestamptz IS NULL OR due >= %(due_from)s::timestamptz)
+      AND (%(due_to)s::timestamptz IS NULL OR due <= %(due_to)s::timestamptz)
+      AND (%(after_due)s::timestamptz IS NULL
+           OR (due, id) > (%(after_due)s::timestamptz, %(after_id)s::text))
+    UNION ALL
+    SELECT id, kind, handler, flow_id, due, 'dead', attempts, error, NULL, NULL, recurrence,
+           payload
+    FROM {dead}
+    WHERE %(with_dead)s::boolean
+      AND (%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
+      AND (%(flow_id)s::text IS NULL OR flow_id = %(flow_id)s::text)
+      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+      AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)
+      AND (%(due_from)s::timestamptz IS NULL OR due >= %(due_from)s::timestamptz)
+      AND (%(due_to)s::timestamptz IS NULL OR due <= %(due_to)s::timestamptz)
+      AND (%(after_due)s::timestamptz IS NULL
+           OR (due, id) > (%(after_due)s::timestamptz, %(after_id)s::text))
+) AS page
+WHERE %(state)s::text IS NULL OR page.state = %(state)s::text
+ORDER BY due, id
+LIMIT %(limit)s + 1;
+
+-- name: history
+SELECT node, started, ended, outcome, error_type, error_message, traceback, generation,
+       attempt
+FROM {history} WHERE item_id = %(id)s ORDER BY seq;
+
+-- name: pause
+UPDATE {table} SET paused = true WHERE id = %(id)s RETURNING id;
+
+-- name: resume_read
+SELECT generation, recurrence, previous, due, paused, {now} FROM {table} WHERE id = %(id)s;
+
+-- name: resume
+-- Unpaused at %(due)s (a recurring row's next slot after now), if still the form read.
+UPDATE {table} SET paused = false, due = coalesce(%(due)s::timestamptz, due),
+    previous = coalesce(%(previous)s::timestamptz, previous)
+WHERE id = %(id)s AND generation = %(generation)s
+RETURNING id, due, route;
+
+-- name: wake
+SELECT pg_notify(%(channel)s, %(route)s);
+
+-- ---- node heartbeats ----------------------------------------------------------------------
+
+-- name: heartbeat
+INSERT INTO {nodes} AS n (node_id, routes, renewed_at, expires_at)
+VALUES (%(node)s, %(routes)s, {now}, {now} + %(ttl)s::interval)
+ON CONFLICT (node_id) DO UPDATE SET routes = EXCLUDED.routes,
+    renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at;
+
+-- name: leave
+DELETE FROM {nodes} WHERE node_id = %(node)s;
+
+-- name: live_nodes
+SELECT node_id, routes, renewed_at, expires_at FROM {nodes}
+WHERE expires_at > {now} ORDER BY node_id;
+
+-- ---- flow instances (flowsched/postgres/flow_store.py) -----------------------------------
+
+-- name: flow_table
+CREATE TABLE IF NOT EXISTS {table} (
+    flow_id  text PRIMARY KEY,
+    version  bigint NOT NULL,
+    document jsonb NOT NULL
+);
+
+-- name: flow_load
+SELECT document, version FROM {table} WHERE flow_id = %(flow_id)s;
+
+-- name: flow_insert
+INSERT INTO {table} (flow_id, version, document) VALUES (%(flow_id)s, 1, %(document)s)
+ON CONFLICT (flow_id) DO NOTHING
+RETURNING version;
+
+-- name: flow_update
+UPDATE {table} SET version = version + 1, document = %(document)s
+WHERE flow_id = %(flow_id)s AND version = %(version)s
+RETURNING version;

@@ -1,0 +1,225 @@
+"""Internal: ``PostgresTimerStore``, the synchronous :class:`~flowsched.store.TimerStore` on
+PostgreSQL (public as ``flowsched.postgres.PostgresTimerStore``).
+
+Every method is one transaction on one pooled connection, and almost always one statement
+(see ``queries.sql``); the statements and decoding are shared with the asyncio twin
+(:mod:`flowsched.postgres.async_store`) through :mod:`flowsched.postgres.operations`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from flowsched.clock import Clock
+from flowsched.errors import SchedulerUnavailable
+from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, seconds
+from flowsched.postgres.heartbeats import LiveNode
+from flowsched.postgres.operations import Setup
+from flowsched.postgres.plans import Plan, run
+from flowsched.postgres.queries import Queries
+from flowsched.postgres.schema import migrate_plan
+from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.steering import Attempt, TimerPage
+from flowsched.store.records import (
+    Claim,
+    QuarantinedRecord,
+    Settlement,
+    SettleResult,
+    TimerSelection,
+)
+
+__all__ = ["PostgresTimerStore"]
+
+T = TypeVar("T")
+
+
+class PostgresTimerStore:
+    """Timers in a PostgreSQL table, for a node core's thread driver and the port's calls.
+
+    ``conninfo_or_pool``: a ``postgresql://`` URL (the store opens and closes a pool of
+    ``pool_size`` connections) or a ``psycopg_pool.ConnectionPool`` the application owns.
+    ``table`` names the timers table (its companions add suffixes; see
+    :mod:`flowsched.postgres.schema`), created or upgraded at construction unless
+    ``migrate=False``. ``clock``: compare due times and leases with this clock's ``now()``
+    (tests); by default the server's own time. ``op_timeout``: the longest wait for a
+    connection from the pool. ``durable_firing``: see
+    :attr:`flowsched.postgres.operations.Setup.durable_firing` (default: the firing path's
+    writes do not wait for the WAL flush; the port's calls always do).
+
+    >>> store = PostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | ConnectionPool[Any],
+        *,
+        table: str = "flowsched_timers",
+        clock: Clock | None = None,
+        migrate: bool = True,
+        notify_within: timedelta = timedelta(seconds=5),
+        history_limit: int = 20,
+        history_retention: timedelta = timedelta(days=7),
+        pool_size: int = DEFAULT_POOL_SIZE,
+        op_timeout: timedelta | float | None = None,
+        durable_firing: bool = False,
+    ) -> None:
+        if not isinstance(history_limit, int) or history_limit < 1:
+            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
+        self.setup = Setup(
+            Queries(table),
+            clock,
+            notify_within,
+            history_limit,
+            history_retention,
+            durable_firing,
+        )
+        self._timeout = seconds(op_timeout, "op_timeout")
+        if isinstance(conninfo_or_pool, ConnectionPool):
+            self.pool: ConnectionPool[Any] = conninfo_or_pool
+            self._owned = False
+        else:
+            self.pool = own_pool(conninfo_or_pool, pool_size, self._timeout)
+            self._owned = True
+        if migrate:
+            self.version = self._run(
+                migrate_plan(self.setup.queries), f"migrate {table}", True, atomic=True
+            )
+
+    @property
+    def table(self) -> str:
+        """The timers table's name."""
+        return self.setup.queries.table
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock due times are judged by (``None``: the server's)."""
+        return self.setup.clock
+
+    def __repr__(self) -> str:
+        return f"PostgresTimerStore(table={self.table!r}, pool={self.pool.name!r})"
+
+    def close(self) -> None:
+        """Close the pool if this store opened it (a pool given is left to its owner)."""
+        if self._owned:
+            self.pool.close()
+
+    def __enter__(self) -> PostgresTimerStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        try:
+            with self.pool.connection(timeout=self._timeout) as conn:
+                return run(conn, plan, what=what, write=write, atomic=atomic)
+        except PoolTimeout as exc:
+            plan.close()
+            raise SchedulerUnavailable(
+                f"PostgreSQL: {what}: no connection within the timeout ({exc})"
+            ) from exc
+        except psycopg.OperationalError as exc:  # the pool could not connect at all
+            raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
+
+    # -- the interface ---------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        clock = self.setup.clock
+        if clock is not None:
+            return clock.now()
+        return self._run(self.setup.now(), "now", False)
+
+    def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
+        return self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
+
+    def get(self, item_id: str) -> ScheduleItem | None:
+        if not isinstance(item_id, str):
+            return None
+        return self._run(self.setup.get(item_id), f"get({item_id!r})", False)
+
+    def exists(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return self._run(self.setup.exists(item_id), f"exists({item_id!r})", False)
+
+    def remove(
+        self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
+    ) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        plan = self.setup.remove(item_id, generation, deadline)
+        return self._run(plan, f"remove({item_id!r})", True)
+
+    def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
+        if not isinstance(flow_id, str):
+            return []
+        return self._run(self.setup.remove_flow(flow_id, deadline), "remove_flow", True)
+
+    def claim_due(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        return self._run(self.setup.claim_due(routes, owner, lease, limit), "claim", True)
+
+    def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
+        return self._run(self.setup.confirm_start(claims), "confirm_start", True)
+
+    def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
+        return self._run(self.setup.renew(claims, lease), "renew", True)
+
+    def release(self, claims: Sequence[Claim]) -> int:
+        return self._run(self.setup.release(claims), "release", True)
+
+    def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
+        return self._run(self.setup.settle(settlements), "settle", True)
+
+    def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
+        return self._run(self.setup.next_due(routes, after), "next_due", False)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        return self._run(self.setup.dead_letters(), "dead_letters", False)
+
+    def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
+        if not isinstance(item_id, str):
+            return None
+        return self._run(self.setup.requeue(item_id, due), f"requeue({item_id!r})", True)
+
+    def quarantined(self) -> list[QuarantinedRecord]:
+        return self._run(self.setup.quarantined(), "quarantined", False)
+
+    def timers(self, query: TimerSelection) -> TimerPage:
+        return self._run(self.setup.timers(query), "timers", False)
+
+    def history(self, item_id: str) -> list[Attempt]:
+        if not isinstance(item_id, str):
+            return []
+        return self._run(self.setup.history(item_id), f"history({item_id!r})", False)
+
+    def pause(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return self._run(self.setup.pause(item_id), f"pause({item_id!r})", True)
+
+    def resume(self, item_id: str) -> bool:
+        if not isinstance(item_id, str):
+            return False
+        return self._run(self.setup.resume(item_id), f"resume({item_id!r})", True)
+
+    # -- beyond the interface: node heartbeats -----------------------------------------------
+
+    def heartbeat(self, node: str, routes: Collection[str], ttl: timedelta) -> None:
+        """Advertise ``node`` as alive, serving ``routes``, for ``ttl`` (``<table>_nodes``)."""
+        self._run(self.setup.heartbeat(node, routes, ttl), "heartbeat", True)
+
+    def leave(self, node: str) -> None:
+        """Remove ``node``'s heartbeat (it is closing)."""
+        self._run(self.setup.leave(node), "leave", True)
+
+    def live_nodes(self) -> list[LiveNode]:
+        """The nodes whose last heartbeat has not expired, by id (see
+        :mod:`flowsched.postgres.heartbeats`)."""
+        return self._run(self.setup.live_nodes(), "live_nodes", False)
