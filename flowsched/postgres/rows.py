@@ -1,8 +1,8 @@
 """Internal: rows of the timers tables, to and from the records the store interface speaks.
 
-Writing: :func:`item_params` checks what PostgreSQL cannot keep exactly before anything is
-sent - an integer beyond 64 bits, a NUL character in a string (``jsonb`` refuses ``\\u0000``)
-- and raises ``ValueError`` naming it, so every adapter refuses the same payloads.
+Writing: :func:`item_params` turns an item into the statement's parameters; what PostgreSQL
+cannot keep exactly (an integer beyond 64 bits, a NUL character) was refused when the item
+was built (:mod:`flowsched.limits`), as on every adapter.
 
 Reading: every value a row holds is checked for its type before it becomes a record (nothing
 the database returns travels on as ``Any``); a row that is not a valid item raises
@@ -13,8 +13,6 @@ quarantine.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +25,6 @@ from flowsched.steering import ATTEMPT_OUTCOMES, TIMER_STATES, Attempt, TimerInf
 
 __all__ = [
     "attempt_from_row",
-    "check_storable",
     "dead_letter_from_row",
     "item_from_row",
     "item_params",
@@ -35,47 +32,13 @@ __all__ = [
     "utc",
 ]
 
-_INT64 = (-(2**63), 2**63 - 1)
-_LONG_DIGITS = re.compile(r"\d{19,}")
-
-
-def check_storable(payload: Mapping[str, Any], text: str, what: str) -> None:
-    """``ValueError`` naming ``what`` if ``payload`` (whose compact JSON is ``text``) holds
-    something ``jsonb`` cannot keep exactly: an integer outside the signed 64-bit range or a
-    NUL character. The walk happens only when the text hints at one (19+ digits, ``\\u0000``)."""
-    if "\\u0000" not in text and not _LONG_DIGITS.search(text):
-        return
-    stack: list[object] = [payload]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, Mapping):
-            for key in value:
-                if isinstance(key, str) and "\x00" in key:
-                    raise ValueError(f"{what}: a key holds a NUL character (jsonb cannot)")
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
-        elif isinstance(value, str) and "\x00" in value:
-            raise ValueError(f"{what}: a string holds a NUL character (jsonb cannot store it)")
-        elif (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and not _INT64[0] <= value <= _INT64[1]
-        ):
-            raise ValueError(
-                f"{what}: the integer {value} is outside the signed 64-bit range "
-                "(every adapter refuses it; pass it as a string)"
-            )
-
-
 def item_params(item: ScheduleItem) -> dict[str, Any]:
     """The ``put`` statement's parameters for ``item`` (``ValueError`` if its payload cannot
     be stored exactly)."""
+    # The payload was checked when the item was built (flowsched.limits: what neither
+    # MongoDB nor PostgreSQL keeps exactly - beyond 64 bits, a NUL - is refused there).
     payload = item.payload
-    text = None
-    if payload is not None:
-        text = payload_text(payload)
-        check_storable(payload, text, f"ScheduleItem {item.id!r}: payload")
+    text = None if payload is None else payload_text(payload)
     recurrence = item.recurrence
     return {
         "id": item.id,

@@ -120,8 +120,8 @@ def test_a_poison_row_is_quarantined_while_the_others_fire(
 @pytest.mark.parametrize(
     ("payload", "words"),
     [
-        ({"n": 2**64}, "64-bit"),
-        ({"n": [-(2**63) - 1]}, "64-bit"),
+        ({"n": 2**64}, "64 bits"),
+        ({"n": [-(2**63) - 1]}, "64 bits"),
         ({"s": "a\x00b"}, "NUL"),
     ],
 )
@@ -129,9 +129,8 @@ def test_payloads_postgres_cannot_keep_exactly_are_refused(
     postgres_url: str, fresh_table: Callable[[], str], payload: dict[str, object], words: str
 ) -> None:
     with PostgresScheduler(postgres_url, table=fresh_table(), pool_size=1) as node:
-        item = ScheduleItem("p", TIMER, node.store.now(), payload=payload)
         with pytest.raises(ValueError, match=words):
-            node.schedule(item)
+            node.schedule(ScheduleItem("p", TIMER, node.store.now(), payload=payload))
         assert not node.exists("p")
         kept = node.schedule(ScheduleItem("q", TIMER, node.store.now(), payload={"n": 2**63 - 1}))
         assert node.get("q") == kept and kept.payload == {"n": 2**63 - 1}
