@@ -10,7 +10,8 @@ Its handler appends ``id generation attempt pid time`` to a file of its own with
 * ``kill`` (2 and 4 nodes, on the server at ``FLOWSCHED_POSTGRES_URL``): 10,000 timers due
   within 2 s; when 30 % of them have fired, node 0 is SIGKILLed (in the middle of its
   batches: its claimed rows are still leased to it). Then the survivors run until every
-  timer fired (or 40 s).
+  timer fired (or 40 s). The rows still claimed by the dead node just after the kill are
+  counted (they come back when its 3 s lease ends).
 * ``restart`` (2 nodes, on a SEPARATE throwaway server: ``tools/start-postgres.sh`` with
   ``PG_HOME=/tmp/flowsched-pg-bench``, stopped at the end, so the shared test server is never
   restarted): 6,000 timers due within 6 s; 2 s into them, ``pg_ctl restart -m fast -w``.
@@ -140,6 +141,13 @@ def _count(url: str, table: str, folder: str, timers: int, victim: int | None) -
     on_victim = {line[0] for line in lines if victim is not None and int(line[3]) == victim}
     duplicates = sum(n - 1 for n in starts.values())
     after_kill = sum(starts[i] - 1 for i in on_victim if starts[i] > 1)
+    # The starts of a timer after its first: did they know they were a redelivery?
+    seen: set[str] = set()
+    later_attempts: Counter[int] = Counter()
+    for line in sorted(lines, key=lambda line: float(line[4])):
+        if line[0] in seen:
+            later_attempts[int(line[2])] += 1
+        seen.add(line[0])
     with psycopg.connect(url, autocommit=True) as conn:
         left = conn.execute(f"SELECT count(*) FROM {table}".encode()).fetchone()
         dead = conn.execute(f"SELECT count(*) FROM {table}_dead".encode()).fetchone()
@@ -153,6 +161,7 @@ def _count(url: str, table: str, folder: str, timers: int, victim: int | None) -
         "duplicates_redelivered_from_killed_node": after_kill,
         "duplicates_between_live_nodes": duplicates - after_kill,
         "started_on_killed_node": len(on_victim),
+        "attempt_numbers_of_repeated_starts": dict(later_attempts),
         "rows_left": left[0] if left else None,
         "dead_letters": dead[0] if dead else None,
     }
@@ -175,6 +184,11 @@ def run_kill(url: str, nodes_count: int, timers: int = 10_000) -> dict[str, Any]
             nodes[0].send_signal(signal.SIGKILL)
             killed_at = time.time()
             fired_at_kill = len(_lines(folder))
+            with psycopg.connect(url, autocommit=True) as conn:
+                held = conn.execute(
+                    f"SELECT count(*) FROM {table} WHERE owner LIKE %s".encode(),
+                    (f"node-0-{victim}%",),
+                ).fetchone()
             nodes[0].wait()
             _wait_all(folder, timers, time.time() + 40)
             done_at = time.time()
@@ -184,6 +198,7 @@ def run_kill(url: str, nodes_count: int, timers: int = 10_000) -> dict[str, Any]
     figures.update(
         nodes=nodes_count,
         fired_when_killed=fired_at_kill,
+        rows_claimed_by_killed_node=held[0] if held else None,
         all_fired_s_after_kill=round(done_at - killed_at, 2),
     )
     return figures
