@@ -1,6 +1,7 @@
 """PostgresScheduler against the floor of a safe at-least-once design, on one PostgreSQL.
 
     bash tools/with-postgres.sh .venv/bin/python bench/postgres_bench.py [--timers 20000]
+        [--backlog]     # every timer already due when the node starts: the drain rate
 
 The floor is raw psycopg 3 with no scheduler around it: a claim of 100 due rows
 (``UPDATE ... WHERE id IN (SELECT ... ORDER BY due LIMIT 100 FOR UPDATE SKIP LOCKED)``,
@@ -16,7 +17,9 @@ first due time to the last handler start), p50/p99 lateness (handler start minus
 statements per fired timer (``pg_stat_statements`` is not assumed: the contenders count
 their own statements). Medians of 3 rounds, the
 contenders taking turns. PostgresScheduler runs with ``workers=64, batch_size=100`` (a
-handler that does nothing needs no more threads). Prints the server's ``fsync`` and
+handler that does nothing needs no more threads). Then ``schedule()``'s cost (2,000 calls)
+and the cross-node wake-up (30 timers due 300 ms after another node schedules them, fired by
+a node that polls every 5 s: p50/p99 lateness). Prints the server's ``fsync`` and
 ``synchronous_commit``, a table, and writes ``bench/results/postgres.json``.
 """
 
@@ -40,6 +43,13 @@ import psycopg
 ROUNDS = 3
 WINDOW_S = 1.0
 LEAD_S = 1.5  # rows are due from this long after they are written
+BACKLOG = os.environ.get("FLOWSCHED_BENCH_BACKLOG") == "1"
+"""``--backlog``: every row already due (over the second before it is written); the rate is
+counted from when firing may begin, lateness is not reported."""
+
+
+def _due_from() -> float:
+    return time.time() - 2.0 if BACKLOG else time.time() + LEAD_S
 
 
 def _url() -> str:
@@ -103,13 +113,15 @@ def run_floor(url: str, timers: int) -> dict[str, float]:
 
 
 def _insert_floor(conn: psycopg.Connection[Any], table: str, timers: int) -> float:
-    start = time.time() + LEAD_S
+    start = _due_from()
     conn.execute(
         f"""INSERT INTO {table} (id, route, due)
         SELECT 't-' || n, 'k:TIMER', to_timestamp(%s + n * %s / %s)
         FROM generate_series(0, %s - 1) AS n""".encode(),
         (start, WINDOW_S, timers, timers),
     )
+    if BACKLOG:
+        return time.time()
     time.sleep(max(0.0, start - time.time()))
     return start
 
@@ -192,7 +204,7 @@ def run_flowsched(url: str, timers: int) -> dict[str, float]:
 
 
 def _insert_timers(url: str, table: str, timers: int) -> float:
-    start = time.time() + LEAD_S
+    start = _due_from()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             f"""INSERT INTO {table} (id, generation, kind, route, due, scheduled_at)
@@ -201,7 +213,7 @@ def _insert_timers(url: str, table: str, timers: int) -> float:
             FROM generate_series(0, %s - 1) AS n""".encode(),
             (start, WINDOW_S, timers, timers),
         )
-    return start
+    return time.time() if BACKLOG else start
 
 
 def run_flowsched_async(url: str, timers: int) -> dict[str, float]:
@@ -267,6 +279,45 @@ def run_flowsched_async(url: str, timers: int) -> dict[str, float]:
     return _figures(late, start, last, calls, timers)
 
 
+def run_wakeup(url: str, count: int = 30) -> dict[str, float]:
+    """Cross-node wake-up: ``count`` timers, each scheduled by one node due 300 ms later,
+    fired by another that polls every 5 s (only LISTEN/NOTIFY can make it fire on time):
+    p50/p99 lateness."""
+    from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
+    from flowsched.postgres.schema import drop_tables
+
+    table = f"bench_wake_{uuid.uuid4().hex[:8]}"
+    late: list[float] = []
+    fired = threading.Event()
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        late.append(time.time() - item.due.timestamp())
+        fired.set()
+
+    firing = PostgresScheduler(url, table=table, poll_interval=timedelta(seconds=5))
+    other = PostgresScheduler(url, table=table, listen=False)
+    firing.subscribe(ScheduleKind.TIMER, handler)
+    firing.start()
+    time.sleep(1.0)  # the listener connects
+    try:
+        for n in range(count):
+            fired.clear()
+            due = datetime.now(UTC) + timedelta(milliseconds=300)
+            other.schedule(ScheduleItem(f"w-{n}", ScheduleKind.TIMER, due))
+            fired.wait(10)
+            time.sleep(0.05)
+    finally:
+        firing.close()
+        other.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        drop_tables(conn, table)
+    return {
+        "wake_p50_ms": 1000 * _percentile(late, 0.5),
+        "wake_p99_ms": 1000 * _percentile(late, 0.99),
+        "wake_fired": len(late),
+    }
+
+
 def run_schedule_cost(url: str, count: int = 2000) -> dict[str, float]:
     from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
 
@@ -305,15 +356,37 @@ def _one(name: str, timers: int) -> dict[str, float]:
     return figures
 
 
+def _extra(name: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", name],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--timers", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--one", choices=[*CONTENDERS, "schedule"])
+    parser.add_argument(
+        "--backlog", action="store_true", help="every timer already due when firing starts"
+    )
+    parser.add_argument("--one", choices=[*CONTENDERS, "schedule", "wakeup"])
     args = parser.parse_args()
     url = _url()
+    if args.backlog:
+        os.environ["FLOWSCHED_BENCH_BACKLOG"] = "1"  # for the rounds' processes too
+        global BACKLOG
+        BACKLOG = True
     if args.one == "schedule":
         print(json.dumps(run_schedule_cost(url)))
+        return
+    if args.one == "wakeup":
+        print(json.dumps(run_wakeup(url)))
         return
     if args.one:
         print(json.dumps(CONTENDERS[args.one](url, args.timers)))
@@ -324,7 +397,8 @@ def main() -> None:
         version = conn.execute("SHOW server_version").fetchone()
     print(
         f"PostgreSQL {version and version[0]}, fsync={fsync and fsync[0]}, "
-        f"synchronous_commit={sync and sync[0]}; {args.timers} timers due within 1 s"
+        f"synchronous_commit={sync and sync[0]}; {args.timers} timers "
+        + ("already due (a backlog)" if BACKLOG else "due within 1 s")
     )
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in CONTENDERS}
     for round_ in range(args.rounds):
@@ -358,10 +432,17 @@ def main() -> None:
             f"{m['statements_per_timer']:>13.3f}"
         )
     print(f"schedule(): {schedule['schedule_us']:.0f} us per call (2,000 calls, one node)")
+    wakeup = _extra("wakeup")
+    print(
+        f"cross-node wake-up (due in 300 ms, firing node polls every 5 s): "
+        f"p50 {wakeup['wake_p50_ms']:.1f} ms, p99 {wakeup['wake_p99_ms']:.1f} ms late"
+    )
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
     (results / "postgres.json").write_text(
-        json.dumps({"medians": medians, "runs": runs, "schedule": schedule}, indent=2)
+        json.dumps(
+            {"medians": medians, "runs": runs, "schedule": schedule, "wakeup": wakeup}, indent=2
+        )
     )
 
 

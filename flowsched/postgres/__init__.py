@@ -22,7 +22,8 @@ The modules, in the order one timer meets them:
   plan on a sync or an asyncio connection.
 * ``store`` / ``async_store`` - the two faces; ``connections`` - pools, given or owned.
 * ``scheduler`` / ``async_scheduler`` - the two faces of the port, thin.
-* ``wakeup`` - LISTEN/NOTIFY: a node hears of a row due soon at once.
+* ``wakeup`` - LISTEN/NOTIFY: a node hears of a row due soon at once; ``heartbeats`` -
+  each started node's row in ``<table>_nodes`` (``store.live_nodes()``).
 * ``flow_store`` - flow instances.
 """
 

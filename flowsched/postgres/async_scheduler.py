@@ -19,6 +19,7 @@ from flowsched.delivery import Observer, redelivery_policy
 from flowsched.node.async_scheduler import AsyncNodeScheduler
 from flowsched.node.common import is_manual
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
+from flowsched.postgres.heartbeats import AsyncBeats
 from flowsched.postgres.scheduler import notify_window
 from flowsched.postgres.wakeup import AsyncListener, conninfo_of
 from flowsched.redelivery import RedeliveryPolicy
@@ -78,6 +79,10 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         )
         self._pg_store = store
         self._listener: AsyncListener | None = None
+        self._helpers_started = False
+        self._beats: AsyncBeats | None = None
+        if not is_manual(self._clock):
+            self._beats = AsyncBeats(store, self.node_id, self._delivery.routes, poll_interval)
         if listen and not is_manual(self._clock):
             channel = store.setup.queries.channel
             self._listener = AsyncListener(conninfo_of(conninfo_or_pool), channel, self._heard)
@@ -95,14 +100,22 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         """Open the pool and migrate the table (if not done yet), then start firing."""
         await self._pg_store.open()
         await super().start()
+        if self._helpers_started:
+            return
+        self._helpers_started = True
         if self._listener is not None:
             self._listener.start()
+        if self._beats is not None:
+            self._beats.start()
 
     async def aclose(self, timeout: float | timedelta | None = None) -> None:
         """Stop listening and firing (handlers in flight waited for at most ``timeout``,
         default ``shutdown_timeout``), then close the pool if the scheduler opened it."""
         if self._listener is not None:
             await self._listener.stop()
+        if self._beats is not None:
+            await self._beats.stop()
+            self._beats = None
         await super().aclose(timeout)
         await self._pg_store.aclose()
 

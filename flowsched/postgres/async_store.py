@@ -25,6 +25,7 @@ from flowsched.postgres.connections import (
     own_async_pool,
     seconds,
 )
+from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.queries import Queries
@@ -262,3 +263,8 @@ class AsyncPostgresTimerStore:
     async def leave(self, node: str) -> None:
         """Remove ``node``'s heartbeat (it is closing)."""
         await self._run(self.setup.leave(node), "leave", True)
+
+    async def live_nodes(self) -> list[LiveNode]:
+        """The nodes whose last heartbeat has not expired, by id (see
+        :mod:`flowsched.postgres.heartbeats`)."""
+        return await self._run(self.setup.live_nodes(), "live_nodes", False)

@@ -20,6 +20,7 @@ from typing import Any
 from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.limits import check_id
+from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
 from flowsched.postgres.rows import (
@@ -345,6 +346,18 @@ class Setup:
     def leave(self, node: str) -> Plan[None]:
         yield self.statement("leave", node=node)
         return None
+
+    def live_nodes(self) -> Plan[list[LiveNode]]:
+        rows = yield self.statement("live_nodes")
+        return [
+            LiveNode(
+                str(row[0]),
+                tuple(str(route) for route in row[1]) if isinstance(row[1], list) else (),
+                utc(row[2], "renewed_at", row[0]),
+                utc(row[3], "expires_at", row[0]),
+            )
+            for row in rows
+        ]
 
 
 def _unusable(value: object) -> bool:

@@ -20,6 +20,7 @@ from flowsched.config import SchedulingConfig
 from flowsched.delivery import Observer, redelivery_policy
 from flowsched.node.common import is_manual
 from flowsched.node.scheduler import NodeScheduler
+from flowsched.postgres.heartbeats import Beats
 from flowsched.postgres.store import PostgresTimerStore
 from flowsched.postgres.wakeup import Listener, conninfo_of
 from flowsched.redelivery import RedeliveryPolicy
@@ -99,6 +100,10 @@ class PostgresScheduler(NodeScheduler):
             raise
         self._pg_store = store
         self._listener: Listener | None = None
+        self._helpers_started = False
+        self._beats: Beats | None = None
+        if not is_manual(self._clock):
+            self._beats = Beats(store, self.node_id, self._delivery.routes, poll_interval)
         if listen and not is_manual(self._clock):
             channel = store.setup.queries.channel
             self._listener = Listener(conninfo_of(conninfo_or_pool), channel, self._heard)
@@ -114,14 +119,22 @@ class PostgresScheduler(NodeScheduler):
 
     def start(self) -> None:
         super().start()
+        if self._helpers_started:
+            return
+        self._helpers_started = True
         if self._listener is not None:
             self._listener.start()
+        if self._beats is not None:
+            self._beats.start()
 
     def close(self) -> None:
         """Stop firing and listening, wait for handlers in flight (at most
         ``shutdown_timeout``), then close the pool if the scheduler opened it."""
         if self._listener is not None:
             self._listener.stop()
+        if self._beats is not None:
+            self._beats.stop()
+            self._beats = None
         super().close()
         self._pg_store.close()
 

@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from flowsched.clock import Clock
 from flowsched.errors import SchedulerUnavailable
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, seconds
+from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
 from flowsched.postgres.queries import Queries
@@ -217,3 +218,8 @@ class PostgresTimerStore:
     def leave(self, node: str) -> None:
         """Remove ``node``'s heartbeat (it is closing)."""
         self._run(self.setup.leave(node), "leave", True)
+
+    def live_nodes(self) -> list[LiveNode]:
+        """The nodes whose last heartbeat has not expired, by id (see
+        :mod:`flowsched.postgres.heartbeats`)."""
+        return self._run(self.setup.live_nodes(), "live_nodes", False)

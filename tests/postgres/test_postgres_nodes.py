@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
+from flowsched.postgres import PostgresTimerStore
 
 TIMER = ScheduleKind.TIMER
 
@@ -206,3 +207,21 @@ def test_a_recurring_timer_ticks_once_per_slot_across_two_nodes(
         for node in nodes:
             node.close()
     assert set(ticks.values()) == {1}, f"a slot ran twice: {ticks.most_common(2)}"
+
+
+def test_a_started_node_advertises_its_routes_until_it_closes(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    table = fresh_table()
+    node = PostgresScheduler(postgres_url, table=table, node_id="beating", pool_size=2)
+    node.register("alpha", lambda item, attempt: None)
+    node.start()
+    store = node.store
+    try:
+        assert _wait(lambda: [n.node_id for n in store.live_nodes()] == ["beating"])  # type: ignore[attr-defined]
+        [live] = store.live_nodes()  # type: ignore[attr-defined]
+        assert "h:alpha" in live.routes and live.expires_at > live.renewed_at
+    finally:
+        node.close()
+    with PostgresTimerStore(postgres_url, table=table, pool_size=1) as other:
+        assert other.live_nodes() == [], "a closed node is still listed"
