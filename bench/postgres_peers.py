@@ -69,6 +69,7 @@ def run_apscheduler3(url: str, timers: int) -> dict[str, float]:
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
     from apscheduler.triggers.date import DateTrigger
+
     # A bench-only requirement, maybe absent where `make lint` type-checks this file.
     sa: Any = importlib.import_module("sqlalchemy")
     create_engine, event, text = sa.create_engine, sa.event, sa.text
