@@ -3,7 +3,7 @@
     bash tools/with-postgres.sh .venv/bin/python bench/postgres_wakeup.py [--samples 200]
 
 The firing node is a process of its own (``PostgresScheduler`` with the default
-``poll_interval`` of 1 s, LISTEN on); the scheduling node is this process (a
+``poll_interval`` of 1 s, or ``--poll``; LISTEN on); the scheduling node is this process (a
 ``PostgresScheduler`` that is never started: ``schedule()`` only). One timer at a time, due
 300 ms after its ``schedule()``, the next one 300-400 ms (random) later, so the firing node
 is asleep, with nothing due, each time a timer is made. Without a wake-up the lateness
@@ -35,7 +35,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def firing_node(url: str, table: str, log: str) -> None:
+def firing_node(url: str, table: str, log: str, poll_s: str) -> None:
     from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
 
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -46,7 +46,7 @@ def firing_node(url: str, table: str, log: str) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    scheduler = PostgresScheduler(url, table=table, poll_interval=timedelta(seconds=1))
+    scheduler = PostgresScheduler(url, table=table, poll_interval=timedelta(seconds=float(poll_s)))
     scheduler.subscribe(ScheduleKind.TIMER, handler)
     scheduler.start()
     print("ready", flush=True)
@@ -57,7 +57,8 @@ def firing_node(url: str, table: str, log: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--node", nargs=3, metavar=("URL", "TABLE", "LOG"))
+    parser.add_argument("--poll", type=float, default=1.0, help="the firing node's poll (s)")
+    parser.add_argument("--node", nargs=4, metavar=("URL", "TABLE", "LOG", "POLL"))
     args = parser.parse_args()
     if args.node:
         firing_node(*args.node)
@@ -71,7 +72,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         log = f"{folder}/fired.log"
         node = subprocess.Popen(
-            [sys.executable, __file__, "--node", url, table, log],
+            [sys.executable, __file__, "--node", url, table, log, str(args.poll)],
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -102,7 +103,7 @@ def main() -> None:
         "p99_ms": p99,
         "max_ms": max(late),
         "min_ms": min(late),
-        "poll_interval_s": 1.0,
+        "poll_interval_s": args.poll,
     }
     print(
         f"{len(late)} of {args.samples} fired; lateness p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
@@ -110,7 +111,8 @@ def main() -> None:
     )
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "postgres_wakeup.json").write_text(json.dumps({**figures, "lateness_ms": late}))
+    name = "postgres_wakeup.json" if args.poll == 1.0 else f"postgres_wakeup_poll{args.poll:g}.json"
+    (out / name).write_text(json.dumps({**figures, "lateness_ms": late}))
 
 
 if __name__ == "__main__":
