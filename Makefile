@@ -80,7 +80,14 @@ $(APS4_VENV)/.installed-pymongo: $(APS4_VENV)/.installed
 	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check 'pymongo>=4.13'
 	touch $@
 
-bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.installed-pymongo
+# bench/postgres_peers.py's peer, APScheduler 3's SQLAlchemyJobStore, needs SQLAlchemy: a
+# bench-only requirement, installed into the dev venv (not a dependency of flowsched).
+$(VENV)/.installed-sqlalchemy: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check 'SQLAlchemy>=2'
+	touch $@
+
+bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.installed-pymongo \
+		$(VENV)/.installed-sqlalchemy
 	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py
@@ -91,6 +98,10 @@ bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.in
 	bash tools/with-mongo.sh $(PY) bench/async_mongo_bench.py
 	bash tools/with-mongo.sh $(PY) bench/mongo_write_costs.py
 	bash tools/with-postgres.sh $(PY) bench/postgres_bench.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_peers.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_nodes.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_flat_costs.py
+	bash tools/with-postgres.sh $(PY) bench/postgres_wakeup.py
 
 # The console guide's screenshots: made by the browser tests, kept under docs/.
 console-screenshots: $(STAMP)
