@@ -225,8 +225,7 @@ class AsyncSweeper:
         for claim in batch.deliver:
             self._held[(claim.item.id, claim.token)] = claim
         if batch.lease_until is not None:
-            keys = ((claim.item.id, claim.token) for claim in batch.deliver)
-            self._leases.claimed(keys, batch.lease_until)
+            self._leases.claimed_claims(batch.deliver, batch.lease_until)
         for n, claim in enumerate(batch.deliver):
             if n and not wait and n % SPAWN_SLICE == 0:
                 await self._breathe(batch.deliver[n:], stamp)

@@ -239,7 +239,7 @@ def deliver_in_thread(
     done = ran = 0
     leases = HeldLeases(lease)
     if batch.lease_until is not None:
-        leases.claimed(((c.item.id, c.token) for c in batch.deliver), batch.lease_until)
+        leases.claimed_claims(batch.deliver, batch.lease_until)
     try:
         for claim in batch.deliver:
             if fence.stale(stamp, claim.item) or leases.lapsed(claim, core.clock.now()):

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -332,6 +332,34 @@ class Claims:
         found: list[Doc] = yield Find("items", self._held_query(held), {"claim.token": 1})
         keys = {(doc["_id"], doc["claim"]["token"]) for doc in found}
         return {key for key in held if key in keys}
+
+    def holding_detail_steps(
+        self, generations: Mapping[tuple[Any, str], int | None]
+    ) -> Steps[tuple[set[tuple[Any, str]], set[tuple[Any, str]]]]:
+        """Which (id, token) pairs of ``generations`` this node still holds, and which are
+        *gone*: their item cancelled, or replaced (stored under another generation than the
+        one claimed, given as the value; ``None``: not known, only a cancel counts). One
+        ``find`` by ids."""
+        if not generations:
+            return set(), set()
+        ids = sorted({item_id for item_id, _ in generations}, key=repr)
+        projection = {"claim.token": 1, "claim.owner": 1, "generation": 1}
+        found: list[Doc] = yield Find("items", self.store.keys(ids), projection)
+        stored = {repr(doc["_id"]): doc for doc in found}
+        kept: set[tuple[Any, str]] = set()
+        gone: set[tuple[Any, str]] = set()
+        for key, generation in generations.items():
+            doc = stored.get(repr(key[0]))
+            claim = doc.get("claim") if doc is not None else None
+            if doc is None or (generation is not None and doc.get("generation") != generation):
+                gone.add(key)
+            elif (
+                isinstance(claim, Mapping)
+                and claim.get("token") == key[1]
+                and claim.get("owner") == self.owner
+            ):
+                kept.add(key)
+        return kept, gone
 
     def _held_query(self, held: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         return {

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import LAST, capped
@@ -52,8 +52,6 @@ Key = tuple[Any, str]  # (item id, claim token)
 
 MAX_MARGIN = timedelta(seconds=2)
 
-_ENDED = datetime.min.replace(tzinfo=UTC)
-
 
 def start_margin(lease: timedelta) -> timedelta:
     """How much of its lease a claim must have left for its handler to start: a fifth of
@@ -69,6 +67,10 @@ class HeldLeases:
         self.lease = lease
         self.margin = start_margin(lease)
         self._until: dict[Key, datetime] = {}
+        # Claims found lost: True if their item was replaced or cancelled (gone), False if
+        # another node took it over after the lease ended.
+        self._lost: dict[Key, bool] = {}
+        self._generation: dict[Key, int | None] = {}
         self._lock = threading.Lock()
 
     def claimed(self, keys: Iterable[Key], lease_until: datetime) -> None:
@@ -77,6 +79,19 @@ class HeldLeases:
             for key in keys:
                 self._until[key] = lease_until
 
+    def claimed_claims(self, claims: Iterable[Claim], lease_until: datetime) -> None:
+        """Claims just won (with their generations), their lease ending at ``lease_until``."""
+        with self._lock:
+            for claim in claims:
+                key = (claim.item.id, claim.token)
+                self._until[key] = lease_until
+                self._generation[key] = claim.item.generation
+
+    def generation(self, key: Key) -> int | None:
+        """The generation ``key`` was claimed at (``None``: not known)."""
+        with self._lock:
+            return self._generation.get(key)
+
     def renewed(self, keys: Iterable[Key], lease_until: datetime) -> None:
         """Claims whose renewal to ``lease_until`` the server acknowledged."""
         with self._lock:
@@ -84,18 +99,28 @@ class HeldLeases:
                 if key in self._until:
                     self._until[key] = max(self._until[key], lease_until)
 
-    def lost(self, keys: Iterable[Key]) -> None:
-        """Claims a renewal did not find: taken over, replaced or cancelled."""
+    def lost(self, keys: Iterable[Key], gone: Iterable[Key] = ()) -> None:
+        """Claims a renewal (or a start check) did not find: taken over after the lease, or
+        (``gone``) their item replaced or cancelled. Their last known lease end is kept: a
+        run that completes anyway is late by the time since then, not since year 1."""
+        gone = set(gone)
         with self._lock:
             for key in keys:
                 if key in self._until:
-                    self._until[key] = _ENDED
+                    self._lost[key] = self._lost.get(key, False) or key in gone
 
     def forget(self, keys: Iterable[Key]) -> None:
         """Claims settled: no longer held."""
         with self._lock:
             for key in keys:
                 self._until.pop(key, None)
+                self._lost.pop(key, None)
+                self._generation.pop(key, None)
+
+    def gone(self, key: Key) -> bool:
+        """Whether ``key``'s item was found replaced or cancelled since the claim."""
+        with self._lock:
+            return self._lost.get(key, False)
 
     def until(self, key: Key) -> datetime | None:
         """When the lease of ``key`` ends (``None``: not held)."""
@@ -107,7 +132,10 @@ class HeldLeases:
         margin to spare. A claim not tracked here (none should be) may start, and so may one
         whose lease ends at the last date (:data:`~flowsched.clock.LAST`, cut short by the end
         of the year 9999: no clock passes it, so it cannot lapse)."""
-        until = self.until(key)
+        with self._lock:
+            if key in self._lost:
+                return False
+            until = self._until.get(key)
         return until is None or until >= LAST or until - now > self.margin
 
     def lapsed(self, claim: Claim, now: datetime) -> bool:
@@ -122,16 +150,20 @@ class HeldLeases:
         self, settlement: Settlement, claim: Claim, now: datetime, observer: Observer
     ) -> Settlement:
         """The settlement of ``claim``'s run, finished at ``now``: a
-        :func:`late_completion` if its lease had ended by then."""
+        :func:`late_completion` if its lease had ended by then (or the claim was found
+        taken over). A run whose item was replaced or cancelled meanwhile is no late
+        completion: its fenced settlement matches nothing and the observer hears nothing."""
         key = (claim.item.id, claim.token)
-        if not self.ended(key, now):
+        if self.gone(key) or not self.ended(key, now):
             return settlement
         return late_completion(settlement, claim, self.until(key), now, observer)
 
     def ended(self, key: Key, now: datetime) -> bool:
-        """Whether the lease of ``key`` had ended by ``now``."""
-        until = self.until(key)
-        return until is not None and now >= until
+        """Whether the lease of ``key`` had ended by ``now`` (or was found taken over)."""
+        with self._lock:
+            until = self._until.get(key)
+            lost = key in self._lost
+        return until is not None and (lost or now >= until)
 
 
 def refused_start(claim: Claim, until: datetime | None, now: datetime) -> None:
@@ -153,7 +185,7 @@ def late_completion(
     generation (see the module's docstring). Any other outcome is returned as it is."""
     if not isinstance(settlement.action, Completed) or settlement.generation is None:
         return settlement
-    late = now - until if until is not None else timedelta(0)
+    late = max(now - until, timedelta(0)) if until is not None else timedelta(0)
     log.warning(
         "%r completed %.1fs after its lease ended (another node may have run it too): "
         "settled as completed, not as a failure",
@@ -184,6 +216,10 @@ def renew_held_steps(
     :mod:`flowsched.mongo.commands`): both faces renew by it."""
     lease_until = truncate_ms(capped(now, claims.lease))
     found = yield from claims.renew_steps(held, now)
-    kept = set(held) if found >= len(held) else (yield from claims.holding_steps(held))
+    if found >= len(held):
+        leases.renewed(held, lease_until)
+        return
+    generations = {key: leases.generation(key) for key in held}
+    kept, gone = yield from claims.holding_detail_steps(generations)
     leases.renewed(kept, lease_until)
-    leases.lost(key for key in held if key not in kept)
+    leases.lost((key for key in held if key not in kept), gone)

@@ -252,8 +252,7 @@ class Sweeper:
             for claim in batch.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
             if batch.lease_until is not None:
-                keys = ((c.item.id, c.token) for c in batch.deliver)
-                self._leases.claimed(keys, batch.lease_until)
+                self._leases.claimed_claims(batch.deliver, batch.lease_until)
             # A full batch means more may be due: go again at once. Otherwise wait until the
             # next item the query saw, or to the end of the range it looked at (or poke()).
             if self._next_poll <= now:
