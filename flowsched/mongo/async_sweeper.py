@@ -59,7 +59,7 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
-from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
 
@@ -257,7 +257,7 @@ class AsyncSweeper:
             async with self._running:  # at most `concurrency` handlers at once
                 skip = self.closing or self._local_writes.stale(stamp, claim.item)
                 # Blocked or paused past its lease (or lost it): another node may hold it now.
-                if skip or self._leases.lapsed(claim, self._clock.now()):
+                if skip or self._leases.lapsed(claim, lease_now(self._clock)):
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                     return
                 try:

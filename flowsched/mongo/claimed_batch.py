@@ -31,7 +31,7 @@ from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr,
 from flowsched.mongo.leases import HeldLeases
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.quarantine import Audit
-from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.server_clock import ServerClock, due_now, lease_now
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
 from flowsched.mongo.store import Doc
 from flowsched.mongo.transient import is_transient
@@ -122,7 +122,8 @@ class BatchClaimer:
             # The claim judges due times and leases by it (a measurement every REFRESH s,
             # on the synchronous driver: the asyncio face judges by its own clock, for now).
             self.clock.refresh_when_due()
-        claimed = yield from self.claims.claim_steps(routes, self.clock.now(), limit, lookahead)
+        now = due_now(self.clock)  # never ahead of the database: never early
+        claimed = yield from self.claims.claim_steps(routes, now, limit, lookahead)
         documents = claimed.documents
         batch.won, batch.due, batch.next_ready = (
             len(documents),
@@ -242,7 +243,7 @@ def deliver_in_thread(
         leases.claimed_claims(batch.deliver, batch.lease_until)
     try:
         for claim in batch.deliver:
-            if fence.stale(stamp, claim.item) or leases.lapsed(claim, core.clock.now()):
+            if fence.stale(stamp, claim.item) or leases.lapsed(claim, lease_now(core.clock)):
                 settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             else:
                 outcome = Settlement.of(claim, core.deliver(claim.item, claim.attempt))

@@ -60,6 +60,7 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
+from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.transient import OutageBackoff, OutageLog, is_transient, within
 
@@ -319,7 +320,7 @@ class Sweeper:
             with self._lock:
                 skip = skip or self._closing or self._local_writes.stale(stamp, claim.item)
                 # Paused (or starved) past its lease: another node may hold it now.
-                skip = skip or self._leases.lapsed(claim, self._clock.now())
+                skip = skip or self._leases.lapsed(claim, lease_now(self._clock))
                 if not skip:
                     self._running += 1
             if skip:
