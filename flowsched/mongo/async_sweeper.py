@@ -19,7 +19,9 @@ Each turn of the firing task:
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
 claimable at once, the delivery uncounted), so it is delivered again; so are the claims of a
 batch still being sorted (:meth:`~flowsched.mongo.claimed_batch.BatchClaimer.take_steps`
-pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). As on the threaded
+pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). Right before a handler starts, its claim is checked in the
+database (:mod:`flowsched.mongo.start_check`: one ``find`` for every claim waiting for a
+slot), so a cancel or replace on any node wins over a claim still waiting. As on the threaded
 node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
 handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
 was blocked or the process paused past it, or a renewal found the claim taken over - it is
@@ -61,6 +63,7 @@ from flowsched.mongo.pacing import (
 )
 from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
+from flowsched.mongo.start_check import AsyncStartChecks
 from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
 
 __all__ = ["AsyncSweeper"]
@@ -113,6 +116,14 @@ class AsyncSweeper:
         self._local_writes = local_writes
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(claimer.claims.lease)  # when each held claim's lease ends
+        self._waiting: dict[tuple[Any, str], Claim] = {}  # spawned, waiting for a slot
+        self._checks = AsyncStartChecks(
+            self._claims,
+            self._leases,
+            time.monotonic,  # real time: the races it closes are real calls on other nodes
+            lambda: list(self._waiting.values()),
+            self._bounded,
+        )
         self._finished: list[Settlement] = []
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
@@ -226,6 +237,7 @@ class AsyncSweeper:
             self._held[(claim.item.id, claim.token)] = claim
         if batch.lease_until is not None:
             self._leases.claimed_claims(batch.deliver, batch.lease_until)
+        self._waiting.update(((c.item.id, c.token), c) for c in batch.deliver)
         for n, claim in enumerate(batch.deliver):
             if n and not wait and n % SPAWN_SLICE == 0:
                 await self._breathe(batch.deliver[n:], stamp)
@@ -246,6 +258,7 @@ class AsyncSweeper:
             await asyncio.sleep(0)
         except asyncio.CancelledError:
             for claim in unspawned:
+                self._waiting.pop((claim.item.id, claim.token), None)
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 self._local_writes.close(stamp)
             raise
@@ -255,7 +268,12 @@ class AsyncSweeper:
         next write. Cancelled (shutdown), the claim is given back undelivered."""
         try:
             async with self._running:  # at most `concurrency` handlers at once
+                self._waiting.pop((claim.item.id, claim.token), None)
                 skip = self.closing or self._local_writes.stale(stamp, claim.item)
+                # Still ours in the database, right before the handler (no await after it).
+                skip = skip or not await self._checks.may_start(claim)
+                self._checks.forget(claim)
+                skip = skip or self.closing or self._local_writes.stale(stamp, claim.item)
                 # Blocked or paused past its lease (or lost it): another node may hold it now.
                 if skip or self._leases.lapsed(claim, lease_now(self._clock)):
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
@@ -276,6 +294,7 @@ class AsyncSweeper:
                 if self.closed:  # its handler closed the scheduler: nobody else writes it now
                     await self._flush_after_close()
         except asyncio.CancelledError as exc:
+            self._waiting.pop((claim.item.id, claim.token), None)
             held = (claim.item.id, claim.token) in self._held
             if held and not isinstance(exc, StillRunning) and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started

@@ -17,6 +17,7 @@ tick's failures are not counted towards a dead letter): if its node took the slo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,6 +34,7 @@ from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.quarantine import Audit
 from flowsched.mongo.server_clock import ServerClock, due_now, lease_now
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
+from flowsched.mongo.start_check import StartChecks
 from flowsched.mongo.store import Doc
 from flowsched.mongo.transient import is_transient
 
@@ -224,26 +226,39 @@ def deliver_in_thread(
     fence: LocalWrites,
     core: DeliveryCore,
     write: Callable[[list[Settlement]], None],
-    lease: timedelta,
+    claims: Claims,
 ) -> int:
     """Deliver a claimed batch in this thread (``run_due``) and ``write`` the outcomes;
     how many ran.
 
     A claim this node cancelled or replaced since its stamp is released, not run, and so is
-    one whose ``lease`` has ended (or nearly) by the time its turn comes: nobody renews a
-    ``run_due`` batch's leases (see :mod:`flowsched.mongo.leases`). A run that completes
+    one whose lease has ended (or nearly) by the time its turn comes: nobody renews a
+    ``run_due`` batch's leases (see :mod:`flowsched.mongo.leases`), and one that another
+    node cancelled, replaced or took over (checked right before its handler: see
+    :mod:`flowsched.mongo.start_check`; a failed check raises). A run that completes
     after its lease ended is settled as a late completion. If a
     handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
     interrupted and unstarted claims given back (claimable again at once, not counted as
     failures, like the in-memory adapter's), then the interrupt goes on."""
     settle = batch.settle
     done = ran = 0
-    leases = HeldLeases(lease)
+    leases = HeldLeases(claims.lease)
     if batch.lease_until is not None:
         leases.claimed_claims(batch.deliver, batch.lease_until)
+    # Fresh for START_FRESH of real time (a handler may move a ManualClock: the window is
+    # about the races of real calls on other nodes).
+    checks = StartChecks(claims, leases, time.monotonic, lambda: batch.deliver[done:])
     try:
         for claim in batch.deliver:
-            if fence.stale(stamp, claim.item) or leases.lapsed(claim, lease_now(core.clock)):
+            holds = checks.verdict(claim)
+            if holds is None and not fence.stale(stamp, claim.item):
+                claims.store.run(checks.check_steps(checks.batch(claim)))
+                holds = checks.found(claim)
+            if (
+                fence.stale(stamp, claim.item)
+                or not holds
+                or leases.lapsed(claim, lease_now(core.clock))
+            ):
                 settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             else:
                 outcome = Settlement.of(claim, core.deliver(claim.item, claim.attempt))

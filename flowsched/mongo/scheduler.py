@@ -331,7 +331,7 @@ class MongoScheduler(SchedulerPort):
                 if not batch.won and not batch.quarantined:
                     return delivered
                 delivered += deliver_in_thread(
-                    batch, stamp, self._local_writes, self._core, self._write, self._claims.lease
+                    batch, stamp, self._local_writes, self._core, self._write, self._claims
                 )
             finally:
                 self._local_writes.close(stamp)

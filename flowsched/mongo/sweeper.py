@@ -14,7 +14,10 @@ Every node runs one; there is no leader. Each turn of the loop:
    coming within the poll interval (it looks one poll ahead, same round trip; not sooner than
    50 ms, so that items due close together share a claim): items fire within about 50 ms.
 
-No handler starts on a claim whose lease has (nearly) ended by the database's clock (the node
+Right before a handler starts, its claim is checked in the database (still there, of the
+generation claimed, under this claim's token: :mod:`flowsched.mongo.start_check`, one
+``find`` for the whole queue): a claim waiting in the queue is not a started delivery, so a
+cancel or a replace on any node wins over it. No handler starts on a claim whose lease has (nearly) ended by the database's clock (the node
 was paused past it; another node may hold the item): it is given back, fenced, unrun; a run
 completed after its lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -48,6 +52,7 @@ from flowsched.clock import Clock, capped
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.claims import Claims
+from flowsched.mongo.commands import Steps
 from flowsched.mongo.leases import HeldLeases, renew_held
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat
@@ -62,6 +67,7 @@ from flowsched.mongo.pacing import (
 )
 from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
+from flowsched.mongo.start_check import ThreadStartChecks
 from flowsched.mongo.transient import OutageBackoff, OutageLog, is_transient, within
 
 __all__ = ["Sweeper"]
@@ -113,6 +119,10 @@ class Sweeper:
         self._closing = False
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(self._claims.lease)  # when each held claim's lease ends
+        self._waiting: dict[tuple[Any, str], Claim] = {}  # handed to the pool, not taken yet
+        self._checks = ThreadStartChecks(
+            self._claims, self._leases, time.monotonic, self._queue, self._run_check
+        )
         # Start marks: asked for by workers, being written, written (until its worker reads it).
         self._starting: list[Claim] = []
         self._marking: list[Claim] = []
@@ -269,6 +279,7 @@ class Sweeper:
                 self._next_renew = now + self._renew_every
         with self._lock:
             self._queued += len(batch.deliver)
+            self._waiting.update(((c.item.id, c.token), c) for c in batch.deliver)
         for claim in batch.deliver:
             self._pool.submit(self._deliver, claim, stamp)
         if batch.settle:
@@ -313,16 +324,20 @@ class Sweeper:
         try:
             with self._lock:
                 self._queued -= 1
+                self._waiting.pop((claim.item.id, claim.token), None)
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._local_writes.stale(stamp, claim.item)
             # Only a suspect claim waits for its start mark (see the module's docstring).
             skip = skip or (claim.suspect and not self._await_start(claim))
+            # Still ours in the database, right before the handler (flowsched.mongo.start_check)
+            skip = skip or not self._checks.may_start(claim)
             with self._lock:
                 skip = skip or self._closing or self._local_writes.stale(stamp, claim.item)
                 # Paused (or starved) past its lease: another node may hold it now.
                 skip = skip or self._leases.lapsed(claim, lease_now(self._clock))
                 if not skip:
                     self._running += 1
+            self._checks.forget(claim)
             if skip:
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 return
@@ -334,6 +349,16 @@ class Sweeper:
                     self._idle.notify_all()
         finally:
             self._local_writes.close(stamp)
+
+    def _queue(self) -> list[Claim]:
+        """The claims handed to the pool that no worker has taken yet."""
+        with self._lock:
+            return list(self._waiting.values())
+
+    def _run_check(self, steps: Steps[None]) -> None:
+        """Run a start check on a worker thread, bounded by ``op_timeout``."""
+        with pymongo.timeout(self._op_timeout.total_seconds()):
+            self._claims.store.run(steps)
 
     def _await_start(self, claim: Claim) -> bool:
         """Ask the loop to mark ``claim`` started and wait until it is written; ``False``
