@@ -10,11 +10,16 @@ this claim's token (:meth:`StartChecks.check_steps`, one ``find`` by ids).
 The check is batched: the claim that asks is checked together with every other claim waiting
 in the node's queue (one ``find`` for a whole claimed batch when workers are idle), and a
 claim found holding may start without another check for :data:`START_FRESH` seconds after
-the check was *sent*. A claim that waited longer (busy workers) is checked again when its
-turn comes. A delivery's start is thus at most :data:`START_FRESH` after a check that found
-its claim holding, by the database's clock: a ``cancel`` (or a replacing ``schedule``) that
-applied before that check always wins; one that applied after it finds a delivery that had
-already started (its ``history`` shows the attempt open or ended after the cancel).
+the check answered. A claim that waited longer (busy workers) is checked again when its
+turn comes. A delivery's start is thus at most :data:`START_FRESH` (plus the check's way
+back) after a check that found its claim holding, by the database's clock: a ``cancel`` (or
+a replacing ``schedule``) that applied before that check always wins; one that applied after
+it finds a delivery that had already started (its ``history`` shows the attempt open or
+ended after the cancel).
+
+Cost: one ``find`` per claimed batch when its handlers start within :data:`START_FRESH`
+(idle workers), one per wave of starts otherwise; a start that follows its claim's own
+check adds no write.
 
 A claim found not holding is given back unrun (its fenced release matches nothing), and its
 lease is marked lost (:meth:`~flowsched.mongo.leases.HeldLeases.lost`: a replaced or
@@ -44,7 +49,7 @@ __all__ = ["START_FRESH", "AsyncStartChecks", "StartChecks", "ThreadStartChecks"
 Key = tuple[Any, str]
 
 START_FRESH = 0.05
-"""Seconds after a check was sent during which a claim it found holding may start without
+"""Seconds after a check answered during which a claim it found holding may start without
 another check (a batch's handlers start within it when workers are idle)."""
 
 
@@ -71,7 +76,7 @@ class StartChecks:
         self.waiting = waiting
         self.checks = 0
         """Checks sent (each one ``find``)."""
-        self._checked: dict[Key, float] = {}  # monotonic time the check that found it was sent
+        self._checked: dict[Key, float] = {}  # when the check that found it holding answered
         self._refused: set[Key] = set()  # found not holding: never to start
         self._found: dict[Key, bool] = {}  # the last check's verdict, for the claims it covered
         self._inflight: set[Key] | None = None  # claims the check in flight is for
@@ -98,12 +103,12 @@ class StartChecks:
     def check_steps(self, batch: Sequence[Claim]) -> Steps[None]:
         """One ``find``: which of ``batch`` still hold (document there, generation claimed,
         this claim's token); records the verdicts."""
-        sent = self.monotonic()
         self.checks += 1
         ids = sorted({claim.item.id for claim in batch}, key=repr)
         projection = {"claim.token": 1, "generation": 1}
         found: list[Doc] = yield Find("items", self.claims.store.keys(ids), projection)
         stored = {repr(doc.get("_id")): doc for doc in found}
+        received = self.monotonic()
         lost: list[Key] = []
         gone: list[Key] = []
         for claim in batch:
@@ -116,7 +121,7 @@ class StartChecks:
                 lost.append(key)
                 self._refused.add(key)
             else:
-                self._checked[key] = sent
+                self._checked[key] = received
             self._found[key] = key not in self._refused
         if lost or gone:
             self.leases.lost(lost + gone, gone)
