@@ -34,7 +34,7 @@ from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_arguments,
     check_bson_payload,
@@ -57,6 +57,13 @@ from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
+from flowsched.mongo.outcome import (
+    cancel_again_steps,
+    maybe_applied,
+    stamp as stamp_of,
+    unknown_message,
+    write_deadline,
+)
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
@@ -130,6 +137,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         )
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self._store.stamp = stamp_of(self._time)  # fences late writes (flowsched.mongo.outcome)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
@@ -224,10 +232,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         document = item_document(item, new_generation(self._rng), bucket=store.bucket(item.id))
         check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
+        before = write_deadline(self._time, self._op_timeout)
         try:
             if replace:
-                await self._call(what, lambda: store.put_steps(document))
-            elif not await self._call(what, lambda: store.insert_steps(document)):
+                await self._call(what, lambda: store.put_steps(document, before), write=True)
+            elif not await self._call(what, lambda: store.insert_steps(document), write=True):
                 found = await self._call(what, lambda: store.find_steps(item.id))
                 if found is None or found.get("generation") != document["generation"]:
                     return None
@@ -245,9 +254,14 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False
+        before = write_deadline(self._time, self._op_timeout)
+        store = self._store
         try:
             removed = await self._call(
-                f"cancel({item_id!r})", lambda: self._store.delete_steps(item_id)
+                f"cancel({item_id!r})",
+                lambda: store.delete_steps(item_id, before),
+                write=True,
+                again=lambda: cancel_again_steps(store, item_id, before),
             )
         finally:
             self._local_writes.touch(item_id)
@@ -263,8 +277,12 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         ids: list[str] = []
         if self._core.observes_cancelled:
             ids = await self._call(what, lambda: self._store.flow_ids_steps(flow_id))
+        before = write_deadline(self._time, self._op_timeout)
+        store = self._store
         try:
-            removed = await self._call(what, lambda: self._store.delete_flow_steps(flow_id))
+            removed = await self._call(
+                what, lambda: store.delete_flow_steps(flow_id, before), write=True
+            )
         finally:
             self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
@@ -330,25 +348,40 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         ``from_config(..., check=True)`` has :meth:`start` do it)."""
         await self._call("ping", self._store.ping_steps, indexes=False)
 
-    async def _call(self, what: str, steps: Callable[[], Steps[T]], indexes: bool = True) -> T:
+    async def _call(
+        self,
+        what: str,
+        steps: Callable[[], Steps[T]],
+        indexes: bool = True,
+        *,
+        write: bool = False,
+        again: Callable[[], Steps[T]] | None = None,
+    ) -> T:
         """Run a procedure (after the indexes, once), retrying transient errors for
         ``op_timeout`` in all (each try bounded by what is left: the driver's own timeouts
-        may be longer), then :class:`SchedulerUnavailable` (as the synchronous class does)."""
+        may be longer), then :class:`SchedulerUnavailable` - :class:`OutcomeUnknown` for a
+        ``write`` an attempt of which may have been applied, after which ``again`` (if
+        given) runs instead of ``steps`` (as the synchronous class does)."""
         budget = self._op_timeout.total_seconds()
         deadline = time.monotonic() + budget
         backoff = OutageBackoff()
+        sent = False
         while True:
             try:
                 with pymongo.timeout(max(deadline - time.monotonic(), 0.001)):
                     if indexes:
                         await drive_async(self._store.ensure_indexes_steps(), self._store)
-                    return await drive_async(steps(), self._store)
+                    procedure = again if sent and again is not None else steps
+                    return await drive_async(procedure(), self._store)
             except PyMongoError as exc:
                 remaining = deadline - time.monotonic()
                 if not is_transient(exc):
                     raise
+                sent = sent or (write and maybe_applied(exc))
                 if remaining <= 0:
                     message = unavailable(what, budget, exc, self._store.items)
+                    if sent:
+                        raise OutcomeUnknown(unknown_message(message)) from exc
                     raise SchedulerUnavailable(message) from exc
                 await asyncio.sleep(min(backoff.next(), remaining))
 

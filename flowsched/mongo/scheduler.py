@@ -36,6 +36,8 @@ from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
+from flowsched.mongo.outcome import cancel_again_steps, write_deadline
+from flowsched.mongo.outcome import stamp as stamp_of
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
@@ -129,6 +131,7 @@ class MongoScheduler(SchedulerPort):
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self._store.stamp = stamp_of(self._time)  # fences late writes (flowsched.mongo.outcome)
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
@@ -215,10 +218,11 @@ class MongoScheduler(SchedulerPort):
         document = item_document(item, new_generation(self._rng), bucket=bucket)
         check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
+        before = write_deadline(self._time, self._op_timeout)
         try:
             if replace:
-                self._call(what, lambda: self._store.put(document))
-            elif not self._call(what, lambda: self._store.insert(document)):
+                self._call(what, lambda: self._store.put(document, before), write=True)
+            elif not self._call(what, lambda: self._store.insert(document), write=True):
                 # Taken: by a newer item, or by this very insert if a retry repeated it.
                 found = self._call(what, lambda: self._store.find(item.id))
                 if found is None or found.get("generation") != document["generation"]:
@@ -240,8 +244,15 @@ class MongoScheduler(SchedulerPort):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False  # an id no item can have (as in memory): no round trip
+        before = write_deadline(self._time, self._op_timeout)
+        store = self._store
         try:
-            removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
+            removed = self._call(
+                f"cancel({item_id!r})",
+                lambda: store.delete(item_id, before),
+                write=True,
+                again=lambda: store.run(cancel_again_steps(store, item_id, before)),
+            )
         finally:
             self._local_writes.touch(item_id)
         if removed:
@@ -259,8 +270,9 @@ class MongoScheduler(SchedulerPort):
         ids: list[str] = []
         if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
+        before = write_deadline(self._time, self._op_timeout)
         try:
-            removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+            removed = self._call(what, lambda: self._store.delete_flow(flow_id, before), write=True)
         finally:
             self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
@@ -442,9 +454,25 @@ class MongoScheduler(SchedulerPort):
     def _write(self, settlements: list[Settlement]) -> None:
         self._call("run_due settle", lambda: self._claims.settle(settlements, self._time.now()))
 
-    def _call(self, what: str, operation: Callable[[], T]) -> T:
+    def _call(
+        self,
+        what: str,
+        operation: Callable[[], T],
+        *,
+        write: bool = False,
+        again: Callable[[], T] | None = None,
+    ) -> T:
+        """``operation`` within ``op_timeout`` (:func:`~flowsched.mongo.transient.within`:
+        a ``write`` that may have been applied raises ``OutcomeUnknown``)."""
+
         def run() -> T:
             self._store.ensure_indexes()
             return operation()
 
-        return within(self._op_timeout, what, run, self._store.items)
+        def run_again() -> T:
+            self._store.ensure_indexes()
+            assert again is not None
+            return again()
+
+        retry = None if again is None else run_again
+        return within(self._op_timeout, what, run, self._store.items, write=write, again=retry)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -37,7 +37,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from flowsched.errors import ConfigError
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
-from flowsched.mongo.documents import bson_utc_or_none, bucket_of
+from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
 
 __all__ = [
     "CLAIM_INDEX",
@@ -144,6 +144,10 @@ class TimerStore:
         self.nodes = database[f"{collection.name}_nodes"]
         self.settings = database[f"{collection.name}_settings"]
         self._indexed = False
+        self.stamp: Callable[[], datetime | None] = lambda: None
+        """The database's time, never behind it (:func:`flowsched.mongo.outcome.stamp`):
+        each stored form records it as ``stored_at``, which fences late writes
+        (:meth:`fence`). ``None``: the form is stored unstamped."""
         self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
 
@@ -262,17 +266,39 @@ class TimerStore:
 
     # -- the port's operations: sync calls over the procedures ---------------------------
 
-    def put(self, document: Doc) -> None:
-        self.run(self.put_steps(document))
+    def put(self, document: Doc, before: datetime | None = None) -> None:
+        self.run(self.put_steps(document, before))
 
     def insert(self, document: Doc) -> bool:
         return self.run(self.insert_steps(document))
 
-    def delete(self, item_id: str) -> bool:
-        return self.run(self.delete_steps(item_id))
+    def delete(self, item_id: str, before: datetime | None = None) -> bool:
+        return self.run(self.delete_steps(item_id, before))
 
-    def delete_flow(self, flow_id: str) -> int:
-        return self.run(self.delete_flow_steps(flow_id))
+    def delete_flow(self, flow_id: str, before: datetime | None = None) -> int:
+        return self.run(self.delete_flow_steps(flow_id, before))
+
+    # -- late writes: fenced by when the form they change was stored -----------------------
+
+    def stamped(self, document: Doc) -> dict[str, Any]:
+        """``document`` with ``stored_at`` (:attr:`stamp`), if this store stamps."""
+        stamp = self.stamp()
+        if stamp is None:
+            return dict(document)
+        return {**document, "stored_at": truncate_ms(stamp)}
+
+    @staticmethod
+    def fence(before: datetime | None) -> dict[str, Any]:
+        """The filter of forms stored at or before ``before`` (database time), and of forms
+        stored unstamped (by earlier versions); ``{}`` without ``before``.
+
+        A write given up by its caller at ``before`` (``before`` is never later than the
+        database's time then: see :func:`flowsched.mongo.outcome.write_deadline`) that
+        reaches the server later applies to no form stored after it: every such form was
+        stamped later than ``before``, since its stamp is never behind the database's clock."""
+        if before is None:
+            return {}
+        return {"$or": [{"stored_at": {"$lte": before}}, {"stored_at": {"$exists": False}}]}
 
     def flow_ids(self, flow_id: str) -> list[str]:
         return self.run(self.flow_ids_steps(flow_id))
@@ -316,33 +342,44 @@ class TimerStore:
         """Reach the server once (the ``ping`` command), whatever the collections hold."""
         yield Call("database", "command", ("ping",))
 
-    def put_steps(self, document: Doc) -> Steps[None]:
-        """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""
-        key = self.key(document["_id"])
+    def put_steps(self, document: Doc, before: datetime | None = None) -> Steps[None]:
+        """Insert or replace the item's document (one upsert, by ``_id`` and bucket).
+
+        ``before``: replace only a form stored by then (:meth:`fence`); a newer one stays
+        (the write applies nothing)."""
+        document = self.stamped(document)
+        key = {**self.key(document["_id"]), **self.fence(before)}
         try:
             yield Call("items", "replace_one", (key, document), {"upsert": True})
         except DuplicateKeyError:
             # Two upserts of one new _id raced; the loser's retry now finds the document.
             # Or the stored one has no bucket yet (written before buckets; `flowsched
-            # timers migrate` sets it): replaced by _id alone, as before.
+            # timers migrate` sets it): replaced by _id alone, as before. Or (``before``)
+            # the stored form is newer than the write: it stays.
             if (yield Call("items", "replace_one", (key, document))).matched_count == 0:
-                by_id = ({"_id": document["_id"]}, document)
-                yield Call("items", "replace_one", by_id, {"upsert": True})
+                legacy = {"_id": document["_id"], "bucket": {"$exists": False}}
+                try:
+                    yield Call("items", "replace_one", ({**legacy, **self.fence(before)}, document))
+                except DuplicateKeyError:
+                    pass
 
     def insert_steps(self, document: Doc) -> Steps[bool]:
         """Insert the item's document unless one with its ``_id`` exists; whether it did."""
         try:
-            yield Call("items", "insert_one", (dict(document),))
+            yield Call("items", "insert_one", (self.stamped(document),))
         except DuplicateKeyError:
             return False
         return True
 
-    def delete_steps(self, item_id: str) -> Steps[bool]:
-        result = yield Call("items", "delete_one", (self.key(item_id),))
+    def delete_steps(self, item_id: str, before: datetime | None = None) -> Steps[bool]:
+        """Remove the item (a form stored by ``before``: :meth:`fence`); whether it did."""
+        query = {**self.key(item_id), **self.fence(before)}
+        result = yield Call("items", "delete_one", (query,))
         return bool(result.deleted_count > 0)
 
-    def delete_flow_steps(self, flow_id: str) -> Steps[int]:
-        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+    def delete_flow_steps(self, flow_id: str, before: datetime | None = None) -> Steps[int]:
+        """Remove the flow's items (forms stored by ``before``); how many."""
+        query = {"flow_id": flow_id, "bucket": self.every_bucket(), **self.fence(before)}
         return int((yield Call("items", "delete_many", (query,))).deleted_count)
 
     def flow_ids_steps(self, flow_id: str) -> Steps[list[str]]:

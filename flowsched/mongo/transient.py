@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pymongo
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure, PyMongoError
 
-from flowsched.errors import ConfigError, SchedulerUnavailable
+from flowsched.errors import ConfigError, OutcomeUnknown, SchedulerUnavailable
 
 __all__ = [
     "OutageBackoff",
@@ -75,28 +75,44 @@ class OutageBackoff:
 
 
 def within(
-    op_timeout: timedelta, what: str, operation: Callable[[], T], collection: Any = None
+    op_timeout: timedelta,
+    what: str,
+    operation: Callable[[], T],
+    collection: Any = None,
+    *,
+    write: bool = False,
+    again: Callable[[], T] | None = None,
 ) -> T:
     """Run ``operation``, retrying transient errors for at most ``op_timeout`` in all.
 
     Raises :class:`SchedulerUnavailable` when the time is up: one short line naming ``what``,
     the hosts of ``collection``'s client and the wait, with the last driver error as its
-    ``__cause__``. Non-transient driver errors propagate at once.
+    ``__cause__``; for a ``write`` of which an attempt may have been applied
+    (:func:`flowsched.mongo.outcome.maybe_applied`), :class:`~flowsched.OutcomeUnknown`.
+    After such an attempt, ``again`` (if given) is run instead of ``operation``.
+    Non-transient driver errors propagate at once.
     """
+    from flowsched.mongo.outcome import maybe_applied, unknown_message
+
     budget = op_timeout.total_seconds()
     deadline = time.monotonic() + budget
     backoff = OutageBackoff()
+    sent = False  # an attempt may have been applied
     while True:
         remaining = deadline - time.monotonic()
         try:
             with pymongo.timeout(max(remaining, 0.001)):
-                return operation()
+                return (again if sent and again is not None else operation)()
         except PyMongoError as exc:
             if not is_transient(exc):
                 raise
+            sent = sent or (write and maybe_applied(exc))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SchedulerUnavailable(unavailable(what, budget, exc, collection)) from exc
+                message = unavailable(what, budget, exc, collection)
+                if sent:
+                    raise OutcomeUnknown(unknown_message(message)) from exc
+                raise SchedulerUnavailable(message) from exc
             log.debug("%s failed (%s), retrying", what, exc)
             time.sleep(min(backoff.next(), remaining))
 
