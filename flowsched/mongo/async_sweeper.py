@@ -12,7 +12,10 @@ Each turn of the firing task:
    before their handlers run) and spawns a delivery task per claim (:data:`SPAWN_SLICE` per
    turn of the loop), and renews the node's heartbeat when it is due (every poll, at once
    when the routes changed: :class:`~flowsched.mongo.nodes.Heartbeat`);
-3. sleeps until the next item the claim saw coming (at most a poll; at once after a full
+3. on an error, logs it once per outage (and the recovery, with the outage's length: the
+   threaded node's :class:`~flowsched.mongo.transient.OutageLog`) and backs off over the same
+   range (:data:`~flowsched.mongo.transient.SWEEP_BACKOFF`);
+4. sleeps until the next item the claim saw coming (at most a poll; at once after a full
    batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
 
@@ -64,7 +67,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import AsyncStartChecks
-from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
+from flowsched.mongo.transient import OutageLog, is_transient, sweep_backoff
 
 __all__ = ["AsyncSweeper"]
 
@@ -150,10 +153,12 @@ class AsyncSweeper:
     async def fire(self) -> None:
         """The firing task: turns until cancelled; an error is logged and retried after a
         backoff (outcomes not written are kept for the next turn)."""
-        backoff = OutageBackoff()
+        backoff = sweep_backoff()
+        outage = OutageLog(self._claims.owner, time.monotonic)  # one line per outage + recovery
         behind = busy = False
         next_renew = 0.0
         while not self.closing:
+            started = time.monotonic()
             try:
                 clock = self._clock
                 if isinstance(clock, ServerClock) and clock.due():
@@ -178,11 +183,12 @@ class AsyncSweeper:
                 assert not isinstance(claimed, BaseException)
                 wait, behind, busy = claimed
                 self.sweeping = behind or (busy and wait <= SHORT_LOOKAHEAD.total_seconds())
-                backoff = OutageBackoff()
+                if outage.succeeded():
+                    backoff.reset()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log_sweep_failure(self._claims.owner, exc)
+                outage.failed(exc, started)
                 wait = backoff.next()
             if len(self.deliveries) or self._finished:
                 wait = min(wait, FLUSH_INTERVAL)

@@ -68,7 +68,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import ThreadStartChecks
-from flowsched.mongo.transient import OutageBackoff, OutageLog, is_transient, within
+from flowsched.mongo.transient import OutageLog, is_transient, sweep_backoff, within
 
 __all__ = ["Sweeper"]
 
@@ -210,7 +210,7 @@ class Sweeper:
                     self._on_start()
             except Exception as exc:
                 log.debug("sweeper of %s: start-up check failed: %s", self._claims.owner, exc)
-        backoff = OutageBackoff(first=0.1, cap=5.0)
+        backoff = sweep_backoff()
         outage = OutageLog(self._claims.owner, self._clock.monotonic)
         while not self._stop.is_set():
             started = self._clock.monotonic()

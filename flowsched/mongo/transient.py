@@ -23,11 +23,13 @@ from pymongo.errors import ConnectionFailure, ExecutionTimeout, OperationFailure
 from flowsched.errors import ConfigError, OutcomeUnknown, SchedulerUnavailable
 
 __all__ = [
+    "SWEEP_BACKOFF",
     "OutageBackoff",
     "OutageLog",
     "hosts",
     "is_transient",
     "log_sweep_failure",
+    "sweep_backoff",
     "unavailable",
     "within",
 ]
@@ -54,6 +56,16 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OperationFailure):
         return exc.code in _TRANSIENT_CODES or exc.has_error_label("RetryableWriteError")
     return False
+
+
+SWEEP_BACKOFF = (0.1, 5.0)
+"""A sweep loop's waits after a failed turn, both faces: 0.1 s doubling to 5 s (the threaded
+node's range, kept: a cluster of nodes polls a recovering server at most every 5 s each)."""
+
+
+def sweep_backoff() -> OutageBackoff:
+    """The backoff of a node's sweep loop (:data:`SWEEP_BACKOFF`), the same on both faces."""
+    return OutageBackoff(*SWEEP_BACKOFF)
 
 
 class OutageBackoff:
