@@ -55,15 +55,15 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
-from flowsched.mongo.store import TimerStore
 from flowsched.mongo.outcome import (
     cancel_again_steps,
     maybe_applied,
-    stamp as stamp_of,
+    stored_stamp,
     unknown_message,
     write_deadline,
 )
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
+from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
@@ -137,7 +137,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         )
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
-        self._store.stamp = stamp_of(self._time)  # fences late writes (flowsched.mongo.outcome)
+        self._store.stamp = stored_stamp(self._time)  # fences late writes (flowsched.mongo.outcome)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)

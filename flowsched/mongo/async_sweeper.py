@@ -22,9 +22,10 @@ Each turn of the firing task:
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
 claimable at once, the delivery uncounted), so it is delivered again; so are the claims of a
 batch still being sorted (:meth:`~flowsched.mongo.claimed_batch.BatchClaimer.take_steps`
-pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). Right before a handler starts, its claim is checked in the
-database (:mod:`flowsched.mongo.start_check`: one ``find`` for every claim waiting for a
-slot), so a cancel or replace on any node wins over a claim still waiting. As on the threaded
+pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). Right before a
+handler starts, its claim is checked in the database (:mod:`flowsched.mongo.start_check`:
+one ``find`` for every claim waiting for a slot), so a cancel or replace on any node wins
+over a claim still waiting. As on the threaded
 node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
 handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
 was blocked or the process paused past it, or a renewal found the claim taken over - it is
@@ -42,8 +43,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import pymongo
-from bson.errors import BSONError
-from pymongo.errors import BulkWriteError, PyMongoError, WriteError
+from pymongo.errors import PyMongoError
 
 from flowsched.async_delivery import (
     Alarm,
@@ -54,6 +54,7 @@ from flowsched.async_delivery import (
 )
 from flowsched.clock import Clock, capped
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
+from flowsched.mongo.claims import refused_for_good
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.leases import HeldLeases, renew_held_steps
 from flowsched.mongo.local_writes import LocalWrites
@@ -67,7 +68,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import AsyncStartChecks
-from flowsched.mongo.transient import OutageLog, is_transient, sweep_backoff
+from flowsched.mongo.transient import OutageLog, sweep_backoff
 
 __all__ = ["AsyncSweeper"]
 
@@ -328,9 +329,10 @@ class AsyncSweeper:
         try:
             try:
                 await self._run(self._claims.settle_steps(batch, self._clock.now()))
-            except (BulkWriteError, WriteError, BSONError, ValueError, TypeError) as exc:
-                if isinstance(exc, PyMongoError) and is_transient(exc):
+            except Exception as exc:
+                if not refused_for_good(exc):
                     raise
+                log.error("outcomes refused (%s): writing them one by one", exc)
                 await self._run(self._claims.settle_each_steps(batch, self._clock.now))
         except BaseException:
             self._finished[:0] = batch

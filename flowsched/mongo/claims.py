@@ -94,9 +94,23 @@ from flowsched.mongo.settlement import (
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
 from flowsched.mongo.transient import is_transient
 
-__all__ = ["Claimed", "Claims"]
+__all__ = ["UNWRITABLE", "Claimed", "Claims", "refused_for_good"]
 
 log = logging.getLogger("flowsched.mongo")
+
+UNWRITABLE = (bson.errors.BSONError, OverflowError, TypeError, ValueError)
+"""Errors of an outcome that cannot be encoded (not the server's doing)."""
+
+
+def refused_for_good(exc: BaseException) -> bool:
+    """Whether a settle failed for a reason no retry of the same writes can mend: the server
+    refused a write for good, or an outcome cannot be encoded. Then, on both faces, the
+    outcomes are written one by one (:meth:`Claims.settle_each_steps`): never a whole batch
+    dropped for one bad outcome."""
+    if isinstance(exc, BulkWriteError | WriteError):
+        return not is_transient(exc)
+    return isinstance(exc, UNWRITABLE)
+
 
 CHECK_SLICE = 25
 """Candidates a claim checks between two pauses (:class:`~flowsched.mongo.commands.Breather`:
@@ -407,14 +421,18 @@ class Claims:
         now: Callable[[], datetime],
         starts: Sequence[Claim] = (),
     ) -> Steps[None]:
-        """Like :meth:`settle`, one outcome at a time (after one could not be encoded),
-        dropping (and logging) those that cannot be written: their claims run out and the
-        items are delivered again."""
+        """Like :meth:`settle`, one outcome at a time (after one could not be encoded, or the
+        server refused the batch for good: :func:`refused_for_good`), writing every outcome
+        it can and dropping (and logging) only one that cannot be written on its own: its
+        claim runs out and the item is delivered again. A transient error propagates (the
+        caller keeps them all: settling repeats safely)."""
         yield from self.settle_steps([], now(), starts)
         for settlement in settlements:
             try:
                 yield from self.settle_steps([settlement], now())
-            except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
+            except Exception as exc:
+                if not refused_for_good(exc):
+                    raise
                 log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
 
     def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:

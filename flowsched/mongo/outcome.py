@@ -43,7 +43,13 @@ from flowsched.mongo.commands import Call, Steps
 from flowsched.mongo.server_clock import ServerClock, due_now
 from flowsched.mongo.store import TimerStore
 
-__all__ = ["cancel_again_steps", "maybe_applied", "stamp", "unknown_message", "write_deadline"]
+__all__ = [
+    "cancel_again_steps",
+    "maybe_applied",
+    "stored_stamp",
+    "unknown_message",
+    "write_deadline",
+]
 
 
 def maybe_applied(exc: PyMongoError) -> bool:
@@ -75,7 +81,7 @@ def write_deadline(clock: Clock, op_timeout: timedelta) -> datetime | None:
     return due_now(clock) + op_timeout
 
 
-def stamp(clock: Clock) -> Callable[[], datetime | None]:
+def stored_stamp(clock: Clock) -> Callable[[], datetime | None]:
     """What stamps a stored form (``stored_at``): the database's time, never behind it
     (``ServerClock.latest``), once measured; ``None`` until then (see :func:`write_deadline`)."""
 
@@ -87,9 +93,7 @@ def stamp(clock: Clock) -> Callable[[], datetime | None]:
     return stamped
 
 
-def cancel_again_steps(
-    store: TimerStore, item_id: str, before: datetime | None
-) -> Steps[bool]:
+def cancel_again_steps(store: TimerStore, item_id: str, before: datetime | None) -> Steps[bool]:
     """A cancel's retry after an attempt that may have removed the item (see the module's
     docstring): ``True`` if the item is gone or this removes it."""
     found = yield Call("items", "find_one", (store.key(item_id), {"_id": 1}))

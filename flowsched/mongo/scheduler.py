@@ -32,12 +32,11 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
+from flowsched.mongo.outcome import cancel_again_steps, stored_stamp, write_deadline
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
-from flowsched.mongo.outcome import cancel_again_steps, write_deadline
-from flowsched.mongo.outcome import stamp as stamp_of
 from flowsched.mongo.transient import within
 from flowsched.port import FailedHandler, Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
@@ -131,7 +130,7 @@ class MongoScheduler(SchedulerPort):
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
         self._store = TimerStore(collection, buckets, served, node=self.node_id)
-        self._store.stamp = stamp_of(self._time)  # fences late writes (flowsched.mongo.outcome)
+        self._store.stamp = stored_stamp(self._time)  # fences late writes (flowsched.mongo.outcome)
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()

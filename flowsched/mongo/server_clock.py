@@ -122,6 +122,7 @@ def lease_now(clock: Clock) -> datetime:
     :class:`ServerClock`'s :meth:`~ServerClock.latest`; any other clock's ``now``)."""
     return clock.latest() if isinstance(clock, ServerClock) else clock.now()
 
+
 DEFAULT_MAX_SKEW = timedelta(seconds=1)
 """A node clock further than this from the server's is logged (once)."""
 

@@ -173,8 +173,8 @@ class ThreadStartChecks(StartChecks):
                     batch = self.batch(claim)
                     self._inflight = {_key(c) for c in batch}
                     break
-                covered, sent = key in self._inflight, self._sent
-                self._lock.wait_for(lambda: self._sent != sent or self._inflight is None)
+                covered = key in self._inflight
+                self._lock.wait_for(self._answered(self._sent))
                 if covered:  # that check's verdict (none if it failed: give it back)
                     return self.found(claim)
         try:
@@ -188,6 +188,10 @@ class ThreadStartChecks(StartChecks):
                 self._lock.notify_all()
         with self._lock:
             return self.found(claim)
+
+    def _answered(self, sent: int) -> Callable[[], bool]:
+        """Whether the check in flight when ``sent`` checks had completed is over."""
+        return lambda: self._sent != sent or self._inflight is None
 
 
 class AsyncStartChecks(StartChecks):

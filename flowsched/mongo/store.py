@@ -145,7 +145,7 @@ class TimerStore:
         self.settings = database[f"{collection.name}_settings"]
         self._indexed = False
         self.stamp: Callable[[], datetime | None] = lambda: None
-        """The database's time, never behind it (:func:`flowsched.mongo.outcome.stamp`):
+        """The database's time, never behind it (:func:`flowsched.mongo.outcome.stored_stamp`):
         each stored form records it as ``stored_at``, which fences late writes
         (:meth:`fence`). ``None``: the form is stored unstamped."""
         self._disagreement: ConfigError | None = None
@@ -358,10 +358,9 @@ class TimerStore:
             # the stored form is newer than the write: it stays.
             if (yield Call("items", "replace_one", (key, document))).matched_count == 0:
                 legacy = {"_id": document["_id"], "bucket": {"$exists": False}}
-                try:
-                    yield Call("items", "replace_one", ({**legacy, **self.fence(before)}, document))
-                except DuplicateKeyError:
-                    pass
+                with contextlib.suppress(DuplicateKeyError):
+                    fenced = {**legacy, **self.fence(before)}
+                    yield Call("items", "replace_one", (fenced, document), {"upsert": True})
 
     def insert_steps(self, document: Doc) -> Steps[bool]:
         """Insert the item's document unless one with its ``_id`` exists; whether it did."""

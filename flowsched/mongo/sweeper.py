@@ -17,9 +17,10 @@ Every node runs one; there is no leader. Each turn of the loop:
 Right before a handler starts, its claim is checked in the database (still there, of the
 generation claimed, under this claim's token: :mod:`flowsched.mongo.start_check`, one
 ``find`` for the whole queue): a claim waiting in the queue is not a started delivery, so a
-cancel or a replace on any node wins over it. No handler starts on a claim whose lease has (nearly) ended by the database's clock (the node
-was paused past it; another node may hold the item): it is given back, fenced, unrun; a run
-completed after its lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
+cancel or a replace on any node wins over it. No handler starts on a claim whose lease has
+(nearly) ended by the database's clock (the node was paused past it; another node may hold
+the item): it is given back, fenced, unrun; a run completed after its lease is a late
+completion, not a failure (:mod:`flowsched.mongo.leases`).
 
 A fresh claim's handler starts at once, unmarked. A *suspect* claim (:attr:`Claim.suspect`:
 an earlier claim was never settled) starts only once its start is marked in the collection:
@@ -27,10 +28,12 @@ a worker about to run one asks, the loop writes every mark asked for with the ou
 writing anyway, then those handlers start (see :mod:`flowsched.mongo.claims`). A handler that
 kills its node thus runs at most twice per counted attempt.
 
-Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
-unwritten outcomes for the next turn (every write is fenced: repeating one is harmless). An
-outcome the server refuses for good, or that cannot be encoded, is dropped on its own (the
-others are written): its claim runs out and the item is delivered again.
+Errors never end the loop: it logs once per outage (and when it ends), backs off (0.1 s
+doubling to 5 s, as the asyncio node) and carries on, keeping unwritten outcomes for the next
+turn (every write is fenced: repeating one is harmless). When the server refuses a batch of
+outcomes for good, or one cannot be encoded, they are written one by one and only an outcome
+refused on its own is dropped: its claim runs out and the item is delivered again. The
+asyncio node keeps the same rule (:func:`~flowsched.mongo.claims.refused_for_good`).
 """
 
 from __future__ import annotations
@@ -44,14 +47,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-import bson
 import pymongo
-from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock, capped
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claimed_batch import BatchClaimer
-from flowsched.mongo.claims import Claims
+from flowsched.mongo.claims import Claims, refused_for_good
 from flowsched.mongo.commands import Steps
 from flowsched.mongo.leases import HeldLeases, renew_held
 from flowsched.mongo.local_writes import LocalWrites
@@ -68,7 +69,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import ThreadStartChecks
-from flowsched.mongo.transient import OutageLog, is_transient, sweep_backoff, within
+from flowsched.mongo.transient import OutageLog, sweep_backoff, within
 
 __all__ = ["Sweeper"]
 
@@ -423,25 +424,19 @@ class Sweeper:
             return
         try:
             self._claims.settle(batch, self._clock.now(), starts)
-        except (BulkWriteError, WriteError) as exc:
-            if is_transient(exc):
+        except BaseException as exc:
+            if not refused_for_good(exc):
                 self._keep(batch, starts)
                 raise
-            # The server refused a write for good (a validation rule?): retrying would stall
-            # the sweep. Stop holding these claims: their leases run out and any node
-            # delivers them again. Marks asked for count as written: those handlers run.
-            log.error("dropping %d outcomes the server refused: %s", len(batch), exc)
-        except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
-            # Not the server: one outcome that cannot be encoded. Write the others.
-            log.error("an outcome cannot be written (%s): writing them one by one", exc)
+            # Refused for good (a validation rule, an outcome that cannot be encoded): write
+            # them one by one, dropping only what cannot be written on its own - the same
+            # rule as the asyncio node's (never a whole batch for one bad outcome).
+            log.error("outcomes refused (%s): writing them one by one", exc)
             try:
                 self._claims.settle_each(batch, self._clock.now, starts)
             except BaseException:  # an outage meanwhile: keep them all (settling repeats safely)
                 self._keep(batch, starts)
                 raise
-        except BaseException:
-            self._keep(batch, starts)
-            raise
         with self._lock:
             for settlement in batch:
                 self._held.pop((settlement.item_id, settlement.token), None)

@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("pymongo")
 pytest.importorskip("mongomock")
 
-from async_kit import mongomock_collection  # noqa: E402
+from async_kit import mongomock_collection
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "mongo"))
-from test_mongo_outcome_unknown import Wire  # noqa: E402
+from test_mongo_outcome_unknown import Wire
 
-from flowsched import AsyncMongoScheduler, OutcomeUnknown, ScheduleItem, ScheduleKind  # noqa: E402
+from flowsched import AsyncMongoScheduler, OutcomeUnknown, ScheduleItem, ScheduleKind
 
 pytestmark = pytest.mark.asyncio
 

@@ -6,6 +6,7 @@ sending; the node's clock is measured against a ``hello`` that answers its own w
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,10 +59,9 @@ class Wire:
     def deliver_held(self) -> None:
         held, self.held = self.held, []
         for request in held:
-            try:
+            # refused (a duplicate key, say): its reply goes to nobody
+            with contextlib.suppress(Exception):
                 request()
-            except Exception:  # refused (a duplicate key, say): its reply goes to nobody
-                pass
 
 
 def _hello(name: str) -> dict[str, Any]:
@@ -98,9 +98,7 @@ def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, 
     assert a.exists("t")  # it had been stored
 
 
-def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(
-    node: Any, wire: Wire
-) -> None:
+def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, wire: Wire) -> None:
     a = node("a")
     wire.refuse.update({"replace_one", "delete_one"})
     for call in (lambda: a.schedule(item()), lambda: a.cancel("t")):
