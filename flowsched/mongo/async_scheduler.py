@@ -19,22 +19,18 @@ import logging
 import os
 import random
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pymongo
-from pymongo.errors import PyMongoError
-
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.arguments import (
     check_arguments,
     check_bson_payload,
@@ -55,16 +51,10 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.outcome import (
-    cancel_again_steps,
-    maybe_applied,
-    stored_stamp,
-    unknown_message,
-    write_deadline,
-)
+from flowsched.mongo.outcome import async_cancel_attempts, write_deadline
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.store import TimerStore
-from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
+from flowsched.mongo.transient import within_async
 from flowsched.port import FailedHandler
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 
@@ -136,8 +126,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
             self._clock, None, measure=measure, max_skew=max_clock_skew, owner=self.node_id
         )
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
-        self._store = TimerStore(collection, buckets, served, node=self.node_id)
-        self._store.stamp = stored_stamp(self._time)  # fences late writes (flowsched.mongo.outcome)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
         self._claims = Claims(self._store, self.node_id, lease)
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
@@ -254,15 +243,9 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False
-        before = write_deadline(self._time, self._op_timeout)
-        store = self._store
+        first, again = async_cancel_attempts(self._store, item_id, self._time, self._op_timeout)
         try:
-            removed = await self._call(
-                f"cancel({item_id!r})",
-                lambda: store.delete_steps(item_id, before),
-                write=True,
-                again=lambda: cancel_again_steps(store, item_id, before),
-            )
+            removed = await self._call(f"cancel({item_id!r})", first, write=True, again=again)
         finally:
             self._local_writes.touch(item_id)
         if removed:
@@ -358,32 +341,18 @@ class AsyncMongoScheduler(AsyncSchedulerPort):
         again: Callable[[], Steps[T]] | None = None,
     ) -> T:
         """Run a procedure (after the indexes, once), retrying transient errors for
-        ``op_timeout`` in all (each try bounded by what is left: the driver's own timeouts
-        may be longer), then :class:`SchedulerUnavailable` - :class:`OutcomeUnknown` for a
-        ``write`` an attempt of which may have been applied, after which ``again`` (if
-        given) runs instead of ``steps`` (as the synchronous class does)."""
-        budget = self._op_timeout.total_seconds()
-        deadline = time.monotonic() + budget
-        backoff = OutageBackoff()
-        sent = False
-        while True:
-            try:
-                with pymongo.timeout(max(deadline - time.monotonic(), 0.001)):
-                    if indexes:
-                        await drive_async(self._store.ensure_indexes_steps(), self._store)
-                    procedure = again if sent and again is not None else steps
-                    return await drive_async(procedure(), self._store)
-            except PyMongoError as exc:
-                remaining = deadline - time.monotonic()
-                if not is_transient(exc):
-                    raise
-                sent = sent or (write and maybe_applied(exc))
-                if remaining <= 0:
-                    message = unavailable(what, budget, exc, self._store.items)
-                    if sent:
-                        raise OutcomeUnknown(unknown_message(message)) from exc
-                    raise SchedulerUnavailable(message) from exc
-                await asyncio.sleep(min(backoff.next(), remaining))
+        ``op_timeout`` in all, then :class:`SchedulerUnavailable` - ``OutcomeUnknown`` for a
+        ``write`` that may have been applied, after which ``again`` (if given) runs instead
+        of ``steps`` (:func:`~flowsched.mongo.transient.within_async`)."""
+
+        async def attempt(sent: bool) -> T:
+            if indexes:
+                await drive_async(self._store.ensure_indexes_steps(), self._store)
+            procedure = again if sent and again is not None else steps
+            return await drive_async(procedure(), self._store)
+
+        collection = self._store.items
+        return await within_async(self._op_timeout, what, attempt, collection, write=write)
 
     # -- life cycle ------------------------------------------------------------------------
 

@@ -54,7 +54,6 @@ from flowsched.async_delivery import (
 )
 from flowsched.clock import Clock, capped
 from flowsched.mongo.claimed_batch import BatchClaimer, ClaimedBatch
-from flowsched.mongo.claims import refused_for_good
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.leases import HeldLeases, renew_held_steps
 from flowsched.mongo.local_writes import LocalWrites
@@ -68,7 +67,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import AsyncStartChecks
-from flowsched.mongo.transient import OutageLog, sweep_backoff
+from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff
 
 __all__ = ["AsyncSweeper"]
 
@@ -120,14 +119,7 @@ class AsyncSweeper:
         self._local_writes = local_writes
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(claimer.claims.lease)  # when each held claim's lease ends
-        self._waiting: dict[tuple[Any, str], Claim] = {}  # spawned, waiting for a slot
-        self._checks = AsyncStartChecks(
-            self._claims,
-            self._leases,
-            time.monotonic,  # real time: the races it closes are real calls on other nodes
-            lambda: list(self._waiting.values()),
-            self._bounded,
-        )
+        self._checks = AsyncStartChecks(self._claims, self._leases, self._bounded)
         self._finished: list[Settlement] = []
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
@@ -244,7 +236,7 @@ class AsyncSweeper:
             self._held[(claim.item.id, claim.token)] = claim
         if batch.lease_until is not None:
             self._leases.claimed_claims(batch.deliver, batch.lease_until)
-        self._waiting.update(((c.item.id, c.token), c) for c in batch.deliver)
+        self._checks.queued(batch.deliver)  # each waits for a slot
         for n, claim in enumerate(batch.deliver):
             if n and not wait and n % SPAWN_SLICE == 0:
                 await self._breathe(batch.deliver[n:], stamp)
@@ -265,7 +257,7 @@ class AsyncSweeper:
             await asyncio.sleep(0)
         except asyncio.CancelledError:
             for claim in unspawned:
-                self._waiting.pop((claim.item.id, claim.token), None)
+                self._checks.taken(claim)
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 self._local_writes.close(stamp)
             raise
@@ -275,7 +267,7 @@ class AsyncSweeper:
         next write. Cancelled (shutdown), the claim is given back undelivered."""
         try:
             async with self._running:  # at most `concurrency` handlers at once
-                self._waiting.pop((claim.item.id, claim.token), None)
+                self._checks.taken(claim)
                 skip = self.closing or self._local_writes.stale(stamp, claim.item)
                 # Still ours in the database, right before the handler (no await after it).
                 skip = skip or not await self._checks.may_start(claim)
@@ -301,7 +293,7 @@ class AsyncSweeper:
                 if self.closed:  # its handler closed the scheduler: nobody else writes it now
                     await self._flush_after_close()
         except asyncio.CancelledError as exc:
-            self._waiting.pop((claim.item.id, claim.token), None)
+            self._checks.taken(claim)
             held = (claim.item.id, claim.token) in self._held
             if held and not isinstance(exc, StillRunning) and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started

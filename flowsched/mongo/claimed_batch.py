@@ -17,7 +17,6 @@ tick's failures are not counted towards a dead letter): if its node took the slo
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -245,11 +244,11 @@ def deliver_in_thread(
     leases = HeldLeases(claims.lease)
     if batch.lease_until is not None:
         leases.claimed_claims(batch.deliver, batch.lease_until)
-    # Fresh for START_FRESH of real time (a handler may move a ManualClock: the window is
-    # about the races of real calls on other nodes).
-    checks = StartChecks(claims, leases, time.monotonic, lambda: batch.deliver[done:])
+    checks = StartChecks(claims, leases)  # fresh for START_FRESH of real time
+    checks.queued(batch.deliver)
     try:
         for claim in batch.deliver:
+            checks.taken(claim)
             holds = checks.verdict(claim)
             if holds is None and not fence.stale(stamp, claim.item):
                 claims.store.run(checks.check_steps(checks.batch(claim)))

@@ -63,12 +63,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import bson
 from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import capped
@@ -92,25 +91,11 @@ from flowsched.mongo.settlement import (
     start_mark,
 )
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
-from flowsched.mongo.transient import is_transient
+from flowsched.mongo.transient import is_transient, refused_for_good
 
-__all__ = ["UNWRITABLE", "Claimed", "Claims", "refused_for_good"]
+__all__ = ["Claimed", "Claims"]
 
 log = logging.getLogger("flowsched.mongo")
-
-UNWRITABLE = (bson.errors.BSONError, OverflowError, TypeError, ValueError)
-"""Errors of an outcome that cannot be encoded (not the server's doing)."""
-
-
-def refused_for_good(exc: BaseException) -> bool:
-    """Whether a settle failed for a reason no retry of the same writes can mend: the server
-    refused a write for good, or an outcome cannot be encoded. Then, on both faces, the
-    outcomes are written one by one (:meth:`Claims.settle_each_steps`): never a whole batch
-    dropped for one bad outcome."""
-    if isinstance(exc, BulkWriteError | WriteError):
-        return not is_transient(exc)
-    return isinstance(exc, UNWRITABLE)
-
 
 CHECK_SLICE = 25
 """Candidates a claim checks between two pauses (:class:`~flowsched.mongo.commands.Breather`:
@@ -346,34 +331,6 @@ class Claims:
         found: list[Doc] = yield Find("items", self._held_query(held), {"claim.token": 1})
         keys = {(doc["_id"], doc["claim"]["token"]) for doc in found}
         return {key for key in held if key in keys}
-
-    def holding_detail_steps(
-        self, generations: Mapping[tuple[Any, str], int | None]
-    ) -> Steps[tuple[set[tuple[Any, str]], set[tuple[Any, str]]]]:
-        """Which (id, token) pairs of ``generations`` this node still holds, and which are
-        *gone*: their item cancelled, or replaced (stored under another generation than the
-        one claimed, given as the value; ``None``: not known, only a cancel counts). One
-        ``find`` by ids."""
-        if not generations:
-            return set(), set()
-        ids = sorted({item_id for item_id, _ in generations}, key=repr)
-        projection = {"claim.token": 1, "claim.owner": 1, "generation": 1}
-        found: list[Doc] = yield Find("items", self.store.keys(ids), projection)
-        stored = {repr(doc["_id"]): doc for doc in found}
-        kept: set[tuple[Any, str]] = set()
-        gone: set[tuple[Any, str]] = set()
-        for key, generation in generations.items():
-            doc = stored.get(repr(key[0]))
-            claim = doc.get("claim") if doc is not None else None
-            if doc is None or (generation is not None and doc.get("generation") != generation):
-                gone.add(key)
-            elif (
-                isinstance(claim, Mapping)
-                and claim.get("token") == key[1]
-                and claim.get("owner") == self.owner
-            ):
-                kept.add(key)
-        return kept, gone
 
     def _held_query(self, held: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         return {

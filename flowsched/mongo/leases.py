@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import LAST, capped
 from flowsched.delivery import Completed, Observer
 from flowsched.mongo.claims import Claims
-from flowsched.mongo.commands import Steps
+from flowsched.mongo.commands import Find, Steps
 from flowsched.mongo.documents import truncate_ms
 from flowsched.mongo.settlement import Claim, Settlement
+from flowsched.mongo.store import Doc
 
 __all__ = [
     "HeldLeases",
@@ -220,6 +221,35 @@ def renew_held_steps(
         leases.renewed(held, lease_until)
         return
     generations = {key: leases.generation(key) for key in held}
-    kept, gone = yield from claims.holding_detail_steps(generations)
+    kept, gone = yield from holding_detail_steps(claims, generations)
     leases.renewed(kept, lease_until)
     leases.lost((key for key in held if key not in kept), gone)
+
+
+def holding_detail_steps(
+    claims: Claims, generations: Mapping[tuple[Any, str], int | None]
+) -> Steps[tuple[set[tuple[Any, str]], set[tuple[Any, str]]]]:
+    """Which (id, token) pairs of ``generations`` this node still holds, and which are
+    *gone*: their item cancelled, or replaced (stored under another generation than the
+    one claimed, given as the value; ``None``: not known, only a cancel counts). One
+    ``find`` by ids."""
+    if not generations:
+        return set(), set()
+    ids = sorted({item_id for item_id, _ in generations}, key=repr)
+    projection = {"claim.token": 1, "claim.owner": 1, "generation": 1}
+    found: list[Doc] = yield Find("items", claims.store.keys(ids), projection)
+    stored = {repr(doc["_id"]): doc for doc in found}
+    kept: set[tuple[Any, str]] = set()
+    gone: set[tuple[Any, str]] = set()
+    for key, generation in generations.items():
+        doc = stored.get(repr(key[0]))
+        claim = doc.get("claim") if doc is not None else None
+        if doc is None or (generation is not None and doc.get("generation") != generation):
+            gone.add(key)
+        elif (
+            isinstance(claim, Mapping)
+            and claim.get("token") == key[1]
+            and claim.get("owner") == claims.owner
+        ):
+            kept.add(key)
+    return kept, gone

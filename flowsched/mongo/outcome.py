@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from pymongo.errors import (
     ConnectionFailure,
@@ -42,14 +43,20 @@ from flowsched.clock import Clock
 from flowsched.mongo.commands import Call, Steps
 from flowsched.mongo.server_clock import ServerClock, due_now
 from flowsched.mongo.store import TimerStore
+from flowsched.mongo.transient import within
 
 __all__ = [
     "cancel_again_steps",
+    "async_cancel_attempts",
+    "call_within",
+    "cancel_attempts",
     "maybe_applied",
-    "stored_stamp",
     "unknown_message",
     "write_deadline",
 ]
+
+
+T = TypeVar("T")
 
 
 def maybe_applied(exc: PyMongoError) -> bool:
@@ -81,16 +88,52 @@ def write_deadline(clock: Clock, op_timeout: timedelta) -> datetime | None:
     return due_now(clock) + op_timeout
 
 
-def stored_stamp(clock: Clock) -> Callable[[], datetime | None]:
-    """What stamps a stored form (``stored_at``): the database's time, never behind it
-    (``ServerClock.latest``), once measured; ``None`` until then (see :func:`write_deadline`)."""
+def async_cancel_attempts(
+    store: TimerStore, item_id: str, clock: Clock, op_timeout: timedelta
+) -> tuple[Callable[[], Steps[bool]], Callable[[], Steps[bool]]]:
+    """A cancel's first attempt (a delete fenced by :func:`write_deadline`) and its retry
+    after an attempt that may have been applied (:func:`cancel_again_steps`)."""
+    before = write_deadline(clock, op_timeout)
+    return (
+        lambda: store.delete_steps(item_id, before),
+        lambda: cancel_again_steps(store, item_id, before),
+    )
 
-    def stamped() -> datetime | None:
-        if not isinstance(clock, ServerClock) or not clock.measured:
-            return None
-        return clock.latest()
 
-    return stamped
+def cancel_attempts(
+    store: TimerStore, item_id: str
+) -> tuple[Callable[[datetime | None], bool], Callable[[datetime | None], bool]]:
+    """:func:`async_cancel_attempts` for :func:`call_within`: each takes the fence."""
+    return (
+        lambda before: store.run(store.delete_steps(item_id, before)),
+        lambda before: store.run(cancel_again_steps(store, item_id, before)),
+    )
+
+
+def call_within(
+    store: TimerStore,
+    clock: Clock,
+    op_timeout: timedelta,
+    what: str,
+    operation: Callable[..., T],
+    again: Callable[..., Any] | None = None,
+    write: bool = False,
+) -> T:
+    """``operation()`` after the store's indexes, retried for ``op_timeout``
+    (:func:`~flowsched.mongo.transient.within`; ``again`` after an attempt that may have been
+    applied). A ``write`` is called with its fence, :func:`write_deadline` taken once, at
+    the start: a retry is fenced as the first attempt."""
+    before = write_deadline(clock, op_timeout) if write else None
+
+    def bound(step: Callable[..., T]) -> Callable[[], T]:
+        def run() -> T:
+            store.ensure_indexes()
+            return step(before) if write else step()
+
+        return run
+
+    retry = None if again is None else bound(again)
+    return within(op_timeout, what, bound(operation), store.items, write=write, again=retry)
 
 
 def cancel_again_steps(store: TimerStore, item_id: str, before: datetime | None) -> Steps[bool]:

@@ -32,7 +32,7 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.outcome import cancel_again_steps, stored_stamp, write_deadline
+from flowsched.mongo.outcome import call_within, cancel_attempts
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.store import TimerStore
@@ -129,8 +129,7 @@ class MongoScheduler(SchedulerPort):
         self._core = DeliveryCore(
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
-        self._store = TimerStore(collection, buckets, served, node=self.node_id)
-        self._store.stamp = stored_stamp(self._time)  # fences late writes (flowsched.mongo.outcome)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
         self._claims = Claims(self._store, self.node_id, lease)
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
@@ -217,11 +216,10 @@ class MongoScheduler(SchedulerPort):
         document = item_document(item, new_generation(self._rng), bucket=bucket)
         check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
-        before = write_deadline(self._time, self._op_timeout)
         try:
             if replace:
-                self._call(what, lambda: self._store.put(document, before), write=True)
-            elif not self._call(what, lambda: self._store.insert(document), write=True):
+                self._call(what, lambda before: self._store.put(document, before), write=True)
+            elif not self._call(what, lambda _: self._store.insert(document), write=True):
                 # Taken: by a newer item, or by this very insert if a retry repeated it.
                 found = self._call(what, lambda: self._store.find(item.id))
                 if found is None or found.get("generation") != document["generation"]:
@@ -243,15 +241,9 @@ class MongoScheduler(SchedulerPort):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False  # an id no item can have (as in memory): no round trip
-        before = write_deadline(self._time, self._op_timeout)
-        store = self._store
         try:
-            removed = self._call(
-                f"cancel({item_id!r})",
-                lambda: store.delete(item_id, before),
-                write=True,
-                again=lambda: store.run(cancel_again_steps(store, item_id, before)),
-            )
+            first, again = cancel_attempts(self._store, item_id)
+            removed = self._call(f"cancel({item_id!r})", first, again=again, write=True)
         finally:
             self._local_writes.touch(item_id)
         if removed:
@@ -269,9 +261,8 @@ class MongoScheduler(SchedulerPort):
         ids: list[str] = []
         if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
-        before = write_deadline(self._time, self._op_timeout)
         try:
-            removed = self._call(what, lambda: self._store.delete_flow(flow_id, before), write=True)
+            removed = self._call(what, lambda at: self._store.delete_flow(flow_id, at), write=True)
         finally:
             self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
@@ -453,25 +444,7 @@ class MongoScheduler(SchedulerPort):
     def _write(self, settlements: list[Settlement]) -> None:
         self._call("run_due settle", lambda: self._claims.settle(settlements, self._time.now()))
 
-    def _call(
-        self,
-        what: str,
-        operation: Callable[[], T],
-        *,
-        write: bool = False,
-        again: Callable[[], T] | None = None,
-    ) -> T:
-        """``operation`` within ``op_timeout`` (:func:`~flowsched.mongo.transient.within`:
-        a ``write`` that may have been applied raises ``OutcomeUnknown``)."""
-
-        def run() -> T:
-            self._store.ensure_indexes()
-            return operation()
-
-        def run_again() -> T:
-            self._store.ensure_indexes()
-            assert again is not None
-            return again()
-
-        retry = None if again is None else run_again
-        return within(self._op_timeout, what, run, self._store.items, write=write, again=retry)
+    def _call(self, what: str, op: Callable[..., T], **write: Any) -> T:
+        """``op`` within ``op_timeout``; a ``write`` is given its fence (``OutcomeUnknown``:
+        :func:`~flowsched.mongo.outcome.call_within`)."""
+        return call_within(self._store, self._time, self._op_timeout, what, op, **write)

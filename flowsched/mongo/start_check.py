@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import pymongo
 
 from flowsched.mongo.claims import Claims
 from flowsched.mongo.commands import Find, Steps, drive_async
@@ -60,26 +63,35 @@ def _key(claim: Claim) -> Key:
 class StartChecks:
     """When each claim was last found holding, and the check itself (no waiting here).
 
-    ``monotonic``: the node's monotonic clock (seconds). ``waiting()``: the claims queued
-    on this node that no handler has started yet (checked together with the one asking)."""
+    ``monotonic``: a real monotonic clock (seconds): the races a check closes are real calls
+    on other nodes, whatever clock the node runs on. The claims :meth:`queued` and not yet
+    :meth:`taken` are checked together with the one asking."""
 
     def __init__(
-        self,
-        claims: Claims,
-        leases: HeldLeases,
-        monotonic: Callable[[], float],
-        waiting: Callable[[], Iterable[Claim]],
+        self, claims: Claims, leases: HeldLeases, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self.claims = claims
         self.leases = leases
         self.monotonic = monotonic
-        self.waiting = waiting
+        self._waiting: dict[Key, Claim] = {}
         self.checks = 0
         """Checks sent (each one ``find``)."""
         self._checked: dict[Key, float] = {}  # when the check that found it holding answered
         self._refused: set[Key] = set()  # found not holding: never to start
         self._found: dict[Key, bool] = {}  # the last check's verdict, for the claims it covered
         self._inflight: set[Key] | None = None  # claims the check in flight is for
+
+    def queued(self, claims: Iterable[Claim]) -> None:
+        """``claims`` wait in this node's queue for a handler (a worker, a slot)."""
+        self._waiting.update((_key(claim), claim) for claim in claims)
+
+    def taken(self, claim: Claim) -> None:
+        """``claim`` left the queue: about to start, or given back."""
+        self._waiting.pop(_key(claim), None)
+
+    def waiting(self) -> list[Claim]:
+        """The claims still waiting in the queue."""
+        return list(self._waiting.values())
 
     def verdict(self, claim: Claim) -> bool | None:
         """``True``: may start now; ``False``: must not start; ``None``: needs a check."""
@@ -147,16 +159,10 @@ class ThreadStartChecks(StartChecks):
     """The check for worker threads: one check in flight at a time; a worker whose claim a
     check in flight covers waits for it instead of sending its own."""
 
-    def __init__(
-        self,
-        claims: Claims,
-        leases: HeldLeases,
-        monotonic: Callable[[], float],
-        waiting: Callable[[], Iterable[Claim]],
-        run: Callable[[Steps[None]], None],
-    ) -> None:
-        super().__init__(claims, leases, monotonic, waiting)
-        self._run = run
+    def __init__(self, claims: Claims, leases: HeldLeases, op_timeout: float) -> None:
+        """``op_timeout``: seconds a check may take (it fails then: give the claim back)."""
+        super().__init__(claims, leases)
+        self._op_timeout = op_timeout
         self._lock = threading.Condition()
         self._sent = 0  # checks completed (or failed)
 
@@ -178,7 +184,8 @@ class ThreadStartChecks(StartChecks):
                 if covered:  # that check's verdict (none if it failed: give it back)
                     return self.found(claim)
         try:
-            self._run(self.check_steps(batch))
+            with pymongo.timeout(self._op_timeout):
+                self.claims.store.run(self.check_steps(batch))
         except Exception:
             return False
         finally:
@@ -189,6 +196,14 @@ class ThreadStartChecks(StartChecks):
         with self._lock:
             return self.found(claim)
 
+    def queued(self, claims: Iterable[Claim]) -> None:
+        with self._lock:
+            super().queued(claims)
+
+    def taken(self, claim: Claim) -> None:
+        with self._lock:
+            super().taken(claim)
+
     def _answered(self, sent: int) -> Callable[[], bool]:
         """Whether the check in flight when ``sent`` checks had completed is over."""
         return lambda: self._sent != sent or self._inflight is None
@@ -198,15 +213,9 @@ class AsyncStartChecks(StartChecks):
     """The check for delivery tasks on one event loop: a task whose claim a check in flight
     covers awaits it instead of sending its own."""
 
-    def __init__(
-        self,
-        claims: Claims,
-        leases: HeldLeases,
-        monotonic: Callable[[], float],
-        waiting: Callable[[], Iterable[Claim]],
-        bounded: Callable[[], Any],
-    ) -> None:
-        super().__init__(claims, leases, monotonic, waiting)
+    def __init__(self, claims: Claims, leases: HeldLeases, bounded: Callable[[], Any]) -> None:
+        """``bounded()``: the context that bounds a check (``op_timeout``)."""
+        super().__init__(claims, leases)
         self._bounded = bounded
         self._done: asyncio.Event | None = None
 

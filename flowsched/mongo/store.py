@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -38,6 +38,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from flowsched.errors import ConfigError
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
 from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
+from flowsched.mongo.server_clock import ServerClock
 
 __all__ = [
     "CLAIM_INDEX",
@@ -127,6 +128,7 @@ class TimerStore:
         buckets: int = 1,
         served: Sequence[int] | None = None,
         node: str = "?",
+        clock: ServerClock | None = None,
     ) -> None:
         self.items: Any = _tolerant(collection)
         self.node = node
@@ -144,10 +146,7 @@ class TimerStore:
         self.nodes = database[f"{collection.name}_nodes"]
         self.settings = database[f"{collection.name}_settings"]
         self._indexed = False
-        self.stamp: Callable[[], datetime | None] = lambda: None
-        """The database's time, never behind it (:func:`flowsched.mongo.outcome.stored_stamp`):
-        each stored form records it as ``stored_at``, which fences late writes
-        (:meth:`fence`). ``None``: the form is stored unstamped."""
+        self.clock = clock  # stamps stored forms (stamped), once measured
         self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
 
@@ -278,24 +277,18 @@ class TimerStore:
     def delete_flow(self, flow_id: str, before: datetime | None = None) -> int:
         return self.run(self.delete_flow_steps(flow_id, before))
 
-    # -- late writes: fenced by when the form they change was stored -----------------------
-
     def stamped(self, document: Doc) -> dict[str, Any]:
-        """``document`` with ``stored_at`` (:attr:`stamp`), if this store stamps."""
-        stamp = self.stamp()
-        if stamp is None:
+        """``document`` with ``stored_at``: the database's time, never behind it (the
+        clock's ``latest``), once the clock is measured (else unstamped, and unfenced)."""
+        if self.clock is None or not self.clock.measured:
             return dict(document)
-        return {**document, "stored_at": truncate_ms(stamp)}
+        return {**document, "stored_at": truncate_ms(self.clock.latest())}
 
     @staticmethod
     def fence(before: datetime | None) -> dict[str, Any]:
-        """The filter of forms stored at or before ``before`` (database time), and of forms
-        stored unstamped (by earlier versions); ``{}`` without ``before``.
-
-        A write given up by its caller at ``before`` (``before`` is never later than the
-        database's time then: see :func:`flowsched.mongo.outcome.write_deadline`) that
-        reaches the server later applies to no form stored after it: every such form was
-        stamped later than ``before``, since its stamp is never behind the database's clock."""
+        """The filter of forms stored by ``before`` (or unstamped); ``{}`` without it. A write
+        given up at ``before`` (:func:`flowsched.mongo.outcome.write_deadline`) that arrives
+        later applies to no form stored after that: their stamps are later than ``before``."""
         if before is None:
             return {}
         return {"$or": [{"stored_at": {"$lte": before}}, {"stored_at": {"$exists": False}}]}
@@ -343,10 +336,8 @@ class TimerStore:
         yield Call("database", "command", ("ping",))
 
     def put_steps(self, document: Doc, before: datetime | None = None) -> Steps[None]:
-        """Insert or replace the item's document (one upsert, by ``_id`` and bucket).
-
-        ``before``: replace only a form stored by then (:meth:`fence`); a newer one stays
-        (the write applies nothing)."""
+        """Insert or replace the item's document (one upsert, by ``_id`` and bucket); with
+        ``before``, only a form stored by then (:meth:`fence`): a newer one stays."""
         document = self.stamped(document)
         key = {**self.key(document["_id"]), **self.fence(before)}
         try:
@@ -357,10 +348,9 @@ class TimerStore:
             # timers migrate` sets it): replaced by _id alone, as before. Or (``before``)
             # the stored form is newer than the write: it stays.
             if (yield Call("items", "replace_one", (key, document))).matched_count == 0:
-                legacy = {"_id": document["_id"], "bucket": {"$exists": False}}
-                with contextlib.suppress(DuplicateKeyError):
-                    fenced = {**legacy, **self.fence(before)}
-                    yield Call("items", "replace_one", (fenced, document), {"upsert": True})
+                by_id = {"_id": document["_id"], **self.fence(before)}
+                with contextlib.suppress(DuplicateKeyError):  # fenced out: a newer form stays
+                    yield Call("items", "replace_one", (by_id, document), {"upsert": True})
 
     def insert_steps(self, document: Doc) -> Steps[bool]:
         """Insert the item's document unless one with its ``_id`` exists; whether it did."""

@@ -14,13 +14,10 @@ Every node runs one; there is no leader. Each turn of the loop:
    coming within the poll interval (it looks one poll ahead, same round trip; not sooner than
    50 ms, so that items due close together share a claim): items fire within about 50 ms.
 
-Right before a handler starts, its claim is checked in the database (still there, of the
-generation claimed, under this claim's token: :mod:`flowsched.mongo.start_check`, one
-``find`` for the whole queue): a claim waiting in the queue is not a started delivery, so a
-cancel or a replace on any node wins over it. No handler starts on a claim whose lease has
-(nearly) ended by the database's clock (the node was paused past it; another node may hold
-the item): it is given back, fenced, unrun; a run completed after its lease is a late
-completion, not a failure (:mod:`flowsched.mongo.leases`).
+A claim in the queue is checked in the database right before its handler starts
+(:mod:`flowsched.mongo.start_check`). No handler starts on a claim whose lease has (nearly)
+ended by the database's clock: it is given back, fenced, unrun; a run completed after its
+lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
 
 A fresh claim's handler starts at once, unmarked. A *suspect* claim (:attr:`Claim.suspect`:
 an earlier claim was never settled) starts only once its start is marked in the collection:
@@ -28,12 +25,10 @@ a worker about to run one asks, the loop writes every mark asked for with the ou
 writing anyway, then those handlers start (see :mod:`flowsched.mongo.claims`). A handler that
 kills its node thus runs at most twice per counted attempt.
 
-Errors never end the loop: it logs once per outage (and when it ends), backs off (0.1 s
-doubling to 5 s, as the asyncio node) and carries on, keeping unwritten outcomes for the next
-turn (every write is fenced: repeating one is harmless). When the server refuses a batch of
-outcomes for good, or one cannot be encoded, they are written one by one and only an outcome
-refused on its own is dropped: its claim runs out and the item is delivered again. The
-asyncio node keeps the same rule (:func:`~flowsched.mongo.claims.refused_for_good`).
+Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF)
+and carries on, keeping unwritten outcomes for the next turn (every write is fenced). A
+settle refused for good is written one outcome at a time (:func:`~flowsched.mongo.transient.
+refused_for_good`, as on the asyncio node): only an outcome refused on its own is dropped.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -52,8 +46,7 @@ import pymongo
 from flowsched.clock import Clock, capped
 from flowsched.delivery import DeliveryCore, Redeliver
 from flowsched.mongo.claimed_batch import BatchClaimer
-from flowsched.mongo.claims import Claims, refused_for_good
-from flowsched.mongo.commands import Steps
+from flowsched.mongo.claims import Claims
 from flowsched.mongo.leases import HeldLeases, renew_held
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat
@@ -69,7 +62,7 @@ from flowsched.mongo.pacing import (
 from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import ThreadStartChecks
-from flowsched.mongo.transient import OutageLog, sweep_backoff, within
+from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff, within
 
 __all__ = ["Sweeper"]
 
@@ -120,10 +113,7 @@ class Sweeper:
         self._closing = False
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(self._claims.lease)  # when each held claim's lease ends
-        self._waiting: dict[tuple[Any, str], Claim] = {}  # handed to the pool, not taken yet
-        self._checks = ThreadStartChecks(
-            self._claims, self._leases, time.monotonic, self._queue, self._run_check
-        )
+        self._checks = ThreadStartChecks(self._claims, self._leases, op_timeout.total_seconds())
         # Start marks: asked for by workers, being written, written (until its worker reads it).
         self._starting: list[Claim] = []
         self._marking: list[Claim] = []
@@ -280,7 +270,7 @@ class Sweeper:
                 self._next_renew = now + self._renew_every
         with self._lock:
             self._queued += len(batch.deliver)
-            self._waiting.update(((c.item.id, c.token), c) for c in batch.deliver)
+        self._checks.queued(batch.deliver)
         for claim in batch.deliver:
             self._pool.submit(self._deliver, claim, stamp)
         if batch.settle:
@@ -323,9 +313,9 @@ class Sweeper:
     def _deliver(self, claim: Claim, stamp: int) -> None:
         self._worker.on = True
         try:
+            self._checks.taken(claim)
             with self._lock:
                 self._queued -= 1
-                self._waiting.pop((claim.item.id, claim.token), None)
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._local_writes.stale(stamp, claim.item)
             # Only a suspect claim waits for its start mark (see the module's docstring).
@@ -350,16 +340,6 @@ class Sweeper:
                     self._idle.notify_all()
         finally:
             self._local_writes.close(stamp)
-
-    def _queue(self) -> list[Claim]:
-        """The claims handed to the pool that no worker has taken yet."""
-        with self._lock:
-            return list(self._waiting.values())
-
-    def _run_check(self, steps: Steps[None]) -> None:
-        """Run a start check on a worker thread, bounded by ``op_timeout``."""
-        with pymongo.timeout(self._op_timeout.total_seconds()):
-            self._claims.store.run(steps)
 
     def _await_start(self, claim: Claim) -> bool:
         """Ask the loop to mark ``claim`` started and wait until it is written; ``False``
