@@ -140,3 +140,23 @@ def test_a_late_replace_never_overwrites_the_newer_form(node: Any, wire: Wire) -
     wire.deliver_held()
 
     assert b.get("t") == newer
+
+
+@pytest.mark.wire
+def test_on_the_wire_server_a_late_cancel_spares_a_form_stored_after_its_fence(
+    mongo_db: Any,
+) -> None:
+    # The wire server measures the clock (hello answers localTime): forms are stamped, and a
+    # delete fenced before a form's stamp leaves it (the fence the held cancel carries).
+    a = MongoScheduler(mongo_db["timers"], node_id="a", op_timeout=timedelta(seconds=5))
+    try:
+        assert a._time.measured_now(timedelta(seconds=5)) and a._time.measured
+        stored = a.schedule(item({"form": "new"}))
+        document = a._store.find("t")
+        assert document is not None and "stored_at" in document
+        fence = document["stored_at"].replace(tzinfo=UTC) - timedelta(milliseconds=1)
+        assert not a._store.delete("t", fence)  # a cancel given up before the form was stored
+        assert a.get("t") == stored
+        assert a._store.delete("t", fence + timedelta(seconds=1))
+    finally:
+        a.close()
