@@ -108,3 +108,32 @@ def test_no_delivery_starts_before_its_due_time_by_the_server_clock(held: float)
 
     assert len(started) == 20
     assert [start for due, start in started if start < due] == []
+
+
+def test_the_async_face_starts_nothing_before_its_due_time_after_held_hellos() -> None:
+    import asyncio
+
+    from flowsched import AsyncMongoScheduler
+
+    node = ManualClock(T0)
+    hello = Hello(node)
+    collection = mongomock.MongoClient(tz_aware=True)["flowsched"]["timers"]
+    scheduler = AsyncMongoScheduler(collection, node_id="a", clock=node)
+    scheduler._time.measures = True  # a ManualClock is trusted unless told: told here
+    scheduler._store.items.database.command = hello  # type: ignore[method-assign]
+    started: list[tuple[datetime, datetime]] = []
+    scheduler.subscribe(TIMER, lambda item, attempt: started.append((item.due, node.now())))
+
+    async def run() -> None:
+        for n in range(20):
+            due = T0 + timedelta(seconds=1 + n * 0.25)
+            await scheduler.schedule(ScheduleItem(f"t{n}", TIMER, due))
+        hello.held = 3.0
+        for _ in range(60):
+            node.jump(timedelta(milliseconds=100))
+            scheduler._time._next = 0.0
+            await scheduler.run_due()
+
+    asyncio.run(run())
+    assert len(started) == 20
+    assert [start for due, start in started if start < due] == []
