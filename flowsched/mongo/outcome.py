@@ -41,7 +41,7 @@ from pymongo.errors import (
 
 from flowsched.clock import Clock
 from flowsched.mongo.commands import Call, Steps
-from flowsched.mongo.server_clock import ServerClock, due_now
+from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import within
 
@@ -77,15 +77,18 @@ def unknown_message(message: str) -> str:
 
 def write_deadline(clock: Clock, op_timeout: timedelta) -> datetime | None:
     """The fence of a write its caller gives up on after ``op_timeout``: the database's
-    time, never ahead of it (``ServerClock.earliest``), plus ``op_timeout``. The caller gives
-    up no earlier, so the database's clock has passed it by then.
+    time, never ahead of it (``ServerClock.earliest``), plus ``op_timeout`` - the caller
+    gives up no earlier, so the database's clock has passed it by then. But never before
+    ``latest + error``: every form stored before the call began (stamped ``latest`` then) is
+    within the fence, however short ``op_timeout`` (then a form stored within about one error
+    bound after the caller gave up may still be reached by its late write).
 
     ``None`` (no fence) while ``clock`` is not measured against the database (a
     ManualClock, ``server_time=False``, a server without ``localTime``): fences and stamps
     compare times from every node of a collection, so only the database's clock will do."""
     if not isinstance(clock, ServerClock) or not clock.measured:
         return None
-    return due_now(clock) + op_timeout
+    return max(clock.earliest() + op_timeout, clock.latest() + clock.error)
 
 
 def async_cancel_attempts(
