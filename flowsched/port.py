@@ -230,7 +230,18 @@ class SchedulerPort(ABC):
 
     @abstractmethod
     def cancel(self, item_id: str) -> bool:
-        """Remove the item; ``False`` (not an error) if there was none."""
+        """Remove the item; ``False`` (not an error) if there was none.
+
+        Once this has returned ``True``, the removed form never starts, on any node: a
+        delivery starts only after its node has checked that its claim still holds, so a
+        claim still waiting in a node's queue loses to the cancel. A delivery that had
+        already started may finish; the caller learns of it from ``history(item_id)``: its
+        last attempt is open (``ended`` is ``None``), or ended after the cancel, and its
+        ``started`` - when the node recorded the start, by the database's clock - precedes
+        the cancel. ``True`` also when the first reply was lost and a retry found the item
+        gone. Gives up after ``op_timeout`` with ``OutcomeUnknown`` if the delete may have
+        been applied (a late delete never removes a form stored after that), or with
+        ``SchedulerUnavailable`` if nothing was sent."""
 
     @abstractmethod
     def cancel_flow(self, flow_id: str) -> int:

@@ -19,15 +19,11 @@ import logging
 import os
 import random
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
-
-import pymongo
-from pymongo.errors import PyMongoError
 
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
@@ -57,10 +53,11 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
+from flowsched.mongo.outcome import async_cancel_attempts, write_deadline
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
 from flowsched.mongo.steering import AsyncMongoSteering
 from flowsched.mongo.store import TimerStore
-from flowsched.mongo.transient import OutageBackoff, is_transient, unavailable
+from flowsched.mongo.transient import within_async
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
 from flowsched.steering import Attempt
@@ -138,7 +135,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
             self._clock, None, measure=measure, max_skew=max_clock_skew, owner=self.node_id
         )
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
-        self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
         self._claims = Claims(self._store, self.node_id, lease)
         self._history = MongoHistory(self._time.now, self.node_id, history)
         self._core.journal = self._claims.history = self._history
@@ -233,10 +230,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         document = item_document(item, new_generation(self._rng), bucket=store.bucket(item.id))
         check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
+        before = write_deadline(self._time, self._op_timeout)
         try:
             if replace:
-                await self._call(what, lambda: store.put_steps(document))
-            elif not await self._call(what, lambda: store.insert_steps(document)):
+                await self._call(what, lambda: store.put_steps(document, before), write=True)
+            elif not await self._call(what, lambda: store.insert_steps(document), write=True):
                 found = await self._call(what, lambda: store.find_steps(item.id))
                 if found is None or found.get("generation") != document["generation"]:
                     return None
@@ -254,10 +252,9 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False
+        first, again = async_cancel_attempts(self._store, item_id, self._time, self._op_timeout)
         try:
-            removed = await self._call(
-                f"cancel({item_id!r})", lambda: self._store.delete_steps(item_id)
-            )
+            removed = await self._call(f"cancel({item_id!r})", first, write=True, again=again)
         finally:
             self._local_writes.touch(item_id)
         if removed:
@@ -272,8 +269,12 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         ids: list[str] = []
         if self._core.observes_cancelled:
             ids = await self._call(what, lambda: self._store.flow_ids_steps(flow_id))
+        before = write_deadline(self._time, self._op_timeout)
+        store = self._store
         try:
-            removed = await self._call(what, lambda: self._store.delete_flow_steps(flow_id))
+            removed = await self._call(
+                what, lambda: store.delete_flow_steps(flow_id, before), write=True
+            )
         finally:
             self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
@@ -342,27 +343,28 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         ``from_config(..., check=True)`` has :meth:`start` do it)."""
         await self._call("ping", self._store.ping_steps, indexes=False)
 
-    async def _call(self, what: str, steps: Callable[[], Steps[T]], indexes: bool = True) -> T:
+    async def _call(
+        self,
+        what: str,
+        steps: Callable[[], Steps[T]],
+        indexes: bool = True,
+        *,
+        write: bool = False,
+        again: Callable[[], Steps[T]] | None = None,
+    ) -> T:
         """Run a procedure (after the indexes, once), retrying transient errors for
-        ``op_timeout`` in all (each try bounded by what is left: the driver's own timeouts
-        may be longer), then :class:`SchedulerUnavailable` (as the synchronous class does)."""
-        budget = self._op_timeout.total_seconds()
-        deadline = time.monotonic() + budget
-        backoff = OutageBackoff()
-        while True:
-            try:
-                with pymongo.timeout(max(deadline - time.monotonic(), 0.001)):
-                    if indexes:
-                        await drive_async(self._store.ensure_indexes_steps(), self._store)
-                    return await drive_async(steps(), self._store)
-            except PyMongoError as exc:
-                remaining = deadline - time.monotonic()
-                if not is_transient(exc):
-                    raise
-                if remaining <= 0:
-                    message = unavailable(what, budget, exc, self._store.items)
-                    raise SchedulerUnavailable(message) from exc
-                await asyncio.sleep(min(backoff.next(), remaining))
+        ``op_timeout`` in all, then :class:`SchedulerUnavailable` - ``OutcomeUnknown`` for a
+        ``write`` that may have been applied, after which ``again`` (if given) runs instead
+        of ``steps`` (:func:`~flowsched.mongo.transient.within_async`)."""
+
+        async def attempt(sent: bool) -> T:
+            if indexes:
+                await drive_async(self._store.ensure_indexes_steps(), self._store)
+            procedure = again if sent and again is not None else steps
+            return await drive_async(procedure(), self._store)
+
+        collection = self._store.items
+        return await within_async(self._op_timeout, what, attempt, collection, write=write)
 
     # -- life cycle ------------------------------------------------------------------------
 

@@ -12,14 +12,20 @@ Each turn of the firing task:
    before their handlers run) and spawns a delivery task per claim (:data:`SPAWN_SLICE` per
    turn of the loop), and renews the node's heartbeat when it is due (every poll, at once
    when the routes changed: :class:`~flowsched.mongo.nodes.Heartbeat`);
-3. sleeps until the next item the claim saw coming (at most a poll; at once after a full
+3. on an error, logs it once per outage (and the recovery, with the outage's length: the
+   threaded node's :class:`~flowsched.mongo.transient.OutageLog`) and backs off over the same
+   range (:data:`~flowsched.mongo.transient.SWEEP_BACKOFF`);
+4. sleeps until the next item the claim saw coming (at most a poll; at once after a full
    batch; every :data:`~flowsched.mongo.pacing.FLUSH_INTERVAL` while deliveries run), or
    until rung: a local ``schedule`` due sooner, a change-stream event, a free slot.
 
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
 claimable at once, the delivery uncounted), so it is delivered again; so are the claims of a
 batch still being sorted (:meth:`~flowsched.mongo.claimed_batch.BatchClaimer.take_steps`
-pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). As on the threaded
+pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). Right before a
+handler starts, its claim is checked in the database (:mod:`flowsched.mongo.start_check`:
+one ``find`` for every claim waiting for a slot), so a cancel or replace on any node wins
+over a claim still waiting. As on the threaded
 node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
 handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
 was blocked or the process paused past it, or a renewal found the claim taken over - it is
@@ -37,8 +43,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import pymongo
-from bson.errors import BSONError
-from pymongo.errors import BulkWriteError, PyMongoError, WriteError
+from pymongo.errors import PyMongoError
 
 from flowsched.async_delivery import (
     Alarm,
@@ -59,9 +64,10 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
-from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.server_clock import ServerClock, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
-from flowsched.mongo.transient import OutageBackoff, is_transient, log_sweep_failure
+from flowsched.mongo.start_check import AsyncStartChecks
+from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff
 
 __all__ = ["AsyncSweeper"]
 
@@ -113,6 +119,7 @@ class AsyncSweeper:
         self._local_writes = local_writes
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(claimer.claims.lease)  # when each held claim's lease ends
+        self._checks = AsyncStartChecks(self._claims, self._leases, self._bounded)
         self._finished: list[Settlement] = []
         self.sleeping_until: Any = None
         """When the firing task wakes next (``None``: it is not sleeping)."""
@@ -139,10 +146,12 @@ class AsyncSweeper:
     async def fire(self) -> None:
         """The firing task: turns until cancelled; an error is logged and retried after a
         backoff (outcomes not written are kept for the next turn)."""
-        backoff = OutageBackoff()
+        backoff = sweep_backoff()
+        outage = OutageLog(self._claims.owner, time.monotonic)  # one line per outage + recovery
         behind = busy = False
         next_renew = 0.0
         while not self.closing:
+            started = time.monotonic()
             try:
                 clock = self._clock
                 if isinstance(clock, ServerClock) and clock.due():
@@ -167,11 +176,12 @@ class AsyncSweeper:
                 assert not isinstance(claimed, BaseException)
                 wait, behind, busy = claimed
                 self.sweeping = behind or (busy and wait <= SHORT_LOOKAHEAD.total_seconds())
-                backoff = OutageBackoff()
+                if outage.succeeded():
+                    backoff.reset()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log_sweep_failure(self._claims.owner, exc)
+                outage.failed(exc, started)
                 wait = backoff.next()
             if len(self.deliveries) or self._finished:
                 wait = min(wait, FLUSH_INTERVAL)
@@ -225,8 +235,8 @@ class AsyncSweeper:
         for claim in batch.deliver:
             self._held[(claim.item.id, claim.token)] = claim
         if batch.lease_until is not None:
-            keys = ((claim.item.id, claim.token) for claim in batch.deliver)
-            self._leases.claimed(keys, batch.lease_until)
+            self._leases.claimed_claims(batch.deliver, batch.lease_until)
+        self._checks.queued(batch.deliver)  # each waits for a slot
         for n, claim in enumerate(batch.deliver):
             if n and not wait and n % SPAWN_SLICE == 0:
                 await self._breathe(batch.deliver[n:], stamp)
@@ -247,6 +257,7 @@ class AsyncSweeper:
             await asyncio.sleep(0)
         except asyncio.CancelledError:
             for claim in unspawned:
+                self._checks.taken(claim)
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 self._local_writes.close(stamp)
             raise
@@ -256,9 +267,14 @@ class AsyncSweeper:
         next write. Cancelled (shutdown), the claim is given back undelivered."""
         try:
             async with self._running:  # at most `concurrency` handlers at once
+                self._checks.taken(claim)
                 skip = self.closing or self._local_writes.stale(stamp, claim.item)
+                # Still ours in the database, right before the handler (no await after it).
+                skip = skip or not await self._checks.may_start(claim)
+                self._checks.forget(claim)
+                skip = skip or self.closing or self._local_writes.stale(stamp, claim.item)
                 # Blocked or paused past its lease (or lost it): another node may hold it now.
-                if skip or self._leases.lapsed(claim, self._clock.now()):
+                if skip or self._leases.lapsed(claim, lease_now(self._clock)):
                     self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                     return
                 try:
@@ -277,6 +293,7 @@ class AsyncSweeper:
                 if self.closed:  # its handler closed the scheduler: nobody else writes it now
                     await self._flush_after_close()
         except asyncio.CancelledError as exc:
+            self._checks.taken(claim)
             held = (claim.item.id, claim.token) in self._held
             if held and not isinstance(exc, StillRunning) and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started
@@ -304,9 +321,10 @@ class AsyncSweeper:
         try:
             try:
                 await self._run(self._claims.settle_steps(batch, self._clock.now()))
-            except (BulkWriteError, WriteError, BSONError, ValueError, TypeError) as exc:
-                if isinstance(exc, PyMongoError) and is_transient(exc):
+            except Exception as exc:
+                if not refused_for_good(exc):
                     raise
+                log.error("outcomes refused (%s): writing them one by one", exc)
                 await self._run(self._claims.settle_each_steps(batch, self._clock.now))
         except BaseException:
             self._finished[:0] = batch

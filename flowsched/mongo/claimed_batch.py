@@ -31,8 +31,9 @@ from flowsched.mongo.documents import MalformedDocument, StoredItem, short_repr,
 from flowsched.mongo.leases import HeldLeases
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.quarantine import Audit
-from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.server_clock import ServerClock, due_now, lease_now
 from flowsched.mongo.settlement import Claim, Quarantine, Release, Settlement
+from flowsched.mongo.start_check import StartChecks
 from flowsched.mongo.store import Doc
 from flowsched.mongo.transient import is_transient
 
@@ -122,7 +123,8 @@ class BatchClaimer:
             # The claim judges due times and leases by it (a measurement every REFRESH s,
             # on the synchronous driver: the asyncio face judges by its own clock, for now).
             self.clock.refresh_when_due()
-        claimed = yield from self.claims.claim_steps(routes, self.clock.now(), limit, lookahead)
+        now = due_now(self.clock)  # never ahead of the database: never early
+        claimed = yield from self.claims.claim_steps(routes, now, limit, lookahead)
         documents = claimed.documents
         batch.won, batch.due, batch.next_ready = (
             len(documents),
@@ -223,26 +225,39 @@ def deliver_in_thread(
     fence: LocalWrites,
     core: DeliveryCore,
     write: Callable[[list[Settlement]], None],
-    lease: timedelta,
+    claims: Claims,
 ) -> int:
     """Deliver a claimed batch in this thread (``run_due``) and ``write`` the outcomes;
     how many ran.
 
     A claim this node cancelled or replaced since its stamp is released, not run, and so is
-    one whose ``lease`` has ended (or nearly) by the time its turn comes: nobody renews a
-    ``run_due`` batch's leases (see :mod:`flowsched.mongo.leases`). A run that completes
+    one whose lease has ended (or nearly) by the time its turn comes: nobody renews a
+    ``run_due`` batch's leases (see :mod:`flowsched.mongo.leases`), and one that another
+    node cancelled, replaced or took over (checked right before its handler: see
+    :mod:`flowsched.mongo.start_check`; a failed check raises). A run that completes
     after its lease ended is settled as a late completion. If a
     handler raises (``KeyboardInterrupt``), the finished outcomes are written and the
     interrupted and unstarted claims given back (claimable again at once, not counted as
     failures, like the in-memory adapter's), then the interrupt goes on."""
     settle = batch.settle
     done = ran = 0
-    leases = HeldLeases(lease)
+    leases = HeldLeases(claims.lease)
     if batch.lease_until is not None:
-        leases.claimed(((c.item.id, c.token) for c in batch.deliver), batch.lease_until)
+        leases.claimed_claims(batch.deliver, batch.lease_until)
+    checks = StartChecks(claims, leases)  # fresh for START_FRESH of real time
+    checks.queued(batch.deliver)
     try:
         for claim in batch.deliver:
-            if fence.stale(stamp, claim.item) or leases.lapsed(claim, core.clock.now()):
+            checks.taken(claim)
+            holds = checks.verdict(claim)
+            if holds is None and not fence.stale(stamp, claim.item):
+                claims.store.run(checks.check_steps(checks.batch(claim)))
+                holds = checks.found(claim)
+            if (
+                fence.stale(stamp, claim.item)
+                or not holds
+                or leases.lapsed(claim, lease_now(core.clock))
+            ):
                 settle.append(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
             else:
                 outcome = Settlement.of(claim, core.deliver(claim.item, claim.attempt))

@@ -68,7 +68,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import bson
 from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import capped
@@ -93,7 +92,7 @@ from flowsched.mongo.settlement import (
     start_mark,
 )
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
-from flowsched.mongo.transient import is_transient
+from flowsched.mongo.transient import is_transient, refused_for_good
 
 __all__ = ["Claimed", "Claims"]
 
@@ -407,14 +406,18 @@ class Claims:
         now: Callable[[], datetime],
         starts: Sequence[Claim] = (),
     ) -> Steps[None]:
-        """Like :meth:`settle`, one outcome at a time (after one could not be encoded),
-        dropping (and logging) those that cannot be written: their claims run out and the
-        items are delivered again."""
+        """Like :meth:`settle`, one outcome at a time (after one could not be encoded, or the
+        server refused the batch for good: :func:`refused_for_good`), writing every outcome
+        it can and dropping (and logging) only one that cannot be written on its own: its
+        claim runs out and the item is delivered again. A transient error propagates (the
+        caller keeps them all: settling repeats safely)."""
         yield from self.settle_steps([], now(), starts)
         for settlement in settlements:
             try:
                 yield from self.settle_steps([settlement], now())
-            except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
+            except Exception as exc:
+                if not refused_for_good(exc):
+                    raise
                 log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
 
     def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:

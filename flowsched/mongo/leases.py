@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import LAST, capped
 from flowsched.delivery import Completed, Observer
 from flowsched.mongo.claims import Claims
-from flowsched.mongo.commands import Steps
+from flowsched.mongo.commands import Find, Steps
 from flowsched.mongo.documents import truncate_ms
 from flowsched.mongo.settlement import Claim, Settlement
+from flowsched.mongo.store import Doc
 
 __all__ = [
     "HeldLeases",
@@ -52,8 +53,6 @@ Key = tuple[Any, str]  # (item id, claim token)
 
 MAX_MARGIN = timedelta(seconds=2)
 
-_ENDED = datetime.min.replace(tzinfo=UTC)
-
 
 def start_margin(lease: timedelta) -> timedelta:
     """How much of its lease a claim must have left for its handler to start: a fifth of
@@ -69,6 +68,10 @@ class HeldLeases:
         self.lease = lease
         self.margin = start_margin(lease)
         self._until: dict[Key, datetime] = {}
+        # Claims found lost: True if their item was replaced or cancelled (gone), False if
+        # another node took it over after the lease ended.
+        self._lost: dict[Key, bool] = {}
+        self._generation: dict[Key, int | None] = {}
         self._lock = threading.Lock()
 
     def claimed(self, keys: Iterable[Key], lease_until: datetime) -> None:
@@ -77,6 +80,19 @@ class HeldLeases:
             for key in keys:
                 self._until[key] = lease_until
 
+    def claimed_claims(self, claims: Iterable[Claim], lease_until: datetime) -> None:
+        """Claims just won (with their generations), their lease ending at ``lease_until``."""
+        with self._lock:
+            for claim in claims:
+                key = (claim.item.id, claim.token)
+                self._until[key] = lease_until
+                self._generation[key] = claim.item.generation
+
+    def generation(self, key: Key) -> int | None:
+        """The generation ``key`` was claimed at (``None``: not known)."""
+        with self._lock:
+            return self._generation.get(key)
+
     def renewed(self, keys: Iterable[Key], lease_until: datetime) -> None:
         """Claims whose renewal to ``lease_until`` the server acknowledged."""
         with self._lock:
@@ -84,18 +100,28 @@ class HeldLeases:
                 if key in self._until:
                     self._until[key] = max(self._until[key], lease_until)
 
-    def lost(self, keys: Iterable[Key]) -> None:
-        """Claims a renewal did not find: taken over, replaced or cancelled."""
+    def lost(self, keys: Iterable[Key], gone: Iterable[Key] = ()) -> None:
+        """Claims a renewal (or a start check) did not find: taken over after the lease, or
+        (``gone``) their item replaced or cancelled. Their last known lease end is kept: a
+        run that completes anyway is late by the time since then, not since year 1."""
+        gone = set(gone)
         with self._lock:
             for key in keys:
                 if key in self._until:
-                    self._until[key] = _ENDED
+                    self._lost[key] = self._lost.get(key, False) or key in gone
 
     def forget(self, keys: Iterable[Key]) -> None:
         """Claims settled: no longer held."""
         with self._lock:
             for key in keys:
                 self._until.pop(key, None)
+                self._lost.pop(key, None)
+                self._generation.pop(key, None)
+
+    def gone(self, key: Key) -> bool:
+        """Whether ``key``'s item was found replaced or cancelled since the claim."""
+        with self._lock:
+            return self._lost.get(key, False)
 
     def until(self, key: Key) -> datetime | None:
         """When the lease of ``key`` ends (``None``: not held)."""
@@ -107,7 +133,10 @@ class HeldLeases:
         margin to spare. A claim not tracked here (none should be) may start, and so may one
         whose lease ends at the last date (:data:`~flowsched.clock.LAST`, cut short by the end
         of the year 9999: no clock passes it, so it cannot lapse)."""
-        until = self.until(key)
+        with self._lock:
+            if key in self._lost:
+                return False
+            until = self._until.get(key)
         return until is None or until >= LAST or until - now > self.margin
 
     def lapsed(self, claim: Claim, now: datetime) -> bool:
@@ -122,16 +151,20 @@ class HeldLeases:
         self, settlement: Settlement, claim: Claim, now: datetime, observer: Observer
     ) -> Settlement:
         """The settlement of ``claim``'s run, finished at ``now``: a
-        :func:`late_completion` if its lease had ended by then."""
+        :func:`late_completion` if its lease had ended by then (or the claim was found
+        taken over). A run whose item was replaced or cancelled meanwhile is no late
+        completion: its fenced settlement matches nothing and the observer hears nothing."""
         key = (claim.item.id, claim.token)
-        if not self.ended(key, now):
+        if self.gone(key) or not self.ended(key, now):
             return settlement
         return late_completion(settlement, claim, self.until(key), now, observer)
 
     def ended(self, key: Key, now: datetime) -> bool:
-        """Whether the lease of ``key`` had ended by ``now``."""
-        until = self.until(key)
-        return until is not None and now >= until
+        """Whether the lease of ``key`` had ended by ``now`` (or was found taken over)."""
+        with self._lock:
+            until = self._until.get(key)
+            lost = key in self._lost
+        return until is not None and (lost or now >= until)
 
 
 def refused_start(claim: Claim, until: datetime | None, now: datetime) -> None:
@@ -153,7 +186,7 @@ def late_completion(
     generation (see the module's docstring). Any other outcome is returned as it is."""
     if not isinstance(settlement.action, Completed) or settlement.generation is None:
         return settlement
-    late = now - until if until is not None else timedelta(0)
+    late = max(now - until, timedelta(0)) if until is not None else timedelta(0)
     log.warning(
         "%r completed %.1fs after its lease ended (another node may have run it too): "
         "settled as completed, not as a failure",
@@ -184,6 +217,39 @@ def renew_held_steps(
     :mod:`flowsched.mongo.commands`): both faces renew by it."""
     lease_until = truncate_ms(capped(now, claims.lease))
     found = yield from claims.renew_steps(held, now)
-    kept = set(held) if found >= len(held) else (yield from claims.holding_steps(held))
+    if found >= len(held):
+        leases.renewed(held, lease_until)
+        return
+    generations = {key: leases.generation(key) for key in held}
+    kept, gone = yield from holding_detail_steps(claims, generations)
     leases.renewed(kept, lease_until)
-    leases.lost(key for key in held if key not in kept)
+    leases.lost((key for key in held if key not in kept), gone)
+
+
+def holding_detail_steps(
+    claims: Claims, generations: Mapping[tuple[Any, str], int | None]
+) -> Steps[tuple[set[tuple[Any, str]], set[tuple[Any, str]]]]:
+    """Which (id, token) pairs of ``generations`` this node still holds, and which are
+    *gone*: their item cancelled, or replaced (stored under another generation than the
+    one claimed, given as the value; ``None``: not known, only a cancel counts). One
+    ``find`` by ids."""
+    if not generations:
+        return set(), set()
+    ids = sorted({item_id for item_id, _ in generations}, key=repr)
+    projection = {"claim.token": 1, "claim.owner": 1, "generation": 1}
+    found: list[Doc] = yield Find("items", claims.store.keys(ids), projection)
+    stored = {repr(doc["_id"]): doc for doc in found}
+    kept: set[tuple[Any, str]] = set()
+    gone: set[tuple[Any, str]] = set()
+    for key, generation in generations.items():
+        doc = stored.get(repr(key[0]))
+        claim = doc.get("claim") if doc is not None else None
+        if doc is None or (generation is not None and doc.get("generation") != generation):
+            gone.add(key)
+        elif (
+            isinstance(claim, Mapping)
+            and claim.get("token") == key[1]
+            and claim.get("owner") == claims.owner
+        ):
+            kept.add(key)
+    return kept, gone

@@ -33,6 +33,7 @@ from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
+from flowsched.mongo.outcome import call_within, cancel_attempts
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.steering import MongoSteering
@@ -137,7 +138,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         self._core = DeliveryCore(
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
-        self._store = TimerStore(collection, buckets, served, node=self.node_id)
+        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
         self.collection: Any = self._store.items  # public: its database holds the _dead ones
         self._claims = Claims(self._store, self.node_id, lease)
         self._history = MongoHistory(self._time.now, self.node_id, history)
@@ -225,8 +226,8 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         what = f"schedule({item.id!r})"
         try:
             if replace:
-                self._call(what, lambda: self._store.put(document))
-            elif not self._call(what, lambda: self._store.insert(document)):
+                self._call(what, lambda before: self._store.put(document, before), write=True)
+            elif not self._call(what, lambda _: self._store.insert(document), write=True):
                 # Taken: by a newer item, or by this very insert if a retry repeated it.
                 found = self._call(what, lambda: self._store.find(item.id))
                 if found is None or found.get("generation") != document["generation"]:
@@ -249,7 +250,8 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         if not storable_id(item_id):
             return False  # an id no item can have (as in memory): no round trip
         try:
-            removed = self._call(f"cancel({item_id!r})", lambda: self._store.delete(item_id))
+            first, again = cancel_attempts(self._store, item_id)
+            removed = self._call(f"cancel({item_id!r})", first, again=again, write=True)
         finally:
             self._local_writes.touch(item_id)
         if removed:
@@ -268,7 +270,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         if self._core.observes_cancelled:
             ids = self._call(what, lambda: self._store.flow_ids(flow_id))
         try:
-            removed = self._call(what, lambda: self._store.delete_flow(flow_id))
+            removed = self._call(what, lambda at: self._store.delete_flow(flow_id, at), write=True)
         finally:
             self._local_writes.touch_flow(flow_id)
         for item_id in ids[:removed]:
@@ -338,7 +340,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
                 if not batch.won and not batch.quarantined:
                     return delivered
                 delivered += deliver_in_thread(
-                    batch, stamp, self._local_writes, self._core, self._write, self._claims.lease
+                    batch, stamp, self._local_writes, self._core, self._write, self._claims
                 )
             finally:
                 self._local_writes.close(stamp)
@@ -451,9 +453,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
     def _write(self, settlements: list[Settlement]) -> None:
         self._call("run_due settle", lambda: self._claims.settle(settlements, self._time.now()))
 
-    def _call(self, what: str, operation: Callable[[], T]) -> T:
-        def run() -> T:
-            self._store.ensure_indexes()
-            return operation()
-
-        return within(self._op_timeout, what, run, self._store.items)
+    def _call(self, what: str, op: Callable[..., T], **write: Any) -> T:
+        """``op`` within ``op_timeout``; a ``write`` is given its fence (``OutcomeUnknown``:
+        :func:`~flowsched.mongo.outcome.call_within`)."""
+        return call_within(self._store, self._time, self._op_timeout, what, op, **write)

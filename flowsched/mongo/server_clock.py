@@ -6,21 +6,33 @@ every node of one collection. :class:`ServerClock` is that clock as seen from on
 its own clock plus an **offset** it learns from the server.
 
 The offset is measured with ``hello`` (a command every driver already sends; it answers
-``localTime``, the server's wall clock), corrected by half the round trip::
+``localTime``, the server's wall clock). A reply is a **sample**: the server read its clock
+somewhere between the send and the receipt, so a sample is worth at most half its round
+trip (plus ``localTime``'s millisecond)::
 
-    offset = localTime - (node time before + round trip / 2)
+    offset = localTime - (node time before + round trip / 2)     error = round trip / 2
 
-and measured again every :data:`REFRESH` (one cheap command, on the sweeper's thread).
+The clock keeps the last :data:`SAMPLES` samples and judges by the one whose error is
+smallest now (NTP's clock filter: the shortest round trip wins; a sample's error grows with
+its age by :data:`DRIFT`), so one slow round trip (a ``hello`` held 3 s, the first one after
+a server restart) never displaces a good measurement. The offset is measured again every
+:data:`REFRESH` (one cheap command, on the sweeper's thread), every :data:`RETRY` while the
+best error is above :data:`GOOD_ENOUGH`.
+
+**Never early.** Due times and leases are judged on the safe side of the bound:
+:meth:`ServerClock.earliest` (the estimate minus its error: the server's clock has certainly
+reached it) says whether an item is due, so no delivery starts before its due time by the
+server's clock; :meth:`ServerClock.latest` (plus the error) says whether a lease has ended,
+so no node starts a claim whose lease has ended. :meth:`ServerClock.now` is the midpoint.
 Between two measurements the server's time is carried forward on the node's *monotonic*
 clock (the server's time at the measurement plus the monotonic time since), so a step of the
 node's wall clock (NTP, a VM resumed, an operator) changes nothing until the next
 measurement, which reports it as a new offset.
-``localTime`` has millisecond precision and the correction assumes a symmetric round trip:
-the offset is right to about half the round trip plus a millisecond.
 
 A server that does not answer ``localTime`` (mongomock) leaves the offset at 0, said once in
-the log. A node whose offset exceeds ``max_skew`` logs it once, with the figure (its clock
-is wrong: fix NTP; flowsched keeps working on the server's time meanwhile).
+the log. A node whose offset exceeds ``max_skew`` *beyond the sample's error* logs it once, with the
+figure (its clock is wrong: fix NTP; flowsched keeps working on the server's time
+meanwhile): a slow round trip on a host with no skew is no skew.
 
 Only a wall clock is corrected: a :class:`~flowsched.clock.ManualClock` (tests, virtual
 time) is the truth by definition, so ``measure=False`` (the scheduler's ``server_time``
@@ -33,7 +45,9 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,9 +57,15 @@ from flowsched.mongo.documents import bson_utc
 
 __all__ = [
     "DEFAULT_MAX_SKEW",
+    "DRIFT",
+    "GOOD_ENOUGH",
     "REFRESH",
     "RETRY",
+    "SAMPLES",
+    "Sample",
     "ServerClock",
+    "due_now",
+    "lease_now",
     "offset_from_hello",
     "server_clock",
 ]
@@ -53,9 +73,55 @@ __all__ = [
 log = logging.getLogger("flowsched.mongo")
 
 REFRESH = 30.0
-RETRY = 5.0
-"""Seconds before a measurement that failed (the server unreachable) is tried again."""
 """Seconds between two measurements of the offset."""
+RETRY = 5.0
+"""Seconds before a measurement that failed (the server unreachable), or one whose error is
+above :data:`GOOD_ENOUGH`, is tried again."""
+SAMPLES = 8
+"""Samples kept (NTP's clock filter keeps eight)."""
+DRIFT = 5e-5
+"""How fast a sample's error grows with its age (seconds per second: 50 ppm, the node's
+monotonic clock against the server's)."""
+GOOD_ENOUGH = 0.05
+"""A best error (seconds) above which the clock measures again after :data:`RETRY`."""
+PRECISION = 0.001
+"""``localTime`` is whole milliseconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One ``hello``: the server's clock read ``server`` somewhere between the node's
+    monotonic ``sent`` and ``received``; ``offset`` is its midpoint estimate of server time
+    minus node time."""
+
+    server: datetime
+    sent: float
+    received: float
+    offset: timedelta
+
+    def error(self, monotonic: float) -> float:
+        """Seconds the estimate may be off at ``monotonic``: half the round trip, the
+        millisecond of ``localTime``, and :data:`DRIFT` per second of age."""
+        delay = self.received - self.sent
+        return delay / 2 + PRECISION + max(monotonic - self.received, 0.0) * DRIFT
+
+    def estimate(self, monotonic: float) -> datetime:
+        """The server's time at ``monotonic``, read at the round trip's midpoint."""
+        midpoint = (self.sent + self.received) / 2
+        return self.server + timedelta(seconds=monotonic - midpoint)
+
+
+def due_now(clock: Clock) -> datetime:
+    """The time to judge due times by on ``clock``: never ahead of the database's (a
+    :class:`ServerClock`'s :meth:`~ServerClock.earliest`; any other clock's ``now``)."""
+    return clock.earliest() if isinstance(clock, ServerClock) else clock.now()
+
+
+def lease_now(clock: Clock) -> datetime:
+    """The time to judge leases by on ``clock``: never behind the database's (a
+    :class:`ServerClock`'s :meth:`~ServerClock.latest`; any other clock's ``now``)."""
+    return clock.latest() if isinstance(clock, ServerClock) else clock.now()
+
 
 DEFAULT_MAX_SKEW = timedelta(seconds=1)
 """A node clock further than this from the server's is logged (once)."""
@@ -95,10 +161,9 @@ class ServerClock:
         self._owner = owner
         self._offset = timedelta(0)
         self._measured = False
-        # The server's time at the last measurement and the node's monotonic time then:
-        # now() carries it forward on the monotonic clock (immune to wall-clock steps).
-        self._base: datetime | None = None
-        self._base_monotonic = 0.0
+        # The last SAMPLES measurements: now() carries the best one forward on the monotonic
+        # clock (immune to wall-clock steps).
+        self._samples: deque[Sample] = deque(maxlen=SAMPLES)
         self._next = 0.0  # monotonic: when to measure again
         self._said_unsupported = False
         self._said_skew = False
@@ -114,13 +179,50 @@ class ServerClock:
         """Whether the offset comes from the server (``False``: 0 by default)."""
         return self._measured
 
+    def best(self) -> Sample | None:
+        """The sample with the smallest error now (``None``: none yet)."""
+        with self._lock:
+            samples = list(self._samples)
+        if not samples:
+            return None
+        monotonic = self.node.monotonic()
+        # The smallest error wins; the newest on a tie.
+        return min(reversed(samples), key=lambda sample: sample.error(monotonic))
+
+    @property
+    def error(self) -> timedelta:
+        """How far :meth:`now` may be from the server's clock (0 before any sample, or
+        not measuring: the node's clock is then the truth)."""
+        best = self.best()
+        if best is None:
+            return timedelta(0)
+        return timedelta(seconds=best.error(self.node.monotonic()))
+
     def now(self) -> datetime:
-        """The server's time now, as this node reckons it: the last measurement carried
+        """The server's time now, as this node reckons it: the best sample carried
         forward on the monotonic clock (before any, the node's clock plus 0)."""
-        base = self._base
-        if base is None:
+        best = self.best()
+        if best is None:
             return self.node.now() + self._offset
-        return base + timedelta(seconds=self.node.monotonic() - self._base_monotonic)
+        return best.estimate(self.node.monotonic())
+
+    def earliest(self) -> datetime:
+        """A time the server's clock has certainly reached: :meth:`now` minus its error.
+        Due times are judged by it (never early)."""
+        best = self.best()
+        if best is None:
+            return self.now()
+        monotonic = self.node.monotonic()
+        return best.estimate(monotonic) - timedelta(seconds=best.error(monotonic))
+
+    def latest(self) -> datetime:
+        """A time the server's clock has certainly not passed: :meth:`now` plus its error.
+        Leases are judged by it (no claim starts after its lease ended)."""
+        best = self.best()
+        if best is None:
+            return self.now()
+        monotonic = self.node.monotonic()
+        return best.estimate(monotonic) + timedelta(seconds=best.error(monotonic))
 
     def monotonic(self) -> float:
         return self.node.monotonic()
@@ -173,7 +275,8 @@ class ServerClock:
         )
 
     def due(self) -> bool:
-        """Whether a measurement is due (:data:`REFRESH` seconds since the last, or none)."""
+        """Whether a measurement is due (:data:`REFRESH` seconds since the last, or none;
+        :data:`RETRY` while the best error is above :data:`GOOD_ENOUGH`)."""
         return self.measures and self.node.monotonic() >= self._next
 
     async def refresh_async(self, command: Callable[[str], Any]) -> None:
@@ -204,10 +307,9 @@ class ServerClock:
     def _accept(
         self, reply: Mapping[str, Any], sent: datetime, started: float, round_trip: float
     ) -> None:
-        """Take the offset from a ``hello`` reply sent at ``sent`` (monotonic ``started``)."""
+        """Take a sample from a ``hello`` reply sent at ``sent`` (monotonic ``started``)."""
         self._next = self.node.monotonic() + REFRESH
         offset = offset_from_hello(reply, sent, round_trip)
-        midpoint = started + round_trip / 2
         if offset is None:
             if not self._said_unsupported:
                 self._said_unsupported = True
@@ -217,29 +319,42 @@ class ServerClock:
                     self._owner,
                 )
             return
+        server = bson_utc(reply["localTime"])
+        sample = Sample(server, started, started + round_trip, offset)
         with self._lock:
-            self._offset, self._measured = offset, True
-            self._base = sent + timedelta(seconds=round_trip / 2) + offset
-            self._base_monotonic = midpoint
-        self._check_skew(offset, round_trip)
+            self._samples.append(sample)
+            self._measured = True
+        best = self.best()
+        assert best is not None
+        self._offset = best.offset
+        error = best.error(self.node.monotonic())
+        if error > GOOD_ENOUGH:
+            self._next = min(self._next, self.node.monotonic() + RETRY)
+        self._check_skew(best.offset, round_trip, error)
 
-    def _check_skew(self, offset: timedelta, round_trip: float) -> None:
-        if abs(offset) <= self.max_skew or self._said_skew:
+    def _check_skew(self, offset: timedelta, round_trip: float, error: float = 0.0) -> None:
+        """Warn (once) when the offset exceeds ``max_skew`` beyond the sample's ``error``."""
+        if abs(offset).total_seconds() - error <= self.max_skew.total_seconds():
+            return
+        if self._said_skew:
             return
         self._said_skew = True
         seconds = offset.total_seconds()
         log.warning(
-            "node %s: its clock is %.3fs %s the database's (bound %gs, round trip %.3fs); "
-            "flowsched judges time by the database's clock, but fix this host's time (NTP)",
+            "node %s: its clock is %.3fs %s the database's (bound %gs, round trip %.3fs, "
+            "error %.3fs); flowsched judges time by the database's clock, but fix this "
+            "host's time (NTP)",
             self._owner,
             abs(seconds),
             "behind" if seconds > 0 else "ahead of",
             self.max_skew.total_seconds(),
             round_trip,
+            error,
         )
 
     def __repr__(self) -> str:
-        return f"ServerClock({self.node!r}, offset={self._offset.total_seconds():+.3f}s)"
+        offset, error = self._offset.total_seconds(), self.error.total_seconds()
+        return f"ServerClock({self.node!r}, offset={offset:+.3f}s ± {error:.3f}s)"
 
 
 def server_clock(

@@ -40,7 +40,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from flowsched.errors import ConfigError
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
-from flowsched.mongo.documents import bson_utc_or_none, bucket_of
+from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
+from flowsched.mongo.server_clock import ServerClock
 
 __all__ = [
     "CLAIM_INDEX",
@@ -136,6 +137,7 @@ class MongoCollections:
         buckets: int = 1,
         served: Sequence[int] | None = None,
         node: str = "?",
+        clock: ServerClock | None = None,
     ) -> None:
         self.items: Any = _tolerant(collection)
         self.node = node
@@ -154,6 +156,7 @@ class MongoCollections:
         self.settings = database[f"{collection.name}_settings"]
         self.history = database[f"{collection.name}_history"]
         self._indexed = False
+        self.clock = clock  # stamps stored forms (stamped), once measured
         self._disagreement: ConfigError | None = None
         self._index_lock = threading.Lock()
 
@@ -279,17 +282,33 @@ class MongoCollections:
 
     # -- the port's operations: sync calls over the procedures ---------------------------
 
-    def put(self, document: Doc) -> None:
-        self.run(self.put_steps(document))
+    def put(self, document: Doc, before: datetime | None = None) -> None:
+        self.run(self.put_steps(document, before))
 
     def insert(self, document: Doc) -> bool:
         return self.run(self.insert_steps(document))
 
-    def delete(self, item_id: str) -> bool:
-        return self.run(self.delete_steps(item_id))
+    def delete(self, item_id: str, before: datetime | None = None) -> bool:
+        return self.run(self.delete_steps(item_id, before))
 
-    def delete_flow(self, flow_id: str) -> int:
-        return self.run(self.delete_flow_steps(flow_id))
+    def delete_flow(self, flow_id: str, before: datetime | None = None) -> int:
+        return self.run(self.delete_flow_steps(flow_id, before))
+
+    def stamped(self, document: Doc) -> dict[str, Any]:
+        """``document`` with ``stored_at``: the database's time, never behind it (the
+        clock's ``latest``), once the clock is measured (else unstamped, and unfenced)."""
+        if self.clock is None or not self.clock.measured:
+            return dict(document)
+        return {**document, "stored_at": truncate_ms(self.clock.latest())}
+
+    @staticmethod
+    def fence(before: datetime | None) -> dict[str, Any]:
+        """The filter of forms stored by ``before`` (or unstamped); ``{}`` without it. A write
+        given up at ``before`` (:func:`flowsched.mongo.outcome.write_deadline`) that arrives
+        later applies to no form stored after that: their stamps are later than ``before``."""
+        if before is None:
+            return {}
+        return {"$or": [{"stored_at": {"$lte": before}}, {"stored_at": {"$exists": False}}]}
 
     def flow_ids(self, flow_id: str) -> list[str]:
         return self.run(self.flow_ids_steps(flow_id))
@@ -333,33 +352,40 @@ class MongoCollections:
         """Reach the server once (the ``ping`` command), whatever the collections hold."""
         yield Call("database", "command", ("ping",))
 
-    def put_steps(self, document: Doc) -> Steps[None]:
-        """Insert or replace the item's document (one upsert, by ``_id`` and bucket)."""
-        key = self.key(document["_id"])
+    def put_steps(self, document: Doc, before: datetime | None = None) -> Steps[None]:
+        """Insert or replace the item's document (one upsert, by ``_id`` and bucket); with
+        ``before``, only a form stored by then (:meth:`fence`): a newer one stays."""
+        document = self.stamped(document)
+        key = {**self.key(document["_id"]), **self.fence(before)}
         try:
             yield Call("items", "replace_one", (key, document), {"upsert": True})
         except DuplicateKeyError:
             # Two upserts of one new _id raced; the loser's retry now finds the document.
             # Or the stored one has no bucket yet (written before buckets; `flowsched
-            # timers migrate` sets it): replaced by _id alone, as before.
+            # timers migrate` sets it): replaced by _id alone, as before. Or (``before``)
+            # the stored form is newer than the write: it stays.
             if (yield Call("items", "replace_one", (key, document))).matched_count == 0:
-                by_id = ({"_id": document["_id"]}, document)
-                yield Call("items", "replace_one", by_id, {"upsert": True})
+                by_id = {"_id": document["_id"], **self.fence(before)}
+                with contextlib.suppress(DuplicateKeyError):  # fenced out: a newer form stays
+                    yield Call("items", "replace_one", (by_id, document), {"upsert": True})
 
     def insert_steps(self, document: Doc) -> Steps[bool]:
         """Insert the item's document unless one with its ``_id`` exists; whether it did."""
         try:
-            yield Call("items", "insert_one", (dict(document),))
+            yield Call("items", "insert_one", (self.stamped(document),))
         except DuplicateKeyError:
             return False
         return True
 
-    def delete_steps(self, item_id: str) -> Steps[bool]:
-        result = yield Call("items", "delete_one", (self.key(item_id),))
+    def delete_steps(self, item_id: str, before: datetime | None = None) -> Steps[bool]:
+        """Remove the item (a form stored by ``before``: :meth:`fence`); whether it did."""
+        query = {**self.key(item_id), **self.fence(before)}
+        result = yield Call("items", "delete_one", (query,))
         return bool(result.deleted_count > 0)
 
-    def delete_flow_steps(self, flow_id: str) -> Steps[int]:
-        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
+    def delete_flow_steps(self, flow_id: str, before: datetime | None = None) -> Steps[int]:
+        """Remove the flow's items (forms stored by ``before``); how many."""
+        query = {"flow_id": flow_id, "bucket": self.every_bucket(), **self.fence(before)}
         return int((yield Call("items", "delete_many", (query,))).deleted_count)
 
     def flow_ids_steps(self, flow_id: str) -> Steps[list[str]]:

@@ -14,9 +14,10 @@ Every node runs one; there is no leader. Each turn of the loop:
    coming within the poll interval (it looks one poll ahead, same round trip; not sooner than
    50 ms, so that items due close together share a claim): items fire within about 50 ms.
 
-No handler starts on a claim whose lease has (nearly) ended by the database's clock (the node
-was paused past it; another node may hold the item): it is given back, fenced, unrun; a run
-completed after its lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
+A claim in the queue is checked in the database right before its handler starts
+(:mod:`flowsched.mongo.start_check`). No handler starts on a claim whose lease has (nearly)
+ended by the database's clock: it is given back, fenced, unrun; a run completed after its
+lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
 
 A fresh claim's handler starts at once, unmarked. A *suspect* claim (:attr:`Claim.suspect`:
 an earlier claim was never settled) starts only once its start is marked in the collection:
@@ -24,10 +25,10 @@ a worker about to run one asks, the loop writes every mark asked for with the ou
 writing anyway, then those handlers start (see :mod:`flowsched.mongo.claims`). A handler that
 kills its node thus runs at most twice per counted attempt.
 
-Errors never end the loop: it logs, backs off (0.1 s doubling to 5 s) and carries on, keeping
-unwritten outcomes for the next turn (every write is fenced: repeating one is harmless). An
-outcome the server refuses for good, or that cannot be encoded, is dropped on its own (the
-others are written): its claim runs out and the item is delivered again.
+Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF)
+and carries on, keeping unwritten outcomes for the next turn (every write is fenced). A
+settle refused for good is written one outcome at a time (:func:`~flowsched.mongo.transient.
+refused_for_good`, as on the asyncio node): only an outcome refused on its own is dropped.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-import bson
 import pymongo
-from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import Clock, capped
 from flowsched.delivery import DeliveryCore, Redeliver
@@ -60,8 +59,10 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
+from flowsched.mongo.server_clock import lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
-from flowsched.mongo.transient import OutageBackoff, OutageLog, is_transient, within
+from flowsched.mongo.start_check import ThreadStartChecks
+from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff, within
 
 __all__ = ["Sweeper"]
 
@@ -112,6 +113,7 @@ class Sweeper:
         self._closing = False
         self._held: dict[tuple[Any, str], Claim] = {}
         self._leases = HeldLeases(self._claims.lease)  # when each held claim's lease ends
+        self._checks = ThreadStartChecks(self._claims, self._leases, op_timeout.total_seconds())
         # Start marks: asked for by workers, being written, written (until its worker reads it).
         self._starting: list[Claim] = []
         self._marking: list[Claim] = []
@@ -199,7 +201,7 @@ class Sweeper:
                     self._on_start()
             except Exception as exc:
                 log.debug("sweeper of %s: start-up check failed: %s", self._claims.owner, exc)
-        backoff = OutageBackoff(first=0.1, cap=5.0)
+        backoff = sweep_backoff()
         outage = OutageLog(self._claims.owner, self._clock.monotonic)
         while not self._stop.is_set():
             started = self._clock.monotonic()
@@ -252,8 +254,7 @@ class Sweeper:
             for claim in batch.deliver:
                 self._held[(claim.item.id, claim.token)] = claim
             if batch.lease_until is not None:
-                keys = ((c.item.id, c.token) for c in batch.deliver)
-                self._leases.claimed(keys, batch.lease_until)
+                self._leases.claimed_claims(batch.deliver, batch.lease_until)
             # A full batch means more may be due: go again at once. Otherwise wait until the
             # next item the query saw, or to the end of the range it looked at (or poke()).
             if self._next_poll <= now:
@@ -269,6 +270,7 @@ class Sweeper:
                 self._next_renew = now + self._renew_every
         with self._lock:
             self._queued += len(batch.deliver)
+        self._checks.queued(batch.deliver)
         for claim in batch.deliver:
             self._pool.submit(self._deliver, claim, stamp)
         if batch.settle:
@@ -311,18 +313,22 @@ class Sweeper:
     def _deliver(self, claim: Claim, stamp: int) -> None:
         self._worker.on = True
         try:
+            self._checks.taken(claim)
             with self._lock:
                 self._queued -= 1
                 # Closing, or cancelled/replaced here since the claim: give it back unrun.
                 skip = self._closing or self._local_writes.stale(stamp, claim.item)
             # Only a suspect claim waits for its start mark (see the module's docstring).
             skip = skip or (claim.suspect and not self._await_start(claim))
+            # Still ours in the database, right before the handler (flowsched.mongo.start_check)
+            skip = skip or not self._checks.may_start(claim)
             with self._lock:
                 skip = skip or self._closing or self._local_writes.stale(stamp, claim.item)
                 # Paused (or starved) past its lease: another node may hold it now.
-                skip = skip or self._leases.lapsed(claim, self._clock.now())
+                skip = skip or self._leases.lapsed(claim, lease_now(self._clock))
                 if not skip:
                     self._running += 1
+            self._checks.forget(claim)
             if skip:
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 return
@@ -398,25 +404,19 @@ class Sweeper:
             return
         try:
             self._claims.settle(batch, self._clock.now(), starts)
-        except (BulkWriteError, WriteError) as exc:
-            if is_transient(exc):
+        except BaseException as exc:
+            if not refused_for_good(exc):
                 self._keep(batch, starts)
                 raise
-            # The server refused a write for good (a validation rule?): retrying would stall
-            # the sweep. Stop holding these claims: their leases run out and any node
-            # delivers them again. Marks asked for count as written: those handlers run.
-            log.error("dropping %d outcomes the server refused: %s", len(batch), exc)
-        except (bson.errors.BSONError, OverflowError, TypeError, ValueError) as exc:
-            # Not the server: one outcome that cannot be encoded. Write the others.
-            log.error("an outcome cannot be written (%s): writing them one by one", exc)
+            # Refused for good (a validation rule, an outcome that cannot be encoded): write
+            # them one by one, dropping only what cannot be written on its own - the same
+            # rule as the asyncio node's (never a whole batch for one bad outcome).
+            log.error("outcomes refused (%s): writing them one by one", exc)
             try:
                 self._claims.settle_each(batch, self._clock.now, starts)
             except BaseException:  # an outage meanwhile: keep them all (settling repeats safely)
                 self._keep(batch, starts)
                 raise
-        except BaseException:
-            self._keep(batch, starts)
-            raise
         with self._lock:
             for settlement in batch:
                 self._held.pop((settlement.item_id, settlement.token), None)

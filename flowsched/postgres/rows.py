@@ -32,6 +32,7 @@ __all__ = [
     "utc",
 ]
 
+
 def item_params(item: ScheduleItem) -> dict[str, Any]:
     """The ``put`` statement's parameters for ``item`` (``ValueError`` if its payload cannot
     be stored exactly)."""
