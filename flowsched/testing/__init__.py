@@ -43,6 +43,7 @@ from flowsched.testing._checks_delivery import DELIVERY_GUARANTEES
 from flowsched.testing._checks_items import ITEM_GUARANTEES
 from flowsched.testing._checks_recurring import RECURRING_GUARANTEES
 from flowsched.testing._checks_routing import ROUTING_GUARANTEES
+from flowsched.testing._checks_steering import STEERING_GUARANTEES
 from flowsched.testing._checks_store import STORE_GUARANTEES
 from flowsched.testing._checks_time import TIME_GUARANTEES
 from flowsched.testing._store_trial import StoreFactory, open_store
@@ -76,6 +77,7 @@ _GUARANTEES: tuple[Guarantee, ...] = (
     + TIME_GUARANTEES
     + RECURRING_GUARANTEES
     + ROUTING_GUARANTEES
+    + STEERING_GUARANTEES
 )
 
 
