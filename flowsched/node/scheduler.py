@@ -32,9 +32,9 @@ from flowsched.node.common import (
     NodeOptions,
     is_manual,
     late_hook,
-    selection,
     stored_item,
 )
+from flowsched.node import steering
 from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.port import FailedHandler, Handler, SchedulerPort
@@ -158,16 +158,12 @@ class NodeScheduler(SchedulerPort):
     # -- steering (CONTRACT section 18) --------------------------------------------
 
     def timers(self, **filters: Any) -> TimerPage:
-        return self._store.timers(selection(**filters))
+        """One page, soonest due first, ties by id (see :mod:`flowsched.node.steering`)."""
+        return steering.sync_page(self._store.timers, steering.checked_selection(**filters))
 
     def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
-        after = filters.pop("after", None)
-        while True:
-            page = self._store.timers(selection(**filters, after=after))
-            yield from page.items
-            if page.next is None:
-                return
-            after = page.next
+        """Every match, page after page; the arguments are checked at the call."""
+        return steering.sync_pages(self._store.timers, steering.iter_selection(**filters))
 
     def history(self, item_id: str) -> list[Attempt]:
         return self._store.history(item_id)
