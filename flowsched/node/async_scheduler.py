@@ -24,6 +24,7 @@ from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.drivers.asyncio import AsyncioDriver
 from flowsched.errors import SchedulerUnavailable
+from flowsched.node import steering
 from flowsched.node.common import (
     NodeArgs,
     NodeOptions,
@@ -31,7 +32,6 @@ from flowsched.node.common import (
     late_hook,
     stored_item,
 )
-from flowsched.node import steering
 from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.port import FailedHandler

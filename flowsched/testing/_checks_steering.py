@@ -65,7 +65,7 @@ def _soonest_due_first(t: Trial) -> None:
 
 def _filters(t: Trial) -> None:
     s = _steered(t)
-    s.register("named", lambda item, attempt: None)
+    t.scheduler.register("named", lambda item, attempt: None)
     t.timer("o1", t.at(10), flow_id="f1")
     t.scheduler.schedule(ScheduleItem("o2", ScheduleKind.ACTION_TIMEOUT, t.at(20), "f1"))
     t.timer("p1", t.at(30), flow_id="f2")

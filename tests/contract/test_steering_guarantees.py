@@ -48,9 +48,7 @@ def check_async_steering(factory: Callable[[ManualClock], Any]) -> list[str]:
             return LoopClock(portal, start)
 
         return [
-            g.name
-            for g in STEERING_GUARANTEES
-            if not try_guarantee(g, blocking, None, new_clock)
+            g.name for g in STEERING_GUARANTEES if not try_guarantee(g, blocking, None, new_clock)
         ]
     finally:
         portal.close()
@@ -100,9 +98,7 @@ def test_async_mongo_scheduler_on_mongomock() -> None:
 
     db = _mongomock()
     skipped = check_async_steering(
-        lambda clock: AsyncMongoScheduler(
-            db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock
-        )
+        lambda clock: AsyncMongoScheduler(db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock)
     )
     assert skipped == ([] if _has_history(AsyncMongoScheduler) else [HISTORY])
 
@@ -198,7 +194,11 @@ BROKEN: list[tuple[str, Factory, str]] = [
         lambda clock: NodeScheduler(ResumeReplays(clock), clock=clock),
         "missed slots are not replayed",
     ),
-    ("newest-first", lambda clock: NewestFirstHistory(MemoryTimerStore(clock), clock=clock), "history"),
+    (
+        "newest-first",
+        lambda clock: NewestFirstHistory(MemoryTimerStore(clock), clock=clock),
+        "history",
+    ),
 ]
 
 
