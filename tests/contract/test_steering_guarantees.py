@@ -103,6 +103,18 @@ def test_async_mongo_scheduler_on_mongomock() -> None:
     assert skipped == ([] if _has_history(AsyncMongoScheduler) else [HISTORY])
 
 
+@pytest.mark.wire
+def test_mongo_scheduler_on_the_wire_server(mongo_db: Any) -> None:
+    from flowsched import MongoScheduler
+
+    skipped = check_steering(
+        lambda clock: MongoScheduler(
+            mongo_db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock
+        )
+    )
+    assert skipped == ([] if _has_history(MongoScheduler) else [HISTORY])
+
+
 def _node(clock: ManualClock) -> NodeScheduler:
     return NodeScheduler(MemoryTimerStore(clock), clock=clock)
 
