@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
+from flowsched.delivery import RedeliveryPolicy
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.steering import Attempt, TimerInfo, TimerPage
@@ -208,6 +209,21 @@ def _unknown_ids(t: Trial) -> None:
     assert s.resume("gone") is False, "resume() of a cancelled item did not answer False"
 
 
+def _dead_letters_only_with_state_dead(t: Trial) -> None:
+    s, rec = _steered(t), t.recorder
+    t.scheduler.subscribe(TIMER, rec)
+    rec.fail("dead")
+    t.timer("dead", t.at(1))
+    t.timer("alive", t.at(60))
+    t.clock.advance(10 * S)
+    assert [d.item.id for d in t.scheduler.dead_letters()] == ["dead"], "no dead letter to list"
+    listed = _ids(s.timers())
+    assert listed == ["alive"], f"timers() listed {listed}: dead letters only with state='dead'"
+    dead = [(info.id, info.state) for info in s.timers(state="dead").items]
+    assert dead == [("dead", "dead")], f"timers(state='dead') listed {dead}"
+    assert _ids(list(s.iter_timers())) == ["alive"], "iter_timers() listed a dead letter"
+
+
 def _history(t: Trial) -> None:
     rec = t.recorder
     history = cast(Callable[[str], list[Attempt]], getattr(t.scheduler, "history"))  # noqa: B009
@@ -263,6 +279,11 @@ STEERING_GUARANTEES = (
         _resume_recurring,
     ),
     Guarantee("pause() and resume() answer False for an unknown id", _unknown_ids),
+    Guarantee(
+        "dead letters are listed only with state='dead'",
+        _dead_letters_only_with_state_dead,
+        redelivery=RedeliveryPolicy(max_attempts=1),
+    ),
     Guarantee(
         "history() lists a failed then a succeeded attempt, oldest first, with the error "
         "(skipped when the adapter has no history)",

@@ -16,6 +16,7 @@ from flowsched import (
     AsyncInMemoryScheduler,
     InMemoryScheduler,
     ManualClock,
+    RedeliveryPolicy,
     TimerPage,
 )
 from flowsched.node.async_scheduler import AsyncNodeScheduler
@@ -27,28 +28,32 @@ from flowsched.store import MemoryTimerStore, as_async
 from flowsched.testing import async_port_guarantees, port_guarantees
 from flowsched.testing._async_trial import BlockingPort, LoopClock, Portal, built
 from flowsched.testing._checks_steering import STEERING_GUARANTEES
-from flowsched.testing._trial import Factory, try_guarantee
+from flowsched.testing._trial import try_guarantee
 
 HISTORY = STEERING_GUARANTEES[-1].name
 
 
-def check_steering(factory: Factory) -> list[str]:
-    """Try every steering guarantee on ``factory``; the names of those skipped."""
-    return [g.name for g in STEERING_GUARANTEES if not try_guarantee(g, factory, None)]
+def check_steering(factory: Callable[..., Any]) -> list[str]:
+    """Try every steering guarantee on ``factory(clock, policy=None)``; the names of those
+    skipped."""
+    return [g.name for g in STEERING_GUARANTEES if not try_guarantee(g, factory, factory)]
 
 
-def check_async_steering(factory: Callable[[ManualClock], Any]) -> list[str]:
+def check_async_steering(factory: Callable[..., Any]) -> list[str]:
+    """The same for an async adapter, through the kit's blocking view of it."""
     portal = Portal()
     try:
 
-        def blocking(clock: ManualClock) -> BlockingPort:
-            return BlockingPort(portal, portal.call(built(factory, clock)))
+        def blocking(clock: ManualClock, policy: RedeliveryPolicy | None = None) -> BlockingPort:
+            return BlockingPort(portal, portal.call(built(factory, clock, policy)))
 
         def new_clock(start: datetime) -> ManualClock:
             return LoopClock(portal, start)
 
         return [
-            g.name for g in STEERING_GUARANTEES if not try_guarantee(g, blocking, None, new_clock)
+            g.name
+            for g in STEERING_GUARANTEES
+            if not try_guarantee(g, blocking, blocking, new_clock)
         ]
     finally:
         portal.close()
@@ -57,6 +62,10 @@ def check_async_steering(factory: Callable[[ManualClock], Any]) -> list[str]:
 def _mongomock() -> Any:
     mongomock = pytest.importorskip("mongomock")
     return mongomock.MongoClient(tz_aware=True)["steering"]
+
+
+def _collection(db: Any) -> Any:
+    return db[f"t_{uuid.uuid4().hex[:8]}"]
 
 
 def test_the_steering_guarantees_are_listed_in_order() -> None:
@@ -69,28 +78,44 @@ def test_the_steering_guarantees_are_listed_in_order() -> None:
 # -- every adapter -------------------------------------------------------------------------
 
 
-def _has_history(scheduler_class: type) -> bool:
-    return hasattr(scheduler_class, "history")
+def _skipped_for(scheduler_class: type) -> list[str]:
+    """What is skipped on that class: history until it has one (branch ``history``)."""
+    return [] if hasattr(scheduler_class, "history") else [HISTORY]
 
 
 def test_in_memory_scheduler() -> None:
-    skipped = check_steering(lambda clock: InMemoryScheduler(clock=clock))
-    assert skipped == ([] if _has_history(InMemoryScheduler) else [HISTORY])
+    skipped = check_steering(
+        lambda clock, policy=None: InMemoryScheduler(clock=clock, redelivery=policy)
+    )
+    assert skipped == _skipped_for(InMemoryScheduler)
 
 
 def test_async_in_memory_scheduler() -> None:
-    skipped = check_async_steering(lambda clock: AsyncInMemoryScheduler(clock=clock))
-    assert skipped == ([] if _has_history(AsyncInMemoryScheduler) else [HISTORY])
+    skipped = check_async_steering(
+        lambda clock, policy=None: AsyncInMemoryScheduler(clock=clock, redelivery=policy)
+    )
+    assert skipped == _skipped_for(AsyncInMemoryScheduler)
+
+
+def _mongo(db: Any) -> Callable[..., Any]:
+    from flowsched import MongoScheduler
+
+    return lambda clock, policy=None: MongoScheduler(
+        _collection(db), node_id="n", clock=clock, redelivery=policy
+    )
 
 
 def test_mongo_scheduler_on_mongomock() -> None:
     from flowsched import MongoScheduler
 
-    db = _mongomock()
-    skipped = check_steering(
-        lambda clock: MongoScheduler(db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock)
-    )
-    assert skipped == ([] if _has_history(MongoScheduler) else [HISTORY])
+    assert check_steering(_mongo(_mongomock())) == _skipped_for(MongoScheduler)
+
+
+@pytest.mark.wire
+def test_mongo_scheduler_on_the_wire_server(mongo_db: Any) -> None:
+    from flowsched import MongoScheduler
+
+    assert check_steering(_mongo(mongo_db)) == _skipped_for(MongoScheduler)
 
 
 def test_async_mongo_scheduler_on_mongomock() -> None:
@@ -98,25 +123,15 @@ def test_async_mongo_scheduler_on_mongomock() -> None:
 
     db = _mongomock()
     skipped = check_async_steering(
-        lambda clock: AsyncMongoScheduler(db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock)
-    )
-    assert skipped == ([] if _has_history(AsyncMongoScheduler) else [HISTORY])
-
-
-@pytest.mark.wire
-def test_mongo_scheduler_on_the_wire_server(mongo_db: Any) -> None:
-    from flowsched import MongoScheduler
-
-    skipped = check_steering(
-        lambda clock: MongoScheduler(
-            mongo_db[f"t_{uuid.uuid4().hex[:8]}"], node_id="n", clock=clock
+        lambda clock, policy=None: AsyncMongoScheduler(
+            _collection(db), node_id="n", clock=clock, redelivery=policy
         )
     )
-    assert skipped == ([] if _has_history(MongoScheduler) else [HISTORY])
+    assert skipped == _skipped_for(AsyncMongoScheduler)
 
 
-def _node(clock: ManualClock) -> NodeScheduler:
-    return NodeScheduler(MemoryTimerStore(clock), clock=clock)
+def _node(clock: ManualClock, policy: RedeliveryPolicy | None = None) -> NodeScheduler:
+    return NodeScheduler(MemoryTimerStore(clock), clock=clock, redelivery=policy)
 
 
 def test_node_scheduler_over_the_reference_store_history_included() -> None:
@@ -125,9 +140,25 @@ def test_node_scheduler_over_the_reference_store_history_included() -> None:
 
 def test_async_node_scheduler_over_the_reference_store_history_included() -> None:
     skipped = check_async_steering(
-        lambda clock: AsyncNodeScheduler(as_async(MemoryTimerStore(clock)), clock=clock)
+        lambda clock, policy=None: AsyncNodeScheduler(
+            as_async(MemoryTimerStore(clock)), clock=clock, redelivery=policy
+        )
     )
     assert skipped == []
+
+
+def test_node_scheduler_over_the_mongo_timer_store_on_mongomock() -> None:
+    from flowsched.mongo import MongoTimerStore
+
+    db = _mongomock()
+    assert (
+        check_steering(
+            lambda clock, policy=None: NodeScheduler(
+                MongoTimerStore(_collection(db), clock=clock), clock=clock, redelivery=policy
+            )
+        )
+        == []
+    )
 
 
 # -- adapters broken on purpose ------------------------------------------------------------
@@ -195,27 +226,55 @@ def _names(part: str) -> str:
     return found[0]
 
 
-BROKEN: list[tuple[str, Factory, str]] = [
-    ("store-filters", lambda clock: StoreFilters(MemoryTimerStore(clock), clock=clock), "filter"),
-    ("pause-does-nothing", lambda clock: PauseDoesNothing(clock=clock), "fires nothing"),
-    ("pause-says-yes", lambda clock: PauseSaysYes(clock=clock), "unknown id"),
-    ("no-next", lambda clock: NoNextCursor(clock=clock), "cursor paging"),
-    ("accepts-anything", lambda clock: AcceptsAnything(clock=clock), "refuse"),
+BROKEN: list[tuple[str, Callable[..., Any], str]] = [
+    (
+        "store-filters",
+        lambda clock, policy=None: StoreFilters(
+            MemoryTimerStore(clock), clock=clock, redelivery=policy
+        ),
+        "filter",
+    ),
+    (
+        "pause-does-nothing",
+        lambda clock, policy=None: PauseDoesNothing(clock=clock, redelivery=policy),
+        "fires nothing",
+    ),
+    (
+        "pause-says-yes",
+        lambda clock, policy=None: PauseSaysYes(clock=clock, redelivery=policy),
+        "unknown id",
+    ),
+    (
+        "no-next",
+        lambda clock, policy=None: NoNextCursor(clock=clock, redelivery=policy),
+        "cursor paging",
+    ),
+    (
+        "accepts-anything",
+        lambda clock, policy=None: AcceptsAnything(clock=clock, redelivery=policy),
+        "refuse",
+    ),
     (
         "resume-replays",
-        lambda clock: NodeScheduler(ResumeReplays(clock), clock=clock),
+        lambda clock, policy=None: NodeScheduler(
+            ResumeReplays(clock), clock=clock, redelivery=policy
+        ),
         "missed slots are not replayed",
     ),
     (
         "newest-first",
-        lambda clock: NewestFirstHistory(MemoryTimerStore(clock), clock=clock),
+        lambda clock, policy=None: NewestFirstHistory(
+            MemoryTimerStore(clock), clock=clock, redelivery=policy
+        ),
         "history",
     ),
 ]
 
 
 @pytest.mark.parametrize(("factory", "part"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
-def test_a_broken_adapter_fails_naming_the_steering_guarantee(factory: Factory, part: str) -> None:
+def test_a_broken_adapter_fails_naming_the_steering_guarantee(
+    factory: Callable[..., Any], part: str
+) -> None:
     guarantee = _names(part)
     with pytest.raises(AssertionError) as raised:
         check_steering(factory)
@@ -224,7 +283,11 @@ def test_a_broken_adapter_fails_naming_the_steering_guarantee(factory: Factory, 
 
 
 def test_history_is_skipped_not_failed_without_a_history_attribute() -> None:
-    skipped = check_steering(lambda clock: HidesHistory(MemoryTimerStore(clock), clock=clock))
+    skipped = check_steering(
+        lambda clock, policy=None: HidesHistory(
+            MemoryTimerStore(clock), clock=clock, redelivery=policy
+        )
+    )
     assert skipped == [HISTORY]
 
 
@@ -236,3 +299,14 @@ def test_the_node_scheduler_checks_arguments_at_the_call() -> None:
         scheduler.timers(after=3)
     with pytest.raises(TypeError):
         scheduler.timers(colour="red")
+
+
+def test_without_the_bridge_the_node_scheduler_would_list_dead_letters() -> None:
+    dead = next(g for g in STEERING_GUARANTEES if "state='dead'" in g.name)
+
+    def build(clock: ManualClock, policy: RedeliveryPolicy | None = None) -> NodeScheduler:
+        return StoreFilters(MemoryTimerStore(clock), clock=clock, redelivery=policy)
+
+    with pytest.raises(AssertionError, match="dead letters only with state='dead'"):
+        try_guarantee(dead, build, build)
+    assert try_guarantee(dead, _node, _node)
