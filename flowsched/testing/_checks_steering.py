@@ -64,6 +64,50 @@ def _soonest_due_first(t: Trial) -> None:
     assert got == ("d", TIMER, "f", t.at(5), "scheduled"), f"TimerInfo fields {got}"
 
 
+def _info_fields(t: Trial) -> None:
+    s, rec = _steered(t), t.recorder
+    t.scheduler.subscribe(TIMER, rec)
+    rec.fail("f", times=1)
+    t.timer("f", t.at(1), flow_id="flow", payload={"order": "o-1"})
+    t.clock.advance(2 * S)  # failed once; redelivered at 4 s
+    (info,) = s.timers(id_prefix="f").items
+    assert info.attempts == 1, f"after one failed delivery TimerInfo.attempts is {info.attempts}"
+    assert info.state == "scheduled", f"a timer waiting for its redelivery is {info.state!r}"
+    assert info.node is None and info.lease_until is None, "an unclaimed timer shows a claim"
+    assert info.payload == {"order": "o-1"}, f"TimerInfo.payload is {info.payload!r}"
+    assert info.payload_size > 0, f"TimerInfo.payload_size is {info.payload_size}"
+    assert info.recurrence is None, f"a one-shot timer has recurrence {info.recurrence!r}"
+    t.scheduler.schedule_recurring("r", Recurrence.every(HOUR))
+    (ticking,) = s.timers(id_prefix="r").items
+    assert ticking.recurrence is not None, "a recurring timer's TimerInfo has no recurrence"
+
+
+def _last_error(t: Trial) -> None:
+    s, rec = _steered(t), t.recorder
+    t.scheduler.subscribe(TIMER, rec)
+    rec.fail("f", times=1)
+    t.timer("f", t.at(1))
+    t.clock.advance(2 * S)  # failed once; redelivered at 4 s
+    (info,) = s.timers(id_prefix="f").items
+    assert "handler failed for f" in (info.last_error or ""), (
+        f"after a failed delivery TimerInfo.last_error is {info.last_error!r}"
+    )
+
+
+def _paused_then_replaced_or_cancelled(t: Trial) -> None:
+    s, rec = _steered(t), t.recorder
+    t.scheduler.subscribe(TIMER, rec)
+    t.timer("p", t.at(5))
+    t.timer("c", t.at(5))
+    s.pause("p")
+    s.pause("c")
+    assert t.scheduler.get("p") is not None, "get() of a paused item is None"
+    t.timer("p", t.at(10))  # a replacement is not paused
+    assert t.scheduler.cancel("c") is True, "cancel() of a paused item did not answer True"
+    t.clock.advance(20 * S)
+    assert rec.ids == ["p"], f"delivered {rec.ids}: expected the replacement p only"
+
+
 def _filters(t: Trial) -> None:
     s = _steered(t)
     t.scheduler.register("named", lambda item, attempt: None)
@@ -254,6 +298,13 @@ def _history(t: Trial) -> None:
 
 STEERING_GUARANTEES = (
     Guarantee("timers() lists soonest due first, ties by id", _soonest_due_first),
+    Guarantee("TimerInfo carries attempts, payload, payload_size and recurrence", _info_fields),
+    Guarantee(
+        "TimerInfo.last_error is the latest failure's text "
+        "(skipped when the adapter has no history)",
+        _last_error,
+        needs="history",
+    ),
     Guarantee(
         "timers() and iter_timers() filter by id_prefix, flow_id, kind, handler and "
         "due_from <= due < due_to",
@@ -279,6 +330,10 @@ STEERING_GUARANTEES = (
         _resume_recurring,
     ),
     Guarantee("pause() and resume() answer False for an unknown id", _unknown_ids),
+    Guarantee(
+        "a paused item can be read, cancelled, and replaced by schedule() (unpaused)",
+        _paused_then_replaced_or_cancelled,
+    ),
     Guarantee(
         "dead letters are listed only with state='dead'",
         _dead_letters_only_with_state_dead,
