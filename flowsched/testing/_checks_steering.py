@@ -219,8 +219,10 @@ def _resume_one_shot(t: Trial) -> None:
     t.clock.advance(60 * S)
     assert rec.ids == [], f"a paused item was delivered: {rec.ids}"
     assert s.resume("p") is True, "resume() of a paused item did not answer True"
-    states = [info.state for info in s.timers(id_prefix="p").items]
-    assert states == ["scheduled"], f"after resume() timers() shows {states}"
+    shown = [(info.state, info.due) for info in s.timers(id_prefix="p").items]
+    assert shown == [("scheduled", t.clock.now())], (
+        f"after resume() timers() shows (state, due) {shown}: expected scheduled, due now"
+    )
     t.clock.advance(S)
     assert rec.ids == ["p"], f"after resume() and 1 s, delivered {rec.ids}: expected p once"
     assert not t.scheduler.exists("p"), "the resumed item is still scheduled after delivery"

@@ -203,10 +203,10 @@ class ResumeReplays(MemoryTimerStore):
     def resume(self, item_id: str) -> bool:
         with self._lock:
             row = self._rows.get(item_id)
-            if row is None:
-                return False
-            row.paused = False
-            return True
+            if row is not None and row.item.recurrence is not None:
+                row.paused = False
+                return True
+        return super().resume(item_id)
 
 
 class NewestFirstHistory(NodeScheduler):
