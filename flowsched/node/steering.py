@@ -46,15 +46,15 @@ def checked_selection(**filters: Any) -> TimerSelection:
         raise TypeError(f"timers() after must be a cursor string (a page's next), got {after!r}")
     checked = timer_filters(**filters)
     return TimerSelection(
-        checked.id_prefix,
-        checked.flow_id,
-        checked.kind,
-        checked.handler,
-        checked.state,
-        checked.due_from,
-        checked.due_to,
-        checked.limit,
-        after,
+        id_prefix=checked.id_prefix,
+        flow_id=checked.flow_id,
+        kind=checked.kind,
+        handler=checked.handler,
+        state=checked.state,
+        due_from=checked.due_from,
+        due_to=checked.due_to,
+        limit=checked.limit,
+        after=after,
     )
 
 

@@ -101,6 +101,10 @@ def check_scheduler_port(
     ``RedeliveryPolicy``: the guarantees about settable backoff, ``max_attempts`` and dead
     letters are tried only then.
 
+    The steering guarantees (CONTRACT section 18) need ``timers``, ``iter_timers``,
+    ``pause`` and ``resume``; the two about ``history`` (its attempts, and
+    ``TimerInfo.last_error``) are skipped on an adapter that has no ``history`` attribute.
+
     Raises :class:`AssertionError` naming the first guarantee that does not hold (and what
     was seen); returns ``None`` when all hold. No pytest needed::
 
