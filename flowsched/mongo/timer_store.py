@@ -400,16 +400,17 @@ class MongoTimerStore:
 
     @outages
     def resume(self, item_id: str) -> bool:
-        read = (
-            self._read(self.collection.find_one({"_id": item_id}))
-            if isinstance(item_id, str)
-            else None
-        )
-        if read is None:
+        doc = self.collection.find_one({"_id": item_id}) if isinstance(item_id, str) else None
+        read = self._read(doc) if doc is not None else None
+        if doc is None or read is None:
             return False
         item = read[0]
         fields: Doc = {"paused": False}
-        if item.recurrence is not None:
+        if item.recurrence is None:
+            now = truncate_ms(self.now())
+            if doc.get("paused") is True and doc.get("claim") is None and item.due < now:
+                fields |= {"due": now, "ready_at": now}  # a one-shot whose time passed: now
+        else:
             now = self.now()
             try:
                 following = truncate_ms(item.recurrence.next_slot(now))

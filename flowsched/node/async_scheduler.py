@@ -25,12 +25,12 @@ from flowsched.delivery import DeliveryCore, Observer
 from flowsched.drivers.asyncio import AsyncioDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
+from flowsched.node import steering
 from flowsched.node.common import (
     NodeArgs,
     NodeOptions,
     is_manual,
     late_hook,
-    selection,
     stored_item,
 )
 from flowsched.node.core import NodeCore
@@ -147,17 +147,14 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
     # -- steering (CONTRACT section 18) --------------------------------------------
 
     async def timers(self, **filters: Any) -> TimerPage:
-        return await self._store.timers(selection(**filters))
+        """One page, soonest due first, ties by id (see :mod:`flowsched.node.steering`)."""
+        selected = steering.checked_selection(**filters)
+        return await steering.async_page(self._store.timers, selected)
 
-    async def iter_timers(self, **filters: Any) -> AsyncIterator[TimerInfo]:
-        after = filters.pop("after", None)
-        while True:
-            page = await self._store.timers(selection(**filters, after=after))
-            for info in page.items:
-                yield info
-            if page.next is None:
-                return
-            after = page.next
+    def iter_timers(self, **filters: Any) -> AsyncIterator[TimerInfo]:
+        """Every match, page after page (``async for``); the arguments are checked at the
+        call."""
+        return steering.async_pages(self._store.timers, steering.iter_selection(**filters))
 
     async def history(self, item_id: str) -> list[Attempt]:
         return await self._store.history(item_id)

@@ -28,12 +28,12 @@ from flowsched.delivery import DeliveryCore, Observer
 from flowsched.drivers.threads import ThreadDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
+from flowsched.node import steering
 from flowsched.node.common import (
     NodeArgs,
     NodeOptions,
     is_manual,
     late_hook,
-    selection,
     stored_item,
 )
 from flowsched.node.core import NodeCore
@@ -157,16 +157,12 @@ class NodeScheduler(SchedulerPort):
     # -- steering (CONTRACT section 18) --------------------------------------------
 
     def timers(self, **filters: Any) -> TimerPage:
-        return self._store.timers(selection(**filters))
+        """One page, soonest due first, ties by id (see :mod:`flowsched.node.steering`)."""
+        return steering.sync_page(self._store.timers, steering.checked_selection(**filters))
 
     def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
-        after = filters.pop("after", None)
-        while True:
-            page = self._store.timers(selection(**filters, after=after))
-            yield from page.items
-            if page.next is None:
-                return
-            after = page.next
+        """Every match, page after page; the arguments are checked at the call."""
+        return steering.sync_pages(self._store.timers, steering.iter_selection(**filters))
 
     def history(self, item_id: str) -> list[Attempt]:
         return self._store.history(item_id)

@@ -255,7 +255,11 @@ class MemoryTimerStore:
             row = self._rows.get(item_id) if isinstance(item_id, str) else None
             if row is None:
                 return False
-            if row.paused and row.item.recurrence is not None:
+            if row.paused and row.item.recurrence is None and row.owner is None:
+                now = self.now()
+                if row.item.due < now:  # a one-shot whose time passed is due now
+                    row.item = row.item.moved(now, row.item.previous)
+            elif row.paused and row.item.recurrence is not None:
                 try:
                     following = row.item.recurrence.next_slot(self.now())
                 except ValueError:

@@ -43,6 +43,7 @@ from flowsched.testing._checks_delivery import DELIVERY_GUARANTEES
 from flowsched.testing._checks_items import ITEM_GUARANTEES
 from flowsched.testing._checks_recurring import RECURRING_GUARANTEES
 from flowsched.testing._checks_routing import ROUTING_GUARANTEES
+from flowsched.testing._checks_steering import STEERING_GUARANTEES
 from flowsched.testing._checks_store import STORE_GUARANTEES
 from flowsched.testing._checks_time import TIME_GUARANTEES
 from flowsched.testing._store_trial import StoreFactory, open_store
@@ -76,6 +77,7 @@ _GUARANTEES: tuple[Guarantee, ...] = (
     + TIME_GUARANTEES
     + RECURRING_GUARANTEES
     + ROUTING_GUARANTEES
+    + STEERING_GUARANTEES
 )
 
 
@@ -98,6 +100,10 @@ def check_scheduler_port(
     ``redelivery_factory(clock, policy)``, if given, builds one with that
     ``RedeliveryPolicy``: the guarantees about settable backoff, ``max_attempts`` and dead
     letters are tried only then.
+
+    The steering guarantees (CONTRACT section 18) need ``timers``, ``iter_timers``,
+    ``pause`` and ``resume``; the two about ``history`` (its attempts, and
+    ``TimerInfo.last_error``) are skipped on an adapter that has no ``history`` attribute.
 
     Raises :class:`AssertionError` naming the first guarantee that does not hold (and what
     was seen); returns ``None`` when all hold. No pytest needed::

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from flowsched.port import (
     ScheduleKind,
     SchedulerPort,
 )
-from flowsched.steering import Attempt
+from flowsched.steering import Attempt, TimerInfo, TimerPage
 
 __all__ = ["AsyncFactory", "AsyncRedeliveryFactory", "BlockingPort", "LoopClock", "Portal"]
 
@@ -186,6 +186,45 @@ class BlockingPort(SchedulerPort):
         if run_due is None:
             raise AssertionError(f"{self.scheduler!r} has no run_due() (see AsyncClockDriven)")
         return self._portal.call(_awaited(run_due()))
+
+    # -- steering (CONTRACT section 18): present when the async scheduler has them ------
+
+    def timers(self, **filters: Any) -> TimerPage:
+        timers: Callable[..., Awaitable[TimerPage]] = getattr(self.scheduler, "timers")  # noqa: B009
+        return self._portal.call(_awaited(timers(**filters)))
+
+    def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
+        """The async iterator's items, one ``__anext__`` at a time on the loop (the call
+        itself runs there too, so an argument it refuses at once raises here)."""
+        call: Callable[..., AsyncIterator[TimerInfo]] = getattr(self.scheduler, "iter_timers")  # noqa: B009
+        iterator = self._portal.run(lambda: call(**filters))
+        return self._pages(iterator)
+
+    def _pages(self, iterator: AsyncIterator[TimerInfo]) -> Iterator[TimerInfo]:
+        while True:
+            try:
+                yield self._portal.call(_awaited(anext(iterator)))
+            except StopAsyncIteration:
+                return
+
+    def pause(self, item_id: str) -> bool:
+        pause: Callable[[str], Awaitable[bool]] = getattr(self.scheduler, "pause")  # noqa: B009
+        return self._portal.call(_awaited(pause(item_id)))
+
+    def resume(self, item_id: str) -> bool:
+        resume: Callable[[str], Awaitable[bool]] = getattr(self.scheduler, "resume")  # noqa: B009
+        return self._portal.call(_awaited(resume(item_id)))
+
+    @property
+    def history(self) -> Callable[[str], list[Attempt]]:
+        """The scheduler's ``history``, blocking; ``AttributeError`` when it has none (so
+        ``hasattr(port, "history")`` tells, and the history guarantee is skipped)."""
+        history: Callable[[str], Awaitable[list[Attempt]]] | None = getattr(
+            self.scheduler, "history", None
+        )
+        if history is None:
+            raise AttributeError(f"{self.scheduler!r} has no history()")
+        return lambda item_id: self._portal.call(_awaited(history(item_id)))
 
     def start(self) -> None:
         self._portal.call(self.scheduler.start())

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
@@ -179,6 +180,24 @@ async def _own_cancelled_error_is_a_failure(t: AsyncTrial) -> None:
     assert attempts == [0, 1], f"attempts {attempts}: a handler's own CancelledError is a failure"
 
 
+async def _steering_is_awaited(t: AsyncTrial) -> None:
+    s: Any = t.scheduler
+    for n in range(7):
+        await t.timer(f"s{n}", t.at(1 + n))
+    page = await s.timers(limit=3)
+    assert [i.id for i in page.items] == ["s0", "s1", "s2"], f"await timers(limit=3): {page}"
+    iterator = s.iter_timers(limit=3)
+    assert hasattr(iterator, "__anext__"), f"iter_timers() gave {iterator!r}, no async iterator"
+    listed = [info.id async for info in iterator]
+    assert listed == [f"s{n}" for n in range(7)], f"async for over iter_timers(): {listed}"
+    assert await s.pause("s0") is True, "await pause() of a scheduled item was not True"
+    await t.clock.advance_async(2 * S)
+    state = [i.state for i in (await s.timers(id_prefix="s0")).items]
+    assert state == ["paused"], f"a paused item after its time shows {state}"
+    assert await s.resume("s0") is True, "await resume() of a paused item was not True"
+    assert await s.resume("none") is False, "await resume() of an unknown id was not False"
+
+
 ASYNC_GUARANTEES = (
     AsyncGuarantee(
         "async def handlers are awaited to their end before their item completes",
@@ -206,5 +225,9 @@ ASYNC_GUARANTEES = (
     AsyncGuarantee(
         "a CancelledError a handler raises of its own accord is a failed delivery",
         _own_cancelled_error_is_a_failure,
+    ),
+    AsyncGuarantee(
+        "timers(), pause() and resume() are awaited; iter_timers() is an async iterator",
+        _steering_is_awaited,
     ),
 )

@@ -115,11 +115,13 @@ class Guarantee:
     """One promise of the port, in words, and the check that tries it.
 
     ``redelivery``: the check needs a scheduler built with that policy (it is skipped when
-    the caller gave no way to build one)."""
+    the caller gave no way to build one). ``needs``: the name of an attribute the check
+    needs on the scheduler; it is skipped on an adapter without one (a call being added)."""
 
     name: str
     check: Check
     redelivery: RedeliveryPolicy | None = None
+    needs: str | None = None
 
 
 def try_guarantee(
@@ -150,6 +152,8 @@ def try_guarantee(
     clock = new_clock(CLOCK_START)
     try:
         trial = Trial(build(clock), clock, Recorder(clock), build, new_clock)
+        if guarantee.needs is not None and not hasattr(trial.scheduler, guarantee.needs):
+            return False
         guarantee.check(trial)
     except AssertionError as exc:
         detail = f": {exc}" if str(exc) else ""
