@@ -172,9 +172,6 @@ class BlockingPort(SchedulerPort):
 
         self._portal.run(register)
 
-    def history(self, item_id: str) -> list[Attempt]:
-        return self._portal.call(self.scheduler.history(item_id))
-
     def dead_letters(self) -> list[DeadLetter]:
         return self._portal.call(self.scheduler.dead_letters())
 
