@@ -7,9 +7,12 @@ Items: one document each (``_id`` the item id, a random 63-bit ``generation``, `
 ``<name>_quarantine`` (moved there, with the reason, when read), the history in
 ``<name>_history`` (:mod:`flowsched.mongo.timer_history`).
 
-Every claim-side write is fenced by ``_id``, ``generation``, ``claim.owner`` and
-``claim.lease_until`` in its filter, so exactly one node wins a claim and a stale claim's
-write matches nothing. Times are the database's, in milliseconds (BSON dates): measured with
+A claim is taken by one conditional update (exactly one node wins it); every later
+claim-side write is fenced by the claim's identity, ``_id``, ``generation``, ``claim.owner``
+and ``claim.token``, in its filter (a confirm or a renewal also by ``claim.lease_until``
+after the latest the database's time can be), never by equality with a lease end: a stale
+claim's write matches nothing, and a renewal whose reply was lost leaves the claim valid.
+Times are the database's, in milliseconds (BSON dates): measured with
 ``hello`` through a :class:`~flowsched.store.measured_clock.MeasuredClock` (due judged by
 the earliest it can be, leases and deadlines by the latest), or the injected clock's when
 one is given. A ``deadline`` is checked before the write is sent (the test server's
@@ -216,7 +219,7 @@ class MongoTimerStore:
                     ended=bson_utc(old["lease_until"]),
                     outcome="lapsed",
                 )
-            claims.append(Claim(item, attempts, owner, until))
+            claims.append(Claim(item, attempts, owner, until, token))
         return claims
 
     @staticmethod
@@ -225,19 +228,21 @@ class MongoTimerStore:
             "_id": claim.item.id,
             "generation": claim.generation,
             "claim.owner": claim.owner,
-            "claim.lease_until": claim.lease_until,
+            "claim.token": claim.token,
         }
+
+    def _live(self, claim: Claim) -> Doc:
+        """The fence of ``claim`` while its stored lease has surely not ended."""
+        latest = truncate_ms(self.time.latest())
+        return {**self._fence(claim), "claim.lease_until": {"$gt": latest}}
 
     @outages
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         now = self.now()
-        latest = self.time.latest()  # a lease that may have ended is not started
         held = []
         for claim in claims:
-            if claim.lease_until <= latest:
-                continue
-            marked = self.collection.update_one(
-                {**self._fence(claim), **UNPAUSED},
+            marked = self.collection.update_one(  # a lease that may have ended: not started
+                {**self._live(claim), **UNPAUSED},
                 {"$set": {"deliveries": claim.attempt + 1}},
             )
             if marked.matched_count:
@@ -253,10 +258,10 @@ class MongoTimerStore:
         renewed = []
         for claim in claims:
             moved = self.collection.update_one(
-                self._fence(claim), {"$set": {"claim.lease_until": until, "ready_at": until}}
+                self._live(claim), {"$set": {"claim.lease_until": until, "ready_at": until}}
             )
             if moved.matched_count:
-                renewed.append(Claim(claim.item, claim.attempt, claim.owner, until))
+                renewed.append(Claim(claim.item, claim.attempt, claim.owner, until, claim.token))
         return renewed
 
     @outages
@@ -276,8 +281,8 @@ class MongoTimerStore:
         results = []
         for settlement in settlements:
             claim = settlement.claim
-            applied = self._apply(claim, settlement.outcome)
-            if not applied:
+            held = self._apply(claim, settlement.outcome)
+            if held is None:
                 results.append(SettleResult(claim, False))
                 continue
             error = _error_of(settlement.outcome)
@@ -294,14 +299,18 @@ class MongoTimerStore:
                 error=error,
                 traceback=settlement.traceback,
             )
-            late = now - claim.lease_until if now > claim.lease_until else None
+            stored = held.get("claim") or {}  # its lease, maybe renewed past the claim's
+            ends = bson_utc(stored.get("lease_until", claim.lease_until))
+            late = now - ends if now > ends else None
             results.append(SettleResult(claim, True, late))
         return results
 
-    def _apply(self, claim: Claim, outcome: Outcome) -> bool:
+    def _apply(self, claim: Claim, outcome: Outcome) -> Mapping[str, Any] | None:
+        """Apply ``outcome`` under the fence; the document's claim as it was, None if stale."""
         fence = self._fence(claim)
+        only = {"claim": 1}
         if isinstance(outcome, Completed):
-            return self.collection.delete_one(fence).deleted_count == 1
+            return self.collection.find_one_and_delete(fence, only)
         if isinstance(outcome, Redeliver | NextSlot):
             due = truncate_ms(outcome.due)
             fields: Doc = {"due": due, "ready_at": due, "claim": None}
@@ -314,12 +323,12 @@ class MongoTimerStore:
                 fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
                 if outcome.runs is not None:  # the run is counted in the write of its slot
                     fields["runs"] = outcome.runs
-            return self.collection.update_one(fence, {"$set": fields}).matched_count == 1
+            return self.collection.find_one_and_update(fence, {"$set": fields}, only)
         # DeadLettered, Exhausted: set aside with the reason.
-        if self.collection.find_one_and_delete(fence) is None:
-            return False
-        self.dead.replace_one({"_id": claim.item.id}, dead_letter_document(outcome.dead), True)
-        return True
+        gone = self.collection.find_one_and_delete(fence, only)
+        if gone is not None:
+            self.dead.replace_one({"_id": claim.item.id}, dead_letter_document(outcome.dead), True)
+        return gone
 
     @outages
     def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:

@@ -23,7 +23,8 @@ judges due times by the earliest the store's time can be and leases by the lates
 ``plant`` runs a node core with a known bug, to show the invariants catch it:
 ``"no-confirm"`` (queued claims start without the check), ``"drop-settle"`` (a settle the
 store refused is dropped), ``"midpoint-clock"`` (the clock estimate taken at the midpoint of
-its round trip, with no error bound).
+its round trip, with no error bound), ``"lease-fence"`` (the store fences a claim on its
+remembered lease end, so a renewal whose reply was lost makes its settle stale).
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from flowsched.clock import ManualClock
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.actions import (
     Action,
     ConfirmStart,
-    RenewLeases,
     SettleBatch,
     Sleep,
     StartHandler,
@@ -74,6 +75,14 @@ class _DropSettle(NodeCore):
         super().failed(action, error, now)
 
 
+class _LeaseFenceStore(MemoryTimerStore):
+    """Planted: a claim also fenced by equality with the lease end the node remembers."""
+
+    def _held(self, claim: Claim, now: datetime | None = None) -> Any:
+        row = super()._held(claim, now)
+        return row if row is not None and row.lease_until == claim.lease_until else None
+
+
 class _MidpointFilter(ClockFilter):
     """Planted: the server read its clock at the midpoint of the round trip, exactly."""
 
@@ -87,6 +96,7 @@ PLANTS: dict[str | None, type[NodeCore]] = {
     "no-confirm": _NoConfirm,
     "drop-settle": _DropSettle,
     "midpoint-clock": NodeCore,  # the bug is in the node's clock filter (_MidpointFilter)
+    "lease-fence": NodeCore,  # the bug is in the store (_LeaseFenceStore)
 }
 
 
@@ -168,7 +178,8 @@ class _World:
     def __init__(self, seed: int, nodes: int, plant: str | None) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(START)
-        self.store = MemoryTimerStore(self.clock)
+        store = _LeaseFenceStore if plant == "lease-fence" else MemoryTimerStore
+        self.store = store(self.clock)
         self.seq = 0
         self.removed: dict[Form, int] = {}  # form -> seq its cancel/replace returned
         self.starts: dict[Form, list[int]] = {}  # form -> seqs of recorded starts
@@ -280,9 +291,9 @@ class _World:
         if isinstance(action, ConfirmStart):
             for claim in result:
                 self.starts.setdefault((claim.item.id, claim.generation), []).append(self.tick())
-        if fault < 0.12 and not isinstance(action, RenewLeases):
-            # Applied, but the reply was lost: the caller gives up. (Not a renewal: the node
-            # would keep the old lease, and its settle would be stale - a known gap.)
+        if fault < 0.12:
+            # Applied, but the reply was lost: the caller gives up. A lost renewal leaves
+            # the node with the old lease end; its claim still holds (fenced by identity).
             reply_at += timedelta(seconds=self.rng.uniform(1.0, 3.0))
             node.call = (action, None, OutcomeUnknown("simulated: reply lost"), reply_at)
             return

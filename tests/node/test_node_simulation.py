@@ -21,13 +21,24 @@ def test_the_same_seed_gives_the_same_run() -> None:
 
 @pytest.mark.parametrize(
     ("plant", "finding"),
-    [("no-confirm", "stale start"), ("drop-settle", "rerun"), ("midpoint-clock", "early")],
+    [
+        ("no-confirm", "stale start"),
+        ("drop-settle", "rerun"),
+        ("midpoint-clock", "early"),
+        ("lease-fence", "rerun"),
+    ],
 )
 def test_planted_bugs_are_found(plant: str, finding: str) -> None:
     for seed in range(300):
         if any(finding in line for line in simulate_nodes(seed, plant=plant)):
             return
     raise AssertionError(f"{plant}: no seed in 300 found {finding!r}")
+
+
+def test_a_renewal_whose_reply_is_lost_causes_no_rerun() -> None:
+    # Seed 34 loses a renewal's reply; a store fencing on the remembered lease end reran it.
+    assert any("rerun" in line for line in simulate_nodes(34, plant="lease-fence"))
+    assert simulate_nodes(34) == []
 
 
 def test_the_command_line_runs_node_core_seeds() -> None:
