@@ -1,6 +1,7 @@
 """The node-core simulation finds each planted bug of the node (CONTRACT section 15):
 starting a queued claim unchecked, a clock estimate taken at the midpoint, a settle that
-drops its batch, a claim fenced on its remembered lease end - each within a few hundred
+drops its batch, a claim fenced on its remembered lease end,
+a clock estimate carried on the wall clock - each within a few hundred
 seeds (``make mutations``)."""
 
 import os
@@ -18,6 +19,7 @@ CAUGHT_BY = {
     "midpoint-clock": "early",
     "drop-settle": "rerun",
     "lease-fence": "rerun",
+    "wall-clock": "early",
 }
 
 
