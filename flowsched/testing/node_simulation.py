@@ -25,8 +25,9 @@ judges due times by the earliest the store's time can be and leases by the lates
 ``"no-confirm"`` (queued claims start without the check), ``"drop-settle"`` (a settle the
 store refused is dropped), ``"midpoint-clock"`` (the clock estimate taken at the midpoint of
 its round trip, with no error bound), ``"wall-clock"`` (the clock estimate carried on the
-node's wall clock, so a step of it moves every judgement), ``"lease-fence"`` (the store fences a claim on its
-remembered lease end, so a renewal whose reply was lost makes its settle stale).
+node's wall clock, so a step of it moves every judgement), ``"lease-fence"`` (the store
+fences a claim on its remembered lease end, so a renewal whose reply was lost makes its
+settle stale).
 """
 
 from __future__ import annotations
