@@ -29,7 +29,7 @@ A skew warning is given only when the offset is larger than ``max_skew`` beyond 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 __all__ = ["DRIFT", "KEEP", "ClockFilter", "Sample"]
@@ -49,12 +49,20 @@ class Sample:
     delay: timedelta
     taken: float
     server_at: datetime
+    _spread: float = field(init=False, repr=False, compare=False)  # error, in seconds
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_spread", (self.delay / 2 + PRECISION).total_seconds())
 
     @property
     def error(self) -> timedelta:
         """How far the true time may be from the estimate at ``taken``: half the round trip
         (plus the server's reading precision)."""
         return self.delay / 2 + PRECISION
+
+    def error_seconds(self, monotonic: float) -> float:
+        """:meth:`error_at` in seconds (what the best sample is chosen by)."""
+        return self._spread + DRIFT * abs(monotonic - self.taken)
 
     def error_at(self, monotonic: float) -> timedelta:
         """:attr:`error` grown by :data:`DRIFT` over the sample's age at ``monotonic``."""
@@ -93,7 +101,7 @@ class ClockFilter:
         counted); without ``monotonic``, the smallest round trip. None: no sample."""
         if monotonic is None:
             return min(self.samples, key=lambda s: s.delay, default=None)
-        return min(self.samples, key=lambda s: s.error_at(monotonic), default=None)
+        return min(self.samples, key=lambda s: s.error_seconds(monotonic), default=None)
 
     def bound(self, monotonic: float, node_now: datetime) -> tuple[datetime, timedelta]:
         """``(estimate, error)`` of the server's time at ``monotonic``; before any sample,
