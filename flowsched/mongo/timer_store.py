@@ -281,8 +281,11 @@ class MongoTimerStore:
         results = []
         for settlement in settlements:
             claim = settlement.claim
-            held = self._apply(claim, settlement.outcome)
-            if held is None:
+            ends = claim.lease_until
+            if now > ends:  # late by the claim: the stored lease may have been renewed since
+                held = self.collection.find_one(self._fence(claim), {"claim.lease_until": 1})
+                ends = bson_utc((held or {}).get("claim", {}).get("lease_until", ends))
+            if not self._apply(claim, settlement.outcome):
                 results.append(SettleResult(claim, False))
                 continue
             error = _error_of(settlement.outcome)
@@ -299,18 +302,14 @@ class MongoTimerStore:
                 error=error,
                 traceback=settlement.traceback,
             )
-            stored = held.get("claim") or {}  # its lease, maybe renewed past the claim's
-            ends = bson_utc(stored.get("lease_until", claim.lease_until))
             late = now - ends if now > ends else None
             results.append(SettleResult(claim, True, late))
         return results
 
-    def _apply(self, claim: Claim, outcome: Outcome) -> Mapping[str, Any] | None:
-        """Apply ``outcome`` under the fence; the document's claim as it was, None if stale."""
+    def _apply(self, claim: Claim, outcome: Outcome) -> bool:
         fence = self._fence(claim)
-        only = {"claim": 1}
         if isinstance(outcome, Completed):
-            return self.collection.find_one_and_delete(fence, only)
+            return self.collection.delete_one(fence).deleted_count == 1
         if isinstance(outcome, Redeliver | NextSlot):
             due = truncate_ms(outcome.due)
             fields: Doc = {"due": due, "ready_at": due, "claim": None}
@@ -323,12 +322,12 @@ class MongoTimerStore:
                 fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
                 if outcome.runs is not None:  # the run is counted in the write of its slot
                     fields["runs"] = outcome.runs
-            return self.collection.find_one_and_update(fence, {"$set": fields}, only)
+            return self.collection.update_one(fence, {"$set": fields}).matched_count == 1
         # DeadLettered, Exhausted: set aside with the reason.
-        gone = self.collection.find_one_and_delete(fence, only)
-        if gone is not None:
-            self.dead.replace_one({"_id": claim.item.id}, dead_letter_document(outcome.dead), True)
-        return gone
+        if self.collection.find_one_and_delete(fence) is None:
+            return False
+        self.dead.replace_one({"_id": claim.item.id}, dead_letter_document(outcome.dead), True)
+        return True
 
     @outages
     def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:

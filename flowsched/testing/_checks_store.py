@@ -327,17 +327,20 @@ def _pause_resume(t: StoreTrial) -> None:
 def _lost_renewal_reply(t: StoreTrial) -> None:
     for item_id in ("x", "y", "z"):
         t.store.put(t.item(item_id))
-    claims = t.store.claim_due(t.routes, A, t.lease, 10)
+    claims = t.store.claim_due(t.routes, A, t.short, 10)
     assert len({c.token for c in claims}) == 3, f"claims share a token: {claims}"
     t.later(_S)
-    renewed = t.store.renew(claims, t.lease)  # its reply is "lost": the node keeps `claims`
+    # The renewal applies but its reply is "lost": the node keeps `claims`, whose lease end
+    # then passes while the stored one lasts.
+    renewed = t.store.renew(claims, timedelta(minutes=5))
     assert [r.token for r in renewed] == [c.token for c in claims], f"renew: {renewed}"
+    t.expire()
     x, y, z = claims
     assert t.store.confirm_start([x]) == [x], "a claim from before its renewal not confirmed"
     assert len(t.store.renew([y], t.lease)) == 1, "a claim from before its renewal not renewed"
     results = t.store.settle([Settlement(x, Completed()), Settlement(y, Completed())])
     assert all(r.applied and r.late is None for r in results), (
-        f"a claim from before its renewal did not settle in time: {results}"
+        f"a claim from before its renewal did not settle in time (by the stored lease): {results}"
     )
     assert not t.store.exists("x") and not t.store.exists("y"), "settled items still stored"
     assert t.store.release([z]) == 1, "a claim from before its renewal not released"
