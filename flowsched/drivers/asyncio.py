@@ -19,6 +19,7 @@ from flowsched.async_delivery import Alarm
 from flowsched.clock import Clock
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import NodeCore, store_call
+from flowsched.node.store_time import core_clock
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import AsyncTimerStore
 from flowsched.store.records import Claim
@@ -48,6 +49,7 @@ class AsyncioDriver:
         self.run_handler = run_handler
         self.routes = routes
         self.clock = clock
+        self.now = core_clock(store, clock)  # the store's time, as the core judges it
         self.shutdown_timeout = shutdown_timeout
         self.alarm = Alarm()
         self._task: asyncio.Task[None] | None = None
@@ -99,7 +101,7 @@ class AsyncioDriver:
 
     async def _loop(self) -> None:
         while True:
-            action = self.core.next_action(self.clock.now())
+            action = self.core.next_action(self.now())
             if isinstance(action, Sleep):
                 if self.core.closing and action.idle:
                     return
@@ -128,7 +130,7 @@ class AsyncioDriver:
         poll = self.core.settings.poll_interval.total_seconds()
         if action.until is None:
             return poll
-        left = (action.until - self.clock.now()).total_seconds()
+        left = (action.until - self.now()).total_seconds()
         return min(max(left, 0.0), poll)
 
     async def _run(self, action: StartHandler) -> None:
@@ -148,9 +150,9 @@ class AsyncioDriver:
         try:
             result = await store_call(action, self.store, self.core.settings, self.routes())
         except Exception as exc:
-            self.core.failed(action, exc, self.clock.now())
+            self.core.failed(action, exc, self.now())
             return
-        self.core.succeeded(action, result, self.clock.now())
+        self.core.succeeded(action, result, self.now())
 
     async def run_inline(self) -> int:
         """Drive the core in this task until it sleeps; how many handlers ran. From a
@@ -162,7 +164,7 @@ class AsyncioDriver:
         try:
             self.core.wake()
             while True:
-                action = self.core.next_action(self.clock.now())
+                action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     return ran
                 if isinstance(action, StartHandler):

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from flowsched.clock import Clock
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import NodeCore, store_call
+from flowsched.node.store_time import core_clock
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
 from flowsched.store.records import Claim
@@ -47,6 +48,7 @@ class ThreadDriver:
         self.run_handler = run_handler
         self.routes = routes
         self.clock = clock
+        self.now = core_clock(store, clock)  # the store's time, as the core judges it
         self.shutdown_timeout = shutdown_timeout
         self.cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -80,7 +82,7 @@ class ThreadDriver:
         cond = self.cond
         while True:
             with cond:
-                action = self.core.next_action(self.clock.now())
+                action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
                         if self._pool is not None:
@@ -98,7 +100,7 @@ class ThreadDriver:
         poll = self.core.settings.poll_interval.total_seconds()
         if action.until is None:
             return poll
-        left = (action.until - self.clock.now()).total_seconds()
+        left = (action.until - self.now()).total_seconds()
         return min(max(left, 0.0), poll)
 
     def _run(self, action: StartHandler) -> None:
@@ -123,10 +125,10 @@ class ThreadDriver:
             result = store_call(action, self.store, self.core.settings, self.routes())
         except Exception as exc:
             with self.cond:
-                self.core.failed(action, exc, self.clock.now())
+                self.core.failed(action, exc, self.now())
             return
         with self.cond:
-            self.core.succeeded(action, result, self.clock.now())
+            self.core.succeeded(action, result, self.now())
 
     # -- inline --------------------------------------------------------------------
 
@@ -142,7 +144,7 @@ class ThreadDriver:
                 self.core.wake()
             while True:
                 with self.cond:
-                    action = self.core.next_action(self.clock.now())
+                    action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     return ran
                 if isinstance(action, StartHandler):

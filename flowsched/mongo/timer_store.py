@@ -7,9 +7,12 @@ Items: one document each (``_id`` the item id, a random 63-bit ``generation``, `
 ``<name>_quarantine`` (moved there, with the reason, when read), the history in
 ``<name>_history`` (:mod:`flowsched.mongo.timer_history`).
 
-Every claim-side write is fenced by ``_id``, ``generation``, ``claim.owner`` and
-``claim.lease_until`` in its filter, so exactly one node wins a claim and a stale claim's
-write matches nothing. Times are the database's, in milliseconds (BSON dates): measured with
+A claim is taken by one conditional update (exactly one node wins it); every later
+claim-side write is fenced by the claim's identity, ``_id``, ``generation``, ``claim.owner``
+and ``claim.token``, in its filter (a confirm or a renewal also by ``claim.lease_until``
+after the latest the database's time can be), never by equality with a lease end: a stale
+claim's write matches nothing, and a renewal whose reply was lost leaves the claim valid.
+Times are the database's, in milliseconds (BSON dates): measured with
 ``hello`` through a :class:`~flowsched.store.measured_clock.MeasuredClock` (due judged by
 the earliest it can be, leases and deadlines by the latest), or the injected clock's when
 one is given. A ``deadline`` is checked before the write is sent (the test server's
@@ -216,7 +219,7 @@ class MongoTimerStore:
                     ended=bson_utc(old["lease_until"]),
                     outcome="lapsed",
                 )
-            claims.append(Claim(item, attempts, owner, until))
+            claims.append(Claim(item, attempts, owner, until, token))
         return claims
 
     @staticmethod
@@ -225,19 +228,21 @@ class MongoTimerStore:
             "_id": claim.item.id,
             "generation": claim.generation,
             "claim.owner": claim.owner,
-            "claim.lease_until": claim.lease_until,
+            "claim.token": claim.token,
         }
+
+    def _live(self, claim: Claim) -> Doc:
+        """The fence of ``claim`` while its stored lease has surely not ended."""
+        latest = truncate_ms(self.time.latest())
+        return {**self._fence(claim), "claim.lease_until": {"$gt": latest}}
 
     @outages
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         now = self.now()
-        latest = self.time.latest()  # a lease that may have ended is not started
         held = []
         for claim in claims:
-            if claim.lease_until <= latest:
-                continue
-            marked = self.collection.update_one(
-                {**self._fence(claim), **UNPAUSED},
+            marked = self.collection.update_one(  # a lease that may have ended: not started
+                {**self._live(claim), **UNPAUSED},
                 {"$set": {"deliveries": claim.attempt + 1}},
             )
             if marked.matched_count:
@@ -253,10 +258,10 @@ class MongoTimerStore:
         renewed = []
         for claim in claims:
             moved = self.collection.update_one(
-                self._fence(claim), {"$set": {"claim.lease_until": until, "ready_at": until}}
+                self._live(claim), {"$set": {"claim.lease_until": until, "ready_at": until}}
             )
             if moved.matched_count:
-                renewed.append(Claim(claim.item, claim.attempt, claim.owner, until))
+                renewed.append(Claim(claim.item, claim.attempt, claim.owner, until, claim.token))
         return renewed
 
     @outages
@@ -276,8 +281,11 @@ class MongoTimerStore:
         results = []
         for settlement in settlements:
             claim = settlement.claim
-            applied = self._apply(claim, settlement.outcome)
-            if not applied:
+            ends = claim.lease_until
+            if now > ends:  # late by the claim: the stored lease may have been renewed since
+                held = self.collection.find_one(self._fence(claim), {"claim.lease_until": 1})
+                ends = bson_utc((held or {}).get("claim", {}).get("lease_until", ends))
+            if not self._apply(claim, settlement.outcome):
                 results.append(SettleResult(claim, False))
                 continue
             error = _error_of(settlement.outcome)
@@ -294,7 +302,7 @@ class MongoTimerStore:
                 error=error,
                 traceback=settlement.traceback,
             )
-            late = now - claim.lease_until if now > claim.lease_until else None
+            late = now - ends if now > ends else None
             results.append(SettleResult(claim, True, late))
         return results
 

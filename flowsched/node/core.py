@@ -243,10 +243,10 @@ class NodeCore:
                     self.look_at = moved.due
 
     def _renewed(self, asked: Sequence[Claim], renewed: list[Claim]) -> None:
-        fresh = {(c.item.id, c.generation, c.owner): c for c in renewed}
+        fresh = {(c.item.id, c.generation, c.owner, c.token): c for c in renewed}
 
         def current(claim: Claim) -> Claim | None:
-            return fresh.get((claim.item.id, claim.generation, claim.owner))
+            return fresh.get((claim.item.id, claim.generation, claim.owner, claim.token))
 
         asked_ids = {id(claim) for claim in asked}
         queue: deque[Claim] = deque()

@@ -9,7 +9,8 @@ database. :class:`MemoryTimerStore` is the reference implementation;
 Glossary: a *claim* is a node's hold on one due item; its *lease* is how long the hold lasts
 (by the store's clock); the *generation* numbers the forms of one id (a replacement gets a
 greater one); the *fence* is what a write must match to apply — ``(id, generation, owner,
-lease_until)`` for a claim's writes, ``generation`` or a ``deadline`` for a cancel;
+token)`` for a claim's writes (and a live stored lease for a confirm or renewal; see
+:class:`Claim`), ``generation`` or a ``deadline`` for a cancel;
 *settlement* is the batched write of what came of claims (:class:`Settlement`).
 """
 

@@ -16,7 +16,11 @@ injected clock otherwise (and in tests, where a ``clock=`` is given).
 **Generation and fence.** :meth:`TimerStore.put` gives each new form of an id a fresh
 generation, never 0 and different from the earlier ones of that id (a counter, a sequence,
 or MongoDB's random 63-bit numbers); a redelivery or a recurring tick keeps it. A claim
-is fenced by ``(id, generation, owner, lease_until)`` (see :class:`~flowsched.store.Claim`).
+is fenced by its identity ``(id, generation, owner, token)``, never by its lease end (see
+:class:`~flowsched.store.Claim` for the exact rule): ``confirm_start`` and ``renew`` also
+need the stored lease not ended by the store's clock; ``settle`` and ``release`` need the
+identity alone. So a renewal that applied but whose reply was lost leaves the node's claim
+valid, and a re-claim (by any node, the same one included) makes the old claim stale.
 A write that arrives after its caller gave up applies nothing when it carries a
 ``deadline`` (compared with the store's clock): so a late cancel never removes a newer form.
 
@@ -102,15 +106,18 @@ class TimerStore(Protocol):
         ...
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
-        """The check right before handlers start: of ``claims``, those still held (fence
-        intact, lease not ended by the store's clock), in order. Records each start in the
+        """The check right before handlers start: of ``claims``, those still held (identity
+        intact, the *stored* lease not ended by the store's clock), in order; the very
+        objects passed in. Records each start in the
         item's history (an open :class:`~flowsched.Attempt`, ``started`` by the store's
         clock). A claim not returned must not start."""
         ...
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
-        """Extend the leases of ``claims`` still held (fence intact, not re-claimed) to
-        ``now() + lease``; return the renewed claims (new ``lease_until``), in order."""
+        """Extend the leases of ``claims`` still held (identity intact, the stored lease not
+        ended by the store's clock) to ``now() + lease``; return the renewed claims (new
+        ``lease_until``, same token), in order. A claim from before an earlier renewal (whose
+        reply was lost) still renews."""
         ...
 
     def release(self, claims: Sequence[Claim]) -> int:
@@ -119,11 +126,13 @@ class TimerStore(Protocol):
         ...
 
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
-        """Apply each outcome under its claim's fence, in one batch; one result per
-        settlement, in order. A stale claim applies nothing (``applied`` False). Closes the
-        attempt in the history. Raises (applying nothing, or :class:`~flowsched.OutcomeUnknown`)
-        when the store cannot be written: the caller keeps the outcomes and retries them
-        (settling twice is harmless: the second is stale)."""
+        """Apply each outcome under its claim's fence (its identity: a claim from before a
+        renewal still settles), in one batch; one result per settlement, in order. A stale
+        claim applies nothing (``applied`` False); ``late`` is measured from the stored lease.
+        Closes the attempt in the history. Raises (applying nothing, or
+        :class:`~flowsched.OutcomeUnknown`) when the store cannot be written: the caller
+        keeps the outcomes and retries them (settling twice is harmless: the second is
+        stale)."""
         ...
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:

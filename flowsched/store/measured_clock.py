@@ -1,5 +1,6 @@
 """Internal: a store's clock when the database has one and the store cannot compare in it:
-the node's clock plus the offset of a :class:`~flowsched.node.clock_filter.ClockFilter`.
+the database's time as a :class:`~flowsched.node.clock_filter.ClockFilter` carries it on the
+node's monotonic clock (a step of the node's wall clock changes nothing).
 
 ``measure()`` asks the database for its time (one cheap command; ``None`` when it cannot
 say, as mongomock): it is called when the last sample is older than :data:`REFRESH`
@@ -74,17 +75,29 @@ class MeasuredClock:
                 self._what,
             )
 
+    def _bound(self) -> tuple[datetime, timedelta]:
+        node = self.node
+        with self._lock:
+            return self.filter.bound(node.monotonic(), node.now())
+
+    def estimate(self) -> datetime:
+        """The database's time, best estimate, from the samples taken so far (no I/O: what
+        a node core is given as its "now", :mod:`flowsched.node.store_time`)."""
+        return self._bound()[0]
+
     def now(self) -> datetime:
-        """The database's time, best estimate."""
+        """The database's time, best estimate (measured first if the samples are old)."""
         self._refresh()
-        return self.filter.estimate(self.node.now())
+        return self._bound()[0]
 
     def earliest(self) -> datetime:
         """The database's time is at least this: what *due* is judged by."""
         self._refresh()
-        return self.filter.earliest(self.node.now())
+        estimate, error = self._bound()
+        return estimate - error
 
     def latest(self) -> datetime:
         """The database's time is at most this: what an ended lease or deadline is judged by."""
         self._refresh()
-        return self.filter.latest(self.node.now())
+        estimate, error = self._bound()
+        return estimate + error

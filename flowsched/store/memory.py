@@ -43,6 +43,7 @@ class _Row:
     attempt: int = 0
     owner: str | None = None
     lease_until: datetime | None = None
+    token: str = ""
     paused: bool = False
     last_error: str | None = None
 
@@ -67,6 +68,7 @@ class MemoryTimerStore:
         self._quarantine: list[QuarantinedRecord] = []
         self._history: dict[str, deque[Attempt]] = {}
         self._generations = itertools.count(1)
+        self._tokens = itertools.count(1)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -146,7 +148,8 @@ class MemoryTimerStore:
                 if row.owner is not None and row.lease_until is not None:
                     self._close(row, row.lease_until, "lapsed", None)
                 row.owner, row.lease_until = owner, now + lease
-                claims.append(Claim(row.item, row.attempt, owner, row.lease_until))
+                row.token = f"c{next(self._tokens)}"
+                claims.append(Claim(row.item, row.attempt, owner, row.lease_until, row.token))
             return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
@@ -154,8 +157,8 @@ class MemoryTimerStore:
             now = self.now()
             held = []
             for claim in claims:
-                row = self._held(claim)
-                if row is None or row.paused or claim.lease_until <= now:
+                row = self._held(claim, now)
+                if row is None or row.paused:
                     continue
                 self._record(claim, now)
                 held.append(claim)
@@ -163,10 +166,11 @@ class MemoryTimerStore:
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
         with self._lock:
-            until = self.now() + lease
+            now = self.now()
+            until = now + lease
             renewed = []
             for claim in claims:
-                row = self._held(claim)
+                row = self._held(claim, now)
                 if row is not None:
                     row.lease_until = until
                     renewed.append(replace(claim, lease_until=until))
@@ -179,6 +183,7 @@ class MemoryTimerStore:
                 row = self._held(claim)
                 if row is not None:
                     row.owner = row.lease_until = None
+                    row.token = ""
                     released += 1
             return released
 
@@ -192,9 +197,10 @@ class MemoryTimerStore:
                 if row is None:
                     results.append(SettleResult(claim, False))
                     continue
+                ends = row.lease_until or claim.lease_until  # the stored lease: maybe renewed
                 self._close(row, now, _ended_as(settlement), settlement)
                 self._apply(row, settlement.outcome)
-                late = now - claim.lease_until if now > claim.lease_until else None
+                late = now - ends if now > ends else None
                 results.append(SettleResult(claim, True, late))
             return results
 
@@ -272,13 +278,17 @@ class MemoryTimerStore:
 
     # -- internals (under the lock) ---------------------------------------------------
 
-    def _held(self, claim: Claim) -> _Row | None:
+    def _held(self, claim: Claim, now: datetime | None = None) -> _Row | None:
+        """The row ``claim`` still holds: its identity (id, generation, owner, token) is
+        the stored one and, given ``now``, the stored lease has not ended by then."""
         row = self._rows.get(claim.item.id)
         if (
             row is None
             or row.item.generation != claim.generation
             or row.owner != claim.owner
-            or row.lease_until != claim.lease_until
+            or row.token != claim.token
+            or row.lease_until is None
+            or (now is not None and row.lease_until <= now)
         ):
             return None
         return row
@@ -286,6 +296,7 @@ class MemoryTimerStore:
     def _apply(self, row: _Row, outcome: Outcome) -> None:
         item = row.item
         row.owner = row.lease_until = None
+        row.token = ""
         if isinstance(outcome, Completed):
             del self._rows[item.id]
         elif isinstance(outcome, Redeliver):

@@ -20,19 +20,31 @@ __all__ = ["Claim", "QuarantinedRecord", "SettleResult", "Settlement", "TimerSel
 @dataclass(frozen=True, slots=True)
 class Claim:
     """One due item a node holds: ``owner`` may deliver ``item`` until ``lease_until`` (by
-    the store's clock); ``attempt`` counts the failed deliveries of this form before it.
+    the store's clock); ``attempt`` counts the failed deliveries of this form before it;
+    ``token`` names this claim (fresh at every :meth:`TimerStore.claim_due`, kept by
+    :meth:`TimerStore.renew`; a store must set it, ``""`` is for records built by hand).
 
-    The *fence* of a claim is ``(item.id, item.generation, owner, lease_until)`` as the store
-    wrote them: :meth:`TimerStore.confirm_start`, :meth:`TimerStore.renew` and
-    :meth:`TimerStore.settle` apply only while the stored item still carries all four, so a
-    replaced, cancelled, paused or re-claimed item is never touched by a stale claim. A
-    :meth:`TimerStore.renew` returns new claims (a new ``lease_until``); use those after.
+    The *fence* of a claim is its identity, ``(item.id, item.generation, owner, token)`` as
+    the store wrote them - never its ``lease_until``, which a renewal moves:
+
+    * :meth:`TimerStore.confirm_start` and :meth:`TimerStore.renew` apply while the stored
+      item carries all four **and** its stored lease has not ended by the store's clock;
+    * :meth:`TimerStore.settle` and :meth:`TimerStore.release` apply while the stored item
+      carries all four (a settle after the lease ended, nobody having claimed the item
+      since, applies and says how late).
+
+    So a replaced, cancelled, paused or re-claimed item (by another node or by the same one:
+    a new token) is never touched by a stale claim, and a claim whose renewal applied but
+    whose reply was lost (the node still holds the old ``lease_until``) still confirms,
+    renews and settles. A :meth:`TimerStore.renew` returns new claims (the new
+    ``lease_until``, the same token); a node uses them after, but the old ones still hold.
     """
 
     item: ScheduleItem
     attempt: int
     owner: str
     lease_until: datetime
+    token: str = ""
 
     @property
     def generation(self) -> int:
@@ -58,8 +70,9 @@ class Settlement:
 class SettleResult:
     """How one :class:`Settlement` went: ``applied`` is false for a stale claim (the item
     was replaced, cancelled or claimed again meanwhile: nothing changed). ``late`` is how
-    long after the claim's ``lease_until`` the store applied it (by its clock), ``None``
-    when it was in time or not applied."""
+    long after the stored lease's end the store applied it (by its clock; the stored lease,
+    which a renewal whose reply was lost may have moved past the claim's ``lease_until``),
+    ``None`` when it was in time or not applied."""
 
     claim: Claim
     applied: bool

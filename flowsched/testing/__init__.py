@@ -206,7 +206,7 @@ def check_timer_store(factory: StoreFactory) -> None:
     :class:`~flowsched.ManualClock` the store must judge time by - returns a fresh *empty*
     store each time it is called: a ``TimerStore``, an ``AsyncTimerStore`` (driven on an
     event loop of its own, in a thread: call this from synchronous code), or an awaitable of
-    either. Without a clock, the two checks that need a lease to end wait 3 s each. Raises
+    either. Without a clock, the three checks that need a lease to end wait 3 s each. Raises
     :class:`AssertionError` naming the first guarantee that does not hold::
 
         from flowsched.store import MemoryTimerStore

@@ -131,8 +131,10 @@ def _expired_lease(t: StoreTrial) -> None:
     assert t.store.confirm_start([held]) == [held], "a live claim was not confirmed"
     t.expire()
     assert t.store.confirm_start([held]) == [], "a claim whose lease ended was confirmed"
-    [again] = t.store.claim_due(t.routes, B, t.short, 10)
-    assert again.owner == B and again.attempt == 1, f"re-claim after expiry: {again}"
+    # Re-claimed by the same owner: the new claim is another claim (a new token).
+    [again] = t.store.claim_due(t.routes, A, t.short, 10)
+    assert again.owner == A and again.attempt == 1, f"re-claim after expiry: {again}"
+    assert again.token != held.token, f"a re-claim kept the lapsed claim's token: {again}"
     assert t.store.renew([held], t.short) == [], "the lapsed claim was renewed"
     [stale] = t.store.settle([Settlement(held, Completed())])
     assert not stale.applied and t.store.exists("x"), "the lapsed claim's settle applied"
@@ -169,8 +171,8 @@ def _renew_release(t: StoreTrial) -> None:
     assert len(renewed) == 2 and all(
         r.lease_until > c.lease_until for r, c in zip(renewed, claims, strict=True)
     ), f"renew did not extend: {claims} -> {renewed}"
-    assert t.store.renew(claims, t.lease) == [], "renew with the superseded lease applied"
     assert t.store.release(renewed[:1]) == 1, "release of a held claim"
+    assert t.store.renew(renewed[:1], t.lease) == [], "renew of a released claim applied"
     again = t.store.claim_due(t.routes, B, t.lease, 10)
     assert [c.item.id for c in again] == [renewed[0].item.id], f"after release: {again}"
 
@@ -322,6 +324,28 @@ def _pause_resume(t: StoreTrial) -> None:
     assert [c.item.id for c in claims] == ["x"], f"a resumed past-due item: {claims}"
 
 
+def _lost_renewal_reply(t: StoreTrial) -> None:
+    for item_id in ("x", "y", "z"):
+        t.store.put(t.item(item_id))
+    claims = t.store.claim_due(t.routes, A, t.short, 10)
+    assert len({c.token for c in claims}) == 3, f"claims share a token: {claims}"
+    t.later(_S)
+    # The renewal applies but its reply is "lost": the node keeps `claims`, whose lease end
+    # then passes while the stored one lasts.
+    renewed = t.store.renew(claims, timedelta(minutes=5))
+    assert [r.token for r in renewed] == [c.token for c in claims], f"renew: {renewed}"
+    t.expire()
+    x, y, z = claims
+    assert t.store.confirm_start([x]) == [x], "a claim from before its renewal not confirmed"
+    assert len(t.store.renew([y], t.lease)) == 1, "a claim from before its renewal not renewed"
+    results = t.store.settle([Settlement(x, Completed()), Settlement(y, Completed())])
+    assert all(r.applied and r.late is None for r in results), (
+        f"a claim from before its renewal did not settle in time (by the stored lease): {results}"
+    )
+    assert not t.store.exists("x") and not t.store.exists("y"), "settled items still stored"
+    assert t.store.release([z]) == 1, "a claim from before its renewal not released"
+
+
 def _late_settle(t: StoreTrial) -> None:
     t.store.put(t.item("x"))
     [claim] = t.store.claim_due(t.routes, A, t.short, 10)
@@ -347,7 +371,8 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     ),
     StoreCheck("a claim is exclusive across two owners", _claim_exclusive),
     StoreCheck(
-        "an expired lease is claimable again, attempt kept; the lapsed claim is stale",
+        "an expired lease is claimable again (by its owner too: a new token), attempt kept; "
+        "the lapsed claim is stale",
         _expired_lease,
     ),
     StoreCheck(
@@ -355,6 +380,12 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     ),
     StoreCheck(
         "renew extends held leases; release frees them; stale ones apply nothing", _renew_release
+    ),
+    StoreCheck(
+        "a claim is fenced by its identity (id, generation, owner, token), not its lease end: "
+        "after a renewal whose reply was lost, the old claim still confirms, renews, settles "
+        "in time and releases",
+        _lost_renewal_reply,
     ),
     StoreCheck(
         "settle applies Completed, Redeliver and DeadLettered under the fence", _settle_outcomes

@@ -7,7 +7,8 @@ take up to most of a lease (busy workers, claims waiting in queues); store round
 are slow, refused, or lost after the store applied them (:class:`~flowsched.OutcomeUnknown`);
 and each node's clock, off the store's by up to 5 minutes, measured through a
 :class:`~flowsched.node.clock_filter.ClockFilter` over round trips that are slow, lost and
-asymmetric (a node's requests may be held up to 3 s on the way, as by a proxy). A node
+asymmetric (a node's requests may be held up to 3 s on the way, as by a proxy), and whose
+wall clock steps now and then (up to a minute either way). A node
 judges due times by the earliest the store's time can be and leases by the latest, as
 ``MongoTimerStore`` does (:class:`_NodeView`).
 
@@ -23,7 +24,10 @@ judges due times by the earliest the store's time can be and leases by the lates
 ``plant`` runs a node core with a known bug, to show the invariants catch it:
 ``"no-confirm"`` (queued claims start without the check), ``"drop-settle"`` (a settle the
 store refused is dropped), ``"midpoint-clock"`` (the clock estimate taken at the midpoint of
-its round trip, with no error bound).
+its round trip, with no error bound), ``"wall-clock"`` (the clock estimate carried on the
+node's wall clock, so a step of it moves every judgement), ``"lease-fence"`` (the store
+fences a claim on its remembered lease end, so a renewal whose reply was lost makes its
+settle stale).
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from flowsched.clock import ManualClock
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.actions import (
     Action,
     ConfirmStart,
-    RenewLeases,
     SettleBatch,
     Sleep,
     StartHandler,
@@ -74,12 +78,32 @@ class _DropSettle(NodeCore):
         super().failed(action, error, now)
 
 
+class _LeaseFenceStore(MemoryTimerStore):
+    """Planted: a claim also fenced by equality with the lease end the node remembers."""
+
+    def _held(self, claim: Claim, now: datetime | None = None) -> Any:
+        row = super()._held(claim, now)
+        return row if row is not None and row.lease_until == claim.lease_until else None
+
+
 class _MidpointFilter(ClockFilter):
     """Planted: the server read its clock at the midpoint of the round trip, exactly."""
 
-    def offset(self) -> tuple[timedelta, timedelta]:
-        best = self.best()
-        return (best.offset, timedelta(0)) if best is not None else (timedelta(0), timedelta(0))
+    def bound(self, monotonic: float, node_now: datetime) -> tuple[datetime, timedelta]:
+        best = self.best(monotonic)
+        if best is None:
+            return node_now, timedelta(0)
+        return best.estimate_at(monotonic), timedelta(0)
+
+
+class _WallClockFilter(ClockFilter):
+    """Planted: the offset measured against the wall clock, applied to the wall clock now."""
+
+    def bound(self, monotonic: float, node_now: datetime) -> tuple[datetime, timedelta]:
+        best = self.best(monotonic)
+        if best is None:
+            return node_now, timedelta(0)
+        return node_now + best.offset, best.error_at(monotonic)
 
 
 PLANTS: dict[str | None, type[NodeCore]] = {
@@ -87,6 +111,14 @@ PLANTS: dict[str | None, type[NodeCore]] = {
     "no-confirm": _NoConfirm,
     "drop-settle": _DropSettle,
     "midpoint-clock": NodeCore,  # the bug is in the node's clock filter (_MidpointFilter)
+    "wall-clock": NodeCore,  # the bug is in the node's clock filter (_WallClockFilter)
+    "lease-fence": NodeCore,  # the bug is in the store (_LeaseFenceStore)
+}
+
+
+_FILTERS: dict[str | None, type[ClockFilter]] = {
+    "midpoint-clock": _MidpointFilter,
+    "wall-clock": _WallClockFilter,
 }
 
 
@@ -150,13 +182,13 @@ class _Node:
         return self.truth.now() + self.skew
 
     def estimate(self) -> datetime:
-        return self.filter.estimate(self.wall())
+        return self.filter.estimate(_seconds(self.truth.now()), self.wall())
 
     def earliest(self) -> datetime:
-        return self.filter.earliest(self.wall())
+        return self.filter.earliest(_seconds(self.truth.now()), self.wall())
 
     def latest(self) -> datetime:
-        return self.filter.latest(self.wall())
+        return self.filter.latest(_seconds(self.truth.now()), self.wall())
 
 
 def _seconds(at: datetime) -> float:
@@ -168,7 +200,8 @@ class _World:
     def __init__(self, seed: int, nodes: int, plant: str | None) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(START)
-        self.store = MemoryTimerStore(self.clock)
+        store = _LeaseFenceStore if plant == "lease-fence" else MemoryTimerStore
+        self.store = store(self.clock)
         self.seq = 0
         self.removed: dict[Form, int] = {}  # form -> seq its cancel/replace returned
         self.starts: dict[Form, list[int]] = {}  # form -> seqs of recorded starts
@@ -193,11 +226,16 @@ class _World:
                 self.clock,
                 timedelta(milliseconds=rng.choice((0, 0, rng.randint(-300_000, 300_000)))),
                 rng.choice((0.0, 0.0, rng.uniform(1.0, 3.0))),
-                _MidpointFilter() if plant == "midpoint-clock" else ClockFilter(),
+                _FILTERS.get(plant, ClockFilter)(),
             )
             for i in range(nodes)
         ]
         self.views = [_NodeView(self.store, node) for node in self.nodes]
+
+    def step_clock(self) -> None:
+        """A node's wall clock steps (NTP, an operator): its monotonic clock does not."""
+        node = self.rng.choice(self.nodes)
+        node.skew += timedelta(milliseconds=self.rng.randint(-60_000, 60_000))
 
     def tick(self) -> int:
         self.seq += 1
@@ -280,9 +318,9 @@ class _World:
         if isinstance(action, ConfirmStart):
             for claim in result:
                 self.starts.setdefault((claim.item.id, claim.generation), []).append(self.tick())
-        if fault < 0.12 and not isinstance(action, RenewLeases):
-            # Applied, but the reply was lost: the caller gives up. (Not a renewal: the node
-            # would keep the old lease, and its settle would be stale - a known gap.)
+        if fault < 0.12:
+            # Applied, but the reply was lost: the caller gives up. A lost renewal leaves
+            # the node with the old lease end; its claim still holds (fenced by identity).
             reply_at += timedelta(seconds=self.rng.uniform(1.0, 3.0))
             node.call = (action, None, OutcomeUnknown("simulated: reply lost"), reply_at)
             return
@@ -324,6 +362,8 @@ def simulate_nodes(
     for _ in range(steps):
         if world.rng.random() < 0.3:
             world.client(timers)
+        if world.rng.random() < 0.02:
+            world.step_clock()
         order.rotate(world.rng.randrange(len(order)))
         for index in order:
             world.step(index)

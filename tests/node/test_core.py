@@ -9,7 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flowsched import ManualClock, ScheduleItem, ScheduleKind, SchedulerUnavailable
+from flowsched import (
+    ManualClock,
+    OutcomeUnknown,
+    ScheduleItem,
+    ScheduleKind,
+    SchedulerUnavailable,
+)
 from flowsched.node.actions import (
     ClaimDue,
     ConfirmStart,
@@ -234,3 +240,31 @@ def test_a_handler_ending_while_its_renewal_is_on_the_way_settles_on_the_new_lea
     node.core.succeeded(renew, result, clock.now())
     node.run()
     assert not store.exists("a"), "the settle carried the old lease and was stale"
+
+
+def test_a_renewal_whose_reply_was_lost_leaves_the_claim_valid(
+    store: MemoryTimerStore, clock: ManualClock
+) -> None:
+    # The store renews the lease, the reply is lost (OutcomeUnknown): the node keeps the old
+    # lease end. Its claim is fenced by identity, so the handler's settle applies in time
+    # and the item never runs again (with a fence on the lease end it was stale: a rerun).
+    node = Node(store, clock, workers=1, lease=10 * S, poll_interval=60 * S)
+    _item(store, "a", START)
+    _item(store, "b", START)
+    node.run()
+    [first] = node.started
+    clock.jump(5 * S)
+    renew = node.core.next_action(clock.now())
+    assert isinstance(renew, RenewLeases) and len(renew.claims) == 2, renew
+    store_call(renew, store, node.core.settings, frozenset({ROUTE}))  # applied ...
+    node.core.failed(renew, OutcomeUnknown("reply lost"), clock.now())  # ... reply lost
+    clock.jump(6 * S)  # past the lease end the node knows, within the renewed one
+    node.finish(first)
+    node.run()
+    assert not store.exists("a"), "the settle of a claim renewed without its reply was stale"
+    assert [s.claim.item.id for s in node.started] == ["a", "b"], "the queued claim lost"
+    clock.jump(60 * S)
+    node.run()
+    runs = [s.claim.item.id for s in node.started]
+    assert runs.count("a") == 1 and runs.count("b") == 1, f"runs: {runs}"
+    assert store.claim_due({ROUTE}, "n2", S, 5) == [], "an item is claimable again"

@@ -1,6 +1,8 @@
 """The node-core simulation finds each planted bug of the node (CONTRACT section 15):
 starting a queued claim unchecked, a clock estimate taken at the midpoint, a settle that
-drops its batch - each within a few hundred seeds (``make mutations``)."""
+drops its batch, a claim fenced on its remembered lease end,
+a clock estimate carried on the wall clock - each within a few hundred
+seeds (``make mutations``)."""
 
 import os
 
@@ -12,7 +14,13 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("FLOWSCHED_MUTATIONS") != "1", reason="mutation tests: FLOWSCHED_MUTATIONS=1"
 )
 
-CAUGHT_BY = {"no-confirm": "stale start", "midpoint-clock": "early", "drop-settle": "rerun"}
+CAUGHT_BY = {
+    "no-confirm": "stale start",
+    "midpoint-clock": "early",
+    "drop-settle": "rerun",
+    "lease-fence": "rerun",
+    "wall-clock": "early",
+}
 
 
 @pytest.mark.parametrize("plant", sorted(CAUGHT_BY))

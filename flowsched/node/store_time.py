@@ -1,0 +1,46 @@
+"""Internal: the one rule for the "now" a node core is given — by both drivers and by the
+node simulation.
+
+The core judges everything in the **store's time** (due times, lease ends, its renewals and
+polls), so it must be given the store's time, not the node's: on a host whose clock is off
+the database's, the node's own clock would time renewals and polls wrongly. The rule, with
+no I/O (a driver asks it at every turn):
+
+* a store that measures its database's clock (``store.time``, a
+  :class:`~flowsched.store.measured_clock.MeasuredClock`, as
+  :class:`~flowsched.mongo.MongoTimerStore`): the best estimate of the database's time,
+  carried on the node's monotonic clock since the last sample
+  (:meth:`~flowsched.store.measured_clock.MeasuredClock.estimate`);
+* a store with its own clock (``store.clock``, as
+  :class:`~flowsched.store.MemoryTimerStore`): that clock;
+* otherwise the driver's clock (a store that compares in its database and reports no
+  clock: the node's time is the best it has).
+
+An async face made by :func:`~flowsched.store.as_async` is looked through (``.sync``).
+:mod:`flowsched.testing.node_simulation` gives its cores the same best estimate, from the
+same :class:`~flowsched.node.clock_filter.ClockFilter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from flowsched.clock import Clock
+from flowsched.store.async_face import AsyncOver
+from flowsched.store.measured_clock import MeasuredClock
+
+__all__ = ["core_clock"]
+
+
+def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
+    """What "now" a core over ``store`` sees (see the module); ``clock`` is the driver's."""
+    if isinstance(store, AsyncOver):
+        store = store.sync
+    measured = getattr(store, "time", None)
+    if isinstance(measured, MeasuredClock):
+        return measured.estimate
+    own = getattr(store, "clock", None)
+    if isinstance(own, Clock):
+        return own.now
+    return clock.now
