@@ -174,3 +174,17 @@ def test_history_settings_come_from_the_config_and_bad_values_name_their_key() -
     for bad in ("history-limit = 0", "history-limit = 1001", "history-retention = 0s"):
         with pytest.raises(ConfigError, match=bad.split(" ")[0]):
             SchedulingConfig.from_string(f"ipf-scheduler.flowsched.{bad}").scheduler_settings()
+
+
+def test_a_mongo_history_expires_by_the_wall_clock_even_under_a_virtual_one() -> None:
+    # The TTL monitor judges expires_at by the server's wall clock: counted from a virtual
+    # clock in the past, the history would be removed at once.
+    from datetime import UTC, datetime
+
+    from flowsched.mongo.history import expires_at
+
+    week = timedelta(days=7)
+    wall = datetime(2030, 6, 1, tzinfo=UTC)
+    past = datetime(2026, 1, 1, tzinfo=UTC)
+    assert expires_at(past, week, lambda: wall) == wall + week
+    assert expires_at(wall + S, week, lambda: wall) == wall + S + week  # ahead: its own end
