@@ -50,13 +50,26 @@ Claim = tuple[ScheduleItem, int]
 class TimerHeap:
     """In-memory storage of timers: items by id, the due-time heap, parked items, dead letters."""
 
-    __slots__ = ("attempts", "dead", "flows", "generations", "heap", "items", "parked", "paused")
+    __slots__ = (
+        "attempts",
+        "dead",
+        "errors",
+        "flows",
+        "generations",
+        "heap",
+        "items",
+        "parked",
+        "paused",
+    )
 
     def __init__(self) -> None:
         self.items: dict[str, ScheduleItem] = {}
         self.heap: list[tuple[datetime, int, str]] = []
         # Failed deliveries of the current form, for the ids that have any.
         self.attempts: dict[str, int] = {}
+        # The latest failure's text of the current form (TimerInfo.last_error), for the ids
+        # whose last delivery failed: written only by a failed delivery, so free otherwise.
+        self.errors: dict[str, str] = {}
         # Due items of a route nobody handles yet, out of the heap until someone does.
         self.parked: dict[str, ScheduleItem] = {}
         self.dead: dict[str, DeadLetter] = {}
@@ -123,9 +136,9 @@ class TimerHeap:
         if isinstance(outcome, Completed):
             return self.complete(item)
         if isinstance(outcome, Redeliver):
-            return self.reschedule(item, outcome.due, outcome.attempt)
+            return self.reschedule(item, outcome.due, outcome.attempt, outcome.error)
         if isinstance(outcome, NextSlot):
-            return self.advance(item, outcome.applied, outcome.due, outcome.runs)
+            return self.advance(item, outcome.applied, outcome.due, outcome.runs, outcome.error)
         return self.bury(item, outcome.dead)
 
     def remove(self, item_id: str) -> ScheduleItem | None:
@@ -142,6 +155,7 @@ class TimerHeap:
         for item_id in ids:
             del self.items[item_id]
             self.attempts.pop(item_id, None)
+            self.errors.pop(item_id, None)
             self.parked.pop(item_id, None)
             self.paused.discard(item_id)
         self._compact_if_stale()
@@ -218,27 +232,42 @@ class TimerHeap:
             self.items[item.id] = current  # a newer form: not ours to remove
         return False
 
-    def reschedule(self, item: ScheduleItem, due: datetime, attempt: int) -> bool:
-        """Deliver ``item`` again at ``due`` (same generation), if it is still current."""
+    def reschedule(
+        self, item: ScheduleItem, due: datetime, attempt: int, error: str | None = None
+    ) -> bool:
+        """Deliver ``item`` again at ``due`` (same generation), if it is still current,
+        with ``attempt`` failures so far, the latest of them ``error``."""
         if self.items.get(item.id) is not item:
             return False
         moved = item.moved(due, item.previous)
         self.items[item.id] = moved
         self.attempts[item.id] = attempt
+        if error is not None:
+            self.errors[item.id] = error
         heappush(self.heap, (due, item.generation, item.id))
         return True
 
     def advance(
-        self, item: ScheduleItem, applied: datetime | None, due: datetime, runs: int | None = None
+        self,
+        item: ScheduleItem,
+        applied: datetime | None,
+        due: datetime,
+        runs: int | None = None,
+        error: str | None = None,
     ) -> bool:
         """A recurring ``item`` ticked: keep it (same generation, failures reset) with
         ``applied`` as its last slot and ``runs`` its runs so far (``None``: unchanged), due
-        at ``due`` - if it is still current."""
+        at ``due`` - if it is still current. ``error``: the text of a failed tick that
+        counted (kept as the latest failure), ``None`` when it ran."""
         if self.items.get(item.id) is not item:
             return False
         moved = item.moved(due, applied, runs)
         self.items[item.id] = moved
         self.attempts.pop(item.id, None)
+        if error is not None:
+            self.errors[item.id] = error
+        elif self.errors:
+            self.errors.pop(item.id, None)
         heappush(self.heap, (due, item.generation, item.id))
         return True
 
@@ -305,6 +334,8 @@ class TimerHeap:
         key = item.id
         if self.attempts:
             self.attempts.pop(key, None)
+        if self.errors:
+            self.errors.pop(key, None)
         if self.parked:
             self.parked.pop(key, None)
         if self.paused:

@@ -72,7 +72,7 @@ def _dead_matches(store: TimerHeap, filters: TimerFilters) -> Iterator[DeadLette
 
 def _info(store: TimerHeap, item: ScheduleItem) -> TimerInfo:
     state: TimerState = "paused" if item.id in store.paused else "scheduled"
-    return _record(item, state, store.attempts.get(item.id, 0), None)
+    return _record(item, state, store.attempts.get(item.id, 0), store.errors.get(item.id))
 
 
 def _dead_info(dead: DeadLetter) -> TimerInfo:

@@ -13,7 +13,12 @@ One document per item id that has run::
   one ``bulk_write``), whatever the batch's size.
 * **Bounded per item**: ``$push`` with ``$slice`` keeps the last ``limit`` attempts.
 * **Kept after the item is gone**: ``expires_at`` is the last attempt's end plus
-  ``retention``; a TTL index (``history_ttl``) removes the document then.
+  ``retention``; a TTL index (``history_ttl``) removes the document then. The TTL monitor
+  compares ``expires_at`` with the server's *wall* clock, not with the scheduler's: so the
+  end counted is the later of the last attempt's end and the wall clock's now
+  (:func:`expires_at`) - under a virtual clock set in the past (a test's
+  :class:`~flowsched.clock.ManualClock`) a history is then kept ``retention`` of real time,
+  not removed at once. Retention is housekeeping in real time.
 * **Lapsed claims**: a node that claims an item still carrying an earlier, unsettled claim
   (its node died or was cut off: :attr:`~flowsched.mongo.settlement.Claim.suspect`) records
   that claim as an attempt with ``outcome="lapsed"``, ended at its lease's end.
@@ -31,7 +36,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_attempt
@@ -42,7 +47,7 @@ from flowsched.mongo.transient import is_transient
 from flowsched.outcomes import Outcome
 from flowsched.steering import ATTEMPT_OUTCOMES, Attempt
 
-__all__ = ["HISTORY_TTL_INDEX", "MongoHistory", "Record", "attempt_from_document"]
+__all__ = ["HISTORY_TTL_INDEX", "MongoHistory", "Record", "attempt_from_document", "expires_at"]
 
 HISTORY_TTL_INDEX = "history_ttl"
 
@@ -53,6 +58,18 @@ log = logging.getLogger("flowsched.mongo")
 
 Record = tuple[Any, dict[str, Any]]
 """One attempt to write: the item id and the attempt's sub-document."""
+
+
+def expires_at(
+    last: datetime,
+    retention: timedelta,
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> datetime:
+    """When the TTL index may remove a history whose last attempt ended at ``last`` (by
+    the scheduler's clock): ``retention`` after the later of ``last`` and the wall clock's
+    now. The TTL monitor goes by the server's wall clock, so an expiry counted from a
+    virtual clock in the past would remove the history at once."""
+    return max(last, wall()) + retention
 
 
 class MongoHistory(Journal):
@@ -66,6 +83,8 @@ class MongoHistory(Journal):
         self.policy = policy or HistoryPolicy()
         self._lock = threading.Lock()
         self._pending: list[Record] = []
+        self.wall: Callable[[], datetime] = lambda: datetime.now(UTC)
+        """The wall clock the expiry is counted from (see :func:`expires_at`)."""
 
     def closed(self, opened: OpenAttempt, outcome: Outcome) -> None:
         attempt = finished_attempt(opened, self.node, self.now(), outcome)
@@ -119,7 +138,8 @@ class MongoHistory(Journal):
 
     def writes(self, records: Sequence[Record]) -> list[Write]:
         """One upsert per item: push its new attempts (keeping the last ``limit``) and move
-        its expiry to the last one's end plus the retention."""
+        its expiry to the last one's end (not before the wall clock's now) plus the
+        retention (:func:`expires_at`)."""
         by_item: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
         for item_id, record in records:
             by_item.setdefault(repr(item_id), (item_id, []))[1].append(record)
@@ -129,7 +149,7 @@ class MongoHistory(Journal):
             push = {"$each": attempts, "$slice": -self.policy.limit}
             update = {
                 "$push": {"attempts": push},
-                "$set": {"expires_at": last + self.policy.retention},
+                "$set": {"expires_at": expires_at(last, self.policy.retention, self.wall)},
             }
             writes.append(Write({"_id": item_id}, update, upsert=True))
         return writes

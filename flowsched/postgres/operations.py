@@ -332,6 +332,8 @@ class Setup:
             if following > due:
                 # Missed slots are not replayed: the last one missed counts as applied.
                 new_due, new_previous = following, max(due, now)
+        elif paused is True and due < now:
+            new_due = now  # a one-shot whose time passed while paused is due now
         rows = yield self.statement(
             "resume", id=item_id, generation=generation, due=new_due, previous=new_previous
         )

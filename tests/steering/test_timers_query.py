@@ -124,8 +124,19 @@ def test_a_failed_delivery_shows_in_attempts_and_due(face):
     info = face.info("flaky")
     assert info.attempts == 1
     assert info.due == NOW + MIN + timedelta(seconds=3)  # redelivered after the backoff
-    if face.kind.endswith("mongo"):
-        assert info.last_error is not None and "boom" in info.last_error
+    assert info.last_error is not None and "boom" in info.last_error
+
+
+def test_a_replacement_shows_no_earlier_failure(face):
+    face.on_timer(lambda f, item, attempt: (_ for _ in ()).throw(RuntimeError("boom")))
+    face.schedule("flaky", MIN)
+    face.advance(MIN)
+    assert face.info("flaky").last_error is not None
+
+    face.schedule("flaky", 10 * MIN)  # a new form: its own failures only
+
+    info = face.info("flaky")
+    assert (info.attempts, info.last_error) == (0, None)
 
 
 @pytest.mark.parametrize("kind", KINDS)
