@@ -83,7 +83,7 @@ class TimersCli:
 
     def app(self) -> typer.Typer:
         """A ``typer.Typer`` with every verb."""
-        from flowsched.cli.timers_postgres import TimersGroup
+        from flowsched.cli.timers_target import TimersGroup
 
         app = typer.Typer(
             help="See and act on the live timers of a MongoDB collection (or, with a "
@@ -92,7 +92,7 @@ class TimersCli:
             "flowsched timers --config application.conf list, flowsched timers list --db ipf.",
             no_args_is_help=True,
             rich_markup_mode=None,
-            cls=TimersGroup,  # a postgresql:// --uri: the verbs of cli/timers_postgres.py
+            cls=TimersGroup,  # a postgresql:// --uri: cli/timers_target.py
         )
         from flowsched.cli.timers_listing import list_command  # they use this module's names
         from flowsched.cli.timers_steering import pause_command, resume_command

@@ -6,7 +6,8 @@ verbs instead of the MongoDB ones: ``list``, ``show``, ``cancel``, ``pause``, ``
 (:class:`~flowsched.postgres.PostgresTimerStore`: ``timers()``, ``history()``, ``pause`` /
 ``resume``, ``remove``, ``dead_letters``, ``requeue``, ``quarantined``), never on rows, so an
 operator's action is fenced exactly like a program's. ``--table`` names the timers table
-(default ``flowsched_timers``), before or after the verb.
+(default ``flowsched_timers``), before or after the verb; :mod:`flowsched.cli.timers_target`
+picks these verbs or the MongoDB ones.
 
 Exit codes: 0 done, 1 no such timer / dead letter, 2 usage or connection problem.
 """
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from flowsched.cli._output import fail
-from flowsched.cli.mongo_target import ConnectionGroup, redact
+from flowsched.cli.mongo_target import redact
 from flowsched.errors import SchedulerUnavailable
 from flowsched.records import ScheduleKind
 
@@ -31,11 +32,10 @@ if TYPE_CHECKING:
     from flowsched.postgres import PostgresTimerStore
     from flowsched.steering import Attempt, TimerInfo, TimerState
 
-__all__ = ["DEFAULT_TABLE", "PostgresTimers", "TimersGroup", "is_postgres_uri", "take_target"]
+__all__ = ["DEFAULT_TABLE", "PostgresTimers"]
 
 DEFAULT_TABLE = "flowsched_timers"
 EXIT_NOT_FOUND = 1
-_SCHEMES = ("postgresql://", "postgres://")
 _STATES = ("scheduled", "claimed", "paused", "dead")
 
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")]
@@ -44,72 +44,6 @@ TableOption = Annotated[
     str | None,
     typer.Option("--table", metavar="NAME", help=f"The timers table [default: {DEFAULT_TABLE}]."),
 ]
-
-
-def is_postgres_uri(uri: object) -> bool:
-    """Whether ``uri`` names a PostgreSQL server."""
-    return isinstance(uri, str) and uri.lower().startswith(_SCHEMES)
-
-
-def take_target(args: list[str]) -> tuple[str, str | None, list[str]] | None:
-    """``(uri, table, the other args)`` when ``args`` give a PostgreSQL ``--uri`` (anywhere
-    before ``--``); ``None`` otherwise (the MongoDB verbs run)."""
-    uri: str | None = None
-    table: str | None = None
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            rest.extend(args[index:])
-            break
-        name, eq, value = arg.partition("=")
-        if name in ("--uri", "--table"):
-            if not eq:
-                if index + 1 >= len(args):
-                    rest.append(arg)
-                    break
-                value = args[index + 1]
-                index += 1
-            if name == "--uri":
-                uri = value
-            else:
-                table = value
-            index += 1
-            continue
-        rest.append(arg)
-        index += 1
-    if not is_postgres_uri(uri):
-        return None
-    assert uri is not None
-    return uri, table, rest
-
-
-_VERBS = "flowsched.timers.postgres"
-
-
-class TimersGroup(ConnectionGroup):
-    """The ``timers`` group: with a PostgreSQL ``--uri`` its verbs are
-    :class:`PostgresTimers`'; otherwise the MongoDB ones."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        found = take_target(args)
-        if found is None:
-            return super().parse_args(ctx, args)
-        verbs = PostgresTimers()
-        verbs.uri, verbs.table, rest = found
-        ctx.meta[_VERBS] = verbs.group()
-        return super().parse_args(ctx, rest)
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        postgres = ctx.meta.get(_VERBS)
-        if postgres is None:
-            return super().get_command(ctx, cmd_name)
-        command = postgres.get_command(ctx, cmd_name)
-        if command is None:
-            verbs = ", ".join(postgres.list_commands(ctx))
-            fail(f"timers {cmd_name}: not a verb on PostgreSQL (these are: {verbs})")
-        return command
 
 
 def _kind(value: str | None) -> ScheduleKind | None:

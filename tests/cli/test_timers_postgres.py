@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 pytest.importorskip("psycopg")
 
 from flowsched.cli import build_app
-from flowsched.cli.timers_postgres import take_target
+from flowsched.cli.timers_target import take_target
 from flowsched.outcomes import DeadLettered
 from flowsched.postgres import PostgresTimerStore
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
@@ -144,3 +145,17 @@ def test_a_table_that_is_not_there_is_said_not_made(
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         made = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
     assert made == (None,)
+
+
+def test_a_config_with_a_postgres_block_picks_its_table(
+    postgres_url: str, store: PostgresTimerStore, tmp_path: Path
+) -> None:
+    _seed(store)
+    conf = tmp_path / "application.conf"
+    conf.write_text(f'ipf-scheduler.postgres {{ url = "{postgres_url}", table = "{store.table}" }}')
+    result = CliRunner().invoke(build_app(), ["timers", "--config", str(conf), "stats", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["states"] == {"scheduled": 3}
+    mongo = tmp_path / "mongo.conf"
+    mongo.write_text('ipf-scheduler.mongodb.uri = "mongodb://localhost/ipf"')
+    assert take_target(["--config", str(mongo), "stats"]) is None
