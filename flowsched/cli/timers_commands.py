@@ -32,7 +32,6 @@ from flowsched.cli.mongo_target import (
     ConfigOption,
     Connect,
     Connection,
-    ConnectionGroup,
     DbOption,
     MongoTarget,
     TimeoutOption,
@@ -84,13 +83,16 @@ class TimersCli:
 
     def app(self) -> typer.Typer:
         """A ``typer.Typer`` with every verb."""
+        from flowsched.cli.timers_target import TimersGroup
+
         app = typer.Typer(
-            help="See and act on the live timers of a MongoDB collection.\n\n"
+            help="See and act on the live timers of a MongoDB collection (or, with a "
+            "postgresql:// --uri, of a PostgreSQL table: --table NAME).\n\n"
             "The connection options serve every verb, before it or after it: "
             "flowsched timers --config application.conf list, flowsched timers list --db ipf.",
             no_args_is_help=True,
             rich_markup_mode=None,
-            cls=ConnectionGroup,
+            cls=TimersGroup,  # a postgresql:// --uri: cli/timers_target.py
         )
         from flowsched.cli.timers_listing import list_command  # they use this module's names
         from flowsched.cli.timers_steering import pause_command, resume_command

@@ -15,7 +15,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from flowsched.clock import Clock
 from flowsched.config import SchedulingConfig
-from flowsched.delivery import Observer, redelivery_policy
+from flowsched.delivery import Observer
+from flowsched.history import HistoryPolicy
 from flowsched.node.async_scheduler import AsyncNodeScheduler
 from flowsched.node.common import is_manual
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
@@ -55,7 +56,9 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         listen: bool = True,
         pool_size: int | None = None,
         durable_firing: bool = False,
+        history: HistoryPolicy | None = None,
     ) -> None:
+        history = history or HistoryPolicy()
         store = AsyncPostgresTimerStore(
             conninfo_or_pool,
             table=table,
@@ -64,6 +67,8 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
             op_timeout=op_timeout,
             pool_size=pool_size or 4,
             durable_firing=durable_firing,
+            history_limit=history.limit,
+            history_retention=history.retention,
         )
         super().__init__(
             store,
@@ -129,17 +134,6 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         observer: Observer | None = None,
     ) -> AsyncPostgresScheduler:
         """As :meth:`flowsched.postgres.PostgresScheduler.from_config`."""
-        settings = config.scheduler_settings()
-        return cls(
-            settings.postgres(),
-            table=settings.postgres_table,
-            node_id=node_id or settings.node_id,
-            poll_interval=settings.poll_interval,
-            clock=clock,
-            redelivery=redelivery_policy(settings),
-            observer=observer,
-            batch_size=settings.batch_size,
-            lease=settings.lease,
-            workers=settings.workers,
-            op_timeout=settings.op_timeout,
-        )
+        from flowsched.postgres.from_config import build
+
+        return build(cls, config, node_id, clock, observer)

@@ -156,9 +156,9 @@ class Setup:
                 item = item_from_row(row)
                 claim = Claim(
                     item,
-                    whole(row[9], "attempts", item.id),
+                    whole(row[10], "attempts", item.id),
                     owner,
-                    utc(row[10], "lease_until", item.id),
+                    utc(row[11], "lease_until", item.id),
                 )
             except MalformedDocument as exc:
                 bad[str(row[0])] = exc.reason

@@ -109,6 +109,13 @@ CREATE TABLE {nodes} (
     expires_at  timestamptz NOT NULL
 );
 
+-- name: migration_2
+-- A recurring item's runs (the slots it has applied, what max_runs counts), on live rows and
+-- dead letters; rows written before version 2 read as 0. IF NOT EXISTS: idempotent.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS runs integer NOT NULL DEFAULT 0
+    CHECK (runs >= 0 AND (runs = 0 OR recurrence IS NOT NULL));
+ALTER TABLE {dead} ADD COLUMN IF NOT EXISTS runs integer NOT NULL DEFAULT 0;
+
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
 DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema};
@@ -131,17 +138,17 @@ WITH gate AS (
     DELETE FROM {dead} WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
 ), stored AS (
     INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
-                              recurrence, previous, attempts, last_error, owner, lease_until,
-                              started_at, paused, scheduled_at)
+                              recurrence, previous, runs, attempts, last_error, owner,
+                              lease_until, started_at, paused, scheduled_at)
     SELECT %(id)s::text, gate.generation, %(kind)s::text, %(handler)s::text, %(route)s::text,
            %(flow_id)s::text, %(due)s::timestamptz, %(payload)s::jsonb, %(recurrence)s::jsonb,
-           %(previous)s::timestamptz, 0, NULL, NULL, NULL, NULL, false, {now}
+           %(previous)s::timestamptz, %(runs)s::int, 0, NULL, NULL, NULL, NULL, false, {now}
     FROM gate
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
-        previous = EXCLUDED.previous, attempts = 0, last_error = NULL, owner = NULL,
+        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
         lease_until = NULL, started_at = NULL, paused = false,
         scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.generation, t.due, t.route
@@ -152,7 +159,7 @@ SELECT generation,
 FROM stored;
 
 -- name: get
-SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs
 FROM {table} WHERE id = %(id)s;
 
 -- name: exists
@@ -216,7 +223,7 @@ UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL
 WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
-          t.previous, t.attempts, t.lease_until, t.route;
+          t.previous, t.runs, t.attempts, t.lease_until, t.route;
 
 -- name: quarantine_claimed
 -- Rows a claim returned that are not valid items: moved aside with the reason, atomically.
@@ -288,7 +295,9 @@ RETURNING t.id;
 --   dead       the row is deleted and its dead letter written (same statement);
 --   quarantine the row is deleted and kept in {quarantine} with the reason (%(errors)s);
 --   redeliver  due, attempts and last_error move, the claim is cleared;
---   next       a recurring row's next slot: due, previous (the applied slot), failures reset.
+--   next       a recurring row's next slot: due, previous (the applied slot), runs (the
+--              outcome's count; NULL: unchanged), failures reset.
+-- A redelivery keeps previous and runs (the slot was not applied).
 -- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
 WITH s AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
@@ -296,20 +305,22 @@ WITH s AS (
                          %(attempts)s::int[], %(errors)s::text[], %(applied)s::timestamptz[],
                          %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
                          %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
-                         %(claim_attempts)s::int[])
+                         %(claim_attempts)s::int[], %(runs)s::int[])
              AS s(id, generation, owner, lease_until, action, due, attempt, error, applied,
-                  outcome, error_type, message, traceback, dead_at, claim_attempt)
+                  outcome, error_type, message, traceback, dead_at, claim_attempt, runs)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
       AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
       AND {relaxed}
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
-              s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous
+              s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous,
+              s.runs AS dead_runs
 ), moved AS (
     UPDATE {table} t
     SET due = s.due, attempts = s.attempt, last_error = s.error,
         previous = CASE WHEN s.action = 'next' THEN s.applied ELSE t.previous END,
+        runs = CASE WHEN s.action = 'next' THEN coalesce(s.runs, t.runs) ELSE t.runs END,
         owner = NULL, lease_until = NULL, started_at = NULL
     FROM s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
@@ -318,21 +329,22 @@ WITH s AS (
     RETURNING t.id
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
-                             previous, attempts, error, dead_at)
+                             previous, runs, attempts, error, dead_at)
     SELECT id, generation, kind, handler, flow_id, coalesce(dead_due, due), payload,
            recurrence, CASE WHEN recurrence IS NULL THEN NULL ELSE dead_previous END,
+           CASE WHEN recurrence IS NULL THEN 0 ELSE coalesce(dead_runs, runs) END,
            dead_attempts, dead_error, coalesce(dead_time, {now})
     FROM gone WHERE action = 'dead'
     ON CONFLICT (id) DO UPDATE SET generation = EXCLUDED.generation, kind = EXCLUDED.kind,
         handler = EXCLUDED.handler, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
-        previous = EXCLUDED.previous, attempts = EXCLUDED.attempts, error = EXCLUDED.error,
+        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = EXCLUDED.attempts, error = EXCLUDED.error,
         dead_at = EXCLUDED.dead_at
 ), set_aside AS (
     INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
     SELECT id, dead_error,
            to_jsonb(gone) - 'action' - 'dead_attempts' - 'dead_error' - 'dead_time'
-               - 'dead_due' - 'dead_previous',
+               - 'dead_due' - 'dead_previous' - 'dead_runs',
            owner, {now}
     FROM gone WHERE action = 'quarantine'
     ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
@@ -396,8 +408,8 @@ SELECT least(
 -- ---- dead letters, quarantine -------------------------------------------------------------
 
 -- name: dead_letters
-SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, attempts,
-       error, dead_at
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs,
+       attempts, error, dead_at
 FROM {dead} ORDER BY dead_at, id;
 
 -- name: requeue
@@ -405,24 +417,24 @@ WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
 ), stored AS (
     INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
-                              recurrence, previous, attempts, last_error, owner, lease_until,
-                              started_at, paused, scheduled_at)
+                              recurrence, previous, runs, attempts, last_error, owner,
+                              lease_until, started_at, paused, scheduled_at)
     SELECT d.id, nextval('{generations}'), d.kind, d.handler,
            CASE WHEN d.handler IS NULL THEN 'k:' || d.kind ELSE 'h:' || d.handler END,
-           d.flow_id, %(due)s::timestamptz, d.payload, d.recurrence, d.previous, 0, NULL, NULL, NULL, NULL,
-           false, {now}
+           d.flow_id, %(due)s::timestamptz, d.payload, d.recurrence, d.previous, d.runs, 0,
+           NULL, NULL, NULL, NULL, false, {now}
     FROM d
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
-        previous = EXCLUDED.previous, attempts = 0, last_error = NULL, owner = NULL,
+        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
         lease_until = NULL, started_at = NULL, paused = false,
         scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
-              t.recurrence, t.previous, t.route
+              t.recurrence, t.previous, t.runs, t.route
 )
-SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous,
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs,
        CASE WHEN due <= {now} + %(notify_within)s::interval
             THEN pg_notify(%(channel)s, route)::text END
 FROM stored;

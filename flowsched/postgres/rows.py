@@ -51,6 +51,7 @@ def item_params(item: ScheduleItem) -> dict[str, Any]:
         "payload": text,
         "recurrence": None if recurrence is None else json.dumps(recurrence.to_json()),
         "previous": item.previous,
+        "runs": item.runs,
     }
 
 
@@ -111,8 +112,8 @@ _KINDS = {kind.value: kind for kind in ScheduleKind}
 
 
 def item_from_row(row: Row) -> ScheduleItem:
-    """``(id, generation, kind, handler, flow_id, due, payload, recurrence, previous, ...)``
-    as a :class:`ScheduleItem`; :class:`MalformedDocument` naming what is wrong."""
+    """``(id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs,
+    ...)`` as a :class:`ScheduleItem`; :class:`MalformedDocument` naming what is wrong."""
     # The usual row of a claim (a one-shot timer, values of the expected types, due in UTC
     # as the server's session sends it) is built without the checks' function calls: the
     # claim decodes a whole batch on the node's one loop thread.
@@ -147,6 +148,7 @@ def _checked_item(row: Row) -> ScheduleItem:
         raise MalformedDocument(item_id, f"unknown kind {row[2]!r}") from None
     recurrence = _recurrence(row[7], item_id)
     previous = utc_or_none(row[8], "previous", item_id)
+    runs = whole(row[9], "runs", item_id) if recurrence is not None else 0
     try:
         return ScheduleItem(
             item_id,
@@ -158,6 +160,7 @@ def _checked_item(row: Row) -> ScheduleItem:
             recurrence=recurrence,
             previous=previous if recurrence is not None else None,
             handler=text_or_none(row[3], "handler", item_id),
+            runs=runs,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, MalformedDocument):
@@ -170,9 +173,9 @@ def dead_letter_from_row(row: Row) -> DeadLetter:
     item = item_from_row(row)
     return DeadLetter(
         item,
-        whole(row[9], "attempts", item.id),
-        text(row[10], "error", item.id),
-        utc(row[11], "dead_at", item.id),
+        whole(row[10], "attempts", item.id),
+        text(row[11], "error", item.id),
+        utc(row[12], "dead_at", item.id),
     )
 
 

@@ -17,7 +17,8 @@ from psycopg_pool import ConnectionPool
 
 from flowsched.clock import Clock
 from flowsched.config import SchedulingConfig
-from flowsched.delivery import Observer, redelivery_policy
+from flowsched.delivery import Observer
+from flowsched.history import HistoryPolicy
 from flowsched.node.common import is_manual
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.postgres.heartbeats import Beats
@@ -46,7 +47,8 @@ class PostgresScheduler(NodeScheduler):
     every ``poll_interval``); ``durable_firing=True`` makes claims, starts and outcomes wait
     for the WAL flush too (by default only ``schedule``, ``cancel`` and the other calls of
     the port do: a server crash may then deliver the last ~200 ms of firings again, never
-    lose a timer). The other settings are ``MongoScheduler``'s.
+    lose a timer). ``history``: attempts kept per item and for how long after the last
+    (default 20, 7 days). The other settings are ``MongoScheduler``'s.
 
     >>> with PostgresScheduler("postgresql://app@db/app") as scheduler:  # doctest: +SKIP
     ...     scheduler.register("send-reminder", send_reminder)
@@ -72,7 +74,9 @@ class PostgresScheduler(NodeScheduler):
         listen: bool = True,
         pool_size: int | None = None,
         durable_firing: bool = False,
+        history: HistoryPolicy | None = None,
     ) -> None:
+        history = history or HistoryPolicy()
         store = PostgresTimerStore(
             conninfo_or_pool,
             table=table,
@@ -81,6 +85,8 @@ class PostgresScheduler(NodeScheduler):
             op_timeout=op_timeout,
             pool_size=pool_size or 4,
             durable_firing=durable_firing,
+            history_limit=history.limit,
+            history_retention=history.retention,
         )
         try:
             super().__init__(
@@ -148,23 +154,14 @@ class PostgresScheduler(NodeScheduler):
         observer: Observer | None = None,
     ) -> PostgresScheduler:
         """A scheduler on ``ipf-scheduler.postgres { url, table }`` with the settings of
-        ``ipf-scheduler.flowsched`` (``node_id`` wins over ``node-id``). A missing ``url``
-        is a :class:`~flowsched.ConfigError` naming the key.
+        ``ipf-scheduler.flowsched`` (``node_id`` wins over ``node-id``; ``shutdown-timeout``
+        bounds :meth:`close`; ``history-limit`` and ``history-retention`` the history) and
+        the named calendars of ``ipf-scheduler.calendars`` (``calendar="name"`` resolves
+        against them). A missing ``url`` is a :class:`~flowsched.ConfigError` naming the key.
 
         >>> config = SchedulingConfig.from_file("config/application.conf")  # doctest: +SKIP
         >>> with PostgresScheduler.from_config(config) as scheduler: ...  # doctest: +SKIP
         """
-        settings = config.scheduler_settings()
-        return cls(
-            settings.postgres(),
-            table=settings.postgres_table,
-            node_id=node_id or settings.node_id,
-            poll_interval=settings.poll_interval,
-            clock=clock,
-            redelivery=redelivery_policy(settings),
-            observer=observer,
-            batch_size=settings.batch_size,
-            lease=settings.lease,
-            workers=settings.workers,
-            op_timeout=settings.op_timeout,
-        )
+        from flowsched.postgres.from_config import build
+
+        return build(cls, config, node_id, clock, observer)

@@ -3,7 +3,7 @@ outcomes, so that a batch of any size is one statement (see ``settle`` in ``quer
 
 Each :class:`~flowsched.store.Settlement` becomes one row of the arrays: its claim's fence
 (id, generation, owner, lease end), the action (``complete``, ``redeliver``, ``next``,
-``dead``) with its values, and how its history attempt ends.
+``dead``) with its values (a ``next``'s runs among them), and how its history attempt ends.
 """
 
 from __future__ import annotations
@@ -43,6 +43,16 @@ def _error_of(outcome: Outcome) -> str | None:
     return None
 
 
+def _runs_of(outcome: Outcome) -> int | None:
+    """The runs a settlement writes: a NextSlot's count (counted under the claim's fence),
+    a dead letter's delivered form's; ``None``: the row's own stay."""
+    if isinstance(outcome, NextSlot):
+        return outcome.runs
+    if isinstance(outcome, DeadLettered | Exhausted):
+        return outcome.dead.item.runs
+    return None
+
+
 def settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
     columns: dict[str, list[Any]] = {
         name: []
@@ -58,6 +68,7 @@ def settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
             "tracebacks",
             "dead_at",
             "claim_attempts",
+            "runs",
         )
     }
     for settlement in settlements:
@@ -82,6 +93,7 @@ def settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
             ("tracebacks", settlement.traceback),
             ("dead_at", dead_at),
             ("claim_attempts", settlement.claim.attempt),
+            ("runs", _runs_of(outcome)),
         ):
             columns[name].append(value)
     return columns
