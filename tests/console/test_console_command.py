@@ -45,13 +45,15 @@ def test_defaults_bind_this_machine_read_only(served: dict[str, Any]) -> None:
 def test_options_reach_the_app(served: dict[str, Any], tmp_path: Any) -> None:
     token = tmp_path / "token"
     token.write_text("a-long-operator-token\n")
+    token.chmod(0o600)
     result = invoke(
         "--uri", "mongodb://db1/", "--database", "shop", "--collection", "jobs",
         "--host", "0.0.0.0", "--port", "9000", "--token-file", str(token),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (served["host"], served["port"]) == ("0.0.0.0", 9000)
-    assert "shop.jobs" in result.output and "actions need the token" in result.output
+    assert "shop.jobs" in result.output and "sign-in needed" in result.output
+    assert "warning" not in result.output
 
 
 def test_a_missing_token_file_is_a_usage_error(served: dict[str, Any]) -> None:
