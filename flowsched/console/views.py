@@ -145,7 +145,7 @@ def chart(
     ticks = tuple(
         Tick(round(n * width, 2), f"{start:%H:%M}")
         for n, (start, _) in enumerate(groups)
-        if n % every == 0
+        if n % every == 0 and n * width < CHART_WIDTH - 36  # room for the label
     )
     total = sum(c for _, c in groups)
     return Chart(tuple(bars), peak, total, outside, ticks, human(step))
