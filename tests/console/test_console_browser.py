@@ -254,8 +254,6 @@ def test_a_stale_overview_says_so(page: Any, servers: dict[str, Served]) -> None
     page.goto(base + "/")
     page.route("**/overview/live*", lambda route: route.abort())
     page.wait_for_selector("#live[data-stale]", timeout=15_000)
-    banner = page.evaluate(
-        "getComputedStyle(document.getElementById('live'), '::before').content"
-    )
+    banner = page.evaluate("getComputedStyle(document.getElementById('live'), '::before').content")
     assert "Stale" in banner
     shot(page, "stale")
