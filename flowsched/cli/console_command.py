@@ -200,5 +200,7 @@ def console(
         f"{target.namespace} ({mode})"
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # The console logs each request (path, never the query string) itself.
-    uvicorn.run(application, host=host, port=port, log_level="info", access_log=False)
+    # The console logs each request (path, never the query string) itself, and reads
+    # X-Forwarded-For from --trusted-proxy only: uvicorn's own proxy headers stay off.
+    uvicorn.run(application, host=host, port=port, log_level="info", access_log=False,
+                proxy_headers=False)  # fmt: skip

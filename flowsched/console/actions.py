@@ -77,6 +77,7 @@ class Actions:
             httponly=True,
             samesite="strict",
             path=base_path(request),
+            secure=self.pages.secure(request),
         )
         return response
 

@@ -87,6 +87,15 @@ class Pages:
         peer = request.client.host if request.client else None
         return self.guard.client(peer, request.headers)
 
+    def secure(self, request: Request) -> bool:
+        """Whether the browser reached the console over HTTPS (directly, or as a trusted
+        proxy's ``X-Forwarded-Proto`` says): then cookies are ``Secure``."""
+        if request.url.scheme == "https":
+            return True
+        peer = request.client.host if request.client else None
+        forwarded = request.headers.get("x-forwarded-proto", "").strip().lower()
+        return forwarded == "https" and self.guard.proxy.is_trusted(peer)
+
     def guarded(self, endpoint: Endpoint) -> Endpoint:
         """``endpoint``, refused to a request without an identity when identities exist."""
 
@@ -132,8 +141,9 @@ class Pages:
         response = HTMLResponse(html, status_code=status)
         if fresh:
             response.set_cookie(
-                CSRF_COOKIE, cookie, httponly=True, samesite="strict", path=base_path(request)
-            )
+                CSRF_COOKIE, cookie, httponly=True, samesite="strict", path=base_path(request),
+                secure=self.secure(request),
+            )  # fmt: skip
         return response
 
     def problem(self, request: Request, status: int, message: str) -> Response:

@@ -152,7 +152,9 @@ def build(pages: Pages, client: LoopClient | None, allowed_hosts: Sequence[str] 
         },
         lifespan=lifespan,
     )
-    return Shell(application, allowed_hosts)
+    shell = Shell(application, allowed_hosts)
+    shell.pages = pages
+    return shell
 
 
 async def _audit_quietly(pages: Pages, request: Request, action: str, outcome: str) -> None:
@@ -164,6 +166,9 @@ async def _audit_quietly(pages: Pages, request: Request, action: str, outcome: s
 
 class Shell:
     """The layer around every request of ``app``: hosts, headers, last-resort 500, log."""
+
+    pages: Pages | None = None
+    """The pages inside (for benches and tests that call a source directly)."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str] | None) -> None:
         self.app = app

@@ -18,7 +18,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def run(application: Any, host: str, port: int, **options: Any) -> None:
-        seen.update(app=application, host=host, port=port)
+        seen.update(app=application, host=host, port=port, options=options)
 
     monkeypatch.setattr(uvicorn, "run", run)
     return seen
@@ -79,6 +79,9 @@ def test_a_non_loopback_bind_needs_an_identity(served: dict[str, Any]) -> None:
     assert refused.exit_code == 2 and "--insecure-open" in refused.output and not served
     opened = invoke("--uri", "mongodb://db1/", "--host", "0.0.0.0", "--insecure-open")
     assert opened.exit_code == 0 and served["host"] == "0.0.0.0"
+    # uvicorn would believe X-Forwarded-For from 127.0.0.1; the console decides itself.
+    assert served["options"]["proxy_headers"] is False
+    assert served["options"]["access_log"] is False
 
 
 def test_a_loopback_bind_serves_the_loopback_names_only(served: dict[str, Any]) -> None:

@@ -231,3 +231,12 @@ def test_the_access_log_has_no_query_strings(client: Any, caplog: pytest.LogCapt
     with caplog.at_level(logging.INFO, logger="flowsched.console.access"):
         client().get("/timers?id=secret-customer-42")
     assert "/timers" in caplog.text and "secret-customer-42" not in caplog.text
+
+
+def test_cookies_are_secure_behind_a_trusted_tls_proxy(seeded: Any, clock: ManualClock) -> None:
+    options = {"users": USERS, "trusted_proxies": ["10.0.0.0/8"]}
+    via_proxy = TestClient(app(seeded, clock=clock, **options), client=PROXY)
+    https = {"x-forwarded-proto": "https"}
+    assert "secure" in via_proxy.get("/login", headers=https).headers["set-cookie"].lower()
+    direct = TestClient(app(seeded, clock=clock, **options), client=("192.0.2.9", 5000))
+    assert "secure" not in direct.get("/login", headers=https).headers["set-cookie"].lower()
