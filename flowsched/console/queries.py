@@ -17,9 +17,15 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+from flowsched.console.pipelines import (
+    failures_pipeline,
+    forecast_pipeline,
+    lateness_pipeline,
+    slots,
+)
 from flowsched.mongo.inspection import overdue_query
 from flowsched.port import ScheduleKind
 
@@ -39,6 +45,7 @@ __all__ = [
     "failures_pipeline",
     "forecast_pipeline",
     "lateness_pipeline",
+    "slots",
     "prefix_range",
 ]
 
@@ -48,7 +55,6 @@ MAX_TEXT = 200
 """Longest id, flow, handler or cursor text accepted (a handler name is at most 200 too)."""
 
 ID_INDEX = "_id_"
-FLOW_INDEX = "flow_id_sparse"
 CLAIM_INDEX = "claim_by_route_bucket"
 DEAD_INDEX = "dead_at"
 DUE_INDEX = "due_id"
@@ -407,56 +413,3 @@ def _all(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     if not conditions:
         return {}
     return conditions[0] if len(conditions) == 1 else {"$and": conditions}
-
-
-def slots(now: datetime, per: str, span: timedelta) -> list[datetime]:
-    """Slot boundaries from ``now`` (rounded down to ``per``) covering ``span``."""
-    step = timedelta(hours=1) if per == "hour" else timedelta(minutes=1)
-    start = now.replace(second=0, microsecond=0)
-    if per == "hour":
-        start = start.replace(minute=0)
-    count = int(span / step) + 1
-    return [start + n * step for n in range(count + 1)]
-
-
-def forecast_pipeline(boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
-    """Due load per slot (one aggregation): items whose ``ready_at`` falls in each slot.
-
-    ``ready_at`` is ``due`` while unclaimed and the lease's end while claimed: when the item
-    is next up for a node. Run with the claim index as its hint: the range is on that index's
-    last field, so the server reads index keys, not the whole collection."""
-    window = {"ready_at": {"$gte": boundaries[0], "$lt": boundaries[-1]}}
-    return [
-        {"$match": window},
-        {
-            "$bucket": {
-                "groupBy": "$ready_at",
-                "boundaries": list(boundaries),
-                "default": "later",
-                "output": {"n": {"$sum": 1}},
-            }
-        },
-    ]
-
-
-def lateness_pipeline(now: datetime, boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
-    """Items due and still not delivered at ``now``, per minute of their due time over the
-    last hour (``earlier``: due before that), one aggregation."""
-    return [
-        {"$match": overdue_query(now)},
-        {
-            "$bucket": {
-                "groupBy": "$due",
-                "boundaries": list(boundaries),
-                "default": "earlier",
-                "output": {"n": {"$sum": 1}},
-            }
-        },
-    ]
-
-
-def failures_pipeline() -> list[dict[str, Any]]:
-    """Dead letters per handler (or per kind for kind-routed items)."""
-    return [
-        {"$group": {"_id": {"handler": "$handler", "kind": "$kind"}, "n": {"$sum": 1}}},
-    ]
