@@ -177,6 +177,10 @@ class AsyncCollection:
             options["hint"] = hint
         return int(await self._call(lambda: self.raw.count_documents(dict(query), **options)))
 
+    async def estimated_count(self) -> int:
+        """The collection's document count from its metadata (no scan)."""
+        return int(await self._call(lambda: self.raw.estimated_document_count()))
+
     async def delete_many(self, query: Mapping[str, Any]) -> int:
         """Delete every document matching ``query``; how many went."""
         result = await self._call(lambda: self.raw.delete_many(dict(query)))

@@ -124,8 +124,12 @@ class MongoSource:
         return (page[::-1] if query.before is not None else page), more
 
     async def count(self, query: TimerQuery, now: datetime) -> int:
-        """How many timers match the page's filters (at most :data:`COUNT_LIMIT`)."""
-        return await self.items.count(query.filter(now), COUNT_LIMIT)
+        """How many timers match the page's filters (at most :data:`COUNT_LIMIT`; with no
+        filter, the collection's count from its metadata)."""
+        wanted = query.filter(now)
+        if not wanted:
+            return min(COUNT_LIMIT, await self.items.estimated_count())
+        return await self.items.count(wanted, COUNT_LIMIT)
 
     async def due_index(self) -> str:
         """The name of the ``(due, _id)`` index, made once if the collection has none."""

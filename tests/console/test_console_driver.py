@@ -36,6 +36,9 @@ class Failing:
     def count_documents(self, *args: Any, **options: Any) -> Any:
         raise self.error
 
+    def estimated_document_count(self, *args: Any, **options: Any) -> Any:
+        raise self.error
+
 
 class Database:
     def __init__(self, error: Exception) -> None:
