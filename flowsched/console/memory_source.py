@@ -125,6 +125,13 @@ class MemorySource:
             documents = [d for d in documents if _after(d, spec)]
         return documents[: page.limit], spec
 
+    async def history(self, item_id: str) -> list[Any] | None:
+        """The item's attempts (CONTRACT section 18's ``history()``), or ``None`` when the
+        scheduler keeps none."""
+        # HISTORY: served by the scheduler's own history() once it has one (steering work).
+        call = getattr(self._scheduler, "history", None)
+        return list(await _maybe(call(item_id))) if callable(call) else None
+
     async def audit_of(self, item_id: str) -> list[Any]:
         """The newest audit entries naming ``item_id`` (kept in memory)."""
         return await self.audit_log.of_item(item_id)

@@ -320,11 +320,12 @@ class Pages:
 async def _history(source: Source, item_id: str) -> list[Any] | None:
     # HISTORY (section 18): the per-attempt history comes from the steering work's
     # ``history(item_id)``; until a source offers it, the page says it is not recorded.
+    # MongoSource gets a history(item_id) reading the attempts collection when it lands.
     history = getattr(source, "history", None)
     if history is None:
         return None
     found = await history(item_id)
-    return list(found)
+    return None if found is None else list(found)
 
 
 def _lapsed(heartbeat: Any, now: Any) -> bool:

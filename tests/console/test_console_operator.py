@@ -110,3 +110,24 @@ def test_the_audit_page_lists_and_filters(seeded: Any, client: Any) -> None:
     only = console.get("/audit?who=alice").text
     assert "alice" in only and ">bob<" not in only
     assert console.get("/audit?outcome=maybe").status_code == 400
+
+
+def test_a_timers_attempts_show_when_the_scheduler_keeps_them(clock: ManualClock) -> None:
+    from starlette.testclient import TestClient
+
+    from flowsched.console import app
+    from flowsched.memory import InMemoryScheduler
+    from flowsched.port import ScheduleItem, ScheduleKind
+    from flowsched.steering import Attempt
+
+    class Remembering(InMemoryScheduler):
+        def history(self, item_id: str) -> list[Attempt]:
+            return [Attempt("node-a", START, START + timedelta(seconds=2), "failed",
+                            "TimeoutError", "gateway", "File x, line 1")]  # fmt: skip
+
+    scheduler = Remembering(clock=clock)
+    scheduler.schedule(ScheduleItem("h-1", ScheduleKind.TIMER, START + timedelta(hours=1)))
+    page = TestClient(app(scheduler, clock=clock)).get("/timer?id=h-1").text
+    assert 'id="history"' in page and "TimeoutError: gateway" in page and "node-a" in page
+    plain = TestClient(app(InMemoryScheduler(clock=clock), clock=clock)).get("/timer?id=x").text
+    assert 'id="no-history"' in plain
