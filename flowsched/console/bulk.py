@@ -4,8 +4,9 @@ dead letters.
 Each is a :class:`Bulk`: :func:`preview` counts what it would touch (one count), and
 :func:`run` does it in batches of :data:`BATCH`, yielding the running total after each. On
 MongoDB a batch is two round trips whatever its size: the next ids (an indexed ``find`` in
-``_id`` order from the last one seen), then one ``delete_many`` of those ids that still match
-the filter (a timer scheduled again since no longer matches is left alone); a requeue batch
+``_id`` order from the last one seen), then one ``delete_many`` of the filter within the
+range of those ids (a timer that no longer matches is left alone; the range, not a list of
+ids, keeps the delete one index range on every server); a requeue batch
 is a ``find`` of dead letters, one unordered ``insert_many`` of their fresh timers and one
 ``delete_many`` of the dead letters whose timer went in (one already scheduled again stays a
 dead letter). Over an in-memory scheduler each id goes through the scheduler's own calls.
@@ -108,16 +109,35 @@ async def run(
         if not ids:
             return
         last = ids[-1]
-        chosen = {"_id": {"$in": ids}}
-        progress.done += await source.items.delete_many({"$and": [wanted, chosen]})
+        span = {"_id": {"$gte": ids[0], "$lte": last}}
+        progress.done += await source.items.delete_many(merged(wanted, span, replace_id=True))
         progress.ids += [str(i) for i in ids]
         yield progress
 
 
 async def _next_ids(collection: Any, wanted: dict[str, Any], last: Any) -> list[Any]:
-    conditions = [wanted] if last is None else [wanted, {"_id": {"$gt": last}}]
-    spec = FindSpec({"$and": conditions}, [("_id", 1)], ID_INDEX, BATCH)
+    query = wanted if last is None else merged(wanted, {"_id": {"$gt": last}})
+    spec = FindSpec(query, [("_id", 1)], ID_INDEX, BATCH)
     return [doc["_id"] for doc in await collection.find(spec, {"_id": 1})]
+
+
+def merged(
+    wanted: dict[str, Any], extra: dict[str, Any], *, replace_id: bool = False
+) -> dict[str, Any]:
+    """``wanted`` and ``extra`` both holding, as one flat filter where their fields differ
+    (a server plans a flat filter on ``_id`` as an index range more readily than the same
+    under ``$and``), else under ``$and``. ``replace_id``: ``extra``'s ``_id`` range lies
+    inside ``wanted``'s (its ends matched ``wanted``), so it stands for both."""
+    parts = wanted["$and"] if list(wanted) == ["$and"] else [wanted] if wanted else []
+    flat = dict(extra)
+    for part in parts:
+        for key, value in part.items():
+            if key == "_id" and replace_id and key in extra:
+                continue
+            if key in flat:
+                return {"$and": [wanted, extra]}
+            flat[key] = value
+    return flat
 
 
 async def _requeue_mongo(
@@ -127,10 +147,9 @@ async def _requeue_mongo(
     now = source._clock.now()
     last: Any = None
     while True:
-        conditions = [bulk.dead_filter()]
-        if last is not None:
-            conditions.append({"_id": {"$gt": last}})
-        spec = FindSpec({"$and": conditions}, [("_id", 1)], ID_INDEX, BATCH)
+        wanted = bulk.dead_filter()
+        query = wanted if last is None else merged(wanted, {"_id": {"$gt": last}})
+        spec = FindSpec(query, [("_id", 1)], ID_INDEX, BATCH)
         letters = await source.dead.find(spec)
         if not letters:
             return

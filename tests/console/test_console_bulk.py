@@ -125,3 +125,35 @@ def test_bulk_over_an_in_memory_scheduler(clock: ManualClock) -> None:
         assert sorted(i.id for i in scheduler.scheduled()) == ["m-0", "m-2", "m-3"]
         audit = console.get("/audit?action=bulk_cancel").text
         assert "bob" in audit and "5 ids" in audit
+
+
+def test_batches_are_flat_filters_where_the_fields_differ() -> None:
+    ids = {"_id": {"$in": ["a", "b"]}}
+    assert bulk.merged({"handler": "h"}, ids) == {"_id": {"$in": ["a", "b"]}, "handler": "h"}
+    both = {"$and": [{"handler": "h"}, {"kind": "TIMER"}]}
+    assert bulk.merged(both, ids) == {**ids, "handler": "h", "kind": "TIMER"}
+    prefix = {"_id": {"$gte": "t-", "$lt": "t-\U0010ffff"}}
+    assert bulk.merged(prefix, ids) == {"$and": [prefix, ids]}
+    assert bulk.merged({}, ids) == ids
+    span = {"_id": {"$gte": "t-1", "$lte": "t-9"}}
+    assert bulk.merged(prefix, span, replace_id=True) == span  # the batch lies in the prefix
+
+
+def test_a_timer_that_stopped_matching_is_not_cancelled(seeded: Any, operator: TestClient) -> None:
+    preview = operator.get("/bulk/cancel?handler=alpha").text
+    seeded.timers.update_one({"_id": "t-00003"}, {"$set": {"handler": "beta"}})
+    operator.post("/bulk/cancel", data=confirm_form(preview))
+    assert seeded.timers.find_one({"_id": "t-00003"}) is not None
+    assert seeded.timers.count_documents({"handler": "alpha"}) == 0
+
+
+def test_cancel_by_id_prefix_in_small_batches(
+    seeded: Any, operator: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "BATCH", 3)
+    preview = operator.get("/bulk/cancel?id=t-0001&kind=TIMER").text
+    assert preview_count(preview) == 10
+    done = operator.post("/bulk/cancel", data=confirm_form(preview))
+    assert 'id="bulk-done">10 done<' in done.text
+    assert seeded.timers.count_documents({}) == 110
+    assert seeded.timers.count_documents({"_id": {"$regex": "^t-0001"}}) == 0
