@@ -31,7 +31,7 @@ from flowsched.mongo.documents import (
 
 __all__ = ["BATCH", "Bulk", "Progress", "preview", "run"]
 
-BATCH = 1000
+BATCH = 2000
 """Ids per batch (one ``$in`` list)."""
 
 Verb = Literal["cancel", "cancel_flow", "requeue"]
