@@ -111,6 +111,7 @@ console-screenshots: $(STAMP)
 
 console-bench: $(STAMP)
 	bash tools/with-mongo.sh $(PY) bench/console_bench.py
+	bash tools/with-mongo.sh $(PY) bench/console_bulk_bench.py
 # The cluster simulator over many seeds (docs/explanation/simulation.md), every fault kind.
 SOAK_SEEDS  ?= 10000
 SOAK_FAULTS ?= all

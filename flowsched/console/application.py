@@ -7,50 +7,29 @@ mount path (``root_path``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from flowsched.cli.mongo_target import MongoTarget, redact
 from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock, SystemClock
 from flowsched.console.driver import LoopClient, LoopDatabase
+from flowsched.console.identity import Proxy, User, exposed, read_users_file
 from flowsched.console.memory_source import MemorySource
 from flowsched.console.pages import Pages
-from flowsched.console.queries import BadQuery
-from flowsched.console.security import Forbidden, Guard, read_token_file
+from flowsched.console.routing import HEADERS, LOOPBACK_HOSTS, Shell, build
+from flowsched.console.security import DEFAULT_TTL, Guard, read_token_file
 from flowsched.console.source import MongoSource
-from flowsched.errors import SchedulerUnavailable
+from flowsched.console.views import human
 
-__all__ = ["app"]
+__all__ = ["HEADERS", "LOOPBACK_HOSTS", "app"]
 
 log = logging.getLogger("flowsched.console")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-ASGI = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
-                Awaitable[None]]  # fmt: skip
-
-HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"x-frame-options", b"DENY"),
-]
 
 
 def app(
@@ -64,7 +43,14 @@ def app(
     token_file: str | Path | None = None,
     clock: Clock | None = None,
     query_budget_ms: int = 5000,
-) -> Starlette:
+    users_file: str | Path | None = None,
+    users: dict[str, User] | None = None,
+    trusted_proxies: Sequence[str] = (),
+    user_header: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    hide_payloads: bool = False,
+    session_ttl: timedelta = DEFAULT_TTL,
+) -> Shell:
     """The console over ``target``, as an ASGI application.
 
     ``target`` (or ``uri=``, ``scheduler=``) is one of:
@@ -77,15 +63,25 @@ def app(
       ``dead_letters``, ``requeue`` and ``cancel`` are coroutines): the timer, dead letter
       and audit pages work, the others say they need MongoDB.
 
-    Read-only unless ``token`` (or ``token_file``) is given: then cancel, "run now" and
-    requeue are offered to an operator who signs in with it, and each is recorded in
-    ``<collection>_audit``. Every read is stopped after ``query_budget_ms``.
+    Identities: ``users_file`` (``name:role:hash`` lines; or ``users``), ``token`` (or
+    ``token_file``: one operator, ``token``), or a reverse proxy's ``user_header`` believed
+    from ``trusted_proxies`` only. With any of them every page needs a sign-in (a session
+    lasting ``session_ttl``); with none the console is open and read-only. Operators may
+    cancel, run now, requeue and work in bulk; everything done or refused is recorded in
+    ``<collection>_audit`` (in memory over a scheduler). ``allowed_hosts``: the ``Host``
+    names served (default: any; ``flowsched console`` passes the loopback names when it
+    binds loopback). ``hide_payloads``: payloads shown as sizes. Every read is stopped
+    after ``query_budget_ms``. A users or token file others can read is named in a warning.
 
     >>> from flowsched import InMemoryScheduler
     >>> console = app(InMemoryScheduler())
     """
     if token is None and token_file is not None:
+        _warn_if_exposed(token_file, "token")
         token = read_token_file(token_file)
+    if users is None and users_file is not None:
+        _warn_if_exposed(users_file, "users")
+        users = read_users_file(users_file)
     clock = clock or SystemClock()
     if not isinstance(database, str):  # app(database=<a driver's database>)
         target, database = database, getattr(database, "name", "flowsched")
@@ -117,8 +113,18 @@ def app(
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["iso"] = iso
-    pages = Pages(source, Guard(token), env, clock, shown)
-    return _starlette(pages, client)
+    env.filters["human"] = human
+    guard = Guard(token, users=users, proxy=Proxy(trusted_proxies, user_header), clock=clock,
+                  session_ttl=session_ttl)  # fmt: skip
+    pages = Pages(source, guard, env, clock, shown, hide_payloads)
+    return build(pages, client, allowed_hosts)
+
+
+def _warn_if_exposed(path: str | Path, what: str) -> None:
+    if Path(path).exists() and exposed(path):
+        log.warning(
+            "console: the %s file %s can be read by other users: chmod 600 %s", what, path, path
+        )
 
 
 def _client(uri: str, budget_ms: int) -> tuple[LoopClient, MongoTarget]:
@@ -146,77 +152,3 @@ def _client(uri: str, budget_ms: int) -> tuple[LoopClient, MongoTarget]:
     except (pymongo.errors.PyMongoError, ValueError, TypeError) as exc:
         raise ValueError(f"invalid MongoDB URI {target.shown}: {target.scrub(exc)}") from None
     return client, target
-
-
-def _starlette(pages: Pages, client: LoopClient | None) -> Starlette:
-    static = StaticFiles(directory=str(Path(__file__).parent / "static"))
-    routes = [
-        Route("/", pages.overview),
-        Route("/overview/live", pages.live),
-        Route("/timers", pages.timers),
-        Route("/timer", pages.timer),
-        Route("/timer/cancel", pages.cancel, methods=["POST"]),
-        Route("/timer/run-now", pages.run_now, methods=["POST"]),
-        Route("/dead", pages.dead_letters),
-        Route("/dead/requeue", pages.requeue, methods=["POST"]),
-        Route("/quarantine", pages.quarantine),
-        Route("/nodes", pages.nodes),
-        Route("/login", pages.login_form, methods=["GET"]),
-        Route("/login", pages.login, methods=["POST"]),
-        Route("/logout", pages.logout, methods=["POST"]),
-        Mount("/static", static, name="static"),
-    ]
-
-    async def bad_query(request: Request, exc: Exception) -> Response:
-        return pages.problem(request, 400, str(exc))
-
-    async def forbidden(request: Request, exc: Exception) -> Response:
-        log.warning("console: refused %s %s: %s", request.method, request.url.path, exc)
-        return pages.problem(request, 403, str(exc))
-
-    async def unavailable(request: Request, exc: Exception) -> Response:
-        message = str(exc)
-        log.warning("console: %s", message)
-        return pages.problem(request, 503, message)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return pages.problem(request, status, str(getattr(exc, "detail", "error")))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        yield
-        if client is not None:
-            await client.close()
-
-    application = Starlette(
-        routes=routes,
-        exception_handlers={
-            BadQuery: bad_query,
-            Forbidden: forbidden,
-            SchedulerUnavailable: unavailable,
-            HTTPException: http_error,
-        },
-        lifespan=lifespan,
-    )
-    application.add_middleware(_SecurityHeaders)
-    return application
-
-
-class _SecurityHeaders:
-    """Adds :data:`HEADERS` (CSP, nosniff, no referrer, no framing) to every response."""
-
-    def __init__(self, app: ASGI) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, sending)

@@ -170,6 +170,60 @@ class AsyncCollection:
             result = await self._sync(lambda: self.raw.update_one(dict(query), dict(update)))
         return int(result.matched_count)
 
+    async def count(self, query: Mapping[str, Any], limit: int, hint: str | None = None) -> int:
+        """How many documents match ``query``, counting at most ``limit``."""
+        options: dict[str, Any] = {"limit": limit, "maxTimeMS": self._budget}
+        if hint is not None:
+            options["hint"] = hint
+        return int(await self._call(lambda: self.raw.count_documents(dict(query), **options)))
+
+    async def estimated_count(self) -> int:
+        """The collection's document count from its metadata (no scan)."""
+        return int(await self._call(lambda: self.raw.estimated_document_count()))
+
+    async def delete_many(self, query: Mapping[str, Any]) -> int:
+        """Delete every document matching ``query``; how many went."""
+        result = await self._call(lambda: self.raw.delete_many(dict(query)))
+        return int(result.deleted_count)
+
+    async def update_many(self, query: Mapping[str, Any], update: Mapping[str, Any]) -> int:
+        """Update every document matching ``query``; how many matched."""
+        result = await self._call(lambda: self.raw.update_many(dict(query), dict(update)))
+        return int(result.matched_count)
+
+    async def insert_many(self, documents: Sequence[Mapping[str, Any]]) -> set[Any]:
+        """Insert ``documents`` (unordered: one duplicate stops no other); the ids stored."""
+        from pymongo.errors import BulkWriteError
+
+        wanted = [dict(d) for d in documents]
+        try:
+            await self._call(lambda: self.raw.insert_many(wanted, ordered=False), writes=True)
+        except BulkWriteError as exc:
+            failed = {wanted[e["index"]]["_id"] for e in exc.details.get("writeErrors", [])}
+            return {d["_id"] for d in wanted} - failed
+        return {d["_id"] for d in wanted}
+
+    async def index_named(self, keys: Sequence[tuple[str, int]]) -> str | None:
+        """The name of an index on exactly ``keys``, or ``None``."""
+
+        async def run_async() -> list[Any]:
+            cursor = await self.raw.list_indexes()
+            return list(await cursor.to_list())
+
+        if self._async:
+            found = await self._guard(run_async)
+        else:
+            found = await self._sync(lambda: list(self.raw.list_indexes()))
+        for index in found:
+            if [(k, int(v)) for k, v in dict(index["key"]).items()] == [tuple(k) for k in keys]:
+                return str(index["name"])
+        return None
+
+    async def _call(self, call: Callable[[], Any], writes: bool = False) -> Any:
+        if self._async:
+            return await self._guard(call, writes)
+        return await self._sync(call, writes)
+
     async def create_index(self, keys: list[tuple[str, int]], name: str) -> None:
         """Create index ``name`` on ``keys`` (idempotent)."""
         if self._async:
@@ -190,9 +244,14 @@ class AsyncCollection:
             raise self._translated(exc, writes) from None
 
     def _translated(self, exc: Exception, writes: bool) -> Exception:
-        from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
+        from pymongo.errors import (
+            BulkWriteError,
+            DuplicateKeyError,
+            OperationFailure,
+            PyMongoError,
+        )
 
-        if writes and isinstance(exc, DuplicateKeyError):
+        if writes and isinstance(exc, DuplicateKeyError | BulkWriteError):
             return exc
         if isinstance(exc, OperationFailure) and exc.code == _MAX_TIME_EXPIRED:
             return SchedulerUnavailable(

@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import bisect
 import inspect
-from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock
+from flowsched.console.audit import MemoryAudit, entry
 from flowsched.console.queries import (
     DEAD_INDEX,
     FindSpec,
     PageQuery,
     TimerQuery,
-    decode_cursor,
     slots,
 )
-from flowsched.console.source import (
-    AUDIT_LIMIT,
-    Operator,
-    Outcome,
-    audit_entry,
-    flow_order,
-    item_fields,
-)
+from flowsched.console.source import COUNT_LIMIT, Operator, Outcome, item_fields
 from flowsched.mongo.documents import dead_letter_document
 from flowsched.port import DeadLetter, ScheduleItem
 
@@ -58,19 +51,29 @@ class MemorySource:
         self.runs_now = callable(getattr(scheduler, "schedule", None))
         self._scheduler = scheduler
         self._clock = clock
-        self._audit: deque[dict[str, Any]] = deque(maxlen=1000)
+        self.audit_log = MemoryAudit()
 
     async def timers(self, query: TimerQuery, now: datetime) -> tuple[list[Any], bool]:
-        """One page of the timers list (the order and cursor of :class:`MongoSource`'s), and
-        whether more follow."""
-        key: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
-            _id_order if query.flow_prefix is None else flow_order
-        )
-        documents = sorted((d for d in await self._documents() if _matches(query, d, now)), key=key)
-        if query.after is not None:
-            cursor = tuple(decode_cursor(query.after, 1 if query.flow_prefix is None else 2))
-            documents = [d for d in documents if key(d) > cursor]
-        return documents[: query.limit], len(documents) > query.limit
+        """One page of the timers list (the ``(due, _id)`` order and cursors of
+        :class:`MongoSource`'s), and whether more follow in the page's direction."""
+        documents = sorted(await self._matching(query, now), key=_due_order)
+        position = query.position()
+        if position is not None:
+            values, back = position
+            cursor = (values[0], str(values[1]))
+            if back:
+                documents = [d for d in documents if _due_order(d) < cursor][::-1]
+            else:
+                documents = [d for d in documents if _due_order(d) > cursor]
+        page = documents[: query.limit]
+        return (page[::-1] if query.before is not None else page), len(documents) > query.limit
+
+    async def count(self, query: TimerQuery, now: datetime) -> int:
+        """How many timers match the page's filters (at most :data:`COUNT_LIMIT`)."""
+        return min(COUNT_LIMIT, len(await self._matching(query, now)))
+
+    async def _matching(self, query: TimerQuery, now: datetime) -> list[dict[str, Any]]:
+        return [d for d in await self._documents() if _matches(query, d, now)]
 
     async def forecast(self, per: str) -> tuple[list[datetime], dict[datetime, int], int]:
         """Due load over the next 24 h (as :meth:`MongoSource.forecast`)."""
@@ -122,10 +125,16 @@ class MemorySource:
             documents = [d for d in documents if _after(d, spec)]
         return documents[: page.limit], spec
 
+    async def history(self, item_id: str) -> list[Any] | None:
+        """The item's attempts (CONTRACT section 18's ``history()``), or ``None`` when the
+        scheduler keeps none."""
+        # HISTORY: served by the scheduler's own history() once it has one (steering work).
+        call = getattr(self._scheduler, "history", None)
+        return list(await _maybe(call(item_id))) if callable(call) else None
+
     async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest operator actions on ``item_id`` (kept in memory, the last 1,000)."""
-        found = [entry for entry in reversed(self._audit) if entry["item_id"] == item_id]
-        return found[:AUDIT_LIMIT]
+        """The newest audit entries naming ``item_id`` (kept in memory)."""
+        return await self.audit_log.of_item(item_id)
 
     async def cancel(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Cancel the timer if it is still the one the operator saw."""
@@ -136,7 +145,7 @@ class MemorySource:
             outcome = Outcome(True, f"cancelled {item_id}")
         else:
             outcome = Outcome(False, f"no timer {item_id}: nothing cancelled")
-        return self._record("cancel", item_id, who, outcome)
+        return await self._record("cancel", item_id, who, outcome)
 
     async def run_now(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Make a one-shot timer due now, if it is still the one the operator saw (it is
@@ -149,7 +158,7 @@ class MemorySource:
         else:
             await _maybe(self._scheduler.schedule(seen.moved(self._clock.now())))
             outcome = Outcome(True, f"{item_id} is due now")
-        return self._record("run_now", item_id, who, outcome)
+        return await self._record("run_now", item_id, who, outcome)
 
     async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Requeue the dead letter (due now) through the scheduler."""
@@ -160,7 +169,7 @@ class MemorySource:
             outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
         else:
             outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return self._record("requeue", item_id, who, outcome)
+        return await self._record("requeue", item_id, who, outcome)
 
     async def _seen(
         self, item_id: str, generation: int | None, verb: str
@@ -183,13 +192,16 @@ class MemorySource:
     async def _documents(self) -> list[dict[str, Any]]:
         return [item_fields(item) for item in await _maybe(self._scheduler.scheduled())]
 
-    def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        self._audit.append(audit_entry(action, item_id, who, outcome, self._clock.now()))
+    async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
+        await self.audit_log.record(
+            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
+                  outcome.message, item_id=item_id)
+        )  # fmt: skip
         return outcome
 
 
-def _id_order(document: Mapping[str, Any]) -> tuple[str]:
-    return (str(document.get("_id")),)
+def _due_order(document: Mapping[str, Any]) -> tuple[datetime, str]:
+    return document["due"], str(document.get("_id"))
 
 
 def _matches(query: TimerQuery, document: Mapping[str, Any], now: datetime) -> bool:

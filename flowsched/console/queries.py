@@ -5,11 +5,9 @@ sort, index hint or aggregation pipeline that :mod:`flowsched.console.source` ru
 async driver. Bad input raises :class:`BadQuery` (a ``ValueError`` naming the parameter and
 what would be valid): the pages answer it with a 400, never a 500 or a scan of everything.
 
-Pages never ``skip``: each walks one index (``_id``, or ``flow_id_sparse`` when a flow prefix
-is given) and continues after the last row shown (a keyset cursor, ``after``), so page 1,000
-costs what page 1 costs and stays stable while timers fire and vanish. A flow-prefix page is
-ordered by ``(flow_id, _id)`` but read in the index's order (:meth:`TimerQuery.flow_steps`),
-so a prefix matching a million timers is not sorted to show fifty.
+Pages never ``skip``: the timers list walks the ``(due, _id)`` index (:data:`DUE_INDEX`) from
+the last row shown (a keyset cursor, ``after``), or backwards from the first (``before``), so
+page 1,000 costs what page 1 costs and stays stable while timers fire and vanish.
 """
 
 from __future__ import annotations
@@ -19,9 +17,15 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+from flowsched.console.pipelines import (
+    failures_pipeline,
+    forecast_pipeline,
+    lateness_pipeline,
+    slots,
+)
 from flowsched.mongo.inspection import overdue_query
 from flowsched.port import ScheduleKind
 
@@ -36,9 +40,12 @@ __all__ = [
     "FindSpec",
     "PageQuery",
     "TimerQuery",
+    "keyset",
+    "parse_time",
     "failures_pipeline",
     "forecast_pipeline",
     "lateness_pipeline",
+    "slots",
     "prefix_range",
 ]
 
@@ -48,9 +55,11 @@ MAX_TEXT = 200
 """Longest id, flow, handler or cursor text accepted (a handler name is at most 200 too)."""
 
 ID_INDEX = "_id_"
-FLOW_INDEX = "flow_id_sparse"
 CLAIM_INDEX = "claim_by_route_bucket"
 DEAD_INDEX = "dead_at"
+DUE_INDEX = "due_id"
+"""The index of the timers list's order, ``(due, _id)`` (made by the console if missing)."""
+DUE_KEYS = [("due", 1), ("_id", 1)]
 
 STATES: Mapping[str, str] = {
     "waiting": "not due yet, nobody holds it",
@@ -120,7 +129,11 @@ def decode_cursor(text: str, size: int) -> list[object]:
 
 
 def _value(value: object, text: str) -> object:
-    if value is None or type(value) is int:
+    if value is None:
+        return value
+    if type(value) is int:
+        if not -(2**63) <= value < 2**63:
+            raise BadQuery(f"after: {text[:40]!r} holds a number too large for a cursor")
         return value
     if isinstance(value, str):
         return check_text("after", value)
@@ -172,7 +185,9 @@ def check_text(name: str, value: str) -> str:
     return value
 
 
-def _time(name: str, value: str | None) -> datetime | None:
+def parse_time(name: str, value: str | None) -> datetime | None:
+    """An ISO 8601 time as UTC (no zone: UTC); :class:`BadQuery` naming ``name`` if it is
+    none, or falls outside what UTC and BSON can hold (years 1 to 9999 after the offset)."""
     if value is None:
         return None
     try:
@@ -181,12 +196,20 @@ def _time(name: str, value: str | None) -> datetime | None:
         raise BadQuery(
             f"{name}: {value[:40]!r} is not an ISO 8601 time (e.g. 2026-03-01T12:00:00Z)"
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise BadQuery(f"{name}: {value[:40]!r} is outside the years 1 to 9999 in UTC") from None
 
 
 @dataclass(frozen=True, slots=True)
 class TimerQuery:
-    """The timers page's filters (all optional; every given one must hold) and its page."""
+    """The timers page's filters (all optional; every given one must hold) and its page.
+
+    Pages are in ``(due, _id)`` order (soonest due first), walking the due index: ``after``
+    continues after a row, ``before`` goes back from one (the previous page)."""
 
     id_prefix: str | None = None
     flow_prefix: str | None = None
@@ -197,8 +220,14 @@ class TimerQuery:
     state: str | None = None
     after: str | None = None
     limit: int = DEFAULT_LIMIT
+    before: str | None = None
 
-    PARAMS = ("id", "flow", "kind", "handler", "due_from", "due_to", "state", "after", "limit")
+    PARAMS = (
+        "id", "flow", "kind", "handler", "due_from", "due_to", "state", "after", "before",
+        "limit",
+    )  # fmt: skip
+    FILTERS = ("id", "flow", "kind", "handler", "due_from", "due_to", "state")
+    SORT = (("due", 1), ("_id", 1))
 
     @classmethod
     def parse(cls, items: Sequence[tuple[str, str]]) -> TimerQuery:
@@ -215,8 +244,8 @@ class TimerQuery:
         state = params.text("state")
         if state is not None and state not in STATES:
             raise BadQuery(f"state: {state[:40]!r} is not one of {', '.join(STATES)}")
-        due_from = _time("due_from", params.text("due_from"))
-        due_to = _time("due_to", params.text("due_to"))
+        due_from = parse_time("due_from", params.text("due_from"))
+        due_to = parse_time("due_to", params.text("due_to"))
         if due_from is not None and due_to is not None and due_from >= due_to:
             raise BadQuery("due_from must be before due_to")
         query = cls(
@@ -229,57 +258,52 @@ class TimerQuery:
             state,
             params.text("after"),
             params.limit(),
+            params.text("before"),
         )
-        now = datetime.now(UTC)  # checks the cursor too, before any round trip:
-        query.flow_steps(now) if query.flow_prefix is not None else query.find(now)
+        if query.after is not None and query.before is not None:
+            raise BadQuery("after and before: give one of them (a page's next or previous link)")
+        query.position()  # checks the cursor before any round trip
         return query
 
+    def position(self) -> tuple[list[object], bool] | None:
+        """The cursor's ``(due, _id)`` and whether it goes back (``before``); ``None``: first
+        page."""
+        text = self.after if self.after is not None else self.before
+        if text is None:
+            return None
+        due, key = decode_cursor(text, 2)
+        when = parse_time("after", due if isinstance(due, str) else None)
+        if when is None:
+            raise BadQuery("after: not a cursor from a page's 'next' or 'previous' link")
+        return [when, key], self.before is not None
+
     def cursor_of(self, document: Mapping[str, Any]) -> str:
-        """The ``after`` value that continues after ``document`` in this page's order."""
-        if self.flow_prefix is None:
-            return encode_cursor([document.get("_id")])
-        return encode_cursor([document.get("flow_id"), document.get("_id")])
+        """The ``after`` (or ``before``) value of ``document`` in this page's order."""
+        return encode_cursor([document.get("due"), document.get("_id")])
 
-    def find(self, now: datetime) -> FindSpec:
-        """The indexed ``find`` of this page at ``now`` (``now`` matters for ``state``), in
-        ``_id`` order: without a flow prefix (with one, see :meth:`flow_steps`)."""
-        if self.flow_prefix is not None:
-            raise ValueError("a flow-prefix page is read in steps: use flow_steps()")
+    def filter(self, now: datetime) -> dict[str, Any]:
+        """Every filter of the page but its cursor (what a count or a bulk action matches)."""
+        return _all(self._conditions(now))
+
+    def find(self, now: datetime, hint: str | None = DUE_INDEX) -> FindSpec:
+        """The indexed ``find`` of this page at ``now`` (``now`` matters for ``state``): in
+        ``(due, _id)`` order, or backwards from ``before`` (reverse the rows found)."""
         conditions = self._conditions(now)
-        sort = [("_id", 1)]
-        if self.after is not None:
-            conditions.append(after_query(sort, decode_cursor(self.after, 1)))
-        return FindSpec(_all(conditions), sort, ID_INDEX, self.limit)
-
-    def flow_steps(self, now: datetime) -> tuple[FindSpec | None, FindSpec]:
-        """A flow-prefix page in ``(flow_id, _id)`` order, read in index order (no sort of
-        the whole range): the rest of the cursor's flow (``None`` on the first page), then
-        the next flows in ``flow_id_sparse`` order. The last flow the second read reaches
-        may be cut anywhere: :meth:`flow_whole` reads it again in ``_id`` order."""
-        assert self.flow_prefix is not None
-        conditions = self._conditions(now)
-        span: dict[str, str] = prefix_range(self.flow_prefix)
-        current = None
-        if self.after is not None:
-            flow, last_id = decode_cursor(self.after, 2)
-            if not isinstance(flow, str) or not flow.startswith(self.flow_prefix):
-                raise BadQuery("after: this cursor is from a page of another flow prefix")
-            rest = [*conditions, {"flow_id": flow, "_id": {"$gt": last_id}}]
-            current = FindSpec(_all(rest), [("_id", 1)], FLOW_INDEX, self.limit)
-            span = {"$gt": flow, "$lt": span["$lt"]}
-        following = [*conditions, {"flow_id": span}]
-        return current, FindSpec(_all(following), [("flow_id", 1)], FLOW_INDEX, self.limit)
-
-    def flow_whole(self, flow_id: str, now: datetime, limit: int) -> FindSpec:
-        """The first ``limit`` timers of one flow in ``_id`` order (one flow: a small range)."""
-        conditions = [*self._conditions(now), {"flow_id": flow_id}]
-        return FindSpec(_all(conditions), [("_id", 1)], FLOW_INDEX, limit)
+        position = self.position()
+        sort = list(self.SORT)
+        if position is not None:
+            values, back = position
+            if back:
+                sort = [(name, -1) for name, _ in sort]
+            conditions.append(keyset(sort, values))
+        return FindSpec(_all(conditions), sort, hint, self.limit)
 
     def _conditions(self, now: datetime) -> list[dict[str, Any]]:
-        # Every filter but the flow prefix and the cursor (those decide the index range).
         conditions: list[dict[str, Any]] = []
         if self.id_prefix is not None:
             conditions.append({"_id": prefix_range(self.id_prefix)})
+        if self.flow_prefix is not None:
+            conditions.append({"flow_id": prefix_range(self.flow_prefix)})
         if self.kind is not None:
             conditions.append({"kind": self.kind.value})
         if self.handler is not None:
@@ -295,6 +319,11 @@ class TimerQuery:
             conditions.append(state_query(self.state, now))
         return conditions
 
+    def describe(self) -> str:
+        """The filters in words, for a preview and the audit (``every timer`` if none)."""
+        parts = [f"{name}={value}" for name, value in self.link(after=None, limit=None)]
+        return ", ".join(parts) if parts else "every timer"
+
     def link(self, **changes: str | None) -> list[tuple[str, str]]:
         """This query's parameters (for links), with ``changes`` applied (None: left out)."""
         values: dict[str, str | None] = {
@@ -307,7 +336,10 @@ class TimerQuery:
             "state": self.state,
             "limit": str(self.limit) if self.limit != DEFAULT_LIMIT else None,
             "after": self.after,
+            "before": self.before,
         }
+        if "after" in changes or "before" in changes:
+            values["after"] = values["before"] = None
         values.update(changes)
         return [(name, value) for name, value in values.items() if value is not None]
 
@@ -335,7 +367,7 @@ class PageQuery:
         if self.after is not None:
             values = decode_cursor(self.after, 2)[: len(sort)]
             if sort_field != "_id":
-                values[0] = _time("after", values[0] if isinstance(values[0], str) else None)
+                values[0] = parse_time("after", values[0] if isinstance(values[0], str) else None)
             conditions.append(after_query(sort, values))
         return FindSpec(_all(conditions), sort, hint, self.limit)
 
@@ -361,6 +393,13 @@ def state_query(state: str, now: datetime) -> dict[str, Any]:
     raise BadQuery(f"state: {state!r} is not one of {', '.join(STATES)}")
 
 
+def keyset(sort: Sequence[tuple[str, int]], values: Sequence[object]) -> dict[str, Any]:
+    """Documents after ``values`` in the order ``sort`` (two fields, each way)."""
+    (first, way), (second, _) = sort[0], sort[1]
+    beyond = "$gt" if way == 1 else "$lt"
+    return {"$or": [{first: {beyond: values[0]}}, {first: values[0], second: {beyond: values[1]}}]}
+
+
 def after_query(sort: Sequence[tuple[str, int]], values: Sequence[object]) -> dict[str, Any]:
     """Documents after ``values`` in the ascending order ``sort`` (the keyset condition)."""
     (first, _), *rest = sort
@@ -374,56 +413,3 @@ def _all(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     if not conditions:
         return {}
     return conditions[0] if len(conditions) == 1 else {"$and": conditions}
-
-
-def slots(now: datetime, per: str, span: timedelta) -> list[datetime]:
-    """Slot boundaries from ``now`` (rounded down to ``per``) covering ``span``."""
-    step = timedelta(hours=1) if per == "hour" else timedelta(minutes=1)
-    start = now.replace(second=0, microsecond=0)
-    if per == "hour":
-        start = start.replace(minute=0)
-    count = int(span / step) + 1
-    return [start + n * step for n in range(count + 1)]
-
-
-def forecast_pipeline(boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
-    """Due load per slot (one aggregation): items whose ``ready_at`` falls in each slot.
-
-    ``ready_at`` is ``due`` while unclaimed and the lease's end while claimed: when the item
-    is next up for a node. Run with the claim index as its hint: the range is on that index's
-    last field, so the server reads index keys, not the whole collection."""
-    window = {"ready_at": {"$gte": boundaries[0], "$lt": boundaries[-1]}}
-    return [
-        {"$match": window},
-        {
-            "$bucket": {
-                "groupBy": "$ready_at",
-                "boundaries": list(boundaries),
-                "default": "later",
-                "output": {"n": {"$sum": 1}},
-            }
-        },
-    ]
-
-
-def lateness_pipeline(now: datetime, boundaries: Sequence[datetime]) -> list[dict[str, Any]]:
-    """Items due and still not delivered at ``now``, per minute of their due time over the
-    last hour (``earlier``: due before that), one aggregation."""
-    return [
-        {"$match": overdue_query(now)},
-        {
-            "$bucket": {
-                "groupBy": "$due",
-                "boundaries": list(boundaries),
-                "default": "earlier",
-                "output": {"n": {"$sum": 1}},
-            }
-        },
-    ]
-
-
-def failures_pipeline() -> list[dict[str, Any]]:
-    """Dead letters per handler (or per kind for kind-routed items)."""
-    return [
-        {"$group": {"_id": {"handler": "$handler", "kind": "$kind"}, "n": {"$sum": 1}}},
-    ]

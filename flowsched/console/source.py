@@ -2,9 +2,10 @@
 
 :class:`MongoSource` reads the collections a :class:`~flowsched.mongo.MongoScheduler` keeps
 (``<c>``, ``<c>_dead``, ``<c>_quarantine``, ``<c>_nodes``, ``<c>_settings``) with the
-queries of :mod:`flowsched.console.queries`, and writes only two kinds of thing: the three
-operator actions (each fenced on the generation the operator saw, so a stale page never
-cancels a timer scheduled since) and their records in ``<c>_audit``.
+queries of :mod:`flowsched.console.queries`, and writes only: the operator actions (each
+fenced on the generation the operator saw, so a stale page never cancels a timer scheduled
+since), the bulk actions of :mod:`flowsched.console.bulk`, the audit in ``<c>_audit``
+(:mod:`flowsched.console.audit`), and the ``(due, _id)`` index the list walks, if missing.
 
 :class:`~flowsched.console.memory_source.MemorySource` is the same reads and actions over a
 running scheduler's own calls.
@@ -17,11 +18,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock
+from flowsched.console.audit import MongoAudit, entry
 from flowsched.console.driver import AsyncCollection
 from flowsched.console.queries import (
     CLAIM_INDEX,
     DEAD_INDEX,
+    DUE_INDEX,
+    DUE_KEYS,
     ID_INDEX,
     FindSpec,
     PageQuery,
@@ -32,6 +37,7 @@ from flowsched.console.queries import (
     slots,
 )
 from flowsched.mongo.documents import (
+    bson_utc,
     bucket_of,
     dead_letter_from_document,
     item_document,
@@ -42,25 +48,29 @@ from flowsched.mongo.inspection import route_pipeline
 from flowsched.port import ScheduleItem
 
 __all__ = [
-    "AUDIT_LIMIT",
+    "COUNT_LIMIT",
     "MongoSource",
     "Operator",
     "Outcome",
-    "audit_entry",
     "flow_order",
     "item_fields",
 ]
 
-AUDIT_LIMIT = 50
-"""Most audit entries shown on a timer's page (newest first)."""
+COUNT_LIMIT = 100_000
+"""Most matches a list counts ("more than 100,000" beyond)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Operator:
-    """Who asked for an action: the name given at sign-in and the client's address."""
+    """Who asked for an action: the identity the server established and the client's
+    address (``identity`` has ``name`` and ``role``)."""
 
-    name: str
+    identity: Any
     client: str
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.identity, "name", "-"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,20 +87,6 @@ def item_fields(item: ScheduleItem) -> dict[str, Any]:
     document.pop("claim", None)
     document.pop("ready_at", None)
     return document
-
-
-def audit_entry(
-    action: str, item_id: str, who: Operator, outcome: Outcome, now: datetime
-) -> dict[str, Any]:
-    return {
-        "at": truncate_ms(now),
-        "who": who.name,
-        "client": who.client,
-        "action": action,
-        "item_id": item_id,
-        "done": outcome.done,
-        "outcome": outcome.message,
-    }
 
 
 class MongoSource:
@@ -112,31 +108,38 @@ class MongoSource:
         self.quarantine = side("_quarantine")
         self.nodes = side("_nodes")
         self.settings = side("_settings")
-        self.audit = side("_audit")
+        self.audit_log = MongoAudit(side("_audit"))
         self._clock = clock
-        self._audit_indexed = False
+        self._due_index: str | None = None
 
     # -- reads ---------------------------------------------------------------------------
 
     async def timers(self, query: TimerQuery, now: datetime) -> tuple[list[Any], bool]:
-        """One page of the timers list, and whether more may follow (the page is full)."""
-        if query.flow_prefix is None:
-            page = await self.items.find(query.find(now))
-            return page, len(page) == query.limit
-        current, following = query.flow_steps(now)
-        page = await self.items.find(current) if current is not None else []
-        room = query.limit - len(page)
-        if room == 0:
-            return page, True
-        more = await self.items.find(replace(following, limit=room))
-        if len(more) < room:  # the prefix ends on this page
-            return page + sorted(more, key=flow_order), False
-        # Index order groups flows, but the last one reached may be cut anywhere: read it
-        # again from its first timer in _id order (one flow's range: small).
-        last = more[-1].get("flow_id")
-        page += sorted((d for d in more if d.get("flow_id") != last), key=flow_order)
-        page += await self.items.find(query.flow_whole(last, now, query.limit - len(page)))
-        return page, True
+        """One page of the timers list in ``(due, _id)`` order, and whether more follow in
+        the page's direction (forward, or back for a ``before`` page)."""
+        spec = query.find(now, await self.due_index())
+        found = await self.items.find(replace(spec, limit=spec.limit + 1))
+        more = len(found) > query.limit
+        page = found[: query.limit]
+        return (page[::-1] if query.before is not None else page), more
+
+    async def count(self, query: TimerQuery, now: datetime) -> int:
+        """How many timers match the page's filters (at most :data:`COUNT_LIMIT`; with no
+        filter, the collection's count from its metadata)."""
+        wanted = query.filter(now)
+        if not wanted:
+            return min(COUNT_LIMIT, await self.items.estimated_count())
+        return await self.items.count(wanted, COUNT_LIMIT)
+
+    async def due_index(self) -> str:
+        """The name of the ``(due, _id)`` index, made once if the collection has none."""
+        if self._due_index is None:
+            name = await self.items.index_named(DUE_KEYS)
+            if name is None:
+                await self.items.create_index(list(DUE_KEYS), DUE_INDEX)
+                name = DUE_INDEX
+            self._due_index = name
+        return self._due_index
 
     async def timer(self, item_id: str) -> Any:
         """The document of ``item_id``, or ``None``."""
@@ -189,10 +192,21 @@ class MongoSource:
         return await self.dead.aggregate(failures_pipeline())
 
     async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest operator actions on ``item_id``."""
-        # No hint: a read-only console never creates the index (the first action does).
-        spec = FindSpec({"item_id": item_id}, [("at", -1), ("_id", -1)], None, AUDIT_LIMIT)
-        return await self.audit.find(spec)
+        """The newest audit entries naming ``item_id``."""
+        return await self.audit_log.of_item(item_id)
+
+    async def node(self, node_id: str) -> Any:
+        """The heartbeat of ``node_id``, or ``None`` (gone: its TTL index removed it)."""
+        return await self.nodes.find_one({"_id": node_id})
+
+    async def claim_owners(self) -> list[Any]:
+        """Claims per owner (``_id``: the node, ``n``: how many), for nodes gone from the
+        heartbeats."""
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"claim": {"$ne": None}}},
+            {"$group": {"_id": "$claim.owner", "n": {"$sum": 1}}},
+        ]
+        return await self.items.aggregate(pipeline)
 
     # -- operator actions ----------------------------------------------------------------
 
@@ -240,21 +254,42 @@ class MongoSource:
         outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
         return await self._record("requeue", item_id, who, outcome)
 
+    async def redeliver(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
+        """End the claim of a node whose heartbeat lapsed, so any node delivers it now (its
+        lease ends now: the next claim takes it as a suspect, as after a lease ran out)."""
+        now = truncate_ms(self._clock.now())
+        document = await self.items.find_one({"_id": item_id, "generation": generation})
+        claim = document.get("claim") if document is not None else None
+        if not isinstance(claim, dict):
+            outcome = await self._missed(item_id, "delivered again (no claim to end)")
+            return await self._record("redeliver", item_id, who, outcome)
+        owner = claim.get("owner")
+        heartbeat = await self.node(str(owner))
+        expires = heartbeat.get("expires_at") if heartbeat is not None else None
+        if isinstance(expires, datetime) and bson_utc(expires) > now:
+            outcome = Outcome(False, f"{owner} is alive (heartbeat till {iso(expires)}): not moved")
+            return await self._record("redeliver", item_id, who, outcome)
+        fence = {"_id": item_id, "generation": generation, "claim.token": claim.get("token")}
+        moved = await self.items.update_one(
+            fence, {"$set": {"claim.lease_until": now, "ready_at": now}}
+        )
+        if moved:
+            outcome = Outcome(True, f"{item_id}: claim of lapsed node {owner} ended, due now")
+        else:
+            outcome = await self._missed(item_id, "delivered again")
+        return await self._record("redeliver", item_id, who, outcome)
+
     async def _missed(self, item_id: str, verb: str) -> Outcome:
         if await self.items.find_one({"_id": item_id}) is None:
             return Outcome(False, f"no timer {item_id}: nothing {verb.split()[0]}")
         return Outcome(False, f"{item_id} changed since the page was shown: not {verb}")
 
     async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        if not self._audit_indexed:
-            await self._index_audit()
-        entry = audit_entry(action, item_id, who, outcome, self._clock.now())
-        await self.audit.insert_one(entry)
+        await self.audit_log.record(
+            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
+                  outcome.message, item_id=item_id)
+        )  # fmt: skip
         return outcome
-
-    async def _index_audit(self) -> None:
-        await self.audit.create_index([("item_id", 1), ("at", -1)], "item_at")
-        self._audit_indexed = True
 
 
 def flow_order(document: Mapping[str, Any]) -> tuple[str, str]:

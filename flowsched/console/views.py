@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.cli.quarantine_render import quarantine_json
@@ -34,11 +34,41 @@ Doc = Mapping[str, Any]
 
 CHART_WIDTH = 720
 CHART_HEIGHT = 140
+AXIS = 22
+TICKS = 6
+
+
+def human(value: timedelta | float | None) -> str:
+    """A duration in the unit a person reads: ``506 ms``, ``4.2 s``, ``3 min``,
+    ``2 h 5 min``, ``3 d 4 h`` (a number is seconds; ``None`` is ``-``)."""
+    if value is None:
+        return "-"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{round(seconds)} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def relative(due: datetime, now: datetime) -> str:
+    """``3 min late`` or ``in 2 h`` (human units)."""
+    return f"{human(now - due)} late" if due < now else f"in {human(due - now)}"
 
 
 @dataclass(frozen=True, slots=True)
 class Bar:
-    """One bar: its slot start, count, and place in the SVG."""
+    """One bar: its slot, count, place in the SVG, and the list of what it counts."""
 
     label: str
     count: int
@@ -46,6 +76,16 @@ class Bar:
     y: float
     width: float
     height: float
+    due_from: str = ""
+    due_to: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A label on the time axis."""
+
+    x: float
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,29 +97,58 @@ class Chart:
     total: int
     outside: int
     """Items beyond the chart's range (later than 24 h; due before the last hour)."""
+    ticks: tuple[Tick, ...] = ()
+    step: str = ""
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
+    axis: int = AXIS
 
 
-def chart(starts: Sequence[datetime], counts: Mapping[datetime, int], outside: int) -> Chart:
-    """A bar chart of ``counts`` over slots ``starts`` (missing slots count 0)."""
-    values = [counts.get(start, 0) for start in starts]
-    peak = max(values, default=0)
-    step = CHART_WIDTH / max(1, len(starts))
+def chart(
+    starts: Sequence[datetime],
+    counts: Mapping[datetime, int],
+    outside: int,
+    step: timedelta | None = None,
+) -> Chart:
+    """A bar chart of ``counts`` over slots ``starts``, merged into bars of ``step`` (fewer,
+    wider bars), each linking to the timers due in it; a time axis of :data:`TICKS` labels."""
+    if not starts:
+        return Chart((), 0, 0, outside)
+    slot = starts[1] - starts[0] if len(starts) > 1 else timedelta(hours=1)
+    step = max(step or slot, slot)
+    groups: list[tuple[datetime, int]] = []
+    for start in starts:
+        count = counts.get(start, 0)
+        if groups and start - groups[-1][0] < step:
+            groups[-1] = (groups[-1][0], groups[-1][1] + count)
+        else:
+            groups.append((start, count))
+    peak = max((c for _, c in groups), default=0)
+    width = CHART_WIDTH / len(groups)
     bars = []
-    for n, (start, count) in enumerate(zip(starts, values, strict=True)):
+    for n, (start, count) in enumerate(groups):
         height = 0.0 if peak == 0 else (CHART_HEIGHT - 4) * count / peak
+        end = groups[n + 1][0] if n + 1 < len(groups) else start + step
         bars.append(
             Bar(
-                iso(start),
+                f"{start:%H:%M} to {end:%H:%M} UTC",
                 count,
-                round(n * step, 2),
+                round(n * width, 2),
                 round(CHART_HEIGHT - height, 2),
-                round(max(step - 1, 0.5), 2),
+                round(max(width - 1, 0.5), 2),
                 round(height, 2),
+                start.isoformat(),
+                end.isoformat(),
             )
         )
-    return Chart(tuple(bars), peak, sum(values), outside)
+    every = max(1, len(groups) // TICKS)
+    ticks = tuple(
+        Tick(round(n * width, 2), f"{start:%H:%M}")
+        for n, (start, _) in enumerate(groups)
+        if n % every == 0 and n * width < CHART_WIDTH - 36  # room for the label
+    )
+    total = sum(c for _, c in groups)
+    return Chart(tuple(bars), peak, total, outside, ticks, human(step))
 
 
 def _state(data: Mapping[str, Any]) -> str:
@@ -101,6 +170,7 @@ def timer_row(doc: Doc, now: datetime) -> dict[str, Any]:
         "kind": data["kind"],
         "handler": data["handler"] or "-",
         "due": data["due"],
+        "when": relative(bson_utc(doc["due"]), now) if isinstance(doc.get("due"), datetime) else "",
         "flow": data["flow_id"] or "-",
         "attempts": data["attempts"],
         "state": _state(data),
@@ -108,17 +178,47 @@ def timer_row(doc: Doc, now: datetime) -> dict[str, Any]:
     }
 
 
-def timer_detail(doc: Doc, now: datetime) -> dict[str, Any]:
-    """A timer's page: its field rows, and what the actions need (generation, recurring)."""
+def timer_detail(doc: Doc, now: datetime, hide_payloads: bool = False) -> dict[str, Any]:
+    """A timer's page: its field rows (durations in human units; the payload as its size when
+    ``hide_payloads``), and what the actions need (generation, recurring, the claim's owner)."""
     data = timer_json(doc, now)
     generation = doc.get("generation")
+    due = doc.get("due")
+    fields = []
+    for name, value in timer_fields(doc, now):
+        if name == "due" and isinstance(due, datetime) and "malformed" not in data:
+            value = f"{data['due']} ({relative(bson_utc(due), now)})"
+        elif name == "payload" and hide_payloads:
+            value = payload_size(doc.get("payload"))
+        fields.append((name, value))
+    claim = data.get("claim")
     return {
-        "fields": timer_fields(doc, now),
+        "fields": fields,
         "generation": generation if isinstance(generation, int) else None,
         "recurring": doc.get("recurrence") is not None,
-        "claimed": doc.get("claim") is not None,
+        "claimed": claim is not None,
+        "owner": claim["owner"] if isinstance(claim, dict) else None,
         "malformed": data.get("malformed"),
     }
+
+
+def payload_size(payload: object) -> str:
+    """A payload as its size only (``--hide-payloads``)."""
+    if payload is None:
+        return "none"
+    size = len(json.dumps(plain(payload), separators=(",", ":")).encode())
+    return f"{size} bytes (hidden)"
+
+
+def dead_detail(doc: Doc, hide_payloads: bool = False) -> dict[str, Any]:
+    """A dead letter's page: its row, and its payload (or size) as indented JSON."""
+    row = dead_row(doc)
+    payload = doc.get("payload")
+    if hide_payloads:
+        row["payload"] = payload_size(payload)
+    else:
+        row["payload"] = json.dumps(plain(payload), indent=2, sort_keys=True, ensure_ascii=False)
+    return row
 
 
 def dead_row(doc: Doc) -> dict[str, Any]:
@@ -190,5 +290,6 @@ def dead_groups(groups: Sequence[Doc]) -> list[dict[str, Any]]:
         key: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         handler, kind = key.get("handler"), key.get("kind")
         name = f"handler {handler}" if handler else f"kind {kind}"
-        rows.append({"name": name, "dead": int(group.get("n", 0))})
+        link = {"handler": handler} if handler else {"kind": kind}
+        rows.append({"name": name, "dead": int(group.get("n", 0)), "link": link})
     return sorted(rows, key=lambda r: (-r["dead"], r["name"]))

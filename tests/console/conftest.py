@@ -43,12 +43,13 @@ def seeded(db: Any) -> Any:
 
 @pytest.fixture
 def client(seeded: Any, clock: ManualClock) -> Iterator[Callable[..., TestClient]]:
-    """``client(token=None)``: an HTTP client on the seeded namespace."""
+    """``client(token=None, target=None, **app_options)``: an HTTP client on the seeded
+    namespace (``users=USERS`` for the kit's identities)."""
     opened: list[TestClient] = []
 
-    def build(token: str | None = None, target: Any = None) -> TestClient:
+    def build(token: str | None = None, target: Any = None, **options: Any) -> TestClient:
         test_client = TestClient(
-            app(target if target is not None else seeded, token=token, clock=clock)
+            app(target if target is not None else seeded, token=token, clock=clock, **options)
         )
         opened.append(test_client)
         return test_client

@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from flowsched.console.identity import User, hash_secret
 from flowsched.mongo.documents import dead_letter_document, item_document
 from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind
 
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKEN = "operator-token-123"
+SECRETS = {"alice": "alice-secret-1", "bob": "bob-secret-22", "vera": "vera-secret-333"}
+"""alice and bob are operators, vera a viewer (hashes made cheap: n=1024, for speed)."""
+USERS = {
+    name: User(name, "viewer" if name == "vera" else "operator", hash_secret(secret, n=1024))
+    for name, secret in SECRETS.items()
+}
 
 
 def make_index(items: Any) -> None:
@@ -50,11 +57,14 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def sign_in(client: TestClient, name: str = "alice") -> None:
+def sign_in(client: TestClient, name: str = "", secret: str | None = None) -> None:
+    """Sign in as ``name`` (one of :data:`USERS`), or with the token when ``name`` is empty."""
     page = client.get("/login")
+    if secret is None:
+        secret = SECRETS[name] if name else TOKEN
     response = client.post(
         "/login",
-        data={"csrf": csrf_of(page.text), "token": TOKEN, "operator": name},
+        data={"csrf": csrf_of(page.text), "user": name, "secret": secret},
         follow_redirects=False,
     )
     assert response.status_code == 303, response.text

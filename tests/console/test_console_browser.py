@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_kit import START, TOKEN, dead_letter, make_index, timer
+from console_kit import SECRETS, START, USERS, dead_letter, make_index, timer
 
 from flowsched.clock import ManualClock
 from flowsched.console import app
@@ -93,7 +93,7 @@ def database() -> Any:
 def servers(database: Any) -> Iterator[dict[str, Served]]:
     clock = ManualClock(START + timedelta(minutes=3, seconds=30))
     served = {
-        "operator": Served(app(database, token=TOKEN, clock=clock)),
+        "operator": Served(app(database, users=USERS, clock=clock)),
         "read_only": Served(app(database, clock=clock)),
     }
     yield served
@@ -124,7 +124,18 @@ def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def sign_in(page: Any, base: str, name: str = "alice") -> None:
+    page.goto(base + "/login")
+    page.fill("input[name=user]", name)
+    page.fill("input[name=secret]", SECRETS[name])
+    follow(page, "#login button")
+    assert f": {name}" in page.locator("#mode").inner_text()
+
+
 def test_overview(page: Any, servers: dict[str, Served]) -> None:
+    page.goto(servers["operator"].url + "/")
+    assert "/login" in page.url  # reads need a sign-in on a console with identities
+    sign_in(page, servers["operator"].url, "vera")
     page.goto(servers["operator"].url + "/")
     assert page.locator("h1").inner_text() == "Overview"
     assert page.locator("svg.chart rect.bar").count() > 0
@@ -133,6 +144,7 @@ def test_overview(page: Any, servers: dict[str, Served]) -> None:
 
 
 def test_filter_and_page_through_5000_timers(page: Any, servers: dict[str, Served]) -> None:
+    sign_in(page, servers["operator"].url, "vera")
     page.goto(servers["operator"].url + "/timers")
     page.fill("input[name=limit]", "200")
     follow(page, "#filters button[type=submit]")
@@ -155,6 +167,7 @@ def test_filter_and_page_through_5000_timers(page: Any, servers: dict[str, Serve
 
 
 def test_open_one_timer(page: Any, servers: dict[str, Served]) -> None:
+    sign_in(page, servers["operator"].url, "vera")
     page.goto(servers["operator"].url + "/timers?id=t-0000")
     follow(page, "text=t-00007")
     assert page.locator("#timer-id").inner_text() == "t-00007"
@@ -166,10 +179,7 @@ def test_cancel_with_the_token_and_see_the_audit(
     page: Any, servers: dict[str, Served], database: Any
 ) -> None:
     base = servers["operator"].url
-    page.goto(base + "/login")
-    page.fill("input[name=operator]", "alice")
-    page.fill("input[name=token]", TOKEN)
-    follow(page, "#login button")
+    sign_in(page, base, "alice")
     assert "operator: alice" in page.locator("header").inner_text()
     page.goto(base + "/timer?id=t-04999")
     follow(page, "#cancel button")
@@ -181,11 +191,13 @@ def test_cancel_with_the_token_and_see_the_audit(
 
 def test_requeue_a_dead_letter(page: Any, servers: dict[str, Served], database: Any) -> None:
     base = servers["operator"].url
+    sign_in(page, base, "bob")
     page.goto(base + "/dead")
     shot(page, "dead_letters")
-    page.fill("form.requeue input[name=token]", TOKEN)
-    page.fill("form.requeue input[name=operator]", "bob")
-    follow(page, "form.requeue button")
+    follow(page, "a.dead-link")
+    assert "ConnectionError: ledger down" in page.locator("#dead-letter").inner_text()
+    assert "alpha" in page.locator("#dead-letter").inner_text()
+    follow(page, "#requeue button")
     assert "requeued refund-42" in page.locator("#audit").inner_text()
     assert database.timers.find_one({"_id": "refund-42"})["attempts"] == 0
     page.goto(base + "/nodes")
@@ -200,3 +212,48 @@ def test_read_only_console_offers_no_action(page: Any, servers: dict[str, Served
         assert page.locator("#mode").inner_text() == "read-only"
     page.goto(base + "/timer?id=t-00001")
     shot(page, "read_only")
+
+
+def test_bulk_cancel_of_a_flow_returns_to_the_list(
+    page: Any, servers: dict[str, Served], database: Any
+) -> None:
+    base = servers["operator"].url
+    sign_in(page, base, "alice")
+    page.goto(base + "/timers?flow=order-49")
+    before = int(page.locator("#count").inner_text())
+    assert before == database.timers.count_documents({"flow_id": "order-49"}) > 0
+    follow(page, "#bulk-cancel")
+    assert page.locator("#preview-count").inner_text() == str(before)
+    shot(page, "bulk_preview")
+    follow(page, "#confirm button")
+    assert f"{before} done" in page.locator("#bulk-done").inner_text()
+    follow(page, "#back")
+    assert "/timers?flow=order-49" in page.url and page.locator("#count").inner_text() == "0"
+    page.goto(base + "/audit?action=bulk_cancel")
+    assert f"{before} ids" in page.locator("#audit").inner_text()
+
+
+def test_the_layout_holds_at_800_px(browser: Any, servers: dict[str, Served]) -> None:
+    context = browser.new_context(viewport={"width": 800, "height": 900})
+    narrow = context.new_page()
+    base = servers["operator"].url
+    sign_in(narrow, base, "alice")
+    for url in ["/", "/timers", "/timer?id=t-00007", "/dead", "/nodes", "/audit",
+                "/timer?id=refund-42"]:  # fmt: skip
+        narrow.goto(base + url)
+        width = narrow.evaluate("document.documentElement.scrollWidth")
+        assert width <= 800, (url, width)
+    narrow.goto(base + "/timers")
+    shot(narrow, "timers_800px")
+    context.close()
+
+
+def test_a_stale_overview_says_so(page: Any, servers: dict[str, Served]) -> None:
+    base = servers["operator"].url
+    sign_in(page, base, "vera")
+    page.goto(base + "/")
+    page.route("**/overview/live*", lambda route: route.abort())
+    page.wait_for_selector("#live[data-stale]", timeout=15_000)
+    banner = page.evaluate("getComputedStyle(document.getElementById('live'), '::before').content")
+    assert "Stale" in banner
+    shot(page, "stale")

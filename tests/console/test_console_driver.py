@@ -30,6 +30,15 @@ class Failing:
     def aggregate(self, *args: Any, **options: Any) -> Any:
         raise self.error
 
+    def list_indexes(self, *args: Any) -> Any:
+        raise self.error
+
+    def count_documents(self, *args: Any, **options: Any) -> Any:
+        raise self.error
+
+    def estimated_document_count(self, *args: Any, **options: Any) -> Any:
+        raise self.error
+
 
 class Database:
     def __init__(self, error: Exception) -> None:

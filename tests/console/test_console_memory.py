@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from console_kit import START, TOKEN, csrf_of, sign_in
+from console_kit import START, TOKEN, USERS, csrf_of, sign_in
 from starlette.testclient import TestClient
 
 from flowsched.clock import ManualClock
@@ -73,15 +73,15 @@ class AsyncScheduler:
 def test_cancel_over_an_in_memory_scheduler_is_audited(clock: ManualClock) -> None:
     scheduler = InMemoryScheduler(clock=clock)
     stored = scheduler.schedule(ScheduleItem("m-1", ScheduleKind.TIMER, START + timedelta(hours=1)))
-    with TestClient(app(scheduler, token=TOKEN, clock=clock)) as console:
-        sign_in(console, "dana")
+    with TestClient(app(scheduler, users=USERS, clock=clock)) as console:
+        sign_in(console, "alice")
         page = console.get("/timer?id=m-1").text
         assert 'id="run-now"' in page
         data = {"csrf": csrf_of(page), "id": "m-1", "generation": str(stored.generation)}
         assert console.post("/timer/cancel", data=data).status_code == 200
         assert not scheduler.exists("m-1")
         audit = console.get("/timer?id=m-1").text
-        assert "dana" in audit and "cancelled m-1" in audit
+        assert "alice" in audit and "cancelled m-1" in audit
 
 
 def test_requeue_over_an_async_scheduler(clock: ManualClock) -> None:
@@ -89,9 +89,10 @@ def test_requeue_over_an_async_scheduler(clock: ManualClock) -> None:
     item = ScheduleItem("a-1", ScheduleKind.TIMER, START, handler="billing").with_generation(9)
     scheduler.dead["a-1"] = DeadLetter(item, 5, "RuntimeError: <b>down</b>", START)
     with TestClient(app(scheduler, token=TOKEN, clock=clock)) as console:
+        sign_in(console)
         page = console.get("/dead").text
         assert "RuntimeError: &lt;b&gt;down&lt;/b&gt;" in page
-        data = {"csrf": csrf_of(page), "id": "a-1", "generation": "9", "token": TOKEN}
+        data = {"csrf": csrf_of(page), "id": "a-1", "generation": "9"}
         console.post("/dead/requeue", data=data)
         assert "a-1" in scheduler.items and not scheduler.dead
         assert "requeued a-1" in console.get("/timer?id=a-1").text
@@ -101,12 +102,15 @@ def test_requeue_over_an_async_scheduler(clock: ManualClock) -> None:
 def test_a_refused_action_over_memory_changes_nothing(clock: ManualClock) -> None:
     scheduler = InMemoryScheduler(clock=clock)
     stored = scheduler.schedule(ScheduleItem("m-2", ScheduleKind.TIMER, START + timedelta(hours=1)))
-    with TestClient(app(scheduler, token=TOKEN, clock=clock)) as console:
+    with TestClient(app(scheduler, users=USERS, clock=clock)) as console:
+        sign_in(console, "vera")  # a viewer
         page = console.get("/timer?id=m-2").text
+        assert 'id="cancel"' not in page
         data = {"csrf": csrf_of(page), "id": "m-2", "generation": str(stored.generation)}
-        assert console.post("/timer/cancel", data={**data, "token": "nope-nope"}).status_code == 403
+        assert console.post("/timer/cancel", data=data).status_code == 403
         assert scheduler.exists("m-2")
-        assert "None recorded" in console.get("/timer?id=m-2").text
+        audit = console.get("/audit?action=cancel").text
+        assert "vera" in audit and "refused (role)" in audit
 
 
 def test_live_fragment_is_a_fragment(client: Any) -> None:
@@ -124,8 +128,8 @@ def test_keyword_forms_of_app(clock: ManualClock, seeded: Any) -> None:
 
 def test_the_timers_list_over_memory_filters_and_pages(clock: ManualClock) -> None:
     with TestClient(app(stocked(clock), clock=clock)) as console:
-        every = [f"a-{n:02}" for n in range(10)] + ["b-1", "b-2"]
-        assert listed(console, "/timers?limit=5") == every  # in id order, no gap, no repeat
+        every = ["b-1"] + [f"a-{n:02}" for n in range(10)] + ["b-2"]
+        assert listed(console, "/timers?limit=5") == every  # in due order, no gap, no repeat
         assert listed(console, "/timers?id=b-") == ["b-1", "b-2"]
         assert listed(console, "/timers?kind=action_retry") == ["b-1"]
         assert listed(console, "/timers?handler=billing") == ["b-1"]
@@ -134,8 +138,8 @@ def test_the_timers_list_over_memory_filters_and_pages(clock: ManualClock) -> No
         assert len(listed(console, "/timers?state=waiting")) == 11
         window = "due_from=2026-03-01T12:02:00%2B00:00&due_to=2026-03-01T12:05:00%2B00:00"
         assert listed(console, f"/timers?{window}") == ["a-01", "a-02", "a-03"]
-        f0, f1 = ([f"a-{n:02}" for n in range(first, 10, 2)] for first in (0, 1))
-        assert listed(console, "/timers?flow=f-&limit=3") == f0 + f1  # (flow, id) order
+        f1 = [f"a-{n:02}" for n in range(1, 10, 2)]
+        assert listed(console, "/timers?flow=f-&limit=3") == every[1:11]  # due order
         assert listed(console, "/timers?flow=f-1&limit=2") == f1
         assert console.get("/timers?state=nope").status_code == 400
 
@@ -155,7 +159,7 @@ def test_run_now_over_memory_moves_the_timer_seen_and_is_audited(clock: ManualCl
     stale = scheduler.get("a-05")
     assert stale is not None
     with TestClient(app(scheduler, token=TOKEN, clock=clock)) as console:
-        sign_in(console, "erin")
+        sign_in(console)
         page = console.get("/timer?id=a-05").text
         data = {"csrf": csrf_of(page), "id": "a-05", "generation": str(stale.generation)}
         assert console.post("/timer/run-now", data=data).status_code == 200
@@ -164,7 +168,7 @@ def test_run_now_over_memory_moves_the_timer_seen_and_is_audited(clock: ManualCl
         assert moved.generation != stale.generation
         clock.advance(timedelta(0))
         assert fired == ["a-05"]  # due now: delivered at once, the others still waiting
-        assert "erin" in console.get("/timer?id=a-05").text
+        assert "token" in console.get("/timer?id=a-05").text
         # A page shown before a change: the generation it carries is no longer the timer's.
         page = console.get("/timer?id=a-06").text
         data = {"csrf": csrf_of(page), "id": "a-06", "generation": "12345"}
@@ -178,10 +182,11 @@ def test_run_now_refuses_a_recurring_timer(clock: ManualClock) -> None:
     stored = scheduler.schedule_recurring("tick", Recurrence.every(timedelta(minutes=5)))
     due = stored.due
     with TestClient(app(scheduler, token=TOKEN, clock=clock)) as console:
+        sign_in(console)
         page = console.get("/timer?id=tick").text
         assert 'id="run-now"' not in page
         data = {"csrf": csrf_of(page), "id": "tick", "generation": str(stored.generation)}
-        console.post("/timer/run-now", data={**data, "token": TOKEN})
+        console.post("/timer/run-now", data=data)
         assert scheduler.get("tick").due == due  # type: ignore[union-attr]
         assert "is recurring" in console.get("/timer?id=tick").text
 

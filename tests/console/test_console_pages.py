@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
-from console_kit import START, TOKEN, dead_letter, timer
+from console_kit import START, TOKEN, dead_letter, sign_in, timer
 
 from flowsched.clock import ManualClock
 from flowsched.memory import InMemoryScheduler
@@ -141,6 +141,7 @@ def test_over_an_in_memory_scheduler(clock: ManualClock, client: Any) -> None:
     scheduler = InMemoryScheduler(clock=clock)
     scheduler.schedule(ScheduleItem("m-1", ScheduleKind.TIMER, START + timedelta(hours=1)))
     console = client(TOKEN, target=scheduler)
+    sign_in(console)
     assert "m-1" in console.get("/timer?id=m-1").text
     for url in ["/quarantine", "/nodes"]:
         page = console.get(url)
@@ -179,8 +180,8 @@ def test_flow_pages_are_complete_and_ordered_whatever_the_flow_sizes(
     ]
     db.timers.insert_many(sorted(documents, key=lambda d: d["_id"], reverse=True))
     seen = walk(client(target=db), f"/timers?flow=ord-&limit={limit}")
-    expected = sorted((d["flow_id"], d["_id"]) for d in documents if d["flow_id"] != "other")
-    assert seen == [item_id for _, item_id in expected]
+    expected = sorted((d["due"], d["_id"]) for d in documents if d["flow_id"] != "other")
+    assert seen == [item_id for _, item_id in expected]  # soonest due first
 
 
 def test_pages_continue_after_ids_that_are_not_text(db: Any, client: Any) -> None:

@@ -20,33 +20,40 @@ from flowsched.console.queries import (
 NOW = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 
 
-def test_the_first_page_walks_the_id_index() -> None:
+def test_the_first_page_walks_the_due_index() -> None:
     spec = TimerQuery().find(NOW)
-    assert (spec.filter, spec.sort, spec.hint, spec.limit) == ({}, [("_id", 1)], "_id_", 50)
+    assert (spec.filter, spec.sort, spec.hint, spec.limit) == (
+        {}, [("due", 1), ("_id", 1)], "due_id", 50)  # fmt: skip
 
 
-def test_a_flow_page_reads_flows_in_index_order_and_the_cut_flow_by_id() -> None:
-    query = TimerQuery(flow_prefix="order-", limit=20)
-    current, following = query.flow_steps(NOW)
-    assert current is None
-    assert following.sort == [("flow_id", 1)] and following.hint == "flow_id_sparse"
-    assert following.filter == {"flow_id": prefix_range("order-")}
-    whole = query.flow_whole("order-7", NOW, 5)
-    assert (whole.filter, whole.sort, whole.limit) == ({"flow_id": "order-7"}, [("_id", 1)], 5)
+def test_a_flow_page_is_a_prefix_range_in_due_order() -> None:
+    spec = TimerQuery(flow_prefix="order-", limit=20).find(NOW)
+    assert spec.filter == {"flow_id": prefix_range("order-")} and spec.sort[0] == ("due", 1)
 
 
-def test_a_flow_cursor_continues_its_flow_then_the_next_ones() -> None:
-    after = encode_cursor(["order-7", "t-9"])
-    current, following = TimerQuery(flow_prefix="order-", after=after).flow_steps(NOW)
-    assert current is not None
-    assert current.filter == {"flow_id": "order-7", "_id": {"$gt": "t-9"}}
-    assert following.filter["flow_id"]["$gt"] == "order-7"
+def test_after_continues_and_before_goes_back_in_due_order() -> None:
+    cursor = encode_cursor([NOW, "t-9"])
+    forward = TimerQuery(after=cursor).find(NOW)
+    assert forward.filter == {"$or": [{"due": {"$gt": NOW}}, {"due": NOW, "_id": {"$gt": "t-9"}}]}
+    back = TimerQuery(before=cursor).find(NOW)
+    assert back.sort == [("due", -1), ("_id", -1)]
+    assert back.filter == {"$or": [{"due": {"$lt": NOW}}, {"due": NOW, "_id": {"$lt": "t-9"}}]}
 
 
-def test_a_cursor_of_another_prefix_is_refused() -> None:
-    query = TimerQuery(flow_prefix="order-", after=encode_cursor(["refund-1", "t-1"]))
-    with pytest.raises(BadQuery, match="another flow prefix"):
-        query.flow_steps(NOW)
+@pytest.mark.parametrize(
+    "params",
+    [
+        [("due_from", "9999-12-31T23:59:59-14:00")],
+        [("due_to", "0001-01-01T00:00:00+14:00")],
+        [("after", "1" * 30)],
+        [("after", encode_cursor([NOW, 10**20]))],
+        [("after", encode_cursor(["9999-12-31T23:59:59-14:00", "x"]))],
+        [("after", encode_cursor([NOW, "x"])), ("before", encode_cursor([NOW, "x"]))],
+    ],
+)
+def test_values_beyond_what_mongodb_holds_are_bad_queries(params: list[tuple[str, str]]) -> None:
+    with pytest.raises(BadQuery):
+        TimerQuery.parse(params)
 
 
 def test_prefix_range_is_the_strings_that_start_with_it() -> None:
