@@ -113,7 +113,7 @@ class DoNothingScheduler(SchedulerPort):
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         pass
 
-    def register(self, name: str, handler: Handler, *, on_failed: Any = None) -> None:
+    def register(self, name: str, handler: Handler, **options: Any) -> None:
         pass
 
     def dead_letters(self) -> list[DeadLetter]:

@@ -189,7 +189,7 @@ def main() -> None:
             pages(scheduler, items, "kind=TIMER", {"kind": "TIMER"}),
         ]
         progress(f"pages: {rows}")
-        figures = {"size": SIZE, "rounds": ROUNDS, "insert_s": round(inserted, 1)}
+        figures: dict[str, Any] = {"size": SIZE, "rounds": ROUNDS, "insert_s": round(inserted, 1)}
         figures["pages"] = rows
         figures["memory"] = memory(scheduler, items)
     finally:
