@@ -56,6 +56,7 @@ Parse = Callable[[object], object]
 
 
 def duration_above_zero(value: object) -> object:
+    """A duration above zero, at most :data:`LONGEST_SETTING`."""
     found = parse_duration(value)
     if found <= timedelta(0) or found > LONGEST_SETTING:
         raise ValueError("must be a duration above zero and at most 365d (e.g. 1s, 500ms)")
@@ -63,6 +64,7 @@ def duration_above_zero(value: object) -> object:
 
 
 def op_timeout(value: object) -> object:
+    """A duration above zero, at most :data:`LONGEST_OP_TIMEOUT`."""
     found = parse_duration(value)
     if found <= timedelta(0) or found > LONGEST_OP_TIMEOUT:
         raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
@@ -70,6 +72,7 @@ def op_timeout(value: object) -> object:
 
 
 def positive_count(value: object) -> int:
+    """A whole number of at least 1 (also as text, as HOCON may quote it)."""
     from flowsched.backoff import whole_number
 
     found = whole_number(value, 1)  # also "3", as HOCON may quote it
@@ -79,6 +82,8 @@ def positive_count(value: object) -> int:
 
 
 def count_up_to(most: int) -> Parse:
+    """A parser of a whole number from 1 to ``most``."""
+
     def at_most(value: object) -> object:
         found = positive_count(value)
         if found > most:
@@ -89,12 +94,14 @@ def count_up_to(most: int) -> Parse:
 
 
 def optional_count(value: object) -> object:
+    """``None`` (``null`` or ``"none"``) or a :func:`positive_count`."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
         return None
     return positive_count(value)
 
 
 def factor(value: object) -> float:
+    """A finite number of at least 1 (a backoff factor)."""
     from flowsched.backoff import finite_number
 
     found = finite_number(value)  # also "2", as HOCON may quote it
@@ -104,16 +111,19 @@ def factor(value: object) -> float:
 
 
 def nonempty_text(value: object) -> object:
+    """A string that is not blank."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError("must be a non-empty string")
     return value
 
 
 def optional_text(value: object) -> object:
+    """``None`` or a :func:`nonempty_text`."""
     return None if value is None else nonempty_text(value)
 
 
 def uri(value: object) -> object:
+    """A MongoDB connection string (``mongodb://`` or ``mongodb+srv://``)."""
     text = nonempty_text(value)
     assert isinstance(text, str)
     if not text.startswith(("mongodb://", "mongodb+srv://")):
@@ -122,6 +132,7 @@ def uri(value: object) -> object:
 
 
 def database(value: object) -> object:
+    """A MongoDB database name (:data:`DB_NAME`)."""
     text = nonempty_text(value)
     assert isinstance(text, str)
     if not DB_NAME.fullmatch(text):
@@ -130,6 +141,7 @@ def database(value: object) -> object:
 
 
 def collection(value: object) -> object:
+    """A MongoDB collection name of ours (no ``$``, not ``system.*``)."""
     text = nonempty_text(value)
     assert isinstance(text, str)
     if "$" in text or "\0" in text or text.startswith("system.") or "" in text.split("."):
@@ -140,6 +152,7 @@ def collection(value: object) -> object:
 
 
 def postgres_url(value: object) -> object:
+    """A PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
     text = nonempty_text(value)
     assert isinstance(text, str)
     if not text.startswith(("postgresql://", "postgres://")):
@@ -148,6 +161,7 @@ def postgres_url(value: object) -> object:
 
 
 def table(value: object) -> object:
+    """A lower-case SQL identifier of at most 48 characters."""
     text = nonempty_text(value)
     if not isinstance(text, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", text):
         raise ValueError(
