@@ -20,6 +20,8 @@ __all__ = [
     "ClockDriven",
     "ManualClock",
     "SystemClock",
+    "attach_if_manual",
+    "detach_if_manual",
     "ensure_utc",
 ]
 
@@ -62,6 +64,23 @@ def capped(now: datetime, delta: timedelta) -> datetime:
         return min(now + delta, LAST)
     except OverflowError:
         return LAST
+
+
+def attach_if_manual(clock: object, scheduler: object) -> bool:
+    """Attach ``scheduler`` to ``clock`` if the clock is stepped by hand (it has ``attach``,
+    as :class:`ManualClock` has): its ``advance`` then drives the scheduler. Whether it is."""
+    attach = getattr(clock, "attach", None)
+    if not callable(attach):
+        return False
+    attach(scheduler)
+    return True
+
+
+def detach_if_manual(clock: object, scheduler: object) -> None:
+    """Undo :func:`attach_if_manual`: ``clock`` stops driving ``scheduler`` (a closed one)."""
+    detach = getattr(clock, "detach", None)
+    if detach is not None:
+        detach(scheduler)
 
 
 @runtime_checkable

@@ -52,6 +52,7 @@ from flowsched.errors import Undeliverable
 from flowsched.handler_limits import HandlerLimits, HandlerTimedOut, call_timed, check_limits
 from flowsched.history import Journal, close_attempt, open_attempt, with_failure
 from flowsched.limits import check_handler_name
+from flowsched.observer import Observer
 from flowsched.outcomes import (
     _COMPLETED,
     MAX_ERROR_CHARS,
@@ -85,38 +86,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("flowsched.delivery")
-
-
-class Observer:
-    """Hook for metrics: override what you need; every method is called synchronously.
-
-    Calls come from scheduler threads; keep them cheap and thread-safe."""
-
-    def scheduled(self, item: ScheduleItem) -> None:
-        """An item was scheduled (or replaced)."""
-
-    def cancelled(self, item_id: str) -> None:
-        """An item was cancelled."""
-
-    def fired(self, item: ScheduleItem, attempt: int, lateness: timedelta) -> None:
-        """A delivery is starting; ``lateness`` is fire time minus due time."""
-
-    def completed(self, item: ScheduleItem, attempt: int) -> None:
-        """A handler returned: the item is done."""
-
-    def failed(self, item: ScheduleItem, attempt: int, error: str) -> None:
-        """A handler raised; the item will be redelivered or dead-lettered."""
-
-    def dead_lettered(self, dead: DeadLetter) -> None:
-        """An item exhausted ``max_attempts``."""
-
-    def late_completion(self, item: ScheduleItem, attempt: int, late: timedelta) -> None:
-        """A handler returned ``late`` after its claim's lease ended (MongoDB): no failure,
-        the item is done, but another node may have run it too."""
-
-    def timed_out(self, item: ScheduleItem, attempt: int, elapsed: timedelta) -> None:
-        """A handler ran past its time limit (``register(..., timeout=)``) after ``elapsed``:
-        cancelled or abandoned; :meth:`failed` follows (redelivered or dead-lettered)."""
 
 
 class DeliveryCore:

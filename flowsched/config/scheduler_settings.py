@@ -38,16 +38,25 @@ meant). The adapters' ``from_config`` read the resulting :class:`SchedulerSettin
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from flowsched.config import setting_values
 from flowsched.config.hocon import format_key
+from flowsched.config.setting_values import (
+    DB_NAME,
+    LONGEST_OP_TIMEOUT,
+    LONGEST_SETTING,
+    MAX_BATCH_SIZE,
+    MAX_BUCKETS,
+    MAX_WORKERS,
+    Parse,
+)
 from flowsched.config.suggest import closest, is_near
-from flowsched.durations import hocon_text, parse_duration
+from flowsched.durations import hocon_text
 from flowsched.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -72,25 +81,10 @@ __all__ = [
 BLOCK = "ipf-scheduler"
 """The root block the scheduler settings live in (IPF's name)."""
 
-LONGEST_SETTING = timedelta(days=365)
-"""The longest a scheduler's duration setting may be (poll interval, lease, time-outs,
-redelivery waits): a longer one is a mistake, and some overflow the platform's timeouts."""
-LONGEST_OP_TIMEOUT = timedelta(days=1)
-"""The longest ``op-timeout``: it is also the driver's connection time-outs, which MongoDB
-drivers take below a billion milliseconds (11.5 days)."""
-MAX_WORKERS = 10_000
-"""The most handler threads a scheduler may have (each is an operating-system thread)."""
-MAX_BATCH_SIZE = 100_000
-"""The most items a MongoDB scheduler may claim in one round trip."""
-MAX_BUCKETS = 1024
-"""The most buckets a collection may be split into: a node sends one claim query per route
-and bucket it serves, and keeps their list (a few per shard is the advice)."""
-
 _MONGODB = "mongodb"
 _POSTGRES = "postgres"
 _OURS = "flowsched"
 _REDELIVERY = "redelivery"
-_DB_NAME = re.compile(r'[^/\\. "$*<>:|?]{1,63}')
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +126,7 @@ class SchedulerSettings:
             return self.database_name
         if self.uri:
             path = unquote(urlsplit(self.uri).path.lstrip("/"))
-            if path and not _DB_NAME.fullmatch(path):
+            if path and not DB_NAME.fullmatch(path):
                 raise ConfigError.single(
                     f"names the database {path!r}, which is no MongoDB database name "
                     '(no / \\ . " $ or spaces): fix it, or set '
@@ -192,142 +186,38 @@ class SchedulerSettings:
         return self.postgres_url
 
 
-_Parse = Callable[[object], object]
-
-
-def _duration_above_zero(value: object) -> object:
-    found = parse_duration(value)
-    if found <= timedelta(0) or found > LONGEST_SETTING:
-        raise ValueError("must be a duration above zero and at most 365d (e.g. 1s, 500ms)")
-    return found
-
-
-def _op_timeout(value: object) -> object:
-    found = parse_duration(value)
-    if found <= timedelta(0) or found > LONGEST_OP_TIMEOUT:
-        raise ValueError("must be a duration above zero and at most 1d (e.g. 10s)")
-    return found
-
-
-def _count(value: object) -> int:
-    from flowsched.backoff import whole_number
-
-    found = whole_number(value, 1)  # also "3", as HOCON may quote it
-    if found is None:
-        raise ValueError("must be a whole number >= 1")
-    return found
-
-
-def _count_up_to(most: int) -> _Parse:
-    def count(value: object) -> object:
-        found = _count(value)
-        if found > most:
-            raise ValueError(f"must be a whole number from 1 to {most:,}")
-        return found
-
-    return count
-
-
-def _optional_count(value: object) -> object:
-    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
-        return None
-    return _count(value)
-
-
-def _factor(value: object) -> float:
-    from flowsched.backoff import finite_number
-
-    found = finite_number(value)  # also "2", as HOCON may quote it
-    if found is None or found < 1:
-        raise ValueError("must be a number >= 1")
-    return found
-
-
-def _text(value: object) -> object:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty string")
-    return value
-
-
-def _optional_text(value: object) -> object:
-    return None if value is None else _text(value)
-
-
-def _uri(value: object) -> object:
-    text = _text(value)
-    assert isinstance(text, str)
-    if not text.startswith(("mongodb://", "mongodb+srv://")):
-        raise ValueError('must be a MongoDB connection string ("mongodb://host/db")')
-    return text
-
-
-def _database(value: object) -> object:
-    text = _text(value)
-    assert isinstance(text, str)
-    if not _DB_NAME.fullmatch(text):
-        raise ValueError('must be a MongoDB database name (no / \\ . " $ or spaces)')
-    return text
-
-
-def _collection(value: object) -> object:
-    text = _text(value)
-    assert isinstance(text, str)
-    if "$" in text or "\0" in text or text.startswith("system.") or "" in text.split("."):
-        raise ValueError(
-            "must be a MongoDB collection name (no $, not system.*, no empty part between dots)"
-        )
-    return text
-
-
-_MONGODB_KEYS: Mapping[str, tuple[str, _Parse]] = {
-    "uri": ("uri", _uri),
-    "database-name": ("database_name", _database),
-    "collection": ("collection", _collection),
+_MONGODB_KEYS: Mapping[str, tuple[str, Parse]] = {
+    "uri": ("uri", setting_values.uri),
+    "database-name": ("database_name", setting_values.database),
+    "collection": ("collection", setting_values.collection),
 }
 
 
-def _postgres_url(value: object) -> object:
-    text = _text(value)
-    assert isinstance(text, str)
-    if not text.startswith(("postgresql://", "postgres://")):
-        raise ValueError('must be a PostgreSQL URL ("postgresql://user@host/database")')
-    return text
-
-
-def _table(value: object) -> object:
-    text = _text(value)
-    if not isinstance(text, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", text):
-        raise ValueError(
-            "must be a lower-case SQL identifier of at most 48 characters (a-z, 0-9, _)"
-        )
-    return text
-
-
-_POSTGRES_KEYS: Mapping[str, tuple[str, _Parse]] = {
-    "url": ("postgres_url", _postgres_url),
-    "table": ("postgres_table", _table),
+_POSTGRES_KEYS: Mapping[str, tuple[str, Parse]] = {
+    "url": ("postgres_url", setting_values.postgres_url),
+    "table": ("postgres_table", setting_values.table),
 }
-_OUR_KEYS: Mapping[str, tuple[str, _Parse]] = {
-    "poll-interval": ("poll_interval", _duration_above_zero),
-    "lease": ("lease", _duration_above_zero),
-    "batch-size": ("batch_size", _count_up_to(MAX_BATCH_SIZE)),
-    "buckets": ("buckets", _count_up_to(MAX_BUCKETS)),
-    "workers": ("workers", _count_up_to(MAX_WORKERS)),
-    "op-timeout": ("op_timeout", _op_timeout),
-    "max-clock-skew": ("max_clock_skew", _duration_above_zero),
-    "shutdown-timeout": ("shutdown_timeout", _duration_above_zero),
-    "max-attempts": ("max_attempts", _optional_count),
-    "node-id": ("node_id", _optional_text),
-    "history-limit": ("history_limit", _count_up_to(1000)),
-    "history-retention": ("history_retention", _duration_above_zero),
+_OUR_KEYS: Mapping[str, tuple[str, Parse]] = {
+    "poll-interval": ("poll_interval", setting_values.duration_above_zero),
+    "lease": ("lease", setting_values.duration_above_zero),
+    "batch-size": ("batch_size", setting_values.count_up_to(MAX_BATCH_SIZE)),
+    "buckets": ("buckets", setting_values.count_up_to(MAX_BUCKETS)),
+    "workers": ("workers", setting_values.count_up_to(MAX_WORKERS)),
+    "op-timeout": ("op_timeout", setting_values.op_timeout),
+    "max-clock-skew": ("max_clock_skew", setting_values.duration_above_zero),
+    "shutdown-timeout": ("shutdown_timeout", setting_values.duration_above_zero),
+    "max-attempts": ("max_attempts", setting_values.optional_count),
+    "node-id": ("node_id", setting_values.optional_text),
+    "history-limit": ("history_limit", setting_values.count_up_to(1000)),
+    "history-retention": ("history_retention", setting_values.duration_above_zero),
 }
-_REDELIVERY_KEYS: Mapping[str, tuple[str, _Parse]] = {
-    "initial": ("redelivery_initial", _duration_above_zero),
-    "maximum": ("redelivery_maximum", _duration_above_zero),
-    "factor": ("redelivery_factor", _factor),
+_REDELIVERY_KEYS: Mapping[str, tuple[str, Parse]] = {
+    "initial": ("redelivery_initial", setting_values.duration_above_zero),
+    "maximum": ("redelivery_maximum", setting_values.duration_above_zero),
+    "factor": ("redelivery_factor", setting_values.factor),
 }
 _CALENDARS = "calendars"
-_SECTIONS: Mapping[str, Mapping[str, tuple[str, _Parse]] | None] = {
+_SECTIONS: Mapping[str, Mapping[str, tuple[str, Parse]] | None] = {
     _MONGODB: _MONGODB_KEYS,
     _POSTGRES: _POSTGRES_KEYS,
     _OURS: None,  # holds _OUR_KEYS and the redelivery block
@@ -412,7 +302,7 @@ def _read_ours(
 def _read(
     section: object,
     path: tuple[str, ...],
-    keys: Mapping[str, tuple[str, _Parse]],
+    keys: Mapping[str, tuple[str, Parse]],
     values: dict[str, object],
     problems: list[ConfigProblem],
 ) -> None:
@@ -431,7 +321,7 @@ def _read(
 
 def _set(
     path: tuple[str, ...],
-    spec: tuple[str, _Parse],
+    spec: tuple[str, Parse],
     value: object,
     values: dict[str, object],
     problems: list[ConfigProblem],

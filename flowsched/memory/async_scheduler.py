@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from flowsched.async_delivery import Alarm, AsyncDelivery, Deliveries, cancelled_from_outside
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
-from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.clock import Clock, SystemClock, attach_if_manual, detach_if_manual, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.delivery import (
     DeliveryCore,
@@ -137,10 +137,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
         self._delivering: contextvars.ContextVar[bool] = contextvars.ContextVar(
             f"flowsched-delivering-{id(self)}", default=False
         )
-        attach = getattr(self._clock, "attach", None)
-        self._manual = callable(attach)
-        if attach is not None and self._manual:
-            attach(self)
+        self._manual = attach_if_manual(self._clock, self)
 
     @classmethod
     def from_config(
@@ -279,9 +276,7 @@ class AsyncInMemoryScheduler(AsyncSchedulerPort, AsyncMemorySteering):
         is left behind (but a handler that ignores its cancellation)."""
         self._closed = True
         if self._manual:
-            detach = getattr(self._clock, "detach", None)
-            if detach is not None:
-                detach(self)
+            detach_if_manual(self._clock, self)
         firing, self._firing = self._firing, None
         if firing is not None and firing is not asyncio.current_task():
             firing.cancel()

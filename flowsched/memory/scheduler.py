@@ -12,7 +12,7 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Unpack
 
-from flowsched.clock import Clock, SystemClock, ensure_utc
+from flowsched.clock import Clock, SystemClock, attach_if_manual, detach_if_manual, ensure_utc
 from flowsched.delivery import DeliveryCore, NextSlot, Observer, Outcome, Redeliver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.history import HistoryPolicy, MemoryHistory, local_node
@@ -115,10 +115,7 @@ class InMemoryScheduler(SchedulerPort, MemorySteering):
         # Outcomes of worker deliveries, not yet applied (see _deliver_claimed and _settle).
         self._settling: deque[tuple[ScheduleItem, Outcome]] = deque()
         self._pool: WorkerPool | None = None
-        attach = getattr(self._clock, "attach", None)
-        self._manual = callable(attach)
-        if attach is not None and self._manual:
-            attach(self)
+        self._manual = attach_if_manual(self._clock, self)
         # Unstarted on a real clock: the first schedule() "wakes the timer", arming the watch.
         self._start_watch = StartWatch()
         if not self._manual:
@@ -420,9 +417,7 @@ class InMemoryScheduler(SchedulerPort, MemorySteering):
             self._start_watch.stop()
             self._wake.notify_all()  # the leading worker, and close() calls waiting below
         if self._manual:
-            detach = getattr(self._clock, "detach", None)
-            if detach is not None:
-                detach(self)
+            detach_if_manual(self._clock, self)
         if self._pool is not None:
             self._pool.close()
         own = self._state.depth

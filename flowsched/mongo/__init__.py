@@ -12,10 +12,12 @@ and building either class raises an ``ImportError`` that names the extra.
 The modules, in the order one timer meets them (see docs/explanation/architecture.md):
 
 * ``scheduler`` - ``MongoScheduler``: the port's calls; ``arguments`` checks its arguments,
-  ``from_config`` builds one from ``application.conf``.
+  ``from_config`` builds one from ``application.conf``, ``wiring`` assembles what both
+  faces build alike (node id, store, claims and history).
 * ``documents`` - an item, dead letter or quarantine record as a BSON document, and back.
 * ``store`` - the collections (items, ``_dead``, ``_quarantine``, ``_nodes``,
-  ``_settings``) and their one-round-trip operations.
+  ``_settings``) and their one-round-trip operations; ``indexes`` - their indexes and
+  the bucket count the first node recorded.
 * ``sweeper`` - the background loop: claim, dispatch to workers, renew, settle;
   ``pacing`` says when it claims and how far it looks ahead.
 * ``change_stream`` - push wake-up: tells a node at once of an item made due elsewhere.

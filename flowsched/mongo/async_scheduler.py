@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
-import socket
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
@@ -27,8 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
-from flowsched.clock import Clock, ManualClock, SystemClock, ensure_utc
-from flowsched.config.scheduler_settings import LONGEST_SETTING
+from flowsched.clock import Clock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
 from flowsched.errors import MalformedDocument, SchedulerUnavailable
 from flowsched.history import HistoryPolicy
@@ -36,12 +32,10 @@ from flowsched.mongo.arguments import (
     check_arguments,
     check_async_collection,
     check_bson_payload,
-    check_positive,
     storable_id,
 )
 from flowsched.mongo.async_sweeper import AsyncSweeper
 from flowsched.mongo.claimed_batch import BatchClaimer
-from flowsched.mongo.claims import Claims
 from flowsched.mongo.commands import Steps, drive_async
 from flowsched.mongo.documents import (
     dead_letter_from_document,
@@ -50,14 +44,13 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
-from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outcome import async_cancel_attempts, write_deadline
-from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, ServerClock
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.steering import AsyncMongoSteering
-from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import within_async
+from flowsched.mongo.wiring import default_node_id, handles, store_parts
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_aclose, check_shutdown_timeout
 from flowsched.steering import Attempt
@@ -125,20 +118,15 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, concurrency, buckets, serve_buckets
         )
-        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._clock: Clock = clock or SystemClock()
-        # The database's clock, as MongoScheduler judges by (measured by the firing task; a
-        # ManualClock is trusted as it is).
-        check_positive("max_clock_skew", max_clock_skew, LONGEST_SETTING)
-        measure = not isinstance(self._clock, ManualClock)
-        self._time = ServerClock(
-            self._clock, None, measure=measure, max_skew=max_clock_skew, owner=self.node_id
-        )
+        self.node_id = node_id or default_node_id()
+        # The database's clock, as MongoScheduler judges by (no collection: measured by the
+        # firing task; a ManualClock is trusted as it is).
+        self._time = server_clock(clock, None, None, max_clock_skew, self.node_id)
+        self._clock: Clock = self._time.node
         self._core = DeliveryCore(self._time, redelivery, observer, coroutines=True)
-        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
-        self._claims = Claims(self._store, self.node_id, lease)
-        self._history = MongoHistory(self._time.now, self.node_id, history)
-        self._core.journal = self._claims.history = self._history
+        self._store, self._claims, self._history = store_parts(
+            collection, buckets, served, self.node_id, self._time, lease, history, self._core
+        )
         self._local_writes = LocalWrites()
         attach = getattr(self._clock, "attach", None)
         self._manual = callable(attach)
@@ -407,9 +395,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
             self._tasks.append(loop.create_task(watch, name="flowsched-mongo-wakeup"))
 
     def _handles(self, document: Mapping[str, Any]) -> bool:
-        if document.get("bucket", 0) not in self._store.served:
-            return False
-        return document.get("route") in self._core.routes()
+        return handles(self._store, self._core, document)
 
     @bounded_aclose
     async def aclose(self, *, timeout: float | None = None) -> None:

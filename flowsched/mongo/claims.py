@@ -78,7 +78,6 @@ from flowsched.mongo.documents import (
     bson_utc,
     dead_letter_document,
     optional_ms,
-    quarantine_document,
     truncate_ms,
 )
 from flowsched.mongo.history import MongoHistory, Record
@@ -88,6 +87,7 @@ from flowsched.mongo.settlement import (
     Quarantine,
     Settlement,
     bucket_fence,
+    quarantine_record,
     settlement_writes,
     start_mark,
 )
@@ -372,7 +372,7 @@ class Claims:
         dead = [s for s in settlements if isinstance(s.action, DeadLettered)]
         quarantined = [s for s in settlements if isinstance(s.action, Quarantine)]
         if quarantined:
-            records = [self._quarantine_record(s, now) for s in quarantined]
+            records = [quarantine_record(s, self.owner, now) for s in quarantined]
             yield from self.store.put_quarantined_steps(records)
         writes = settlement_writes(settlements, self.store)
         writes.extend(start_mark(claim, self.store) for claim in starts)
@@ -419,15 +419,6 @@ class Claims:
                 if not refused_for_good(exc):
                     raise
                 log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
-
-    def _quarantine_record(self, settlement: Settlement, now: datetime) -> dict[str, Any]:
-        assert isinstance(settlement.action, Quarantine)
-        record = quarantine_document(
-            settlement.action.document, settlement.action.reason, self.owner, now
-        )
-        # One record per (document, claim): a retried settle does not duplicate it.
-        record["_id"] = f"{settlement.token}:{settlement.item_id!r}"
-        return record
 
     def _dead_letter(self, dead: Sequence[Settlement]) -> Steps[None]:
         # Two collections, no transaction: write the dead letter first, then remove the item

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
-import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
@@ -21,7 +18,6 @@ from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
-from flowsched.mongo.claims import Claims
 from flowsched.mongo.documents import (
     dead_letter_from_document,
     dead_letters_from,
@@ -29,7 +25,6 @@ from flowsched.mongo.documents import (
     new_generation,
     stored_item,
 )
-from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
@@ -37,9 +32,9 @@ from flowsched.mongo.outcome import call_within, cancel_attempts
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.settlement import Settlement
 from flowsched.mongo.steering import MongoSteering
-from flowsched.mongo.store import TimerStore
 from flowsched.mongo.sweeper import Sweeper
 from flowsched.mongo.transient import within
+from flowsched.mongo.wiring import default_node_id, handles, store_parts
 from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind, not_an_item
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, bounded_close, check_shutdown_timeout
@@ -100,8 +95,6 @@ class MongoScheduler(SchedulerPort, MongoSteering):
     With a :class:`~flowsched.clock.ManualClock` there is no background thread: once
     started, the scheduler delivers inside ``clock.advance(...)``, each item at its due
     time, like the in-memory adapter; :meth:`run_due` delivers what is due now.
-
-    :meth:`from_config` builds one from the ``ipf-scheduler`` block of ``application.conf``.
     """
 
     _owned_client: Any = None
@@ -132,17 +125,16 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         served = check_arguments(
             poll_interval, lease, op_timeout, batch_size, workers, buckets, serve_buckets
         )
-        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.node_id = node_id or default_node_id()
         self._time = server_clock(clock, collection, server_time, max_clock_skew, self.node_id)
         self._clock: Clock = self._time.node  # a ManualClock, or a wall clock
         self._core = DeliveryCore(
             self._time, redelivery, observer, async_class="AsyncMongoScheduler"
         )
-        self._store = TimerStore(collection, buckets, served, node=self.node_id, clock=self._time)
+        self._store, self._claims, self._history = store_parts(
+            collection, buckets, served, self.node_id, self._time, lease, history, self._core
+        )
         self.collection: Any = self._store.items  # public: its database holds the _dead ones
-        self._claims = Claims(self._store, self.node_id, lease)
-        self._history = MongoHistory(self._time.now, self.node_id, history)
-        self._core.journal = self._claims.history = self._history
         self._claimer = BatchClaimer(self._claims, self._core, self._time)
         self._local_writes = LocalWrites()
         self._poll_interval = poll_interval
@@ -420,9 +412,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
 
     def _handles(self, document: Mapping[str, Any]) -> bool:
         """Whether this node claims the item of a (projected) document."""
-        if document.get("bucket", 0) not in self._store.served:
-            return False
-        return document.get("route") in self._core.routes()
+        return handles(self._store, self._core, document)
 
     @bounded_close
     def close(self) -> None:

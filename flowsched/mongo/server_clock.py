@@ -56,13 +56,13 @@ from flowsched.config.scheduler_settings import LONGEST_SETTING
 from flowsched.mongo.documents import bson_utc
 
 __all__ = [
+    "ClockSample",
     "DEFAULT_MAX_SKEW",
     "DRIFT",
     "GOOD_ENOUGH",
     "REFRESH",
     "RETRY",
     "SAMPLES",
-    "Sample",
     "ServerClock",
     "due_now",
     "lease_now",
@@ -89,7 +89,7 @@ PRECISION = 0.001
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class ClockSample:
     """One ``hello``: the server's clock read ``server`` somewhere between the node's
     monotonic ``sent`` and ``received``; ``offset`` is its midpoint estimate of server time
     minus node time."""
@@ -163,7 +163,7 @@ class ServerClock:
         self._measured = False
         # The last SAMPLES measurements: now() carries the best one forward on the monotonic
         # clock (immune to wall-clock steps).
-        self._samples: deque[Sample] = deque(maxlen=SAMPLES)
+        self._samples: deque[ClockSample] = deque(maxlen=SAMPLES)
         self._next = 0.0  # monotonic: when to measure again
         self._said_unsupported = False
         self._said_skew = False
@@ -179,7 +179,7 @@ class ServerClock:
         """Whether the offset comes from the server (``False``: 0 by default)."""
         return self._measured
 
-    def best(self) -> Sample | None:
+    def best(self) -> ClockSample | None:
         """The sample with the smallest error now (``None``: none yet)."""
         with self._lock:
             samples = list(self._samples)
@@ -320,7 +320,7 @@ class ServerClock:
                 )
             return
         server = bson_utc(reply["localTime"])
-        sample = Sample(server, started, started + round_trip, offset)
+        sample = ClockSample(server, started, started + round_trip, offset)
         with self._lock:
             self._samples.append(sample)
             self._measured = True

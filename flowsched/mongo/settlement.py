@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from flowsched.delivery import Completed, DeadLettered, Exhausted, NextSlot, Redeliver
-from flowsched.mongo.documents import item_document, optional_ms, truncate_ms
+from flowsched.mongo.documents import item_document, optional_ms, quarantine_document, truncate_ms
 from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
 from flowsched.records import ScheduleItem
 
@@ -30,6 +30,7 @@ __all__ = [
     "Release",
     "Settlement",
     "bucket_fence",
+    "quarantine_record",
     "settlement_writes",
     "start_mark",
 ]
@@ -124,6 +125,15 @@ Settlement = DocSettlement
 def bucket_fence(settlement: Settlement, store: TimerStore) -> dict[str, Any]:
     """The settlement's fence with the item's bucket (the shard key)."""
     return {**settlement.fence(), "bucket": store.bucket(settlement.item_id)}
+
+
+def quarantine_record(settlement: Settlement, owner: str, now: datetime) -> dict[str, Any]:
+    """The ``<name>_quarantine`` record of a :class:`Quarantine` settlement by ``owner``; its
+    ``_id`` is one per (document, claim), so a retried settle does not duplicate it."""
+    assert isinstance(settlement.action, Quarantine)
+    record = quarantine_document(settlement.action.document, settlement.action.reason, owner, now)
+    record["_id"] = f"{settlement.token}:{settlement.item_id!r}"
+    return record
 
 
 def settlement_writes(settlements: Sequence[Settlement], store: TimerStore) -> list[Write]:

@@ -36,11 +36,20 @@ from pymongo import (
 )
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from flowsched.errors import ConfigError
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
 from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
+from flowsched.mongo.indexes import (  # re-exported: the names the mongo modules import
+    CLAIM_INDEX,
+    CLAIM_INDEX_KEYS,
+    DUE_INDEX,
+    DUE_INDEX_KEYS,
+    LEGACY_CLAIM_INDEX,
+    index_steps,
+    recorded_buckets,
+)
 from flowsched.mongo.server_clock import ServerClock
 
 __all__ = [
@@ -60,16 +69,6 @@ T = TypeVar("T")
 
 
 _DUPLICATE_KEY = 11000
-
-DUE_INDEX = "due_id"
-DUE_INDEX_KEYS = [("due", ASCENDING), ("_id", ASCENDING)]
-"""The index ``timers()`` pages through (items and dead letters)."""
-
-CLAIM_INDEX = "claim_by_route_bucket"
-CLAIM_INDEX_KEYS = [("route", ASCENDING), ("bucket", ASCENDING), ("ready_at", ASCENDING)]
-LEGACY_CLAIM_INDEX = "claim"
-"""The claim index of versions before routing: ``(kind, ready_at)``."""
-
 
 ID_CHUNK = 25
 """Most ids one operation of a batch write names (``_id`` in a list): a batch over more
@@ -117,15 +116,6 @@ def _marker(record: Doc, refusal: str) -> dict[str, Any]:
         "quarantined_at": record.get("quarantined_at"),
         "not_kept": f"the original could not be stored: {refusal[:500]}",
     }
-
-
-def recorded_buckets(collection: Collection[Any]) -> int | None:
-    """The bucket count the nodes of ``collection`` use, as the first of them recorded it in
-    ``<name>_settings`` (``None``: none recorded yet). One round trip."""
-    settings = collection.database[f"{collection.name}_settings"]
-    recorded = settings.find_one({"_id": "buckets"})
-    value = None if recorded is None else recorded.get("value")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class MongoCollections:
@@ -216,25 +206,7 @@ class MongoCollections:
         if self._indexed:
             return
         yield from self.check_buckets_steps()
-        # (route, bucket, ready_at): the sweep asks, per route and bucket it serves, for
-        # ready_at <= now sorted by ready_at - one index range each; other routes are
-        # never read.
-        yield Call("items", "create_index", (CLAIM_INDEX_KEYS,), {"name": CLAIM_INDEX})
-        # Sparse: an item without a flow (the field is left out) costs no entry here, so
-        # claiming and settling it maintains one index less. Replaces the full index of
-        # earlier versions ("flow_id"), dropped once.
-        flow_index = ([("flow_id", ASCENDING)],)
-        yield Call("items", "create_index", flow_index, {"name": "flow_id_sparse", "sparse": True})
-        with contextlib.suppress(OperationFailure):  # not there: new, or dropped already
-            yield Call("items", "drop_index", ("flow_id",))
-        yield Call("dead", "create_index", ([("dead_at", ASCENDING)],), {"name": "dead_at"})
-        # (due, _id): timers() pages, soonest due first, by keyset (flowsched.mongo.timer_query).
-        # Claims and lease renewals never change due: only schedule and settle maintain it.
-        yield Call("items", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
-        yield Call("dead", "create_index", (DUE_INDEX_KEYS,), {"name": DUE_INDEX})
-        # Delivery history (flowsched.mongo.history): removed once expires_at has passed.
-        ttl = {"name": "history_ttl", "expireAfterSeconds": 0}
-        yield Call("history", "create_index", ([("expires_at", ASCENDING)],), ttl)
+        yield from index_steps()
         self._indexed = True
 
     def check_buckets(self) -> None:
