@@ -28,6 +28,7 @@ from flowsched.postgres.rows import (
     dead_letter_from_row,
     item_from_row,
     item_params,
+    text,
     timer_info_from_row,
     utc,
     utc_or_none,
@@ -159,6 +160,7 @@ class Setup:
                     whole(row[10], "attempts", item.id),
                     owner,
                     utc(row[11], "lease_until", item.id),
+                    text(row[13], "claim_token", item.id),
                 )
             except MalformedDocument as exc:
                 bad[str(row[0])] = exc.reason
@@ -180,18 +182,18 @@ class Setup:
             **fences(claims),
             attempts=[claim.attempt for claim in claims],
         )
-        held = {str(row[0]) for row in rows}
-        return [claim for claim in claims if claim.item.id in held]
+        held = {(row[0], row[1]) for row in rows}  # a claim is named by (id, token)
+        return [claim for claim in claims if (claim.item.id, claim.token) in held]
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> Plan[list[Claim]]:
         if not claims:
             return []
         rows = yield self.statement("renew", lease=lease, **fences(claims))
-        until = {str(row[0]): utc(row[1], "lease_until", row[0]) for row in rows}
+        until = {(row[0], row[2]): utc(row[1], "lease_until", row[0]) for row in rows}
         return [
-            Claim(claim.item, claim.attempt, claim.owner, until[claim.item.id])
+            Claim(claim.item, claim.attempt, claim.owner, until[key], claim.token)
             for claim in claims
-            if claim.item.id in until
+            if (key := (claim.item.id, claim.token)) in until
         ]
 
     def release(self, claims: Sequence[Claim]) -> Plan[int]:
@@ -216,16 +218,22 @@ class Setup:
                 **fenced,
                 **settle_columns(settlements),
             )
-        applied = {str(row[0]): utc(row[1], "now") for row in rows}
+        # Each applied row: when, and its stored lease end (a renewal whose reply was lost
+        # may have moved it past the claim's): "late" is measured from that one.
+        # Keyed by (id, token): a batch may settle a lapsed claim and its re-claim together.
+        applied = {
+            (row[0], row[3]): (utc(row[1], "now"), utc_or_none(row[2], "lease_until", row[0]))
+            for row in rows
+        }
         results = []
         for settlement in settlements:
             claim = settlement.claim
-            at = applied.get(claim.item.id)
-            if at is None:
+            found = applied.get((claim.item.id, claim.token))
+            if found is None:
                 results.append(SettleResult(claim, False))
             else:
-                late = at - claim.lease_until if at > claim.lease_until else None
-                results.append(SettleResult(claim, True, late))
+                at, ends = found[0], found[1] or claim.lease_until
+                results.append(SettleResult(claim, True, at - ends if at > ends else None))
         return results
 
     def next_due(

@@ -116,6 +116,13 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS runs integer NOT NULL DEFAULT 0
     CHECK (runs >= 0 AND (runs = 0 OR recurrence IS NOT NULL));
 ALTER TABLE {dead} ADD COLUMN IF NOT EXISTS runs integer NOT NULL DEFAULT 0;
 
+-- name: migration_3
+-- A claim's token (its identity with id, generation and owner; fresh at every claim, kept by
+-- a renewal, cleared with the claim): the claim-side writes are fenced by it, not by the lease
+-- end a renewal moves. A row claimed before version 3 has none: its claim is stale and lapses
+-- (delivered again). IF NOT EXISTS: idempotent.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS claim_token text;
+
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
 DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema};
@@ -149,7 +156,7 @@ WITH gate AS (
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
         previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
-        lease_until = NULL, started_at = NULL, paused = false,
+        lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
         scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.generation, t.due, t.route
 )
@@ -185,8 +192,9 @@ RETURNING id;
 -- name: claim_due
 -- Up to %(limit)s rows, soonest due first: unclaimed due ones (index {table}_claim, one
 -- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
--- another node is claiming are skipped, not waited for. Each claimed row gets this owner and
--- a lease; an ended claim's open history attempt is closed "lapsed".
+-- another node is claiming are skipped, not waited for. Each claimed row gets this owner, a
+-- lease and a fresh random token (a re-claim by the same owner too: the lapsed claim is
+-- stale); an ended claim's open history attempt is closed "lapsed".
 WITH fresh AS (
     SELECT x.id, x.due
     FROM unnest(%(routes)s::text[]) AS r(route)
@@ -220,10 +228,11 @@ WITH fresh AS (
       AND lapsed.id IN (SELECT id FROM picked)
 )
 UPDATE {table} t
-SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL
+SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL,
+    claim_token = gen_random_uuid()::text
 WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
-          t.previous, t.runs, t.attempts, t.lease_until, t.route;
+          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
 
 -- name: quarantine_claimed
 -- Rows a claim returned that are not valid items: moved aside with the reason, atomically.
@@ -240,21 +249,22 @@ ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.recor
     node = EXCLUDED.node, quarantined_at = EXCLUDED.quarantined_at;
 
 -- name: confirm_start
--- The check right before handlers start: the claims whose fence still holds and whose lease
--- has not ended, unpaused. Each start is stamped and opens an attempt in the history (the
+-- The check right before handlers start: the claims whose identity (id, generation, owner,
+-- token) still holds and whose *stored* lease has not ended by the store's clock (a renewal
+-- whose reply was lost moved it past the claim's), unpaused. Each start is stamped and opens an attempt in the history (the
 -- item's oldest attempts beyond %(keep)s trimmed), in the same statement.
 WITH c AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(leases)s::timestamptz[], %(attempts)s::int[])
-             AS c(id, generation, owner, lease_until, attempt)
+                         %(tokens)s::text[], %(attempts)s::int[])
+             AS c(id, generation, owner, token, attempt)
 ), ok AS (
     UPDATE {table} t SET started_at = {now}
     FROM c
     WHERE t.id = ANY (%(ids)s::text[])
       AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
-      AND t.lease_until = c.lease_until AND t.lease_until > {now} AND NOT t.paused
+      AND t.claim_token = c.token AND t.lease_until > {now} AND NOT t.paused
       AND {relaxed}
-    RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt
+    RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt, c.token
 ), opened AS (
     INSERT INTO {history} (item_id, generation, attempt, node, started)
     SELECT id, generation, attempt, owner, started_at FROM ok
@@ -265,32 +275,38 @@ WITH c AS (
       AND h.seq <= (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = ok.id
                     ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1)
 )
-SELECT id FROM ok;
+SELECT id, token FROM ok;
 
 -- name: renew
+-- The claims whose identity holds and whose stored lease has not ended get a new lease end
+-- (the token is kept: a claim from before an earlier renewal still holds).
 WITH c AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(leases)s::timestamptz[]) AS c(id, generation, owner, lease_until)
+                         %(tokens)s::text[]) AS c(id, generation, owner, token)
 )
 UPDATE {table} t SET lease_until = {now} + %(lease)s::interval
 FROM c
 WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
-  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
-RETURNING t.id, t.lease_until;
+  AND t.owner = c.owner AND t.claim_token = c.token AND t.lease_until > {now} AND {relaxed}
+RETURNING t.id, t.lease_until, t.claim_token;
 
 -- name: release
+-- Fenced by the claim's identity alone (its lease may have ended: nobody claimed it since).
 WITH c AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(leases)s::timestamptz[]) AS c(id, generation, owner, lease_until)
+                         %(tokens)s::text[]) AS c(id, generation, owner, token)
 )
-UPDATE {table} t SET owner = NULL, lease_until = NULL, started_at = NULL
+UPDATE {table} t SET owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL
 FROM c
 WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
-  AND t.owner = c.owner AND t.lease_until = c.lease_until AND {relaxed}
+  AND t.owner = c.owner AND t.claim_token = c.token AND {relaxed}
 RETURNING t.id;
 
 -- name: settle
--- One batch of outcomes, each under its claim's fence (id, generation, owner, lease end):
+-- One batch of outcomes, each under its claim's fence, its identity (id, generation, owner,
+-- token) alone: a claim from before a renewal still settles, and after its lease ended too
+-- when nobody claimed the row since. Each applied row comes back with its stored lease end
+-- (what "late" is measured from):
 --   complete   the row is deleted;
 --   dead       the row is deleted and its dead letter written (same statement);
 --   quarantine the row is deleted and kept in {quarantine} with the reason (%(errors)s);
@@ -301,17 +317,17 @@ RETURNING t.id;
 -- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
 WITH s AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(leases)s::timestamptz[], %(actions)s::text[], %(dues)s::timestamptz[],
+                         %(tokens)s::text[], %(actions)s::text[], %(dues)s::timestamptz[],
                          %(attempts)s::int[], %(errors)s::text[], %(applied)s::timestamptz[],
                          %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
                          %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
                          %(claim_attempts)s::int[], %(runs)s::int[])
-             AS s(id, generation, owner, lease_until, action, due, attempt, error, applied,
+             AS s(id, generation, owner, token, action, due, attempt, error, applied,
                   outcome, error_type, message, traceback, dead_at, claim_attempt, runs)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
-      AND t.lease_until = s.lease_until AND s.action IN ('complete', 'dead', 'quarantine')
+      AND t.claim_token = s.token AND s.action IN ('complete', 'dead', 'quarantine')
       AND {relaxed}
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
               s.dead_at AS dead_time, s.due AS dead_due, s.applied AS dead_previous,
@@ -321,12 +337,12 @@ WITH s AS (
     SET due = s.due, attempts = s.attempt, last_error = s.error,
         previous = CASE WHEN s.action = 'next' THEN s.applied ELSE t.previous END,
         runs = CASE WHEN s.action = 'next' THEN coalesce(s.runs, t.runs) ELSE t.runs END,
-        owner = NULL, lease_until = NULL, started_at = NULL
-    FROM s
+        owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL
+    FROM s, {table} o
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
-      AND t.owner = s.owner AND t.lease_until = s.lease_until
+      AND t.owner = s.owner AND t.claim_token = s.token AND o.id = t.id
       AND s.action IN ('redeliver', 'next') AND {relaxed}
-    RETURNING t.id
+    RETURNING t.id, o.lease_until, s.token
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
                              previous, runs, attempts, error, dead_at)
@@ -350,7 +366,8 @@ WITH s AS (
     ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
         node = EXCLUDED.node, quarantined_at = EXCLUDED.quarantined_at
 ), applied AS (
-    SELECT id FROM gone UNION ALL SELECT id FROM moved
+    SELECT id, lease_until, claim_token AS token FROM gone
+    UNION ALL SELECT id, lease_until, token FROM moved
 ), closed AS (
     UPDATE {history} h
     SET ended = {now}, outcome = s.outcome, error_type = s.error_type,
@@ -358,30 +375,30 @@ WITH s AS (
     FROM s
     WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
       AND h.node = s.owner AND h.attempt = s.claim_attempt
-      AND s.id IN (SELECT id FROM applied)
+      AND (s.id, s.token) IN (SELECT id, token FROM applied)
 )
-SELECT id, {now} FROM applied;
+SELECT id, {now}, lease_until, token FROM applied;
 
 -- name: settle_completed
 -- The common batch, every handler returned: the settle statement with deletes only (fewer
 -- arrays to send, nothing to plan for the outcomes that are not there).
 WITH s AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(leases)s::timestamptz[], %(claim_attempts)s::int[])
-             AS s(id, generation, owner, lease_until, claim_attempt)
+                         %(tokens)s::text[], %(claim_attempts)s::int[])
+             AS s(id, generation, owner, token, claim_attempt)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
-      AND t.owner = s.owner AND t.lease_until = s.lease_until AND {relaxed}
-    RETURNING t.id
+      AND t.owner = s.owner AND t.claim_token = s.token AND {relaxed}
+    RETURNING t.id, t.lease_until, t.claim_token
 ), closed AS (
     UPDATE {history} h SET ended = {now}, outcome = 'succeeded'
     FROM s
     WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
       AND h.node = s.owner AND h.attempt = s.claim_attempt
-      AND s.id IN (SELECT id FROM gone)
+      AND (s.id, s.token) IN (SELECT id, claim_token FROM gone)
 )
-SELECT id, {now} FROM gone;
+SELECT id, {now}, lease_until, claim_token FROM gone;
 
 -- name: next_due
 -- Asked when a claim came back short (the node has time): history attempts that ended more
@@ -429,7 +446,7 @@ WITH d AS (
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
         previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
-        lease_until = NULL, started_at = NULL, paused = false,
+        lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
         scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
               t.recurrence, t.previous, t.runs, t.route

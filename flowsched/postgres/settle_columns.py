@@ -2,7 +2,7 @@
 outcomes, so that a batch of any size is one statement (see ``settle`` in ``queries.sql``).
 
 Each :class:`~flowsched.store.Settlement` becomes one row of the arrays: its claim's fence
-(id, generation, owner, lease end), the action (``complete``, ``redeliver``, ``next``,
+(its identity: id, generation, owner, token), the action (``complete``, ``redeliver``, ``next``,
 ``dead``) with its values (a ``next``'s runs among them), and how its history attempt ends.
 """
 
@@ -23,7 +23,7 @@ def fences(claims: Sequence[Claim]) -> dict[str, list[Any]]:
         "ids": [claim.item.id for claim in claims],
         "generations": [claim.generation for claim in claims],
         "owners": [claim.owner for claim in claims],
-        "leases": [claim.lease_until for claim in claims],
+        "tokens": [claim.token for claim in claims],
     }
 
 
