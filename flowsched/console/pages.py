@@ -318,9 +318,8 @@ class Pages:
 
 
 async def _history(source: Source, item_id: str) -> list[Any] | None:
-    # HISTORY (section 18): the per-attempt history comes from the steering work's
-    # ``history(item_id)``; until a source offers it, the page says it is not recorded.
-    # MongoSource gets a history(item_id) reading the attempts collection when it lands.
+    # The source's history(item_id) (section 18); a source without one, or one over a
+    # scheduler that keeps none (None), gets a page saying the history is not recorded.
     history = getattr(source, "history", None)
     if history is None:
         return None
