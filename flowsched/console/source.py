@@ -22,7 +22,6 @@ from typing import Any
 
 from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock
-from flowsched.history import MAX_HISTORY_LIMIT, HistoryPolicy
 from flowsched.console.audit import MongoAudit, entry
 from flowsched.console.driver import AsyncCollection
 from flowsched.console.queries import (
@@ -39,6 +38,8 @@ from flowsched.console.queries import (
     lateness_pipeline,
     slots,
 )
+from flowsched.history import MAX_HISTORY_LIMIT, HistoryPolicy
+from flowsched.mongo.commands import Call, Steps
 from flowsched.mongo.documents import (
     bson_utc,
     bucket_of,
@@ -47,7 +48,6 @@ from flowsched.mongo.documents import (
     new_generation,
     truncate_ms,
 )
-from flowsched.mongo.commands import Call, Steps
 from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.inspection import route_pipeline
 from flowsched.port import ScheduleItem

@@ -116,8 +116,8 @@ class _Forgetful:
     """A scheduler with the console's calls but no ``history()`` (an adapter that keeps none)."""
 
     def __init__(self, inner: Any) -> None:
-        self.get, self.scheduled = inner.get, inner.scheduled
-        self.dead_letters, self.requeue, self.cancel = inner.dead_letters, inner.requeue, inner.cancel
+        self.get, self.scheduled, self.cancel = inner.get, inner.scheduled, inner.cancel
+        self.dead_letters, self.requeue = inner.dead_letters, inner.requeue
 
 
 def test_a_timers_attempts_show_when_the_scheduler_keeps_them(clock: ManualClock) -> None:
@@ -148,8 +148,9 @@ def test_a_timers_attempts_show_on_mongodb(seeded: Any, client: Any, clock: Manu
     from flowsched.mongo.history import MongoHistory, attempt_document
     from flowsched.steering import Attempt
 
-    failed = Attempt("node-a", START, START + timedelta(seconds=2), "failed", "TimeoutError",
-                     "gateway <down>", 'File "pay.py", line 7', generation=6, attempt=0)  # fmt: skip
+    ended = START + timedelta(seconds=2)
+    failed = Attempt("node-a", START, ended, "failed", "TimeoutError", "gateway <down>",
+                     'File "pay.py", line 7', generation=6, attempt=0)  # fmt: skip
     writer = MongoHistory(clock.now, "node-a", HistoryPolicy(limit=5))
     records = [("t-00005", attempt_document(failed, "k-1"))] * 2  # a write repeated: shown once
     records.append(("gone-1", attempt_document(failed, "k-2")))
