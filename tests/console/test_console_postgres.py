@@ -145,3 +145,48 @@ def test_reads_need_a_sign_in_with_a_users_file(
 def test_a_table_that_is_not_there_is_said_not_made(postgres_url: str) -> None:
     with pytest.raises(ValueError, match="no flowsched timers table fs_absent_table"):
         app(postgres_url, table="fs_absent_table")
+
+
+def test_the_other_pages_and_a_bulk_cancel_work_on_the_table(
+    store: PostgresTimerStore, console: Callable[..., TestClient]
+) -> None:
+    from test_console_bulk import confirm_form, preview_count
+
+    now = store.now()
+    for n in range(4):
+        store.put(ScheduleItem(f"b-{n}", ScheduleKind.TIMER, now + HOUR, "flow-x", handler="h"))
+    store.put(ScheduleItem("k-1", ScheduleKind.TIMER, now + 2 * HOUR, "flow-y", handler="h"))
+    store.put(ScheduleItem("r-1", ScheduleKind.TIMER, now - HOUR, handler="h"))
+    store.claim_due({"h:h"}, "node-z", timedelta(seconds=30), 1)  # r-1, held by node-z
+    client = console(users=USERS)
+    sign_in(client, "alice")
+    for path in ("/", "/overview/live", "/nodes", "/quarantine", "/dead", "/audit"):
+        assert client.get(path).status_code == 200, path
+    assert "node-z" in client.get("/nodes").text  # its claim, though it has no heartbeat
+    assert ids(client.get("/timers?state=running").text) == ["r-1"]
+    preview = client.get("/bulk/cancel-flow?flow=flow-x").text
+    assert preview_count(preview) == 4
+    done = client.post("/bulk/cancel-flow", data=confirm_form(preview))
+    assert 'id="bulk-done">4 done<' in done.text
+    assert [store.exists(f"b-{n}") for n in range(4)] == [False] * 4 and store.exists("k-1")
+
+
+def test_flowsched_console_takes_a_postgresql_uri_and_a_table(
+    postgres_url: str, store: PostgresTimerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from typer.testing import CliRunner
+
+    from flowsched.cli import build_app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda application, **_: seen.update(app=application))
+    store.put(ScheduleItem("cli-1", ScheduleKind.TIMER, store.now() + HOUR, handler="h"))
+    args = ["console", "--uri", postgres_url, "--table", store.table]
+    result = CliRunner().invoke(build_app(), args)
+    assert result.exit_code == 0, result.output
+    assert f"table {store.table}" in result.output
+    with TestClient(seen["app"], base_url="http://127.0.0.1") as client:
+        assert ids(client.get("/timers").text) == ["cli-1"]
+    missing = CliRunner().invoke(build_app(), [*args[:3], "--table", "fs_not_a_table"])
+    assert missing.exit_code == 2 and "no flowsched timers table fs_not_a_table" in missing.output
