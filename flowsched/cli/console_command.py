@@ -11,7 +11,7 @@ import getpass
 import ipaddress
 import logging
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -70,6 +70,14 @@ def console(
     collection: Annotated[
         str | None,
         typer.Option("--collection", metavar="NAME", help="The scheduler's collection."),
+    ] = None,
+    table: Annotated[
+        str | None,
+        typer.Option(
+            "--table",
+            metavar="NAME",
+            help="With a postgresql:// --uri: the timers table [default: flowsched_timers].",
+        ),
     ] = None,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only).")
@@ -169,6 +177,16 @@ def console(
     hosts = list(allowed_host or [])
     if not hosts and _loopback(host):
         hosts = list(LOOPBACK_HOSTS)
+    postgres = _postgres(None if config is None else str(config), uri, table)
+    if postgres is not None:
+        _serve_postgres(postgres, host, port, identities, timeout, dict(
+            token_file=token_file, users_file=users_file, trusted_proxies=trusted_proxy or (),
+            user_header=user_header, allowed_hosts=hosts or None, hide_payloads=hide_payloads,
+            session_ttl=ttl,
+        ))  # fmt: skip
+        return
+    if table is not None:
+        fail("--table names a PostgreSQL table: give a postgresql:// --uri")
     # The timers verbs' connection: options over --config (or FLOWSCHED_CONFIG) over defaults.
     target = Connection(config, uri, database, collection, timeout).target()  # exits 2 if bad
     for what, path in (("users", users_file), ("token", token_file)):
@@ -202,5 +220,54 @@ def console(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The console logs each request (path, never the query string) itself, and reads
     # X-Forwarded-For from --trusted-proxy only: uvicorn's own proxy headers stay off.
+    uvicorn.run(application, host=host, port=port, log_level="info", access_log=False,
+                proxy_headers=False)  # fmt: skip
+
+
+def _postgres(config: str | None, uri: str | None, table: str | None) -> tuple[str, str] | None:
+    """``(url, table)`` when ``--uri`` is a ``postgresql://`` URI, or no ``--uri`` and the
+    config file has an ``ipf-scheduler.postgres`` block (``--table`` wins); else ``None``."""
+    from flowsched.cli.timers_postgres import DEFAULT_TABLE
+    from flowsched.cli.timers_target import take_target
+
+    args = [f"--uri={uri}"] if uri is not None else []
+    args += [f"--config={config}"] if config is not None else []
+    args += [f"--table={table}"] if table is not None else []
+    found = take_target(args)
+    if found is None:
+        return None
+    url, chosen, _ = found
+    return url, chosen or DEFAULT_TABLE
+
+
+def _serve_postgres(
+    postgres: tuple[str, str],
+    host: str,
+    port: int,
+    identities: bool,
+    timeout: str | None,
+    options: dict[str, Any],
+) -> None:
+    """Serve the console over a PostgreSQL table (exit 2 when it cannot be reached)."""
+    import uvicorn
+
+    from flowsched.console import app as console_app
+    from flowsched.durations import parse_duration
+    from flowsched.errors import SchedulerUnavailable
+
+    url, table = postgres
+    try:
+        budget = parse_duration(timeout, "--timeout") if timeout else None
+    except ValueError as exc:
+        fail(f"--timeout {timeout!r}: {exc}")
+    budget_ms = 5000 if budget is None else max(1, int(budget.total_seconds() * 1000))
+    try:
+        application = console_app(url, table=table, query_budget_ms=budget_ms, **options)
+    except (OSError, ValueError, ImportError, SchedulerUnavailable) as exc:
+        fail(str(exc))
+    mode = "sign-in needed" if identities else "read-only, open"
+    typer.echo(f"flowsched console on http://{host}:{port}/ for {redact(url)} table {table} "
+               f"({mode})")  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     uvicorn.run(application, host=host, port=port, log_level="info", access_log=False,
                 proxy_headers=False)  # fmt: skip

@@ -25,6 +25,7 @@ from flowsched.console.pages import Pages
 from flowsched.console.routing import HEADERS, LOOPBACK_HOSTS, Shell, build
 from flowsched.console.security import DEFAULT_TTL, Guard, read_token_file
 from flowsched.console.source import MongoSource
+from flowsched.console.store_source import StoreSource, is_store
 from flowsched.console.views import human
 
 __all__ = ["HEADERS", "LOOPBACK_HOSTS", "app"]
@@ -39,6 +40,7 @@ def app(
     scheduler: Any = None,
     database: Any = "flowsched",
     collection: str = "timers",
+    table: str = "flowsched_timers",
     token: str | None = None,
     token_file: str | Path | None = None,
     clock: Clock | None = None,
@@ -57,6 +59,10 @@ def app(
 
     * a MongoDB URI: read with ``pymongo.AsyncMongoClient`` (``database``, ``collection``
       name the scheduler's collection, as ``MongoScheduler`` was given);
+    * a ``postgresql://`` URI: ``table`` (as ``PostgresScheduler`` was given) read and steered
+      through a :class:`~flowsched.postgres.PostgresTimerStore` (the table must exist);
+    * a timer store (:class:`~flowsched.store.TimerStore`, or its async twin): read and
+      steered through its calls (see :mod:`flowsched.console.store_source`);
     * a database of the async or the sync driver (or mongomock), also as ``database=``:
       ``collection`` in it;
     * a running scheduler (``InMemoryScheduler``, or an async one whose ``get``,
@@ -68,7 +74,7 @@ def app(
     from ``trusted_proxies`` only. With any of them every page needs a sign-in (a session
     lasting ``session_ttl``); with none the console is open and read-only. Operators may
     cancel, run now, requeue and work in bulk; everything done or refused is recorded in
-    ``<collection>_audit`` (in memory over a scheduler). ``allowed_hosts``: the ``Host``
+    ``<collection>_audit`` (in memory over a scheduler or a store). ``allowed_hosts``: the ``Host``
     names served (default: any; ``flowsched console`` passes the loopback names when it
     binds loopback). ``hide_payloads``: payloads shown as sizes. Every read is stopped
     after ``query_budget_ms``. A users or token file others can read is named in a warning.
@@ -91,15 +97,22 @@ def app(
         raise TypeError("app(...): give a MongoDB URI, a database, or a scheduler")
     client: LoopClient | None = None
     shown = ""
-    if isinstance(target, str):
+    source: MongoSource | MemorySource | StoreSource
+    if isinstance(target, str) and target.lower().startswith(("postgresql://", "postgres://")):
+        source = StoreSource(_postgres_store(target, table, query_budget_ms), clock, table)
+        shown = f"{redact(target)} table {table}"
+    elif isinstance(target, str):
         client, mongo = _client(target, query_budget_ms)
         shown = f"{redact(target)} {database}.{collection}"
-        source: MongoSource | MemorySource = MongoSource(
+        source = MongoSource(
             LoopDatabase(client, database), collection, clock, mongo.scrub, query_budget_ms
         )
     elif hasattr(target, "list_collection_names") or hasattr(target, "get_collection"):
         source = MongoSource(target, collection, clock, str, query_budget_ms)
         shown = f"{getattr(target, 'name', database)}.{collection}"
+    elif is_store(target):
+        source = StoreSource(target, clock)
+        shown = f"a {type(target).__name__} ({source.name})"
     elif hasattr(target, "get") and hasattr(target, "dead_letters"):
         source = MemorySource(target, clock)
         shown = f"a running {type(target).__name__}"
@@ -125,6 +138,32 @@ def _warn_if_exposed(path: str | Path, what: str) -> None:
         log.warning(
             "console: the %s file %s can be read by other users: chmod 600 %s", what, path, path
         )
+
+
+def _postgres_store(url: str, table: str, budget_ms: int) -> Any:
+    """A store on ``table`` at ``url`` (no table is made: a name mistyped is an error)."""
+    try:
+        from flowsched.postgres import PostgresTimerStore
+    except ImportError:
+        raise ImportError(
+            "the console on PostgreSQL needs psycopg: pip install 'flowsched[postgres]'"
+        ) from None
+    from flowsched.postgres.queries import check_table_name
+
+    check_table_name(table)
+    store = PostgresTimerStore(url, table=table, migrate=False, op_timeout=budget_ms / 1000)
+    try:
+        with store.pool.connection(timeout=budget_ms / 1000) as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f'"{table}_schema"',)).fetchone()
+    except Exception:
+        store.close()
+        raise
+    if found is None or found[0] is None:
+        store.close()
+        raise ValueError(
+            f"no flowsched timers table {table} at {redact(url)} (flowsched db migrate makes one)"
+        )
+    return store
 
 
 def _client(uri: str, budget_ms: int) -> tuple[LoopClient, MongoTarget]:

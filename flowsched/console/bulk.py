@@ -22,12 +22,15 @@ from typing import Any, Literal
 from flowsched.console.memory_source import MemorySource, _maybe
 from flowsched.console.queries import ID_INDEX, FindSpec, TimerQuery
 from flowsched.console.source import COUNT_LIMIT, MongoSource
+from flowsched.console.store_source import StoreSource
 from flowsched.mongo.documents import (
     bucket_of,
     dead_letter_from_document,
     item_document,
     new_generation,
 )
+
+Source = MongoSource | MemorySource | StoreSource
 
 __all__ = ["BATCH", "Bulk", "Progress", "preview", "run"]
 
@@ -80,8 +83,10 @@ class Progress:
     """Dead letters not requeued (their id is scheduled again since they died)."""
 
 
-async def preview(source: MongoSource | MemorySource, bulk: Bulk, now: datetime) -> int:
+async def preview(source: Source, bulk: Bulk, now: datetime) -> int:
     """How many items ``bulk`` would touch now (at most :data:`COUNT_LIMIT`)."""
+    if isinstance(source, StoreSource):
+        return len(await source.bulk_ids(bulk, now))
     if isinstance(source, MongoSource):
         if bulk.verb == "requeue":
             return await source.dead.count(bulk.dead_filter(), COUNT_LIMIT)
@@ -89,11 +94,13 @@ async def preview(source: MongoSource | MemorySource, bulk: Bulk, now: datetime)
     return len(await _memory_ids(source, bulk, now))
 
 
-async def run(
-    source: MongoSource | MemorySource, bulk: Bulk, now: datetime
-) -> AsyncIterator[Progress]:
+async def run(source: Source, bulk: Bulk, now: datetime) -> AsyncIterator[Progress]:
     """Do ``bulk`` in batches; the progress after each (the last one is the total)."""
     progress = Progress()
+    if isinstance(source, StoreSource):
+        async for step in _store_run(source, bulk, now, progress):
+            yield step
+        return
     if isinstance(source, MemorySource):
         async for step in _memory_run(source, bulk, now, progress):
             yield step
@@ -199,6 +206,21 @@ async def _memory_run(
         for item_id in batch:
             call = scheduler.requeue if bulk.verb == "requeue" else scheduler.cancel
             if await _maybe(call(item_id)):
+                progress.done += 1
+                progress.ids.append(item_id)
+            else:
+                progress.skipped += 1
+        yield progress
+
+
+async def _store_run(
+    source: StoreSource, bulk: Bulk, now: datetime, progress: Progress
+) -> AsyncIterator[Progress]:
+    """A bulk action over the store interface: one store call per item, in batches."""
+    ids = await source.bulk_ids(bulk, now)
+    for first in range(0, len(ids), BATCH):
+        for item_id in ids[first : first + BATCH]:
+            if await source.bulk_one(bulk.verb, item_id):
                 progress.done += 1
                 progress.ids.append(item_id)
             else:

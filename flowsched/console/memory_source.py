@@ -128,7 +128,6 @@ class MemorySource:
     async def history(self, item_id: str) -> list[Any] | None:
         """The item's attempts (CONTRACT section 18's ``history()``), or ``None`` when the
         scheduler keeps none."""
-        # HISTORY: served by the scheduler's own history() once it has one (steering work).
         call = getattr(self._scheduler, "history", None)
         return list(await _maybe(call(item_id))) if callable(call) else None
 

@@ -26,6 +26,7 @@ from flowsched.console.memory_source import MemorySource
 from flowsched.console.queries import STATES, BadQuery, PageQuery, Params, TimerQuery
 from flowsched.console.security import CSRF_COOKIE, Guard, SignInNeeded
 from flowsched.console.source import COUNT_LIMIT, MongoSource
+from flowsched.console.store_source import StoreSource
 from flowsched.console.views import (
     chart,
     dead_detail,
@@ -43,7 +44,7 @@ __all__ = ["Pages"]
 
 log = logging.getLogger("flowsched.console")
 
-Source = MongoSource | MemorySource
+Source = MongoSource | MemorySource | StoreSource
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 LIVE_SECONDS = 5
@@ -213,7 +214,8 @@ class Pages:
         form = {name: value for name, value in query.link(after=None) if name != "limit"}
         return self._timers_page(
             request, 200, form, query=query, rows=rows, following=following,
-            previous=previous, count=count, more_than=count >= COUNT_LIMIT,
+            previous=previous, count=count,
+            more_than=count >= getattr(self.source, "count_limit", COUNT_LIMIT),
             filters=urlencode(query.link(after=None, limit=None)),
         )  # fmt: skip
 
@@ -318,9 +320,8 @@ class Pages:
 
 
 async def _history(source: Source, item_id: str) -> list[Any] | None:
-    # HISTORY (section 18): the per-attempt history comes from the steering work's
-    # ``history(item_id)``; until a source offers it, the page says it is not recorded.
-    # MongoSource gets a history(item_id) reading the attempts collection when it lands.
+    # The source's history(item_id) (section 18); a source without one, or one over a
+    # scheduler that keeps none (None), gets a page saying the history is not recorded.
     history = getattr(source, "history", None)
     if history is None:
         return None

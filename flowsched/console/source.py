@@ -2,7 +2,9 @@
 
 :class:`MongoSource` reads the collections a :class:`~flowsched.mongo.MongoScheduler` keeps
 (``<c>``, ``<c>_dead``, ``<c>_quarantine``, ``<c>_nodes``, ``<c>_settings``) with the
-queries of :mod:`flowsched.console.queries`, and writes only: the operator actions (each
+queries of :mod:`flowsched.console.queries`, a timer's attempts from ``<c>_history`` (with
+:meth:`flowsched.mongo.history.MongoHistory.read_steps`, the scheduler's own reader), and
+writes only: the operator actions (each
 fenced on the generation the operator saw, so a stale page never cancels a timer scheduled
 since), the bulk actions of :mod:`flowsched.console.bulk`, the audit in ``<c>_audit``
 (:mod:`flowsched.console.audit`), and the ``(due, _id)`` index the list walks, if missing.
@@ -36,6 +38,8 @@ from flowsched.console.queries import (
     lateness_pipeline,
     slots,
 )
+from flowsched.history import MAX_HISTORY_LIMIT, HistoryPolicy
+from flowsched.mongo.commands import Call, Steps
 from flowsched.mongo.documents import (
     bson_utc,
     bucket_of,
@@ -44,8 +48,10 @@ from flowsched.mongo.documents import (
     new_generation,
     truncate_ms,
 )
+from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.inspection import route_pipeline
 from flowsched.port import ScheduleItem
+from flowsched.steering import Attempt
 
 __all__ = [
     "COUNT_LIMIT",
@@ -108,6 +114,7 @@ class MongoSource:
         self.quarantine = side("_quarantine")
         self.nodes = side("_nodes")
         self.settings = side("_settings")
+        self.attempts = side("_history")
         self.audit_log = MongoAudit(side("_audit"))
         self._clock = clock
         self._due_index: str | None = None
@@ -148,6 +155,24 @@ class MongoSource:
     async def dead_letter(self, item_id: str) -> Any:
         """The dead letter of ``item_id``, or ``None``."""
         return await self.dead.find_one({"_id": item_id})
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        """The attempts of ``item_id``, oldest first (CONTRACT section 18): what its nodes
+        wrote to ``<c>_history`` (kept after the item is gone) and the one running on its
+        claim, read as :meth:`MongoHistory.read_steps` reads them (two ``find_one``; every
+        attempt stored is shown, the nodes already keep at most their history limit)."""
+        reader = MongoHistory(self._clock.now, "console", HistoryPolicy(MAX_HISTORY_LIMIT))
+        steps: Steps[list[Attempt]] = reader.read_steps(_ById(), item_id)  # type: ignore[arg-type]
+        roles = {"history": self.attempts, "items": self.items}
+        try:
+            op = next(steps)
+            while True:
+                if not (isinstance(op, Call) and op.method == "find_one"):
+                    raise TypeError(f"history read: unexpected operation {op!r}")
+                op = steps.send(await roles[op.role].find_one(op.args[0]))
+        except StopIteration as stop:
+            attempts: list[Attempt] = stop.value
+            return attempts
 
     async def dead_letters(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
         """One page of dead letters, oldest first (the ``dead_at`` index)."""
@@ -290,6 +315,15 @@ class MongoSource:
                   outcome.message, item_id=item_id)
         )  # fmt: skip
         return outcome
+
+
+class _ById:
+    """The one store call :meth:`MongoHistory.read_steps` makes: an item's filter (the
+    console finds items by ``_id`` alone, as its other pages do)."""
+
+    @staticmethod
+    def key(item_id: object) -> dict[str, Any]:
+        return {"_id": item_id}
 
 
 def flow_order(document: Mapping[str, Any]) -> tuple[str, str]:

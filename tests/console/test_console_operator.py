@@ -112,22 +112,59 @@ def test_the_audit_page_lists_and_filters(seeded: Any, client: Any) -> None:
     assert console.get("/audit?outcome=maybe").status_code == 400
 
 
+class _Forgetful:
+    """A scheduler with the console's calls but no ``history()`` (an adapter that keeps none)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.get, self.scheduled, self.cancel = inner.get, inner.scheduled, inner.cancel
+        self.dead_letters, self.requeue = inner.dead_letters, inner.requeue
+
+
 def test_a_timers_attempts_show_when_the_scheduler_keeps_them(clock: ManualClock) -> None:
     from starlette.testclient import TestClient
 
     from flowsched.console import app
+    from flowsched.history import local_node
     from flowsched.memory import InMemoryScheduler
     from flowsched.port import ScheduleItem, ScheduleKind
+
+    def refuse(item: ScheduleItem, attempt: int) -> None:
+        raise TimeoutError("gateway")
+
+    scheduler = InMemoryScheduler(clock=clock)
+    scheduler.register("pay", refuse)
+    scheduler.schedule(ScheduleItem("h-1", ScheduleKind.TIMER, START, handler="pay"))
+    scheduler.run_due()  # a real failed attempt, recorded by the scheduler's own history
+    assert [a.outcome for a in scheduler.history("h-1")] == ["failed"]
+    page = TestClient(app(scheduler, clock=clock)).get("/timer?id=h-1").text
+    assert 'id="history"' in page and "TimeoutError: gateway" in page and local_node() in page
+    assert 'id="no-history"' not in page
+    plain = TestClient(app(_Forgetful(scheduler), clock=clock)).get("/timer?id=h-1").text
+    assert 'id="no-history"' in plain and 'id="history"' not in plain
+
+
+def test_a_timers_attempts_show_on_mongodb(seeded: Any, client: Any, clock: ManualClock) -> None:
+    from flowsched.history import HistoryPolicy
+    from flowsched.mongo.history import MongoHistory, attempt_document
     from flowsched.steering import Attempt
 
-    class Remembering(InMemoryScheduler):
-        def history(self, item_id: str) -> list[Attempt]:
-            return [Attempt("node-a", START, START + timedelta(seconds=2), "failed",
-                            "TimeoutError", "gateway", "File x, line 1")]  # fmt: skip
-
-    scheduler = Remembering(clock=clock)
-    scheduler.schedule(ScheduleItem("h-1", ScheduleKind.TIMER, START + timedelta(hours=1)))
-    page = TestClient(app(scheduler, clock=clock)).get("/timer?id=h-1").text
-    assert 'id="history"' in page and "TimeoutError: gateway" in page and "node-a" in page
-    plain = TestClient(app(InMemoryScheduler(clock=clock), clock=clock)).get("/timer?id=x").text
-    assert 'id="no-history"' in plain
+    ended = START + timedelta(seconds=2)
+    failed = Attempt("node-a", START, ended, "failed", "TimeoutError", "gateway <down>",
+                     'File "pay.py", line 7', generation=6, attempt=0)  # fmt: skip
+    writer = MongoHistory(clock.now, "node-a", HistoryPolicy(limit=5))
+    records = [("t-00005", attempt_document(failed, "k-1"))] * 2  # a write repeated: shown once
+    records.append(("gone-1", attempt_document(failed, "k-2")))
+    for write in writer.writes(records):
+        seeded.timers_history.update_one(write.filter, write.update, upsert=True)
+    assert seeded.timers_history.find_one({"_id": "t-00005"})["expires_at"] is not None
+    lease = START + timedelta(minutes=30)
+    claim = {"owner": "node-b", "token": "tok-9", "lease_until": lease, "at": START + timedelta(1)}
+    seeded.timers.update_one({"_id": "t-00005"}, {"$set": {"claim": claim}})
+    page = client().get("/timer?id=t-00005").text
+    rows = re.findall(r"<tr class=\"[a-z]*\"><td>\d+</td><td>([^<]+)</td>", page)
+    assert rows == ["node-a", "node-b"]  # oldest first; the running one from the claim
+    assert "TimeoutError: gateway &lt;down&gt;" in page and "pay.py" in page and "running" in page
+    gone = client().get("/timer?id=gone-1").text  # kept after the item is gone
+    assert 'id="not-found"' in gone and "TimeoutError" in gone
+    none = client().get("/timer?id=t-00007").text
+    assert 'id="history"' in none and "No attempt yet." in none and 'id="no-history"' not in none

@@ -111,3 +111,23 @@ def test_a_uri_console_serves_requests_on_any_event_loop(mongo_uri: str, stored:
     pages = [console.get("/timers") for _ in range(3)]
     assert [page.status_code for page in pages] == [200, 200, 200]
     assert all(page.text.count("timer-link") == 50 for page in pages)
+
+
+def test_a_timers_attempts_over_the_async_driver(
+    mongo_uri: str, stored: Any, clock: ManualClock
+) -> None:
+    from datetime import timedelta
+
+    from console_kit import START
+
+    from flowsched.mongo.history import MongoHistory, attempt_document
+    from flowsched.steering import Attempt
+
+    failed = Attempt("node-w", START, START + timedelta(seconds=1), "failed", "KeyError", "'sku'")
+    for write in MongoHistory(clock.now, "node-w").writes(
+        [("t-00003", attempt_document(failed, "k"))]
+    ):
+        stored.timers_history.update_one(write.filter, write.update, upsert=True)
+    with TestClient(app(mongo_uri, database=stored.name, clock=clock)) as console:
+        page = console.get("/timer?id=t-00003").text
+    assert 'id="history"' in page and "node-w" in page and "KeyError: &#39;sku&#39;" in page
