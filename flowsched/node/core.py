@@ -156,7 +156,9 @@ class NodeCore:
         action = None
         if MAIN not in busy:
             action = self._main_action(now, renew_at)
-        if action is None and CONFIRM not in busy:
+        if action is None and CONFIRM not in busy and (renew_at is None or renew_at > now):
+            # Not while a renewal is due: a confirm goes out with at least half a lease
+            # left, as when calls went one at a time (its reply may be slow).
             action = self._confirm_action()
         if action is None and CLAIM not in busy:
             action = self._claim_action(now)
