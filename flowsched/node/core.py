@@ -165,11 +165,22 @@ class NodeCore:
         if action is not None:
             busy.add(lane(action))
             return action
-        if self.closing or not self.routes():
-            wake = [t for t in (renew_at,) if t is not None]
-        else:
-            wake = [t for t in (self.look_at, renew_at) if t is not None]
+        # Wake for what could be done then: not for a lane whose call is in flight, nor a
+        # claim with no room (its answer, or a handler ending, wakes the driver anyway).
+        wake: list[datetime] = []
+        if renew_at is not None and MAIN not in busy:
+            wake.append(renew_at)
+        look_at = self.look_at
+        if look_at is not None and CLAIM not in busy and self._room() > 0:
+            if not self.closing and self.routes():
+                wake.append(look_at)
         return Sleep(min(wake, default=None), self.idle)
+
+    def _room(self) -> int:
+        """How many more claims the node may take now (see the module docstring)."""
+        settings = self.settings
+        held = len(self.running) + len(self.queue) + self.confirming
+        return min(settings.batch_size, settings.workers + settings.batch_size - held)
 
     def _main_action(self, now: datetime, renew_at: datetime | None) -> Action | None:
         if self.closing and self.queue:
@@ -195,12 +206,9 @@ class NodeCore:
         return ConfirmStart(confirm)
 
     def _claim_action(self, now: datetime) -> Action | None:
-        settings = self.settings
         if self.closing or not self.routes():
             return None
-        room = settings.workers + settings.batch_size
-        held = len(self.running) + len(self.queue) + self.confirming
-        limit = min(settings.batch_size, room - held)
+        limit = self._room()
         if limit > 0 and (self.look_at is None or self.look_at <= now):
             return ClaimDue(limit)
         if self.need_next_due:
