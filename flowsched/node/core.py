@@ -176,18 +176,27 @@ class NodeCore:
                 wake.append(look_at)
         return Sleep(min(wake, default=None), self.idle)
 
+    def _half(self) -> int:
+        return max(1, min(self.settings.batch_size, self.settings.workers) // 2)
+
     def _room(self) -> int:
-        """How many more claims the node may take now (see the module docstring)."""
+        """How many more claims the node may take now (see the module docstring): up to a
+        batch, and at least half of one unless it holds none (fewer statements)."""
         settings = self.settings
         held = len(self.running) + len(self.queue) + self.confirming
-        return min(settings.batch_size, settings.workers + settings.batch_size - held)
+        room = min(settings.batch_size, settings.workers + settings.batch_size - held)
+        return room if room >= self._half() or (held == 0 and room > 0) else 0
 
     def _main_action(self, now: datetime, renew_at: datetime | None) -> Action | None:
         if self.closing and self.queue:
             released = tuple(self.queue)
             self.queue.clear()
             return ReleaseClaims(released)
-        if self.pending:
+        if self.pending and (
+            self.closing or CONFIRM not in self.busy or len(self.pending) >= self._half()
+        ):
+            # While a confirm is on its way, outcomes gather to half a batch (fewer
+            # statements); they go as soon as it answers.
             if self._split:
                 return SettleBatch((self.pending.popleft(),))
             batch = tuple(self.pending)
@@ -201,6 +210,8 @@ class NodeCore:
         free = self.settings.workers - len(self.running)
         if not self.queue or free <= 0 or self.closing:
             return None
+        if CLAIM in self.busy and min(free, len(self.queue)) < self._half():
+            return None  # a claim is on its way: confirm its claims with these
         confirm = tuple(self.queue.popleft() for _ in range(min(free, len(self.queue))))
         self.confirming = len(confirm)
         return ConfirmStart(confirm)
