@@ -171,9 +171,9 @@ class NodeCore:
         if renew_at is not None and MAIN not in busy:
             wake.append(renew_at)
         look_at = self.look_at
-        if look_at is not None and CLAIM not in busy and self._room() > 0:
-            if not self.closing and self.routes():
-                wake.append(look_at)
+        claimable = not self.closing and CLAIM not in busy and self._room() > 0
+        if look_at is not None and claimable and self.routes():
+            wake.append(look_at)
         return Sleep(min(wake, default=None), self.idle)
 
     def _half(self) -> int:
