@@ -193,10 +193,10 @@ class NodeCore:
             self.queue.clear()
             return ReleaseClaims(released)
         if self.pending and (
-            self.closing or CONFIRM not in self.busy or len(self.pending) >= self._half()
+            self.closing or CONFIRM not in self.busy or len(self.pending) >= 2 * self._half()
         ):
-            # While a confirm is on its way, outcomes gather to half a batch (fewer
-            # statements); they go as soon as it answers.
+            # While a confirm is on its way, outcomes gather to a batch (fewer statements);
+            # they go as soon as it answers.
             if self._split:
                 return SettleBatch((self.pending.popleft(),))
             batch = tuple(self.pending)
@@ -210,7 +210,7 @@ class NodeCore:
         free = self.settings.workers - len(self.running)
         if not self.queue or free <= 0 or self.closing:
             return None
-        if CLAIM in self.busy and min(free, len(self.queue)) < self._half():
+        if CLAIM in self.busy and len(self.queue) < free:
             return None  # a claim is on its way: confirm its claims with these
         confirm = tuple(self.queue.popleft() for _ in range(min(free, len(self.queue))))
         self.confirming = len(confirm)
