@@ -25,8 +25,11 @@ The rules, written once:
 * **Leases.** Queued and running claims are renewed when half their lease has gone; a claim
   whose renewal is refused is dropped from the queue (a running one goes on: its settle
   will be stale if another node took the item).
-* **Settles** are batched: outcomes wait while another store call is in flight and go in
-  one ``settle``. **A refused settle** keeps its outcomes: if the store is unavailable
+* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
+  (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
+  ``settle``. Likewise a confirm with too few claims for its free workers waits for a
+  claim on its way, and a claim asks for at least half a batch unless the node holds none:
+  fewer statements per timer, never a wait that does not end with a call's answer. **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
   if the store refused the content (any other error), the batch is retried one settlement
