@@ -29,7 +29,8 @@ The rules, written once:
   (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
   ``settle``. Likewise a confirm with too few claims for its free workers waits for a
   claim on its way, and a claim asks for at least half a batch unless the node holds none:
-  fewer statements per timer, never a wait that does not end with a call's answer. **A refused settle** keeps its outcomes: if the store is unavailable
+  fewer statements per timer, never a wait that does not end with a call's answer.
+  **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
   if the store refused the content (any other error), the batch is retried one settlement
