@@ -3,7 +3,9 @@ in a task of its own; :meth:`AsyncioDriver.run_inline` drives the same core in t
 task (``run_due``, :meth:`~flowsched.ManualClock.advance_async`).
 
 It waits on one :class:`~flowsched.async_delivery.Alarm`: until the core's next time, a
-wake-up, or a handler ending. Everything runs on the loop's thread, so the core needs no
+wake-up, a handler ending or a store call answering (each store call is a task, one per lane
+of the core at most: a claim may be on its way while a confirm or a settle is; inline, they
+are awaited one at a time). Everything runs on the loop's thread, so the core needs no
 lock; it differs from :mod:`flowsched.drivers.threads` only in how it waits.
 """
 
@@ -55,6 +57,7 @@ class AsyncioDriver:
         self._task: asyncio.Task[None] | None = None
         self._home: asyncio.AbstractEventLoop | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._calls: set[asyncio.Task[None]] = set()  # store calls in flight (one per lane)
         self._waiters: list[asyncio.Future[None]] = []
         self._inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
             f"flowsched-inline-{id(self)}", default=False
@@ -110,7 +113,10 @@ class AsyncioDriver:
             if isinstance(action, StartHandler):
                 self._spawn(action)
                 continue
-            await self._perform(action)
+            # A task of its own: the other lanes go on (the core keeps one call per lane).
+            call = asyncio.get_running_loop().create_task(self._perform(action))
+            self._calls.add(call)
+            call.add_done_callback(self._answered)
 
     def _spawn(self, action: StartHandler) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run(action))
@@ -125,6 +131,10 @@ class AsyncioDriver:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    def _answered(self, call: asyncio.Task[None]) -> None:
+        self._calls.discard(call)
+        self.alarm.ring()
 
     def _timeout(self, action: Sleep) -> float:
         poll = self.core.settings.poll_interval.total_seconds()

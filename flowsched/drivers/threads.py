@@ -2,9 +2,11 @@
 handler threads; :meth:`ThreadDriver.run_inline` drives the same core on the caller's
 thread (``run_due``, :class:`~flowsched.ManualClock`).
 
-It waits on one condition variable: until the core's next time, a wake-up, or a handler
-ending. The core is only touched under that condition's lock; store calls and handlers run
-outside it.
+It waits on one condition variable: until the core's next time, a wake-up, a handler
+ending or a store call answering. The core is only touched under that condition's lock;
+store calls run outside it, on a small pool (one thread per lane of the core: a claim may be
+on its way while a confirm or a settle is), handlers on theirs. Inline, calls go one at a
+time on the caller's thread.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from flowsched.store.interface import TimerStore
 from flowsched.store.records import Claim
 
 __all__ = ["ThreadDriver"]
+
+LANES = 3  # the core's lanes of store calls (flowsched.node.core.lane)
 
 log = logging.getLogger("flowsched.node")
 
@@ -53,6 +57,7 @@ class ThreadDriver:
         self.cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._io: ThreadPoolExecutor | None = None  # the store calls, one thread per lane
         self._inline = threading.local()
 
     # -- waking --------------------------------------------------------------------
@@ -75,6 +80,7 @@ class ThreadDriver:
                 return
             workers = self.core.settings.workers
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-handler")
+            self._io = ThreadPoolExecutor(LANES, thread_name_prefix=f"{name}-store")
             self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -85,8 +91,9 @@ class ThreadDriver:
                 action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
-                        if self._pool is not None:
-                            self._pool.shutdown(wait=False)
+                        for pool in (self._pool, self._io):
+                            if pool is not None:
+                                pool.shutdown(wait=False)
                         return
                     cond.wait(self._timeout(action))
                     continue
@@ -94,7 +101,9 @@ class ThreadDriver:
                     assert self._pool is not None
                     self._pool.submit(self._run, action)
                     continue
-            self._perform(action)
+                assert self._io is not None
+                # Off the loop: the other lanes go on (the core keeps one call per lane).
+                self._io.submit(self._perform, action)
 
     def _timeout(self, action: Sleep) -> float:
         poll = self.core.settings.poll_interval.total_seconds()
@@ -126,9 +135,11 @@ class ThreadDriver:
         except Exception as exc:
             with self.cond:
                 self.core.failed(action, exc, self.now())
+                self.cond.notify_all()
             return
         with self.cond:
             self.core.succeeded(action, result, self.now())
+            self.cond.notify_all()
 
     # -- inline --------------------------------------------------------------------
 

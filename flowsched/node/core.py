@@ -8,8 +8,12 @@ method a driver calls or awaits: the drivers differ only in how they wait.
 
 The rules, written once:
 
-* **Claims.** The node holds at most ``workers + min(batch_size, workers)`` claims (running
-  plus queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
+* **Lanes.** Store calls go in three lanes (:func:`lane`): claims, confirms, and the rest
+  (settle, renew, release). A driver may have one call of each lane in flight at once, so
+  the next claim is on its way while the current claims are confirmed and their outcomes
+  settled; within a lane, calls go one at a time.
+* **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
+  confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
   route, a slot freed) or when the next due time it was told has come; after a claim that
   came back short it asks the store for the next due time (polling at least every
   ``poll_interval``).
@@ -21,15 +25,20 @@ The rules, written once:
 * **Leases.** Queued and running claims are renewed when half their lease has gone; a claim
   whose renewal is refused is dropped from the queue (a running one goes on: its settle
   will be stale if another node took the item).
-* **Settles** are batched: outcomes wait while another store call is in flight and go in
-  one ``settle``. **A refused settle** keeps its outcomes: if the store is unavailable
+* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
+  (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
+  ``settle``. Likewise a confirm with too few claims for its free workers waits for a
+  claim on its way, and a claim asks for at least half a batch unless the node holds none:
+  fewer statements per timer, never a wait that does not end with a call's answer.
+  **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
   if the store refused the content (any other error), the batch is retried one settlement
   at a time, and a single settlement refused that way is dropped with an error log (its
   lease lapses and the item is delivered again: at least once).
 * **Outages** (:class:`~flowsched.node.outage.StoreOutage`): any failing store call backs off
-  0.1 s doubling to 5 s; one warning per outage, one line at recovery.
+  0.1 s doubling to 5 s, and never longer than ``poll_interval`` (so firing resumes within a
+  poll of the store's return); one warning per outage, one line at recovery.
 * **Closing**: queued claims are released unstarted, running handlers are waited for (by
   the driver, at most its ``shutdown_timeout``), pending outcomes are settled.
 """
@@ -55,11 +64,11 @@ from flowsched.node.actions import (
     Sleep,
     StartHandler,
 )
-from flowsched.node.outage import StoreOutage
+from flowsched.node.outage import FIRST, LONGEST, StoreOutage
 from flowsched.outcomes import NextSlot, Outcome, Redeliver
 from flowsched.store.records import Claim, Settlement, SettleResult
 
-__all__ = ["NodeCore", "NodeSettings", "store_call"]
+__all__ = ["NodeCore", "NodeSettings", "lane", "store_call"]
 
 log = logging.getLogger("flowsched.node")
 
@@ -100,7 +109,9 @@ class NodeCore:
         self.settings = settings
         self.routes = routes
         self.on_late = on_late
-        self.outage = StoreOutage(settings.owner)
+        # Backoff at most a poll: firing resumes within a poll of the store's return.
+        longest = min(LONGEST, settings.poll_interval)
+        self.outage = StoreOutage(settings.owner, min(FIRST, longest), longest)
         self.queue: deque[Claim] = deque()  # claimed, not started
         self.starting: deque[tuple[int, Claim]] = deque()  # confirmed: start now
         self.running: dict[int, Claim] = {}  # started, by ticket
@@ -109,6 +120,9 @@ class NodeCore:
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.need_next_due = False
         self.closing = False
+        self.busy: set[str] = set()  # the lanes with a store call in flight
+        self.confirming = 0  # claims in the ConfirmStart in flight
+        self.claimed_last = 0  # claims the last ClaimDue returned
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
 
@@ -129,46 +143,92 @@ class NodeCore:
 
     @property
     def idle(self) -> bool:
-        """Nothing running, starting or owed to the store."""
-        return not (self.running or self.starting or self.pending)
+        """Nothing running, starting, owed to the store or asked of it."""
+        return not (self.running or self.starting or self.pending or self.busy)
 
     def next_action(self, now: datetime) -> Action:
-        """What the driver should do at ``now`` (one store call at a time)."""
-        settings = self.settings
+        """What the driver should do at ``now``: at most one store call per lane in flight
+        (see :func:`lane`); a driver that waits for each call gets them one at a time."""
         if self.starting:
             ticket, claim = self.starting.popleft()
             self.running[ticket] = claim
             return StartHandler(claim, ticket)
         if self.outage.waiting(now):
             return Sleep(self.outage.retry_at, self.idle)
+        busy = self.busy
+        renew_at = self._renew_at()
+        action = None
+        if MAIN not in busy:
+            action = self._main_action(now, renew_at)
+        if action is None and CONFIRM not in busy and (renew_at is None or renew_at > now):
+            # Not while a renewal is due: a confirm goes out with at least half a lease
+            # left, as when calls went one at a time (its reply may be slow).
+            action = self._confirm_action()
+        if action is None and CLAIM not in busy:
+            action = self._claim_action(now)
+        if action is not None:
+            busy.add(lane(action))
+            return action
+        # Wake for what could be done then: not for a lane whose call is in flight, nor a
+        # claim with no room (its answer, or a handler ending, wakes the driver anyway).
+        wake: list[datetime] = []
+        if renew_at is not None and MAIN not in busy:
+            wake.append(renew_at)
+        look_at = self.look_at
+        claimable = not self.closing and CLAIM not in busy and self._room() > 0
+        if look_at is not None and claimable and self.routes():
+            wake.append(look_at)
+        return Sleep(min(wake, default=None), self.idle)
+
+    def _half(self) -> int:
+        return max(1, min(self.settings.batch_size, self.settings.workers) // 2)
+
+    def _room(self) -> int:
+        """How many more claims the node may take now (see the module docstring): up to a
+        batch, and at least half of one unless it holds none (fewer statements)."""
+        settings = self.settings
+        held = len(self.running) + len(self.queue) + self.confirming
+        room = min(settings.batch_size, settings.workers + settings.batch_size - held)
+        return room if room >= self._half() or (held == 0 and room > 0) else 0
+
+    def _main_action(self, now: datetime, renew_at: datetime | None) -> Action | None:
         if self.closing and self.queue:
             released = tuple(self.queue)
             self.queue.clear()
             return ReleaseClaims(released)
-        if self.pending:
+        if self.pending and (
+            self.closing or CONFIRM not in self.busy or len(self.pending) >= 2 * self._half()
+        ):
+            # While a confirm is on its way, outcomes gather to a batch (fewer statements);
+            # they go as soon as it answers.
             if self._split:
                 return SettleBatch((self.pending.popleft(),))
             batch = tuple(self.pending)
             self.pending.clear()
             return SettleBatch(batch)
-        renew_at = self._renew_at()
         if renew_at is not None and renew_at <= now:
             return RenewLeases(self._held())
-        free = settings.workers - len(self.running)
-        if self.queue and free > 0 and not self.closing:
-            confirm = tuple(self.queue.popleft() for _ in range(min(free, len(self.queue))))
-            return ConfirmStart(confirm)
-        if not self.closing and self.routes():
-            room = settings.workers + min(settings.batch_size, settings.workers)
-            limit = min(settings.batch_size, room - len(self.running) - len(self.queue))
-            if limit > 0 and (self.look_at is None or self.look_at <= now):
-                return ClaimDue(limit)
-            if self.need_next_due:
-                return FindNextDue()
-        wake = [t for t in (self.look_at, renew_at) if t is not None]
+        return None
+
+    def _confirm_action(self) -> Action | None:
+        free = self.settings.workers - len(self.running)
+        if not self.queue or free <= 0 or self.closing:
+            return None
+        if CLAIM in self.busy and len(self.queue) < free:
+            return None  # a claim is on its way: confirm its claims with these
+        confirm = tuple(self.queue.popleft() for _ in range(min(free, len(self.queue))))
+        self.confirming = len(confirm)
+        return ConfirmStart(confirm)
+
+    def _claim_action(self, now: datetime) -> Action | None:
         if self.closing or not self.routes():
-            wake = [t for t in (renew_at,) if t is not None]
-        return Sleep(min(wake, default=None), self.idle)
+            return None
+        limit = self._room()
+        if limit > 0 and (self.look_at is None or self.look_at <= now):
+            return ClaimDue(limit)
+        if self.need_next_due:
+            return FindNextDue()
+        return None
 
     def _held(self) -> tuple[Claim, ...]:
         """The claims to keep renewing: queued, and running unless their lease was lost."""
@@ -197,8 +257,10 @@ class NodeCore:
     def succeeded(self, action: Action, result: object, now: datetime) -> None:
         """The store call for ``action`` returned ``result`` (as :func:`store_call` says)."""
         self.outage.succeeded(now)
+        self.busy.discard(lane(action))
         if isinstance(action, ClaimDue):
             claims = _claims(result)
+            self.claimed_last = len(claims)
             self.queue.extend(claims)
             if len(claims) < action.limit:
                 self.look_at = now + self.settings.poll_interval
@@ -206,11 +268,13 @@ class NodeCore:
             else:
                 self.look_at = None
         elif isinstance(action, ConfirmStart):
+            self.confirming = 0
             held = _claims(result)
             kept = {id(claim) for claim in held}
             for claim in action.claims:
                 if id(claim) not in kept:
                     log.debug("claim of %s no longer holds: not started", claim.item.key)
+                    self.need_next_due = True  # replaced, say: its new form may be due
             for claim in held:
                 self._tickets += 1
                 self.starting.append((self._tickets, claim))
@@ -222,7 +286,15 @@ class NodeCore:
             self.need_next_due = False
             when = result if isinstance(result, datetime) else None
             poll = now + self.settings.poll_interval
-            self.look_at = poll if when is None or when <= now else min(when, poll)
+            if when is None:
+                self.look_at = poll
+            elif when > now:
+                self.look_at = min(when, poll)
+            else:
+                # Due already (it came due while the claim was on its way): claim again
+                # now, unless the last claim found nothing (then something the claim
+                # cannot take: wait a poll, do not spin).
+                self.look_at = None if self.claimed_last else poll
 
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
@@ -282,6 +354,9 @@ class NodeCore:
 
     def failed(self, action: Action, error: BaseException, now: datetime) -> None:
         """The store call for ``action`` raised ``error``: keep what must be kept, back off."""
+        self.busy.discard(lane(action))
+        if isinstance(action, ConfirmStart):
+            self.confirming = 0
         refused = not isinstance(error, SchedulerUnavailable | OSError)
         if isinstance(action, SettleBatch) and refused:
             # The store answered and refused the content: settle one at a time; a single
@@ -308,6 +383,20 @@ class NodeCore:
             self.queue.extendleft(reversed(action.claims))
         elif isinstance(action, FindNextDue):
             self.need_next_due = True
+
+
+MAIN, CONFIRM, CLAIM = "main", "confirm", "claim"
+
+
+def lane(action: Action) -> str:
+    """The lane of a store call: calls of different lanes may be in flight together
+    (claims touch unclaimed rows, confirms the queued claims, the main lane settles,
+    renews and releases), calls of one lane go one at a time."""
+    if isinstance(action, ClaimDue | FindNextDue):
+        return CLAIM
+    if isinstance(action, ConfirmStart):
+        return CONFIRM
+    return MAIN
 
 
 def _claims(result: object) -> list[Claim]:

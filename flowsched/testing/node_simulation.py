@@ -173,7 +173,9 @@ class _Node:
     skew: timedelta  # the node's wall clock minus the store's
     hold: float  # seconds a proxy holds each request on its way to the store
     filter: ClockFilter
-    call: tuple[Action, object, BaseException | None, datetime] | None = None
+    calls: list[tuple[Action, object, BaseException | None, datetime]] = field(
+        default_factory=list
+    )  # store calls in flight: at most one per lane of the core, answered in any order
     measuring: tuple[float, datetime, datetime | None, datetime] | None = None
     measured_at: datetime | None = None
     running: dict[int, tuple[Claim, datetime]] = field(default_factory=dict)
@@ -286,11 +288,9 @@ class _World:
             if ends <= true_now:
                 del node.running[ticket]
                 node.core.finished(ticket, self._outcome(claim, true_now))
-        if node.call is not None:
-            action, result, error, reply_at = node.call
-            if reply_at > true_now:
-                return
-            node.call = None
+        answered = sorted((c for c in node.calls if c[3] <= true_now), key=lambda c: c[3])
+        node.calls = [c for c in node.calls if c[3] > true_now]
+        for action, result, error, _ in answered:
             if error is not None:
                 node.core.failed(action, error, now)
             else:
@@ -303,7 +303,6 @@ class _World:
                 self._start(node, action, true_now)
                 continue
             self._send(index, action, true_now)
-            return
 
     def _send(self, index: int, action: Action, now: datetime) -> None:
         node = self.nodes[index]
@@ -311,7 +310,7 @@ class _World:
         fault = self.rng.random() if self.faults else 1.0
         if fault < 0.08:
             error = SchedulerUnavailable("simulated outage: nothing applied")
-            node.call = (action, None, error, reply_at)
+            node.calls.append((action, None, error, reply_at))
             return
         result = store_call(action, self.views[index], node.core.settings, frozenset({ROUTE}))
         self.store.clock = self.clock
@@ -322,9 +321,9 @@ class _World:
             # Applied, but the reply was lost: the caller gives up. A lost renewal leaves
             # the node with the old lease end; its claim still holds (fenced by identity).
             reply_at += timedelta(seconds=self.rng.uniform(1.0, 3.0))
-            node.call = (action, None, OutcomeUnknown("simulated: reply lost"), reply_at)
+            node.calls.append((action, None, OutcomeUnknown("simulated: reply lost"), reply_at))
             return
-        node.call = (action, result, None, reply_at)
+        node.calls.append((action, result, None, reply_at))
 
     def _start(self, node: _Node, action: StartHandler, now: datetime) -> None:
         claim = action.claim

@@ -1,0 +1,98 @@
+"""The node core's lanes: one store call per lane in flight, the lanes together (a driver
+that answers calls out of order, as the thread and asyncio drivers may)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from flowsched import ManualClock, ScheduleItem, ScheduleKind
+from flowsched.node.actions import Action, ClaimDue, ConfirmStart, Sleep, StartHandler
+from flowsched.node.core import NodeCore, NodeSettings, lane, store_call
+from flowsched.outcomes import Completed
+from flowsched.store import MemoryTimerStore
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+ROUTE = "h:work"
+ROUTES = frozenset({ROUTE})
+
+
+def _core(**settings: object) -> NodeCore:
+    return NodeCore(NodeSettings("n1", **settings), lambda: ROUTES)  # type: ignore[arg-type]
+
+
+def _put(store: MemoryTimerStore, count: int) -> None:
+    for n in range(count):
+        store.put(ScheduleItem(f"t{n}", ScheduleKind.TIMER, START, handler="work"))
+
+
+def _sent(core: NodeCore, now: datetime) -> list[Action]:
+    """The actions the core asks for until it sleeps, none answered (handlers started)."""
+    sent: list[Action] = []
+    for _ in range(50):
+        action = core.next_action(now)
+        if isinstance(action, Sleep):
+            return sent
+        if not isinstance(action, StartHandler):
+            sent.append(action)
+    raise AssertionError(f"the core never sleeps: {sent[-5:]}")
+
+
+def test_one_call_per_lane_in_flight_and_the_lanes_together() -> None:
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 30)
+    core = _core(workers=4, batch_size=8)
+    first = _sent(core, clock.now())
+    assert [type(a) for a in first] == [ClaimDue], first
+    claims = store_call(first[0], store, core.settings, ROUTES)
+    core.succeeded(first[0], claims, clock.now())
+    second = _sent(core, clock.now())
+    lanes = [lane(a) for a in second]
+    assert len(lanes) == len(set(lanes)), f"two calls of one lane in flight: {second}"
+    assert {type(a) for a in second} == {ConfirmStart, ClaimDue}, (
+        f"the next claim is not on its way while the first claims are confirmed: {second}"
+    )
+
+
+def test_a_confirm_answered_after_the_next_claim_starts_only_what_it_confirmed() -> None:
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 30)
+    core = _core(workers=4, batch_size=8)
+    (claim,) = _sent(core, clock.now())
+    core.succeeded(claim, store_call(claim, store, core.settings, ROUTES), clock.now())
+    calls = _sent(core, clock.now())
+    confirm = next(a for a in calls if isinstance(a, ConfirmStart))
+    nxt = next(a for a in calls if isinstance(a, ClaimDue))
+    confirmed = store_call(confirm, store, core.settings, ROUTES)
+    more = store_call(nxt, store, core.settings, ROUTES)
+    core.succeeded(nxt, more, clock.now())  # the claim answers first
+    core.succeeded(confirm, confirmed, clock.now())
+    started = []
+    for _ in range(20):
+        action = core.next_action(clock.now())
+        if not isinstance(action, StartHandler):
+            break
+        started.append(action.claim.item.id)
+    assert started == [c.item.id for c in confirm.claims], started
+    assert not any(c.item.id in started for c in more)
+
+
+def test_no_confirm_goes_out_while_a_renewal_is_due() -> None:
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 3)
+    core = _core(workers=1, batch_size=8, lease=timedelta(seconds=10))
+    (claim,) = _sent(core, clock.now())
+    core.succeeded(claim, store_call(claim, store, core.settings, ROUTES), clock.now())
+    (confirm,) = [a for a in _sent(core, clock.now()) if isinstance(a, ConfirmStart)]
+    core.succeeded(confirm, store_call(confirm, store, core.settings, ROUTES), clock.now())
+    start = core.next_action(clock.now())
+    assert isinstance(start, StartHandler), start
+    ticket = start.ticket
+    clock.advance(timedelta(seconds=6))  # past half the lease of the queued claims
+    core.finished(ticket, Completed())
+    calls = _sent(core, clock.now())  # the settle goes first: the renewal waits for it
+    assert not any(isinstance(a, ConfirmStart) for a in calls), (
+        f"a confirm went out with less than half its lease left: {calls}"
+    )
