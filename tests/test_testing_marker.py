@@ -57,6 +57,7 @@ def test_the_marker_sets_the_fixtures_settings_on_every_adapter(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FLOWSCHED_MONGO_URI", raising=False)  # mongomock, as for a new user
+    monkeypatch.delenv("FLOWSCHED_POSTGRES_URL", raising=False)  # no PostgreSQL: memory, mongo
     pytester.makepyfile(test_dead_letters=USER_TESTS)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--strict-markers", "-W", "error::pytest.PytestUnknownMarkWarning"
