@@ -8,9 +8,12 @@ it). Every operation borrows one connection for one transaction and gives it bac
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from psycopg import conninfo as libpq_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -22,6 +25,7 @@ __all__ = [
     "describe",
     "own_async_pool",
     "own_pool",
+    "pool_errors",
     "seconds",
 ]
 
@@ -110,3 +114,19 @@ async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> Asy
         await pool.close()
         raise _unreachable(conninfo, timeout or 30.0, exc) from None
     return pool
+
+
+@contextmanager
+def pool_errors(close: Callable[[], object], what: str) -> Iterator[None]:
+    """Turn a pool's failure to hand out a connection into :class:`SchedulerUnavailable`
+    naming ``what``: no connection within the timeout (``close`` is called first, to release
+    what was prepared for it), or none could be opened at all."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        close()
+        raise SchedulerUnavailable(
+            f"PostgreSQL: {what}: no connection within the timeout ({exc})"
+        ) from exc
+    except psycopg.OperationalError as exc:  # the pool could not connect at all
+        raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
