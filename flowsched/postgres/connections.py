@@ -72,23 +72,24 @@ def _unreachable(conninfo: str, waited: float, exc: BaseException) -> SchedulerU
     )
 
 
-def _kwargs() -> dict[str, Any]:
-    return {"autocommit": True}
+def _pool_arguments(conninfo: str, size: int, timeout: float | None) -> dict[str, Any]:
+    # What both pool classes take: closed until opened by the caller, autocommit connections.
+    return {
+        "conninfo": check_conninfo(conninfo),
+        "kwargs": {"autocommit": True},
+        "min_size": 1,
+        "max_size": size,
+        "open": False,
+        "timeout": timeout or 30.0,
+        "name": "flowsched",
+    }
 
 
 def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
     """A pool of ``size`` autocommit connections to ``conninfo``, open (and waiting for its
     first connection, so a server that cannot be reached is a
     :class:`~flowsched.SchedulerUnavailable` here, within ``timeout``, naming the host)."""
-    pool: ConnectionPool = ConnectionPool(
-        check_conninfo(conninfo),
-        kwargs=_kwargs(),
-        min_size=1,
-        max_size=size,
-        open=False,
-        timeout=timeout or 30.0,
-        name="flowsched",
-    )
+    pool: ConnectionPool = ConnectionPool(**_pool_arguments(conninfo, size, timeout))
     try:
         pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:
@@ -99,15 +100,7 @@ def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
 
 async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> AsyncConnectionPool:
     """:func:`own_pool` for asyncio (opened in the running loop)."""
-    pool: AsyncConnectionPool = AsyncConnectionPool(
-        check_conninfo(conninfo),
-        kwargs=_kwargs(),
-        min_size=1,
-        max_size=size,
-        open=False,
-        timeout=timeout or 30.0,
-        name="flowsched",
-    )
+    pool: AsyncConnectionPool = AsyncConnectionPool(**_pool_arguments(conninfo, size, timeout))
     try:
         await pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:
