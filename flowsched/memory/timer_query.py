@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from heapq import heappush
 
-from flowsched.limits import payload_text
 from flowsched.memory.store import TimerHeap
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import TimerInfo, TimerPage, TimerState
 from flowsched.steering_query import TimerFilters, encode_cursor
+from flowsched.store.info import dead_info, timer_info
 
 __all__ = ["pause", "resume", "resumed_form", "timer_page"]
 
@@ -37,7 +37,7 @@ def timer_page(store: TimerHeap, filters: TimerFilters) -> TimerPage:
     if filters.state == "dead":
         letters = _dead_matches(store, filters)
         dead = heapq.nsmallest(wanted, letters, key=lambda d: (d.item.due, d.item.id))
-        infos = [_dead_info(letter) for letter in dead]
+        infos = [dead_info(letter) for letter in dead]
     else:
         items = heapq.nsmallest(wanted, _live_matches(store, filters), key=lambda i: (i.due, i.id))
         infos = [_info(store, item) for item in items]
@@ -72,28 +72,7 @@ def _dead_matches(store: TimerHeap, filters: TimerFilters) -> Iterator[DeadLette
 
 def _info(store: TimerHeap, item: ScheduleItem) -> TimerInfo:
     state: TimerState = "paused" if item.id in store.paused else "scheduled"
-    return _record(item, state, store.attempts.get(item.id, 0), store.errors.get(item.id))
-
-
-def _dead_info(dead: DeadLetter) -> TimerInfo:
-    return _record(dead.item, "dead", dead.attempts, dead.error)
-
-
-def _record(item: ScheduleItem, state: TimerState, attempts: int, error: str | None) -> TimerInfo:
-    payload = item.payload
-    return TimerInfo(
-        id=item.id,
-        kind=item.kind,
-        handler=item.handler,
-        flow_id=item.flow_id,
-        due=item.due,
-        state=state,
-        attempts=attempts,
-        last_error=error,
-        recurrence=item.recurrence,
-        payload_size=0 if payload is None else len(payload_text(payload).encode("utf-8")),
-        payload=payload,
-    )
+    return timer_info(item, state, store.attempts.get(item.id, 0), store.errors.get(item.id))
 
 
 def pause(store: TimerHeap, item_id: object) -> bool:

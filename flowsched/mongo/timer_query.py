@@ -73,6 +73,7 @@ from flowsched.mongo.inspection import claim_of
 from flowsched.mongo.store import DUE_INDEX, DUE_INDEX_KEYS, Doc, TimerStore
 from flowsched.steering import TimerInfo, TimerPage, TimerState
 from flowsched.steering_query import TimerFilters, encode_cursor
+from flowsched.store.info import dead_info
 
 __all__ = [
     "BY_DUE",
@@ -267,22 +268,7 @@ def timer_info(doc: Doc) -> TimerInfo:
 
 
 def _dead_info(doc: Doc) -> TimerInfo:
-    dead = dead_letter_from_document(doc)
-    item = dead.item
-    payload = item.payload
-    return TimerInfo(
-        id=item.id,
-        kind=item.kind,
-        handler=item.handler,
-        flow_id=item.flow_id,
-        due=item.due,
-        state="dead",
-        attempts=dead.attempts,
-        last_error=dead.error,
-        recurrence=item.recurrence,
-        payload_size=_size(payload),
-        payload=payload,
-    )
+    return dead_info(dead_letter_from_document(doc))
 
 
 def _size(payload: Mapping[str, Any] | None) -> int:

@@ -21,7 +21,7 @@ from flowsched.node.async_scheduler import AsyncNodeScheduler
 from flowsched.node.common import is_manual
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
 from flowsched.postgres.heartbeats import AsyncBeats
-from flowsched.postgres.scheduler import notify_window
+from flowsched.postgres.scheduler_options import store_options
 from flowsched.postgres.wakeup import AsyncListener, conninfo_of
 from flowsched.redelivery import RedeliveryPolicy
 
@@ -58,18 +58,11 @@ class AsyncPostgresScheduler(AsyncNodeScheduler):
         durable_firing: bool = False,
         history: HistoryPolicy | None = None,
     ) -> None:
-        history = history or HistoryPolicy()
-        store = AsyncPostgresTimerStore(
-            conninfo_or_pool,
-            table=table,
-            clock=clock,
-            notify_within=notify_window(poll_interval),
-            op_timeout=op_timeout,
-            pool_size=pool_size or 4,
-            durable_firing=durable_firing,
-            history_limit=history.limit,
-            history_retention=history.retention,
-        )
+        options = store_options(
+            table=table, clock=clock, poll_interval=poll_interval, op_timeout=op_timeout,
+            pool_size=pool_size, durable_firing=durable_firing, history=history,
+        )  # fmt: skip
+        store = AsyncPostgresTimerStore(conninfo_or_pool, **options)
         super().__init__(
             store,
             clock=clock,

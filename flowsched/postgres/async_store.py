@@ -15,20 +15,19 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from flowsched.clock import Clock
-from flowsched.errors import SchedulerUnavailable
 from flowsched.postgres.connections import (
     DEFAULT_POOL_SIZE,
     check_conninfo,
     own_async_pool,
+    pool_errors,
     seconds,
 )
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
-from flowsched.postgres.queries import Queries
 from flowsched.postgres.schema import migrate_plan
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
@@ -69,15 +68,8 @@ class AsyncPostgresTimerStore:
         op_timeout: timedelta | float | None = None,
         durable_firing: bool = False,
     ) -> None:
-        if not isinstance(history_limit, int) or history_limit < 1:
-            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
-        self.setup = Setup(
-            Queries(table),
-            clock,
-            notify_within,
-            history_limit,
-            history_retention,
-            durable_firing,
+        self.setup = Setup.checked(
+            table, clock, notify_within, history_limit, history_retention, durable_firing
         )
         self._timeout = seconds(op_timeout, "op_timeout")
         self._pool: AsyncConnectionPool[Any] | None = None
@@ -153,16 +145,9 @@ class AsyncPostgresTimerStore:
         return self._pool
 
     async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
-        try:
+        with pool_errors(plan.close, what):
             async with self.pool.connection(timeout=self._timeout) as conn:
                 return await run_async(conn, plan, what=what, write=write, atomic=atomic)
-        except PoolTimeout as exc:
-            plan.close()
-            raise SchedulerUnavailable(
-                f"PostgreSQL: {what}: no connection within the timeout ({exc})"
-            ) from exc
-        except psycopg.OperationalError as exc:
-            raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
 
     async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         if not self._ready:

@@ -8,9 +8,12 @@ it). Every operation borrows one connection for one transaction and gives it bac
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from psycopg import conninfo as libpq_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -22,6 +25,7 @@ __all__ = [
     "describe",
     "own_async_pool",
     "own_pool",
+    "pool_errors",
     "seconds",
 ]
 
@@ -68,23 +72,24 @@ def _unreachable(conninfo: str, waited: float, exc: BaseException) -> SchedulerU
     )
 
 
-def _kwargs() -> dict[str, Any]:
-    return {"autocommit": True}
+def _pool_arguments(conninfo: str, size: int, timeout: float | None) -> dict[str, Any]:
+    # What both pool classes take: closed until opened by the caller, autocommit connections.
+    return {
+        "conninfo": check_conninfo(conninfo),
+        "kwargs": {"autocommit": True},
+        "min_size": 1,
+        "max_size": size,
+        "open": False,
+        "timeout": timeout or 30.0,
+        "name": "flowsched",
+    }
 
 
 def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
     """A pool of ``size`` autocommit connections to ``conninfo``, open (and waiting for its
     first connection, so a server that cannot be reached is a
     :class:`~flowsched.SchedulerUnavailable` here, within ``timeout``, naming the host)."""
-    pool: ConnectionPool = ConnectionPool(
-        check_conninfo(conninfo),
-        kwargs=_kwargs(),
-        min_size=1,
-        max_size=size,
-        open=False,
-        timeout=timeout or 30.0,
-        name="flowsched",
-    )
+    pool: ConnectionPool = ConnectionPool(**_pool_arguments(conninfo, size, timeout))
     try:
         pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:
@@ -95,18 +100,26 @@ def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
 
 async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> AsyncConnectionPool:
     """:func:`own_pool` for asyncio (opened in the running loop)."""
-    pool: AsyncConnectionPool = AsyncConnectionPool(
-        check_conninfo(conninfo),
-        kwargs=_kwargs(),
-        min_size=1,
-        max_size=size,
-        open=False,
-        timeout=timeout or 30.0,
-        name="flowsched",
-    )
+    pool: AsyncConnectionPool = AsyncConnectionPool(**_pool_arguments(conninfo, size, timeout))
     try:
         await pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:
         await pool.close()
         raise _unreachable(conninfo, timeout or 30.0, exc) from None
     return pool
+
+
+@contextmanager
+def pool_errors(close: Callable[[], object], what: str) -> Iterator[None]:
+    """Turn a pool's failure to hand out a connection into :class:`SchedulerUnavailable`
+    naming ``what``: no connection within the timeout (``close`` is called first, to release
+    what was prepared for it), or none could be opened at all."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        close()
+        raise SchedulerUnavailable(
+            f"PostgreSQL: {what}: no connection within the timeout ({exc})"
+        ) from exc
+    except psycopg.OperationalError as exc:  # the pool could not connect at all
+        raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc

@@ -70,6 +70,23 @@ class Setup:
     commit makes every earlier one durable (the WAL is written in order). ``True``: every
     write waits for the server's ``synchronous_commit`` setting."""
 
+    @classmethod
+    def checked(
+        cls,
+        table: str,
+        clock: Clock | None,
+        notify_within: timedelta,
+        history_limit: int,
+        history_retention: timedelta,
+        durable_firing: bool,
+    ) -> Setup:
+        """A store's setup from its constructor's arguments; ``ValueError`` naming
+        ``history_limit`` unless it is a whole number of at least 1."""
+        if not isinstance(history_limit, int) or history_limit < 1:
+            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
+        queries = Queries(table)
+        return cls(queries, clock, notify_within, history_limit, history_retention, durable_firing)
+
     def params(self, **values: Any) -> dict[str, Any]:
         """``values``, the ``now`` parameter (``None``: the server's time) and
         ``firing_commit`` (see :attr:`durable_firing`)."""

@@ -22,17 +22,12 @@ from flowsched.history import HistoryPolicy
 from flowsched.node.common import is_manual
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.postgres.heartbeats import Beats
+from flowsched.postgres.scheduler_options import notify_window, store_options
 from flowsched.postgres.store import PostgresTimerStore
 from flowsched.postgres.wakeup import Listener, conninfo_of
 from flowsched.redelivery import RedeliveryPolicy
 
 __all__ = ["PostgresScheduler", "notify_window"]
-
-
-def notify_window(poll_interval: timedelta) -> timedelta:
-    """How soon a timer must be due for its ``schedule`` to wake the listening nodes: a
-    timer due later is found by a node's next poll anyway."""
-    return max(2 * poll_interval, timedelta(seconds=1))
 
 
 class PostgresScheduler(NodeScheduler):
@@ -76,18 +71,11 @@ class PostgresScheduler(NodeScheduler):
         durable_firing: bool = False,
         history: HistoryPolicy | None = None,
     ) -> None:
-        history = history or HistoryPolicy()
-        store = PostgresTimerStore(
-            conninfo_or_pool,
-            table=table,
-            clock=clock,
-            notify_within=notify_window(poll_interval),
-            op_timeout=op_timeout,
-            pool_size=pool_size or 4,
-            durable_firing=durable_firing,
-            history_limit=history.limit,
-            history_retention=history.retention,
-        )
+        options = store_options(
+            table=table, clock=clock, poll_interval=poll_interval, op_timeout=op_timeout,
+            pool_size=pool_size, durable_firing=durable_firing, history=history,
+        )  # fmt: skip
+        store = PostgresTimerStore(conninfo_or_pool, **options)
         try:
             super().__init__(
                 store,

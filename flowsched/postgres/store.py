@@ -12,16 +12,13 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from flowsched.clock import Clock
-from flowsched.errors import SchedulerUnavailable
-from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, seconds
+from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, pool_errors, seconds
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
-from flowsched.postgres.queries import Queries
 from flowsched.postgres.schema import migrate_plan
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
@@ -68,15 +65,8 @@ class PostgresTimerStore:
         op_timeout: timedelta | float | None = None,
         durable_firing: bool = False,
     ) -> None:
-        if not isinstance(history_limit, int) or history_limit < 1:
-            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
-        self.setup = Setup(
-            Queries(table),
-            clock,
-            notify_within,
-            history_limit,
-            history_retention,
-            durable_firing,
+        self.setup = Setup.checked(
+            table, clock, notify_within, history_limit, history_retention, durable_firing
         )
         self._timeout = seconds(op_timeout, "op_timeout")
         if isinstance(conninfo_or_pool, ConnectionPool):
@@ -115,16 +105,8 @@ class PostgresTimerStore:
         self.close()
 
     def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
-        try:
-            with self.pool.connection(timeout=self._timeout) as conn:
-                return run(conn, plan, what=what, write=write, atomic=atomic)
-        except PoolTimeout as exc:
-            plan.close()
-            raise SchedulerUnavailable(
-                f"PostgreSQL: {what}: no connection within the timeout ({exc})"
-            ) from exc
-        except psycopg.OperationalError as exc:  # the pool could not connect at all
-            raise SchedulerUnavailable(f"PostgreSQL: {what}: {exc}") from exc
+        with pool_errors(plan.close, what), self.pool.connection(timeout=self._timeout) as conn:
+            return run(conn, plan, what=what, write=write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------
 
