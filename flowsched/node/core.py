@@ -22,7 +22,8 @@ The rules, written once:
   and lease still hold, by the store's clock, and the start is recorded) and only those
   confirmed are started, with no other store call in between. So a cancel or replace that
   has returned wins over every claim not yet confirmed.
-* **Leases.** Queued and running claims are renewed when half their lease has gone; a claim
+* **Leases.** Queued and running claims are renewed when half their lease has gone, before
+  any settle, together with the claims of the outcomes still owed; a claim
   whose renewal is refused is dropped from the queue (a running one goes on: its settle
   will be stale if another node took the item).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
@@ -196,6 +197,11 @@ class NodeCore:
             released = tuple(self.queue)
             self.queue.clear()
             return ReleaseClaims(released)
+        if renew_at is not None and renew_at <= now:
+            # An overdue renewal goes before a settle (a settle retried after an outage
+            # would otherwise spend what is left of the running leases), and it renews the
+            # claims of the outcomes owed too, so they still hold when their settle goes.
+            return RenewLeases((*self._held(), *(s.claim for s in self.pending)))
         if self.pending and (
             self.closing or CONFIRM not in self.busy or len(self.pending) >= 2 * self._half()
         ):
@@ -206,8 +212,6 @@ class NodeCore:
             batch = tuple(self.pending)
             self.pending.clear()
             return SettleBatch(batch)
-        if renew_at is not None and renew_at <= now:
-            return RenewLeases(self._held())
         return None
 
     def _confirm_action(self) -> Action | None:

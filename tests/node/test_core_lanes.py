@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from flowsched import ManualClock, ScheduleItem, ScheduleKind
-from flowsched.node.actions import Action, ClaimDue, ConfirmStart, Sleep, StartHandler
+from flowsched.errors import OutcomeUnknown
+from flowsched.node.actions import (
+    Action,
+    ClaimDue,
+    ConfirmStart,
+    RenewLeases,
+    SettleBatch,
+    Sleep,
+    StartHandler,
+)
 from flowsched.node.core import NodeCore, NodeSettings, lane, store_call
 from flowsched.outcomes import Completed
 from flowsched.store import MemoryTimerStore
@@ -92,7 +101,46 @@ def test_no_confirm_goes_out_while_a_renewal_is_due() -> None:
     ticket = start.ticket
     clock.advance(timedelta(seconds=6))  # past half the lease of the queued claims
     core.finished(ticket, Completed())
-    calls = _sent(core, clock.now())  # the settle goes first: the renewal waits for it
+    calls = _sent(core, clock.now())  # the renewal goes first, then the settle
     assert not any(isinstance(a, ConfirmStart) for a in calls), (
         f"a confirm went out with less than half its lease left: {calls}"
     )
+
+
+def test_an_overdue_renewal_goes_before_a_settle_retried_and_keeps_its_claim() -> None:
+    # Seed 7241 of the node simulation: a settle whose reply was lost held the main lane
+    # past the renewal time; its retry went before the overdue renewal, the running
+    # handler's lease lapsed, the item was claimed again and ran twice.
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 2)
+    core = _core(workers=2, batch_size=2, lease=timedelta(seconds=10))
+    (claim,) = _sent(core, clock.now())
+    core.succeeded(claim, store_call(claim, store, core.settings, ROUTES), clock.now())
+    (confirm,) = [a for a in _sent(core, clock.now()) if isinstance(a, ConfirmStart)]
+    core.succeeded(confirm, store_call(confirm, store, core.settings, ROUTES), clock.now())
+    tickets = [
+        a.ticket
+        for a in (core.next_action(clock.now()) for _ in range(2))
+        if isinstance(a, StartHandler)
+    ]
+    assert len(tickets) == 2, tickets
+    core.finished(tickets[0], Completed())
+    settle = core.next_action(clock.now())
+    assert isinstance(settle, SettleBatch), settle
+    store_call(settle, store, core.settings, ROUTES)  # applied, but its reply is lost
+    clock.advance(timedelta(seconds=6))  # past half the lease of the running claim
+    core.failed(settle, OutcomeUnknown("reply lost"), clock.now())
+    clock.advance(timedelta(seconds=1))  # the outage backoff is over
+    renew = core.next_action(clock.now())
+    assert isinstance(renew, RenewLeases), f"a settle went before an overdue renewal: {renew}"
+    assert {c.item.id for c in renew.claims} == {"t0", "t1"}, renew.claims
+    core.succeeded(renew, store_call(renew, store, core.settings, ROUTES), clock.now())
+    clock.advance(timedelta(seconds=4))  # the first lease of t1 has ended
+    core.finished(tickets[1], Completed())
+    assert store.claim_due(ROUTES, "n2", timedelta(seconds=10), 5) == []
+    calls = _sent(core, clock.now())
+    (retry,) = [a for a in calls if isinstance(a, SettleBatch)]
+    results = store_call(retry, store, core.settings, ROUTES)
+    assert [r.applied for r in results if r.claim.item.id == "t1"] == [True], results
+    assert store.get("t1") is None
