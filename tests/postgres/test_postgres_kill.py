@@ -74,6 +74,8 @@ def test_a_node_killed_mid_batch_loses_nothing_and_repeats_only_started_timers(
         for item in twice:
             starts = [(a.node, a.outcome) for a in store.history(item)]
             assert ("node-a", "lapsed") in starts or ("node-a", None) in starts, (item, starts)
-        assert len(twice) <= 16, f"more repeats than node a could hold running: {twice}"
+        # Node a (pg_node.py: workers=8, batch_size=50) can have started at most what runs
+        # (8) plus the outcomes it gathers for one settle batch (50): a kill repeats those.
+        assert len(twice) <= 8 + 50, f"more repeats than node a could have started: {twice}"
     finally:
         store.close()
