@@ -21,7 +21,7 @@ from typing import Any, Unpack
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import DeliveryCore, Observer
+from flowsched.delivery import DeliveryCore
 from flowsched.drivers.asyncio import AsyncioDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
@@ -36,7 +36,6 @@ from flowsched.node.common import (
 from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
-from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.interface import AsyncTimerStore
 from flowsched.store.records import Claim
@@ -48,21 +47,13 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
     """The asyncio port over ``store`` (see :class:`~flowsched.node.scheduler.NodeScheduler`
     for the guarantees, which are the same)."""
 
-    def __init__(
-        self,
-        store: AsyncTimerStore,
-        *,
-        clock: Clock | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        observer: Observer | None = None,
-        **options: Unpack[NodeArgs],
-    ) -> None:
-        self._clock: Clock = clock or SystemClock()
+    def __init__(self, store: AsyncTimerStore, **options: Unpack[NodeArgs]) -> None:
+        opts = NodeOptions(**options)
+        self._clock: Clock = opts.clock or SystemClock()
         self._store = store
-        self._delivery = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+        self._delivery = DeliveryCore(self._clock, opts.redelivery, opts.observer, coroutines=True)
         self._deliver = AsyncDelivery(self._delivery)
         self._manual = is_manual(self._clock)
-        opts = NodeOptions(**options)
         settings = opts.settings(self._manual)
         self._core = NodeCore(settings, self._delivery.routes, late_hook(self._delivery))
         self.node_id = settings.owner

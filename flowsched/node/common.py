@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from typing import TypedDict
 
 from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore
+from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import LateHook, NodeSettings
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
+from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import TimerState
 from flowsched.store.records import Claim, TimerSelection
 
@@ -39,6 +40,9 @@ def default_node_id() -> str:
 class NodeArgs(TypedDict, total=False):
     """The keyword settings a node scheduler takes (see :class:`NodeOptions`)."""
 
+    clock: Clock | None
+    redelivery: RedeliveryPolicy | None
+    observer: Observer | None
     node_id: str | None
     workers: int
     batch_size: int
@@ -51,6 +55,9 @@ class NodeArgs(TypedDict, total=False):
 class NodeOptions:
     """The settings of a node scheduler (the ``MongoScheduler`` names where they apply)."""
 
+    clock: Clock | None = None
+    redelivery: RedeliveryPolicy | None = None
+    observer: Observer | None = None
     node_id: str | None = None
     workers: int = 8
     batch_size: int = 100

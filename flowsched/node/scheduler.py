@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import DeliveryCore, Observer
+from flowsched.delivery import DeliveryCore
 from flowsched.drivers.threads import ThreadDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
@@ -40,7 +40,6 @@ from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
-from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.interface import TimerStore
 from flowsched.store.records import Claim
@@ -54,22 +53,14 @@ class NodeScheduler(SchedulerPort):
 
     async_class = "the async twin of this scheduler"
 
-    def __init__(
-        self,
-        store: TimerStore,
-        *,
-        clock: Clock | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        observer: Observer | None = None,
-        **options: Unpack[NodeArgs],
-    ) -> None:
-        self._clock: Clock = clock or SystemClock()
+    def __init__(self, store: TimerStore, **options: Unpack[NodeArgs]) -> None:
+        opts = NodeOptions(**options)
+        self._clock: Clock = opts.clock or SystemClock()
         self._store = store
         self._delivery = DeliveryCore(
-            self._clock, redelivery, observer, async_class=self.async_class
+            self._clock, opts.redelivery, opts.observer, async_class=self.async_class
         )
         self._manual = is_manual(self._clock)
-        opts = NodeOptions(**options)
         self._core = NodeCore(
             opts.settings(self._manual), self._delivery.routes, late_hook(self._delivery)
         )
