@@ -16,7 +16,7 @@ from flowsched import ScheduleItem, SchedulingConfig
 from flowsched.integrations._binding import Binding
 from flowsched.integrations._timers import check_scheduler_face, timeout_delta
 
-__all__ = ["DurableTimeout", "ModelIndex", "bind", "register_handler"]
+__all__ = ["DurableTimeout", "MachineFace", "bind", "register_handler"]
 
 
 def _binding(event_data: Any, state: DurableTimeout) -> Binding | None:
@@ -178,10 +178,36 @@ def register_handler(binding: Binding, handler: Callable[[ScheduleItem, int], An
         ) from None
 
 
-class ModelIndex:
-    """Keeps the binding's id -> model index in step with ``add_model``/``remove_model``."""
+class MachineFace:
+    """What both durable machines share: built on a scheduler of their face (``_async``,
+    their handler registered last), the binding's id -> model index kept in step with
+    ``add_model``/``remove_model``, and :meth:`as_flow`."""
 
     _flowsched: Binding
+    _async = False
+    _on_timer: Callable[[ScheduleItem, int], Any]
+
+    def __init__(
+        self,
+        *args: Any,
+        scheduler: Any,
+        name: str,
+        config: SchedulingConfig | None = None,
+        load_model: Callable[[str], Any] | None = None,
+        model_id: str = "id",
+        **kwargs: Any,
+    ) -> None:
+        self._flowsched = bind(self, scheduler, name, config, load_model, model_id, self._async)
+        kwargs["name"] = name  # also transitions' own name (its log prefix)
+        super().__init__(*args, **kwargs)
+        register_handler(self._flowsched, self._on_timer)
+
+    def as_flow(self) -> Any:
+        """This machine's states as a ``flowsched.Flow`` named ``name`` (no actions): what
+        ``flowsched check CONF --flows MODULE:ATTR`` checks config keys against."""
+        from flowsched.integrations._flows import machine_flow
+
+        return machine_flow(self._flowsched.name, list(self.states))  # type: ignore[attr-defined]
 
     def add_model(self, model: Any, initial: Any = None) -> None:
         binding = self._flowsched
