@@ -19,7 +19,7 @@ from transitions.extensions.asyncio import AsyncEventData, AsyncMachine
 from transitions.extensions.states import add_state_features
 
 from flowsched import ScheduleItem
-from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps_async
+from flowsched.integrations._binding import FIRING, run_steps_async
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
     MachineFace,
@@ -46,18 +46,14 @@ class AsyncDurableMachine(MachineFace, AsyncMachine):
 
     async def _load(self, owner: str, found_only: bool) -> Any:
         """As ``DurableMachine._load``; ``load_model`` may be an ``async def``."""
-        binding = self._flowsched
-        if binding.load_model is None:
-            raise binding.missing(owner)
+        load = self._flowsched.load_model
+        if load is None:
+            raise self._flowsched.missing(owner)
         try:
-            found = binding.load_model(owner)
+            found = load(owner)
             return await found if inspect.isawaitable(found) else found
         except Exception as exc:
-            if not is_lookup_miss(exc):
-                raise
-            if found_only:
-                return None
-            raise binding.missing(owner, exc) from exc
+            return self._missed(owner, exc, found_only)
 
     async def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched

@@ -13,7 +13,7 @@ from transitions import State
 from transitions.core import listify
 
 from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import Binding
+from flowsched.integrations._binding import Binding, is_lookup_miss
 from flowsched.integrations._timers import check_scheduler_face, timeout_delta
 
 __all__ = ["DurableTimeout", "MachineFace", "bind", "register_handler"]
@@ -201,6 +201,14 @@ class MachineFace:
         kwargs["name"] = name  # also transitions' own name (its log prefix)
         super().__init__(*args, **kwargs)
         register_handler(self._flowsched, self._on_timer)
+
+    def _missed(self, owner: str, exc: Exception, found_only: bool) -> None:
+        """``load_model(owner)`` raised ``exc``: a lookup miss is no model (the dead
+        letter's error; with ``found_only``, a second opinion, ``None``); else ``exc``."""
+        if not is_lookup_miss(exc):
+            raise exc
+        if not found_only:
+            raise self._flowsched.missing(owner, exc) from exc
 
     def as_flow(self) -> Any:
         """This machine's states as a ``flowsched.Flow`` named ``name`` (no actions): what

@@ -54,7 +54,7 @@ from transitions.core import EventData
 from transitions.extensions.states import add_state_features
 
 from flowsched import ScheduleItem
-from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps
+from flowsched.integrations._binding import FIRING, run_steps
 from flowsched.integrations._transitions_async import AsyncDurableMachine
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
@@ -87,17 +87,13 @@ class DurableMachine(MachineFace, Machine):
     def _load(self, owner: str, found_only: bool) -> Any:
         """``load_model(owner)``: a ``LookupError`` is no model (a dead letter; with
         ``found_only``, a second opinion, ``None``)."""
-        binding = self._flowsched
-        if binding.load_model is None:
-            raise binding.missing(owner)
+        load = self._flowsched.load_model
+        if load is None:
+            raise self._flowsched.missing(owner)
         try:
-            return binding.load_model(owner)
+            return load(owner)
         except Exception as exc:
-            if not is_lookup_miss(exc):
-                raise
-            if found_only:
-                return None
-            raise binding.missing(owner, exc) from exc
+            return self._missed(owner, exc, found_only)
 
     def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched
