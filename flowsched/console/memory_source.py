@@ -45,6 +45,21 @@ class ListedSource(Audited[MemoryAudit]):
     async def _letters(self) -> list[Any]:
         raise NotImplementedError
 
+    async def _requeued(self, item_id: str) -> bool:
+        """Requeue the dead letter ``item_id``, due now; whether it was."""
+        raise NotImplementedError
+
+    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
+        """Requeue the dead letter the operator saw, due now, attempts reset."""
+        letter = await self.dead_letter(item_id)
+        if letter is None or letter.get("generation") != generation:
+            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
+        elif await self._requeued(item_id):
+            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
+        else:
+            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
+        return await self._record("requeue", item_id, who, outcome)
+
     async def dead_by_handler(self) -> list[Any]:
         """Dead letters per handler / kind (as the aggregation of the MongoDB source)."""
         groups = Counter((d.item.handler, d.item.kind.value) for d in await self._letters())
@@ -164,16 +179,8 @@ class MemorySource(ListedSource):
             outcome = Outcome(True, f"{item_id} is due now")
         return await self._record("run_now", item_id, who, outcome)
 
-    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Requeue the dead letter (due now) through the scheduler."""
-        letter = await self.dead_letter(item_id)
-        if letter is None or letter.get("generation") != generation:
-            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
-        elif await _maybe(self._scheduler.requeue(item_id)):
-            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
-        else:
-            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return await self._record("requeue", item_id, who, outcome)
+    async def _requeued(self, item_id: str) -> bool:
+        return bool(await _maybe(self._scheduler.requeue(item_id)))
 
     async def _seen(
         self, item_id: str, generation: int | None, verb: str

@@ -287,16 +287,8 @@ class StoreSource(ListedSource):
             outcome = Outcome(True, f"{item_id} is due now")
         return await self._record("run_now", item_id, who, outcome)
 
-    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Requeue the dead letter the operator saw, due now, attempts reset."""
-        letter = await self.dead_letter(item_id)
-        if letter is None or letter.get("generation") != generation:
-            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
-        elif await self._call("requeue", item_id, self._clock.now()) is not None:
-            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
-        else:
-            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return await self._record("requeue", item_id, who, outcome)
+    async def _requeued(self, item_id: str) -> bool:
+        return await self._call("requeue", item_id, self._clock.now()) is not None
 
     async def bulk_ids(self, bulk: Any, now: datetime) -> list[str]:
         """The ids a bulk action (:class:`flowsched.console.bulk.Bulk`) touches now: the
