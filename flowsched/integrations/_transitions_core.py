@@ -16,7 +16,7 @@ from flowsched import ScheduleItem, SchedulingConfig
 from flowsched.integrations._binding import Binding, is_lookup_miss
 from flowsched.integrations._timers import check_scheduler_face, timeout_delta
 
-__all__ = ["DurableTimeout", "MachineFace", "bind", "register_handler"]
+__all__ = ["DurableTimeout", "MachineFace", "register_handler"]
 
 
 def _binding(event_data: Any, state: DurableTimeout) -> Binding | None:
@@ -146,29 +146,6 @@ class DurableTimeout(State):
         await parent.exit(event_data)
 
 
-def bind(
-    machine: Any,
-    scheduler: Any,
-    name: str,
-    config: SchedulingConfig | None,
-    load_model: Callable[[str], Any] | None,
-    model_id: str,
-    want_async: bool,
-) -> Binding:
-    _refuse_nested(type(machine))
-    cls = "AsyncDurableMachine" if want_async else "DurableMachine"
-    other = "DurableMachine" if want_async else "AsyncDurableMachine"
-    check_scheduler_face(scheduler, want_async, cls, other)
-    return Binding(
-        machine,
-        scheduler=scheduler,
-        name=name,
-        config=config,
-        load_model=load_model,
-        model_id=model_id,
-    )
-
-
 def register_handler(binding: Binding, handler: Callable[[ScheduleItem, int], Any]) -> None:
     try:
         binding.scheduler.register(binding.name, handler)
@@ -197,7 +174,14 @@ class MachineFace:
         model_id: str = "id",
         **kwargs: Any,
     ) -> None:
-        self._flowsched = bind(self, scheduler, name, config, load_model, model_id, self._async)
+        _refuse_nested(type(self))
+        names = ("DurableMachine", "AsyncDurableMachine")
+        cls, other = names[::-1] if self._async else names
+        check_scheduler_face(scheduler, self._async, cls, other)
+        self._flowsched = Binding(
+            self, scheduler=scheduler, name=name, config=config, load_model=load_model,
+            model_id=model_id,
+        )  # fmt: skip
         kwargs["name"] = name  # also transitions' own name (its log prefix)
         super().__init__(*args, **kwargs)
         register_handler(self._flowsched, self._on_timer)
