@@ -18,12 +18,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from flowsched.calendar import Calendar
 from flowsched.port import (
     DeadLetter,
-    FailedHandler,
     Recurrence,
     ScheduleItem,
     ScheduleKind,
@@ -32,7 +31,7 @@ from flowsched.port import (
 )
 
 if TYPE_CHECKING:
-    from flowsched.redelivery import RedeliveryPolicy
+    from flowsched.handler_limits import HandlerOptions
     from flowsched.steering import Attempt
 
 __all__ = ["AsyncHandler", "AsyncSchedulerPort"]
@@ -101,18 +100,9 @@ class AsyncSchedulerPort(ABC):
 
     @abstractmethod
     async def cancel(self, item_id: str) -> bool:
-        """Remove the item; ``False`` (not an error) if there was none.
-
-        Once this has returned ``True``, the removed form never starts, on any node: a
-        delivery starts only after its node has checked that its claim still holds, so a
-        claim still waiting in a node's queue loses to the cancel. A delivery that had
-        already started may finish; the caller learns of it from ``history(item_id)``: its
-        last attempt is open (``ended`` is ``None``), or ended after the cancel, and its
-        ``started`` - when the node recorded the start, by the database's clock - precedes
-        the cancel. ``True`` also when the first reply was lost and a retry found the item
-        gone. Gives up after ``op_timeout`` with ``OutcomeUnknown`` if the delete may have
-        been applied (a late delete never removes a form stored after that), or with
-        ``SchedulerUnavailable`` if nothing was sent."""
+        """Remove the item; ``False`` (not an error) if there was none. Once this has
+        returned ``True``, the removed form never starts, on any node (the guarantees and
+        errors of :meth:`SchedulerPort.cancel`)."""
 
     @abstractmethod
     async def cancel_flow(self, flow_id: str) -> int:
@@ -132,15 +122,7 @@ class AsyncSchedulerPort(ABC):
         def`` or plain); ``ValueError`` if the kind already has one."""
 
     @abstractmethod
-    def register(
-        self,
-        name: str,
-        handler: AsyncHandler,
-        *,
-        on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
-    ) -> None:
+    def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` to ``handler``; ``on_failed(dead_letter)``
         (a plain function) when one of them is dead-lettered. ``ValueError`` if ``name`` is
         invalid or already registered here. ``redelivery`` and ``timeout``: this handler's

@@ -9,7 +9,8 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, cast, runtime_checkable
@@ -164,6 +165,14 @@ class _Ask:
         self.args = args
 
 
+def _next(steps: Generator[_Ask, object, None], answer: object) -> _Ask | None:
+    """The next question of ``steps`` given ``answer`` to the last, or ``None`` at the end."""
+    try:
+        return steps.send(answer)
+    except StopIteration:
+        return None
+
+
 class ManualClock:
     """A clock that moves only when told to: virtual time for tests.
 
@@ -213,9 +222,7 @@ class ManualClock:
     def advance(self, delta: timedelta) -> datetime:
         """Move time forward by ``delta`` (not negative), delivering every item that falls
         due on the way at its due time (see the class docstring); return the new now."""
-        if delta < timedelta(0):
-            raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
-        target = later(self.now(), delta, "ManualClock.advance")
+        target = self._target(delta)
         if self._stepping.get(False):
             return self._move_to(target)  # from a handler: the running step delivers
         with self._lock:
@@ -225,20 +232,12 @@ class ManualClock:
                 f"ManualClock.advance: {waiting[0]!r} is an asyncio scheduler, whose handlers "
                 "run on an event loop: use `await clock.advance_async(delta)`"
             )
-        token = self._stepping.set(True)
-        try:
-            steps = self._steps(target)
+        with self._stepped(target) as steps:
             answer: object = None
-            while True:
-                ask = steps.send(answer)
-                scheduler = ask.scheduler
-                assert not _is_async(scheduler)  # refused above
-                sync = cast(ClockDriven, scheduler)
+            while (ask := _next(steps, answer)) is not None:
+                assert not _is_async(ask.scheduler)  # refused above
+                sync = cast(ClockDriven, ask.scheduler)
                 answer = sync.run_due() if ask.args is None else sync.next_due(*ask.args)
-        except StopIteration:
-            pass
-        finally:
-            self._stepping.reset(token)
         return self._rest_at(target)
 
     async def advance_async(self, delta: timedelta) -> datetime:
@@ -249,25 +248,31 @@ class ManualClock:
 
         A handler may call it (or ``advance``) itself: time then just moves, and the step
         already running delivers what falls due."""
-        if delta < timedelta(0):
-            raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
-        target = later(self.now(), delta, "ManualClock.advance")
+        target = self._target(delta)
         if self._stepping.get(False):
             return self._move_to(target)
-        token = self._stepping.set(True)
-        try:
-            steps = self._steps(target)
+        with self._stepped(target) as steps:
             answer: object = None
-            while True:
-                ask = steps.send(answer)
+            while (ask := _next(steps, answer)) is not None:
                 scheduler = ask.scheduler
                 call = scheduler.run_due() if ask.args is None else scheduler.next_due(*ask.args)
                 answer = await call if inspect.isawaitable(call) else call
-        except StopIteration:
-            pass
+        return self._rest_at(target)
+
+    def _target(self, delta: timedelta) -> datetime:
+        """Where an advance by ``delta`` ends (``ValueError`` for a step back)."""
+        if delta < timedelta(0):
+            raise ValueError(f"ManualClock cannot go backwards (advance by {delta})")
+        return later(self.now(), delta, "ManualClock.advance")
+
+    @contextmanager
+    def _stepped(self, target: datetime) -> Iterator[Generator[_Ask, object, None]]:
+        """The steps to ``target``, with this context marked as stepping while they run."""
+        token = self._stepping.set(True)
+        try:
+            yield self._steps(target)
         finally:
             self._stepping.reset(token)
-        return self._rest_at(target)
 
     def _rest_at(self, target: datetime) -> datetime:
         """The end of an advance: time rests at ``target``; the listeners are told."""

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self, Unpack
 
 from flowsched.calendar import Calendar
 from flowsched.clock import ensure_utc, later
@@ -46,7 +46,7 @@ from flowsched.recurrence import Recurrence
 from flowsched.routes import kind_route, name_route, route_target
 
 if TYPE_CHECKING:
-    from flowsched.redelivery import RedeliveryPolicy
+    from flowsched.handler_limits import HandlerOptions
     from flowsched.steering import Attempt
 
 __all__ = [
@@ -263,18 +263,10 @@ class SchedulerPort(ABC):
         replaced). Items of a kind nobody subscribed to stay scheduled until someone does."""
 
     @abstractmethod
-    def register(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
-    ) -> None:
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         """Deliver due items addressed to ``name`` (``ScheduleItem(..., handler=name)``) to
-        ``handler``; ``on_failed(dead_letter)`` is called when one of them is dead-lettered
-        (beside the observer; its errors are logged and change nothing).
+        ``handler``; the keyword ``on_failed(dead_letter)`` is called when one of them is
+        dead-lettered (beside the observer; its errors are logged and change nothing).
 
         ``redelivery``: a :class:`~flowsched.RedeliveryPolicy` for this handler's items
         instead of the scheduler's. ``timeout`` (a ``timedelta`` or a duration string such

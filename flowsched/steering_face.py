@@ -10,14 +10,12 @@ three hooks: ``_timer_page(filters)``, ``_pause(item_id)`` and ``_resume(item_id
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from flowsched.records import ScheduleKind
-from flowsched.steering import TimerInfo, TimerPage, TimerState
+from flowsched.steering import TimerInfo, TimerPage
 from flowsched.steering_query import (
-    DEFAULT_LIMIT,
     ITER_PAGE,
+    TimerFilterArgs,
     TimerFilters,
     timer_filters,
 )
@@ -28,19 +26,7 @@ __all__ = ["AsyncTimerSteering", "TimerSteering"]
 class TimerSteering:
     """``timers``, ``iter_timers``, ``pause`` and ``resume`` of a synchronous scheduler."""
 
-    def timers(
-        self,
-        *,
-        id_prefix: str | None = None,
-        flow_id: str | None = None,
-        kind: ScheduleKind | str | None = None,
-        handler: str | None = None,
-        state: TimerState | None = None,
-        due_from: datetime | None = None,
-        due_to: datetime | None = None,
-        limit: int = DEFAULT_LIMIT,
-        after: str | None = None,
-    ) -> TimerPage:
+    def timers(self, **filters: Unpack[TimerFilterArgs]) -> TimerPage:
         """One page of stored timers, soonest due first (ties by id), as :class:`TimerInfo`.
 
         Every given filter must hold: ``id_prefix`` (ids starting with it), ``flow_id``,
@@ -55,12 +41,7 @@ class TimerSteering:
         >>> page = scheduler.timers(kind="TIMER", limit=100)  # doctest: +SKIP
         >>> more = scheduler.timers(kind="TIMER", limit=100, after=page.next)  # doctest: +SKIP
         """
-        return self._timer_page(
-            timer_filters(
-                id_prefix=id_prefix, flow_id=flow_id, kind=kind, handler=handler, state=state,
-                due_from=due_from, due_to=due_to, limit=limit, after=after,
-            )
-        )  # fmt: skip
+        return self._timer_page(timer_filters(**filters))
 
     def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
         """Every timer :meth:`timers` would list with ``filters``, page after page (one page
@@ -105,26 +86,9 @@ class AsyncTimerSteering:
     """The same calls for an asyncio scheduler: ``await`` them; ``iter_timers`` is an async
     iterator (``async for info in scheduler.iter_timers(kind="TIMER")``)."""
 
-    async def timers(
-        self,
-        *,
-        id_prefix: str | None = None,
-        flow_id: str | None = None,
-        kind: ScheduleKind | str | None = None,
-        handler: str | None = None,
-        state: TimerState | None = None,
-        due_from: datetime | None = None,
-        due_to: datetime | None = None,
-        limit: int = DEFAULT_LIMIT,
-        after: str | None = None,
-    ) -> TimerPage:
+    async def timers(self, **filters: Unpack[TimerFilterArgs]) -> TimerPage:
         """One page of stored timers (as :meth:`TimerSteering.timers`)."""
-        return await self._timer_page(
-            timer_filters(
-                id_prefix=id_prefix, flow_id=flow_id, kind=kind, handler=handler, state=state,
-                due_from=due_from, due_to=due_to, limit=limit, after=after,
-            )
-        )  # fmt: skip
+        return await self._timer_page(timer_filters(**filters))
 
     def iter_timers(self, **filters: Any) -> AsyncIterator[TimerInfo]:
         """Every timer :meth:`timers` would list with ``filters``, page after page (as

@@ -21,12 +21,13 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from flowsched.records import ScheduleKind
 from flowsched.steering import TIMER_STATES, TimerState
 
 __all__ = [
+    "TimerFilterArgs",
     "DEFAULT_LIMIT",
     "ITER_PAGE",
     "MAX_LIMIT",
@@ -91,6 +92,20 @@ def _replace(filters: TimerFilters, **changes: Any) -> TimerFilters:
     from dataclasses import replace
 
     return replace(filters, **changes)
+
+
+class TimerFilterArgs(TypedDict, total=False):
+    """The keywords of ``timers(...)`` (see :func:`timer_filters` for their defaults)."""
+
+    id_prefix: str | None
+    flow_id: str | None
+    kind: ScheduleKind | str | None
+    handler: str | None
+    state: TimerState | None
+    due_from: datetime | None
+    due_to: datetime | None
+    limit: int
+    after: str | None
 
 
 def timer_filters(

@@ -13,8 +13,18 @@ from rich.console import Console
 from flowsched.config import SchedulingConfig
 from flowsched.durations import format_duration
 from flowsched.errors import ConfigError, ConfigProblem
+from flowsched.records import ScheduleKind
 
-__all__ = ["EXIT_INVALID", "EXIT_USAGE", "console", "fail", "human", "load", "report_problems"]
+__all__ = [
+    "EXIT_INVALID",
+    "EXIT_USAGE",
+    "console",
+    "fail",
+    "human",
+    "kind_option",
+    "load",
+    "report_problems",
+]
 
 EXIT_INVALID = 1
 """The configuration has problems."""
@@ -32,6 +42,17 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one ``flowsched: error: ...`` line on stderr and exit with ``code``."""
     print(f"flowsched: error: {message}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def kind_option(value: str | None) -> ScheduleKind | None:
+    """The :class:`ScheduleKind` a ``--kind`` names (any case), or exit naming the valid ones."""
+    if value is None:
+        return None
+    try:
+        return ScheduleKind(value.upper())
+    except ValueError:
+        valid = ", ".join(kind.value for kind in ScheduleKind)
+        fail(f"--kind {value!r}: not one of {valid}")
 
 
 def report_problems(source: str, problems: tuple[ConfigProblem, ...]) -> None:

@@ -25,7 +25,7 @@ import typer
 
 from flowsched.cli import quarantine_render
 from flowsched.cli import timers_render as render
-from flowsched.cli._output import fail
+from flowsched.cli._output import fail, kind_option
 from flowsched.cli.history_render import show_json, show_text
 from flowsched.cli.mongo_target import (
     CollectionOption,
@@ -44,7 +44,6 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.mongo import MongoScheduler
 from flowsched.mongo.documents import MAX_BUCKETS, MalformedDocument
 from flowsched.mongo.inspection import Pager, TimerFilter, claim_of, collect_stats
-from flowsched.records import ScheduleKind
 
 if TYPE_CHECKING:
     from flowsched.mongo.store import TimerStore
@@ -203,7 +202,7 @@ class TimersCli:
     ) -> None:
         """List dead letters (items that failed max_attempts times), oldest first."""
         paging = Paging.of(limit, page, after)
-        wanted = TimerFilter(_kind(kind), flow).query()
+        wanted = TimerFilter(kind_option(kind), flow).query()
         with self._session() as (target, store):
             result = paging.fetch(Pager(store.dead, "dead_at"), wanted)
         if as_json:
@@ -374,16 +373,6 @@ class TimersCli:
 
 def _cli_node() -> str:
     return f"flowsched-cli@{socket.gethostname()}:{os.getpid()}"
-
-
-def _kind(value: str | None) -> ScheduleKind | None:
-    if value is None:
-        return None
-    try:
-        return ScheduleKind(value.upper())
-    except ValueError:
-        valid = ", ".join(kind.value for kind in ScheduleKind)
-        fail(f"--kind {value!r}: not one of {valid}")
 
 
 def _echo_json(data: dict[str, Any]) -> None:

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from flowsched.cli import timers_render as render
-from flowsched.cli._output import fail
+from flowsched.cli._output import fail, kind_option
 from flowsched.cli.timers_commands import (
     EXIT_NOT_FOUND,
     FlowOption,
     JsonOption,
     KindOption,
     _echo_json,
-    _kind,
 )
 from flowsched.cli.timers_paging import AfterOption, LimitOption, PageOption, Paging
 from flowsched.steering import TimerState
@@ -64,7 +63,9 @@ def list_command(cli: TimersCli) -> Callable[..., None]:
         and paused ones are marked."""
         paging = Paging.of(limit, page, after)
         now = cli._clock.now()
-        filters = TimerFilters(kind=_kind(kind), flow_id=flow, state=_state(state), limit=limit)
+        filters = TimerFilters(
+            kind=kind_option(kind), flow_id=flow, state=_state(state), limit=limit
+        )
         with cli._session() as (target, store):
             found = list_page(store, filters, paging.number, after, now if overdue else None)
         if found is None:

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from flowsched.cli._output import fail
+from flowsched.cli._output import fail, kind_option
 from flowsched.cli.mongo_target import redact
 from flowsched.errors import SchedulerUnavailable
-from flowsched.records import ScheduleKind
 
 if TYPE_CHECKING:
     from flowsched.postgres import PostgresTimerStore
@@ -44,16 +43,6 @@ TableOption = Annotated[
     str | None,
     typer.Option("--table", metavar="NAME", help=f"The timers table [default: {DEFAULT_TABLE}]."),
 ]
-
-
-def _kind(value: str | None) -> ScheduleKind | None:
-    if value is None:
-        return None
-    try:
-        return ScheduleKind(value.upper())
-    except ValueError:
-        kinds = ", ".join(kind.value for kind in ScheduleKind)
-        fail(f"--kind {value!r}: not one of {kinds}")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -177,7 +166,7 @@ class PostgresTimers:
             query = TimerSelection(
                 prefix,
                 flow,
-                _kind(kind),
+                kind_option(kind),
                 handler,
                 cast("TimerState | None", state),  # checked against _STATES above
                 None,

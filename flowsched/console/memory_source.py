@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock
-from flowsched.console.audit import MemoryAudit, entry
+from flowsched.console.audit import MemoryAudit
 from flowsched.console.queries import (
     DEAD_INDEX,
     FindSpec,
@@ -26,7 +26,7 @@ from flowsched.console.queries import (
     TimerQuery,
     slots,
 )
-from flowsched.console.source import COUNT_LIMIT, Operator, Outcome, item_fields
+from flowsched.console.source import COUNT_LIMIT, Audited, Operator, Outcome, item_fields
 from flowsched.mongo.documents import dead_letter_document
 from flowsched.port import DeadLetter, ScheduleItem
 
@@ -37,7 +37,54 @@ async def _maybe(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class MemorySource:
+class ListedSource(Audited[MemoryAudit]):
+    """A source whose dead letters come as one list (:meth:`_letters`, its scheduler's or
+    store's ``dead_letters()``): served by id and in pages as the MongoDB source serves
+    its collection; its audit log kept in memory."""
+
+    async def _letters(self) -> list[Any]:
+        raise NotImplementedError
+
+    async def _requeued(self, item_id: str) -> bool:
+        """Requeue the dead letter ``item_id``, due now; whether it was."""
+        raise NotImplementedError
+
+    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
+        """Requeue the dead letter the operator saw, due now, attempts reset."""
+        letter = await self.dead_letter(item_id)
+        if letter is None or letter.get("generation") != generation:
+            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
+        elif await self._requeued(item_id):
+            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
+        else:
+            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
+        return await self._record("requeue", item_id, who, outcome)
+
+    async def dead_by_handler(self) -> list[Any]:
+        """Dead letters per handler / kind (as the aggregation of the MongoDB source)."""
+        groups = Counter((d.item.handler, d.item.kind.value) for d in await self._letters())
+        return [{"_id": {"handler": h, "kind": k}, "n": n} for (h, k), n in groups.items()]
+
+    async def dead_letter(self, item_id: str) -> Any:
+        """The dead letter of ``item_id`` as its document, or ``None``."""
+        for dead in await self._letters():
+            if dead.item.id == item_id:
+                return dead_letter_document(dead)
+        return None
+
+    async def dead_letters(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
+        """A page of dead letters in ``(dead_at, id)`` order, after ``page.after``."""
+        spec = page.find("dead_at", DEAD_INDEX)
+        documents = sorted(
+            (dead_letter_document(d) for d in await self._letters()),
+            key=lambda d: (d["dead_at"], d["_id"]),
+        )
+        if page.after is not None:
+            documents = [d for d in documents if _after(d, spec)]
+        return documents[: page.limit], spec
+
+
+class MemorySource(ListedSource):
     """A running scheduler's own view: its timers, dead letters and the operator actions."""
 
     needs_mongo = True
@@ -97,43 +144,16 @@ class MemorySource:
         """None: which node serves a route is a cluster's question (no node, no route rows)."""
         return []
 
-    async def dead_by_handler(self) -> list[Any]:
-        """Dead letters per handler / kind (as the aggregation of :class:`MongoSource`)."""
-        groups = Counter((d.item.handler, d.item.kind.value) for d in await self._letters())
-        return [{"_id": {"handler": h, "kind": k}, "n": n} for (h, k), n in groups.items()]
-
     async def timer(self, item_id: str) -> Any:
         """The item's fields (as a document would hold them), or ``None``."""
         item = await _maybe(self._scheduler.get(item_id))
         return None if item is None else item_fields(item)
-
-    async def dead_letter(self, item_id: str) -> Any:
-        """The dead letter of ``item_id`` as its document, or ``None``."""
-        for dead in await self._letters():
-            if dead.item.id == item_id:
-                return dead_letter_document(dead)
-        return None
-
-    async def dead_letters(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
-        """A page of dead letters in ``(dead_at, id)`` order, after ``page.after``."""
-        spec = page.find("dead_at", DEAD_INDEX)
-        documents = sorted(
-            (dead_letter_document(d) for d in await self._letters()),
-            key=lambda d: (d["dead_at"], d["_id"]),
-        )
-        if page.after is not None:
-            documents = [d for d in documents if _after(d, spec)]
-        return documents[: page.limit], spec
 
     async def history(self, item_id: str) -> list[Any] | None:
         """The item's attempts (CONTRACT section 18's ``history()``), or ``None`` when the
         scheduler keeps none."""
         call = getattr(self._scheduler, "history", None)
         return list(await _maybe(call(item_id))) if callable(call) else None
-
-    async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest audit entries naming ``item_id`` (kept in memory)."""
-        return await self.audit_log.of_item(item_id)
 
     async def cancel(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
         """Cancel the timer if it is still the one the operator saw."""
@@ -159,16 +179,8 @@ class MemorySource:
             outcome = Outcome(True, f"{item_id} is due now")
         return await self._record("run_now", item_id, who, outcome)
 
-    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Requeue the dead letter (due now) through the scheduler."""
-        letter = await self.dead_letter(item_id)
-        if letter is None or letter.get("generation") != generation:
-            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
-        elif await _maybe(self._scheduler.requeue(item_id)):
-            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
-        else:
-            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return await self._record("requeue", item_id, who, outcome)
+    async def _requeued(self, item_id: str) -> bool:
+        return bool(await _maybe(self._scheduler.requeue(item_id)))
 
     async def _seen(
         self, item_id: str, generation: int | None, verb: str
@@ -190,13 +202,6 @@ class MemorySource:
 
     async def _documents(self) -> list[dict[str, Any]]:
         return [item_fields(item) for item in await _maybe(self._scheduler.scheduled())]
-
-    async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        await self.audit_log.record(
-            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
-                  outcome.message, item_id=item_id)
-        )  # fmt: skip
-        return outcome
 
 
 def _due_order(document: Mapping[str, Any]) -> tuple[datetime, str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from flowsched.cli.timers_render import iso
 from flowsched.clock import Clock
@@ -95,7 +95,37 @@ def item_fields(item: ScheduleItem) -> dict[str, Any]:
     return document
 
 
-class MongoSource:
+class AuditLog(Protocol):
+    """Where a source keeps its audit entries (:class:`MongoAudit`, :class:`MemoryAudit`)."""
+
+    async def record(self, record: Mapping[str, Any]) -> None: ...
+
+    async def of_item(self, item_id: str) -> list[Any]: ...
+
+
+A = TypeVar("A", bound=AuditLog)
+
+
+class Audited(Generic[A]):
+    """What every console source does with its audit log (an ``A``): record what an
+    operator's action came to, and list the entries naming an item."""
+
+    audit_log: A
+    _clock: Clock
+
+    async def audit_of(self, item_id: str) -> list[Any]:
+        """The newest audit entries naming ``item_id``."""
+        return await self.audit_log.of_item(item_id)
+
+    async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
+        await self.audit_log.record(
+            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
+                  outcome.message, item_id=item_id)
+        )  # fmt: skip
+        return outcome
+
+
+class MongoSource(Audited[MongoAudit]):
     """The namespace ``<database>.<collection>`` and its side collections."""
 
     needs_mongo = False
@@ -216,10 +246,6 @@ class MongoSource:
         """Dead letters per handler / kind."""
         return await self.dead.aggregate(failures_pipeline())
 
-    async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest audit entries naming ``item_id``."""
-        return await self.audit_log.of_item(item_id)
-
     async def node(self, node_id: str) -> Any:
         """The heartbeat of ``node_id``, or ``None`` (gone: its TTL index removed it)."""
         return await self.nodes.find_one({"_id": node_id})
@@ -308,13 +334,6 @@ class MongoSource:
         if await self.items.find_one({"_id": item_id}) is None:
             return Outcome(False, f"no timer {item_id}: nothing {verb.split()[0]}")
         return Outcome(False, f"{item_id} changed since the page was shown: not {verb}")
-
-    async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        await self.audit_log.record(
-            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
-                  outcome.message, item_id=item_id)
-        )  # fmt: skip
-        return outcome
 
 
 class _ById:

@@ -33,11 +33,11 @@ from typing import Any
 import anyio.to_thread
 
 from flowsched.clock import Clock
-from flowsched.console.audit import MemoryAudit, entry
-from flowsched.console.memory_source import _counted
-from flowsched.console.queries import DEAD_INDEX, ID_INDEX, FindSpec, PageQuery, TimerQuery, slots
+from flowsched.console.audit import MemoryAudit
+from flowsched.console.memory_source import ListedSource, _counted
+from flowsched.console.queries import ID_INDEX, FindSpec, PageQuery, TimerQuery, slots
 from flowsched.console.source import Operator, Outcome
-from flowsched.mongo.documents import dead_letter_document, item_document
+from flowsched.mongo.documents import item_document
 from flowsched.records import ScheduleItem
 from flowsched.steering import Attempt, TimerInfo, TimerState
 from flowsched.store.paging import encode_cursor
@@ -53,7 +53,7 @@ _PAGE = 500
 _TINY = timedelta(microseconds=1)
 
 
-class StoreSource:
+class StoreSource(ListedSource):
     """The console's reads and actions over ``store``'s calls (sync or coroutines)."""
 
     needs_mongo = False
@@ -186,29 +186,6 @@ class StoreSource:
     async def _letters(self) -> list[Any]:
         return list(await self._call("dead_letters"))
 
-    async def dead_letter(self, item_id: str) -> Any:
-        """The dead letter of ``item_id`` as its document, or ``None``."""
-        for dead in await self._letters():
-            if dead.item.id == item_id:
-                return dead_letter_document(dead)
-        return None
-
-    async def dead_letters(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
-        """A page of dead letters in ``(dead_at, id)`` order, after ``page.after``."""
-        spec = page.find("dead_at", DEAD_INDEX)
-        documents = sorted((dead_letter_document(d) for d in await self._letters()),
-                           key=lambda d: (d["dead_at"], d["_id"]))  # fmt: skip
-        if page.after is not None:
-            at = spec.filter["$or"][0]["dead_at"]["$gt"]
-            key = spec.filter["$or"][1]["_id"]["$gt"]
-            documents = [d for d in documents if (d["dead_at"], d["_id"]) > (at, key)]
-        return documents[: page.limit], spec
-
-    async def dead_by_handler(self) -> list[Any]:
-        """Dead letters per handler / kind."""
-        groups = Counter((d.item.handler, d.item.kind.value) for d in await self._letters())
-        return [{"_id": {"handler": h, "kind": k}, "n": n} for (h, k), n in groups.items()]
-
     async def quarantined(self, page: PageQuery) -> tuple[list[Any], FindSpec]:
         """A page of quarantined records, by id."""
         spec = page.find("_id", ID_INDEX)
@@ -251,10 +228,6 @@ class StoreSource:
     async def buckets(self) -> int | None:
         """None: buckets are MongoDB's."""
         return None
-
-    async def audit_of(self, item_id: str) -> list[Any]:
-        """The newest audit entries naming ``item_id`` (kept in memory)."""
-        return await self.audit_log.of_item(item_id)
 
     # -- charts ----------------------------------------------------------------------------
 
@@ -314,16 +287,8 @@ class StoreSource:
             outcome = Outcome(True, f"{item_id} is due now")
         return await self._record("run_now", item_id, who, outcome)
 
-    async def requeue(self, item_id: str, generation: int | None, who: Operator) -> Outcome:
-        """Requeue the dead letter the operator saw, due now, attempts reset."""
-        letter = await self.dead_letter(item_id)
-        if letter is None or letter.get("generation") != generation:
-            outcome = Outcome(False, f"no dead letter {item_id} of that generation: not requeued")
-        elif await self._call("requeue", item_id, self._clock.now()) is not None:
-            outcome = Outcome(True, f"requeued {item_id}: due now, attempts reset")
-        else:
-            outcome = Outcome(False, f"{item_id} could not be requeued (scheduled again?)")
-        return await self._record("requeue", item_id, who, outcome)
+    async def _requeued(self, item_id: str) -> bool:
+        return await self._call("requeue", item_id, self._clock.now()) is not None
 
     async def bulk_ids(self, bulk: Any, now: datetime) -> list[str]:
         """The ids a bulk action (:class:`flowsched.console.bulk.Bulk`) touches now: the
@@ -353,13 +318,6 @@ class StoreSource:
         if await self._call("get", item_id) is None:
             return Outcome(False, f"no timer {item_id}: nothing {verb}")
         return Outcome(False, f"{item_id} changed since the page was shown: not {verb}")
-
-    async def _record(self, action: str, item_id: str, who: Operator, outcome: Outcome) -> Outcome:
-        await self.audit_log.record(
-            entry(self._clock.now(), action, who.identity, who.client, outcome.done,
-                  outcome.message, item_id=item_id)
-        )  # fmt: skip
-        return outcome
 
 
 Keep = Callable[[Any], bool]

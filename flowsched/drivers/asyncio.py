@@ -18,10 +18,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from flowsched.async_delivery import Alarm
-from flowsched.clock import Clock
+from flowsched.drivers.base import DriverBase
 from flowsched.node.actions import Action, Sleep, StartHandler
-from flowsched.node.core import NodeCore, store_call
-from flowsched.node.store_time import core_clock
+from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import AsyncTimerStore
 from flowsched.store.records import Claim
@@ -33,26 +32,11 @@ log = logging.getLogger("flowsched.node")
 RunHandler = Callable[[Claim], Awaitable[Outcome]]
 
 
-class AsyncioDriver:
+class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
     """Runs ``core`` over ``store`` on the running loop; ``run_handler(claim)`` delivers."""
 
-    def __init__(
-        self,
-        core: NodeCore,
-        store: AsyncTimerStore,
-        run_handler: RunHandler,
-        routes: Callable[[], frozenset[str]],
-        clock: Clock,
-        *,
-        shutdown_timeout: timedelta,
-    ) -> None:
-        self.core = core
-        self.store = store
-        self.run_handler = run_handler
-        self.routes = routes
-        self.clock = clock
-        self.now = core_clock(store, clock)  # the store's time, as the core judges it
-        self.shutdown_timeout = shutdown_timeout
+    def _prepare(self) -> None:
+        """The alarm it waits on, its tasks, its context flags."""
         self.alarm = Alarm()
         self._task: asyncio.Task[None] | None = None
         self._home: asyncio.AbstractEventLoop | None = None
@@ -135,13 +119,6 @@ class AsyncioDriver:
     def _answered(self, call: asyncio.Task[None]) -> None:
         self._calls.discard(call)
         self.alarm.ring()
-
-    def _timeout(self, action: Sleep) -> float:
-        poll = self.core.settings.poll_interval.total_seconds()
-        if action.until is None:
-            return poll
-        left = (action.until - self.now()).total_seconds()
-        return min(max(left, 0.0), poll)
 
     async def _run(self, action: StartHandler) -> None:
         token = self._handling.set(True)

@@ -15,12 +15,11 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from flowsched.clock import Clock
+from flowsched.drivers.base import DriverBase
 from flowsched.node.actions import Action, Sleep, StartHandler
-from flowsched.node.core import NodeCore, store_call
-from flowsched.node.store_time import core_clock
+from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
 from flowsched.store.records import Claim
@@ -34,26 +33,11 @@ log = logging.getLogger("flowsched.node")
 RunHandler = Callable[[Claim], Outcome]
 
 
-class ThreadDriver:
+class ThreadDriver(DriverBase[TimerStore, RunHandler]):
     """Runs ``core`` over ``store``; ``run_handler(claim)`` makes one delivery."""
 
-    def __init__(
-        self,
-        core: NodeCore,
-        store: TimerStore,
-        run_handler: RunHandler,
-        routes: Callable[[], frozenset[str]],
-        clock: Clock,
-        *,
-        shutdown_timeout: timedelta,
-    ) -> None:
-        self.core = core
-        self.store = store
-        self.run_handler = run_handler
-        self.routes = routes
-        self.clock = clock
-        self.now = core_clock(store, clock)  # the store's time, as the core judges it
-        self.shutdown_timeout = shutdown_timeout
+    def _prepare(self) -> None:
+        """The condition it waits on, its loop thread, its pools."""
         self.cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -104,13 +88,6 @@ class ThreadDriver:
                 assert self._io is not None
                 # Off the loop: the other lanes go on (the core keeps one call per lane).
                 self._io.submit(self._perform, action)
-
-    def _timeout(self, action: Sleep) -> float:
-        poll = self.core.settings.poll_interval.total_seconds()
-        if action.until is None:
-            return poll
-        left = (action.until - self.now()).total_seconds()
-        return min(max(left, 0.0), poll)
 
     def _run(self, action: StartHandler) -> None:
         local = self._inline

@@ -22,21 +22,17 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
 from flowsched.async_port import AsyncSchedulerPort
 from flowsched.callables import is_async_callable
-from flowsched.clock import Clock
 from flowsched.errors import ConcurrentUpdateError
 from flowsched.flow.decision import Decision
-from flowsched.flow.definition import FlowDefinition
-from flowsched.flow.domain_base import ActionAdapter, Decide, DomainBase, decided
+from flowsched.flow.domain_base import Decide, DomainBase, decided
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
-from flowsched.flow.planner import Planner
-from flowsched.flow.timeline import Listener
 from flowsched.records import ScheduleItem
 
 __all__ = ["AsyncFlowDomain"]
@@ -71,33 +67,16 @@ class AsyncFlowDomain(DomainBase):
     TimedOut
     """
 
-    def __init__(
-        self,
-        *,
-        flows: Mapping[str, FlowDefinition],
-        scheduler: AsyncSchedulerPort,
-        store: Any,
-        planner: Planner,
-        clock: Clock,
-        adapters: Mapping[tuple[str | None, str], ActionAdapter],
-        listeners: Iterable[Listener] = (),
-        conflict_retries: int = 5,
-    ) -> None:
-        """Use ``FlowDomain.builder()...build_async()``; this wires checked parts together."""
-        super().__init__(
-            flows=flows,
-            store=store,
-            planner=planner,
-            clock=clock,
-            adapters=adapters,
-            listeners=listeners,
-            conflict_retries=conflict_retries,
-        )
-        self.scheduler = scheduler
-        self.store = store
+    scheduler: AsyncSchedulerPort
+    store: Any
+
+    def __init__(self, **parts: Any) -> None:
+        """Use ``FlowDomain.builder()...build_async()``; this wires checked parts together
+        (the keywords of :class:`~flowsched.flow.domain_base.DomainBase`)."""
+        super().__init__(**parts)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._awaited = {key: is_async_callable(a) for key, a in self._adapters.items()}
-        self._register_on(scheduler, self._on_timer)
+        self._register_on(self.scheduler, self._on_timer)
 
     # -- what users call -----------------------------------------------------------------
 

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from flowsched.clock import Clock
 from flowsched.errors import ConcurrentUpdateError
 from flowsched.flow.decision import Decision
-from flowsched.flow.definition import FlowDefinition
 from flowsched.flow.domain_base import (
     EARLY_TIMER_REDELIVERIES,
     ActionAdapter,
@@ -43,9 +41,7 @@ from flowsched.flow.domain_base import (
 from flowsched.flow.events import ActionRequest
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.locks import InstanceLocks
-from flowsched.flow.planner import Planner
 from flowsched.flow.store import FlowStore
-from flowsched.flow.timeline import Listener
 from flowsched.port import SchedulerPort
 from flowsched.records import ScheduleItem
 
@@ -66,32 +62,15 @@ log = logging.getLogger("flowsched.flow")
 class FlowDomain(DomainBase):
     """Runs the registered flows; see the module docstring for the guarantees."""
 
-    def __init__(
-        self,
-        *,
-        flows: Mapping[str, FlowDefinition],
-        scheduler: SchedulerPort,
-        store: FlowStore,
-        planner: Planner,
-        clock: Clock,
-        adapters: Mapping[tuple[str | None, str], ActionAdapter],
-        listeners: Iterable[Listener] = (),
-        conflict_retries: int = 5,
-    ) -> None:
-        """Use :meth:`builder`; this wires already-checked parts together."""
-        super().__init__(
-            flows=flows,
-            store=store,
-            planner=planner,
-            clock=clock,
-            adapters=adapters,
-            listeners=listeners,
-            conflict_retries=conflict_retries,
-        )
-        self.scheduler = scheduler
-        self.store = store
+    scheduler: SchedulerPort
+    store: FlowStore
+
+    def __init__(self, **parts: Any) -> None:
+        """Use :meth:`builder`; this wires already-checked parts together (the keywords
+        of :class:`~flowsched.flow.domain_base.DomainBase`)."""
+        super().__init__(**parts)
         self._locks = InstanceLocks()
-        self._register_on(scheduler, self._on_timer)
+        self._register_on(self.scheduler, self._on_timer)
 
     @staticmethod
     def builder() -> FlowDomainBuilder:

@@ -65,6 +65,7 @@ class DomainBase:
         self,
         *,
         flows: Mapping[str, FlowDefinition],
+        scheduler: Any,
         store: Any,
         planner: Planner,
         clock: Clock,
@@ -74,7 +75,8 @@ class DomainBase:
     ) -> None:
         self.flows = dict(flows)
         self.clock = clock
-        self._store = store
+        self.scheduler = scheduler
+        self.store = store
         self._planner = planner
         self._adapters = dict(adapters)
         self._listeners = list(listeners)

@@ -10,7 +10,8 @@ the machines call the scheduler with what it returns.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -38,33 +39,36 @@ def run_steps(steps: Steps, calls: Mapping[str, Callable[..., Any]]) -> None:
     """Run ``steps`` with synchronous ``calls``; an error closes the steps (their ``finally``
     blocks run) and propagates."""
     reply: Any = None
-    while True:
-        try:
-            name, args = steps.send(reply)
-        except StopIteration:
-            return
-        try:
-            reply = calls[name](*args)
-        except BaseException:
-            steps.close()
-            raise
+    while (call := _next_call(steps, reply)) is not None:
+        with _closed_on_error(steps):
+            reply = calls[call[0]](*call[1])
 
 
 async def run_steps_async(steps: Steps, calls: Mapping[str, Callable[..., Any]]) -> None:
     """:func:`run_steps`, awaiting a call that returns an awaitable."""
     reply: Any = None
-    while True:
-        try:
-            name, args = steps.send(reply)
-        except StopIteration:
-            return
-        try:
-            reply = calls[name](*args)
+    while (call := _next_call(steps, reply)) is not None:
+        with _closed_on_error(steps):
+            reply = calls[call[0]](*call[1])
             if inspect.isawaitable(reply):
                 reply = await reply
-        except BaseException:
-            steps.close()
-            raise
+
+
+def _next_call(steps: Steps, reply: Any) -> tuple[str, tuple[Any, ...]] | None:
+    """The next ``(call, args)`` of ``steps`` given ``reply`` to the last, or ``None``."""
+    try:
+        return steps.send(reply)
+    except StopIteration:
+        return None
+
+
+@contextmanager
+def _closed_on_error(steps: Steps) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        steps.close()  # the steps' finally blocks run
+        raise
 
 
 FIRING: ContextVar[tuple[int, str, str] | None] = ContextVar("flowsched_firing", default=None)

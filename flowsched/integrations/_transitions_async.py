@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from transitions.extensions.asyncio import AsyncEventData, AsyncMachine
 from transitions.extensions.states import add_state_features
 
-from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps_async
+from flowsched import ScheduleItem
+from flowsched.integrations._binding import FIRING, run_steps_async
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
-    ModelIndex,
-    bind,
-    register_handler,
+    MachineFace,
 )
 
 __all__ = ["AsyncDurableMachine"]
@@ -34,26 +31,13 @@ log = logging.getLogger("flowsched.integrations.transitions")
 
 
 @add_state_features(DurableTimeout)
-class AsyncDurableMachine(ModelIndex, AsyncMachine):
+class AsyncDurableMachine(MachineFace, AsyncMachine):
     """A ``transitions.extensions.asyncio.AsyncMachine`` with durable ``timeout`` states, on
     an async flowsched scheduler. Same arguments as
     :class:`~flowsched.integrations.transitions.DurableMachine`; ``load_model`` may be an
     ``async def``. Triggers are awaited as usual (``await model.to_waiting()``)."""
 
-    def __init__(
-        self,
-        *args: Any,
-        scheduler: Any,
-        name: str,
-        config: SchedulingConfig | None = None,
-        load_model: Callable[[str], Any] | None = None,
-        model_id: str = "id",
-        **kwargs: Any,
-    ) -> None:
-        self._flowsched = bind(self, scheduler, name, config, load_model, model_id, True)
-        kwargs["name"] = name
-        super().__init__(*args, **kwargs)
-        register_handler(self._flowsched, self._on_timer)
+    _async = True
 
     async def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
         calls = {"load": self._load, "get": self._flowsched.scheduler.get}
@@ -62,18 +46,14 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
 
     async def _load(self, owner: str, found_only: bool) -> Any:
         """As ``DurableMachine._load``; ``load_model`` may be an ``async def``."""
-        binding = self._flowsched
-        if binding.load_model is None:
-            raise binding.missing(owner)
+        load = self._flowsched.load_model
+        if load is None:
+            raise self._flowsched.missing(owner)
         try:
-            found = binding.load_model(owner)
+            found = load(owner)
             return await found if inspect.isawaitable(found) else found
         except Exception as exc:
-            if not is_lookup_miss(exc):
-                raise
-            if found_only:
-                return None
-            raise binding.missing(owner, exc) from exc
+            return self._missed(owner, exc, found_only)
 
     async def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched
@@ -106,9 +86,3 @@ class AsyncDurableMachine(ModelIndex, AsyncMachine):
             AsyncMachine.current_context.reset(context)
         binding.fired(owner, state.name)
         log.debug("%stimeout of %s in state %s processed", self.name, owner, state.name)
-
-    def as_flow(self) -> Any:
-        """This machine's states as a ``flowsched.Flow`` (see ``DurableMachine.as_flow``)."""
-        from flowsched.integrations._flows import machine_flow
-
-        return machine_flow(self._flowsched.name, list(self.states))

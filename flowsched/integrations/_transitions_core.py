@@ -13,10 +13,10 @@ from transitions import State
 from transitions.core import listify
 
 from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import Binding
+from flowsched.integrations._binding import Binding, is_lookup_miss
 from flowsched.integrations._timers import check_scheduler_face, timeout_delta
 
-__all__ = ["DurableTimeout", "ModelIndex", "bind", "register_handler"]
+__all__ = ["DurableTimeout", "MachineFace", "register_handler"]
 
 
 def _binding(event_data: Any, state: DurableTimeout) -> Binding | None:
@@ -146,29 +146,6 @@ class DurableTimeout(State):
         await parent.exit(event_data)
 
 
-def bind(
-    machine: Any,
-    scheduler: Any,
-    name: str,
-    config: SchedulingConfig | None,
-    load_model: Callable[[str], Any] | None,
-    model_id: str,
-    want_async: bool,
-) -> Binding:
-    _refuse_nested(type(machine))
-    cls = "AsyncDurableMachine" if want_async else "DurableMachine"
-    other = "DurableMachine" if want_async else "AsyncDurableMachine"
-    check_scheduler_face(scheduler, want_async, cls, other)
-    return Binding(
-        machine,
-        scheduler=scheduler,
-        name=name,
-        config=config,
-        load_model=load_model,
-        model_id=model_id,
-    )
-
-
 def register_handler(binding: Binding, handler: Callable[[ScheduleItem, int], Any]) -> None:
     try:
         binding.scheduler.register(binding.name, handler)
@@ -178,10 +155,51 @@ def register_handler(binding: Binding, handler: Callable[[ScheduleItem, int], An
         ) from None
 
 
-class ModelIndex:
-    """Keeps the binding's id -> model index in step with ``add_model``/``remove_model``."""
+class MachineFace:
+    """What both durable machines share: built on a scheduler of their face (``_async``,
+    their handler registered last), the binding's id -> model index kept in step with
+    ``add_model``/``remove_model``, and :meth:`as_flow`."""
 
     _flowsched: Binding
+    _async = False
+    _on_timer: Callable[[ScheduleItem, int], Any]
+
+    def __init__(
+        self,
+        *args: Any,
+        scheduler: Any,
+        name: str,
+        config: SchedulingConfig | None = None,
+        load_model: Callable[[str], Any] | None = None,
+        model_id: str = "id",
+        **kwargs: Any,
+    ) -> None:
+        _refuse_nested(type(self))
+        names = ("DurableMachine", "AsyncDurableMachine")
+        cls, other = names[::-1] if self._async else names
+        check_scheduler_face(scheduler, self._async, cls, other)
+        self._flowsched = Binding(
+            self, scheduler=scheduler, name=name, config=config, load_model=load_model,
+            model_id=model_id,
+        )  # fmt: skip
+        kwargs["name"] = name  # also transitions' own name (its log prefix)
+        super().__init__(*args, **kwargs)
+        register_handler(self._flowsched, self._on_timer)
+
+    def _missed(self, owner: str, exc: Exception, found_only: bool) -> None:
+        """``load_model(owner)`` raised ``exc``: a lookup miss is no model (the dead
+        letter's error; with ``found_only``, a second opinion, ``None``); else ``exc``."""
+        if not is_lookup_miss(exc):
+            raise exc
+        if not found_only:
+            raise self._flowsched.missing(owner, exc) from exc
+
+    def as_flow(self) -> Any:
+        """This machine's states as a ``flowsched.Flow`` named ``name`` (no actions): what
+        ``flowsched check CONF --flows MODULE:ATTR`` checks config keys against."""
+        from flowsched.integrations._flows import machine_flow
+
+        return machine_flow(self._flowsched.name, list(self.states))  # type: ignore[attr-defined]
 
     def add_model(self, model: Any, initial: Any = None) -> None:
         binding = self._flowsched

@@ -41,7 +41,6 @@ Semantics:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 try:
@@ -54,14 +53,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from transitions.core import EventData
 from transitions.extensions.states import add_state_features
 
-from flowsched import ScheduleItem, SchedulingConfig
-from flowsched.integrations._binding import FIRING, is_lookup_miss, run_steps
+from flowsched import ScheduleItem
+from flowsched.integrations._binding import FIRING, run_steps
 from flowsched.integrations._transitions_async import AsyncDurableMachine
 from flowsched.integrations._transitions_core import (
     DurableTimeout,
-    ModelIndex,
-    bind,
-    register_handler,
+    MachineFace,
 )
 
 __all__ = ["AsyncDurableMachine", "DurableMachine", "DurableTimeout"]
@@ -70,7 +67,7 @@ log = logging.getLogger("flowsched.integrations.transitions")
 
 
 @add_state_features(DurableTimeout)
-class DurableMachine(ModelIndex, Machine):
+class DurableMachine(MachineFace, Machine):
     """A ``transitions.Machine`` whose states take ``timeout``/``on_timeout`` (see
     :class:`DurableTimeout`), kept as flowsched timers.
 
@@ -82,21 +79,6 @@ class DurableMachine(ModelIndex, Machine):
     on the scheduler when it is built: one machine per name and scheduler.
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        scheduler: Any,
-        name: str,
-        config: SchedulingConfig | None = None,
-        load_model: Callable[[str], Any] | None = None,
-        model_id: str = "id",
-        **kwargs: Any,
-    ) -> None:
-        self._flowsched = bind(self, scheduler, name, config, load_model, model_id, False)
-        kwargs["name"] = name  # also transitions' own name (its log prefix)
-        super().__init__(*args, **kwargs)
-        register_handler(self._flowsched, self._on_timer)
-
     def _on_timer(self, item: ScheduleItem, attempt: int) -> None:
         calls = {"load": self._load, "get": self._flowsched.scheduler.get}
         calls["fire"] = self._process_timeout
@@ -105,17 +87,13 @@ class DurableMachine(ModelIndex, Machine):
     def _load(self, owner: str, found_only: bool) -> Any:
         """``load_model(owner)``: a ``LookupError`` is no model (a dead letter; with
         ``found_only``, a second opinion, ``None``)."""
-        binding = self._flowsched
-        if binding.load_model is None:
-            raise binding.missing(owner)
+        load = self._flowsched.load_model
+        if load is None:
+            raise self._flowsched.missing(owner)
         try:
-            return binding.load_model(owner)
+            return load(owner)
         except Exception as exc:
-            if not is_lookup_miss(exc):
-                raise
-            if found_only:
-                return None
-            raise binding.missing(owner, exc) from exc
+            return self._missed(owner, exc, found_only)
 
     def _process_timeout(self, state: DurableTimeout, model: Any, owner: str) -> None:
         binding = self._flowsched
@@ -134,13 +112,6 @@ class DurableMachine(ModelIndex, Machine):
             FIRING.reset(reset)
         binding.fired(owner, state.name)
         log.debug("%stimeout of %s in state %s processed", self.name, owner, state.name)
-
-    def as_flow(self) -> Any:
-        """This machine's states as a ``flowsched.Flow`` named ``name`` (no actions): what
-        ``flowsched check CONF --flows MODULE:ATTR`` checks config keys against."""
-        from flowsched.integrations._flows import machine_flow
-
-        return machine_flow(self._flowsched.name, list(self.states))
 
 
 for _public in (DurableTimeout, DurableMachine, AsyncDurableMachine):

@@ -13,7 +13,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from flowsched.flow.instance import FlowInstance
-from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError
+from flowsched.mongo.flow_store import already_exists, document, fence, replaced
 
 __all__ = ["AsyncMongoFlowStore"]
 
@@ -41,23 +41,13 @@ class AsyncMongoFlowStore:
         """Store ``instance`` at version 1 and return it."""
         stored = instance.evolve(version=1)
         try:
-            await self.collection.insert_one({"_id": instance.flow_id, **stored.to_document()})
+            await self.collection.insert_one(document(stored))
         except DuplicateKeyError:
-            raise FlowAlreadyExistsError(
-                f"flow instance {instance.flow_id!r} already exists"
-            ) from None
+            raise already_exists(instance) from None
         return stored
 
     async def update(self, instance: FlowInstance) -> FlowInstance:
         """Replace the stored instance at ``instance.version``; return it at the next one."""
         stored = instance.evolve(version=instance.version + 1)
-        result = await self.collection.replace_one(
-            {"_id": instance.flow_id, "version": instance.version},
-            {"_id": instance.flow_id, **stored.to_document()},
-        )
-        if result.matched_count == 0:
-            raise ConcurrentUpdateError(
-                f"flow instance {instance.flow_id!r}: version {instance.version} is no longer"
-                " the stored one"
-            )
-        return stored
+        result = await self.collection.replace_one(fence(instance), document(stored))
+        return replaced(stored, result.matched_count)

@@ -14,7 +14,7 @@ from pymongo.errors import DuplicateKeyError
 from flowsched.flow.instance import FlowInstance
 from flowsched.flow.store import ConcurrentUpdateError, FlowAlreadyExistsError
 
-__all__ = ["MongoFlowStore"]
+__all__ = ["MongoFlowStore", "already_exists", "document", "fence", "replaced"]
 
 
 class MongoFlowStore:
@@ -33,22 +33,37 @@ class MongoFlowStore:
     def insert(self, instance: FlowInstance) -> FlowInstance:
         stored = instance.evolve(version=1)
         try:
-            self.collection.insert_one({"_id": instance.flow_id, **stored.to_document()})
+            self.collection.insert_one(document(stored))
         except DuplicateKeyError:
-            raise FlowAlreadyExistsError(
-                f"flow instance {instance.flow_id!r} already exists"
-            ) from None
+            raise already_exists(instance) from None
         return stored
 
     def update(self, instance: FlowInstance) -> FlowInstance:
         stored = instance.evolve(version=instance.version + 1)
-        result = self.collection.replace_one(
-            {"_id": instance.flow_id, "version": instance.version},
-            {"_id": instance.flow_id, **stored.to_document()},
+        result = self.collection.replace_one(fence(instance), document(stored))
+        return replaced(stored, result.matched_count)
+
+
+def document(instance: FlowInstance) -> dict[str, Any]:
+    """The document that stores ``instance`` (``_id`` = flow id)."""
+    return {"_id": instance.flow_id, **instance.to_document()}
+
+
+def fence(instance: FlowInstance) -> dict[str, Any]:
+    """The filter an update of ``instance`` matches: its id at the version it was loaded at."""
+    return {"_id": instance.flow_id, "version": instance.version}
+
+
+def already_exists(instance: FlowInstance) -> FlowAlreadyExistsError:
+    """The error of an insert whose flow id is taken."""
+    return FlowAlreadyExistsError(f"flow instance {instance.flow_id!r} already exists")
+
+
+def replaced(stored: FlowInstance, matched: int) -> FlowInstance:
+    """``stored`` if the fenced replace matched, else :class:`ConcurrentUpdateError`."""
+    if matched == 0:
+        loaded = stored.version - 1
+        raise ConcurrentUpdateError(
+            f"flow instance {stored.flow_id!r}: version {loaded} is no longer the stored one"
         )
-        if result.matched_count == 0:
-            raise ConcurrentUpdateError(
-                f"flow instance {instance.flow_id!r}: version {instance.version} is no longer"
-                " the stored one"
-            )
-        return stored
+    return stored

@@ -16,9 +16,9 @@ from pymongo.errors import ConfigurationError
 
 from flowsched.clock import Clock
 from flowsched.config import SchedulerSettings, SchedulingConfig
-from flowsched.delivery import Observer, redelivery_policy
+from flowsched.delivery import Observer
 from flowsched.errors import ConfigError
-from flowsched.history import history_policy
+from flowsched.scheduler_arguments import durable_arguments
 
 if TYPE_CHECKING:
     from flowsched.mongo.async_scheduler import AsyncMongoScheduler
@@ -81,22 +81,9 @@ def build(
 def _arguments(
     settings: SchedulerSettings, node_id: str | None, clock: Clock | None, observer: Observer | None
 ) -> dict[str, Any]:
-    """The constructor arguments both faces take from ``settings`` (one list: a setting
-    neither face may silently ignore)."""
-    return {
-        "node_id": node_id or settings.node_id,
-        "poll_interval": settings.poll_interval,
-        "clock": clock,
-        "redelivery": redelivery_policy(settings),
-        "observer": observer,
-        "batch_size": settings.batch_size,
-        "lease": settings.lease,
-        "buckets": settings.buckets,
-        "op_timeout": settings.op_timeout,
-        "max_clock_skew": settings.max_clock_skew,
-        "shutdown_timeout": settings.shutdown_timeout,
-        "history": history_policy(settings),
-    }
+    """The constructor arguments both faces take from ``settings``."""
+    arguments = durable_arguments(settings, node_id, clock, observer)
+    return {**arguments, "buckets": settings.buckets, "max_clock_skew": settings.max_clock_skew}
 
 
 def _client(settings: SchedulerSettings, client_factory: Callable[..., Any]) -> Any:

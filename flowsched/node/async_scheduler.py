@@ -20,23 +20,18 @@ from typing import Any, Unpack
 
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
-from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import DeliveryCore, Observer
+from flowsched.clock import ensure_utc
 from flowsched.drivers.asyncio import AsyncioDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
 from flowsched.node import steering
 from flowsched.node.common import (
     NodeArgs,
-    NodeOptions,
-    is_manual,
-    late_hook,
+    NodeFace,
     stored_item,
 )
-from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
-from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.interface import AsyncTimerStore
 from flowsched.store.records import Claim
@@ -44,48 +39,15 @@ from flowsched.store.records import Claim
 __all__ = ["AsyncNodeScheduler"]
 
 
-class AsyncNodeScheduler(AsyncSchedulerPort):
+class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedulerPort):
     """The asyncio port over ``store`` (see :class:`~flowsched.node.scheduler.NodeScheduler`
     for the guarantees, which are the same)."""
 
-    def __init__(
-        self,
-        store: AsyncTimerStore,
-        *,
-        clock: Clock | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        observer: Observer | None = None,
-        **options: Unpack[NodeArgs],
-    ) -> None:
-        self._clock: Clock = clock or SystemClock()
-        self._store = store
-        self._delivery = DeliveryCore(self._clock, redelivery, observer, coroutines=True)
+    def __init__(self, store: AsyncTimerStore, **options: Unpack[NodeArgs]) -> None:
+        self._wire(store, options, AsyncioDriver, self._run, coroutines=True)
         self._deliver = AsyncDelivery(self._delivery)
-        self._manual = is_manual(self._clock)
-        opts = NodeOptions(**options)
-        settings = opts.settings(self._manual)
-        self._core = NodeCore(settings, self._delivery.routes, late_hook(self._delivery))
-        self.node_id = settings.owner
-        self._driver = AsyncioDriver(
-            self._core,
-            store,
-            self._run,
-            self._delivery.routes,
-            self._clock,
-            shutdown_timeout=opts.shutdown_timeout,
-        )
         self._started = self._closed = False
         self._closing: asyncio.Future[None] | None = None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"
-
-    @property
-    def store(self) -> AsyncTimerStore:
-        return self._store
-
-    def now(self) -> datetime:
-        return self._clock.now()
 
     async def _run(self, claim: Claim) -> Outcome:
         return await self._deliver.run(claim.item, claim.attempt)
@@ -177,10 +139,7 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
         if self._started:
             return
         self._started = True
-        if self._manual:
-            self._clock.attach(self)  # type: ignore[attr-defined]
-        else:
-            self._driver.start(f"flowsched-node-{self.node_id}")
+        self._begin_firing()
 
     async def aclose(self, timeout: float | timedelta | None = None) -> None:
         """Stop firing, release queued claims, wait for handlers in flight (at most

@@ -1,5 +1,6 @@
 """Internal: what the sync and async node schedulers share, written once: their settings,
-the node id, the late-completion report, and the steering calls' arguments."""
+how they are wired (:class:`NodeFace`), the node id, the late-completion report, and the
+steering calls' arguments."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TypedDict
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
-from flowsched.clock import Clock
-from flowsched.delivery import DeliveryCore
-from flowsched.node.core import LateHook, NodeSettings
+from flowsched.clock import Clock, SystemClock
+from flowsched.delivery import DeliveryCore, Observer
+from flowsched.node.core import LateHook, NodeCore, NodeSettings
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
+from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import TimerState
 from flowsched.store.records import Claim, TimerSelection
 
 __all__ = [
     "NodeArgs",
+    "NodeFace",
     "NodeOptions",
     "default_node_id",
     "is_manual",
@@ -39,6 +42,9 @@ def default_node_id() -> str:
 class NodeArgs(TypedDict, total=False):
     """The keyword settings a node scheduler takes (see :class:`NodeOptions`)."""
 
+    clock: Clock | None
+    redelivery: RedeliveryPolicy | None
+    observer: Observer | None
     node_id: str | None
     workers: int
     batch_size: int
@@ -51,6 +57,9 @@ class NodeArgs(TypedDict, total=False):
 class NodeOptions:
     """The settings of a node scheduler (the ``MongoScheduler`` names where they apply)."""
 
+    clock: Clock | None = None
+    redelivery: RedeliveryPolicy | None = None
+    observer: Observer | None = None
     node_id: str | None = None
     workers: int = 8
     batch_size: int = 100
@@ -111,3 +120,58 @@ def selection(
 ) -> TimerSelection:
     """The :class:`TimerSelection` of ``timers(...)``'s keyword arguments."""
     return TimerSelection(id_prefix, flow_id, kind, handler, state, due_from, due_to, limit, after)
+
+
+class Driver(Protocol):
+    """What a face asks of its driver beyond waking it (its own calls differ by face)."""
+
+    def start(self, name: str) -> None: ...
+
+
+S = TypeVar("S")
+D = TypeVar("D", bound=Driver)
+
+
+class NodeFace(Generic[S, D]):
+    """The wiring both node faces share: the clock, the store (an ``S``), the delivery
+    core, the node core and its driver (a ``D``), built alike; ``repr``, ``now`` and how
+    firing begins. A face adds only how it calls the store and waits."""
+
+    _clock: Clock
+    _store: S
+    _delivery: DeliveryCore
+    _manual: bool
+    _core: NodeCore
+    _driver: D
+    node_id: str
+
+    def _wire(self, store: S, options: NodeArgs, driver: Any, run: Any, **delivery: Any) -> None:
+        """Build the parts from ``options``: ``driver(core, store, run, routes, clock, ...)``
+        makes the driver, ``delivery`` goes to :class:`DeliveryCore`."""
+        opts = NodeOptions(**options)
+        self._clock = opts.clock or SystemClock()
+        self._store = store
+        self._delivery = DeliveryCore(self._clock, opts.redelivery, opts.observer, **delivery)
+        self._manual = is_manual(self._clock)
+        hook = late_hook(self._delivery)
+        self._core = NodeCore(opts.settings(self._manual), self._delivery.routes, hook)
+        self.node_id = self._core.settings.owner
+        routes, clock, waits = self._delivery.routes, self._clock, opts.shutdown_timeout
+        self._driver = driver(self._core, store, run, routes, clock, shutdown_timeout=waits)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"
+
+    @property
+    def store(self) -> S:
+        return self._store
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def _begin_firing(self) -> None:
+        """On a manual clock attach to it (steps deliver inline), else start the driver."""
+        if self._manual:
+            self._clock.attach(self)  # type: ignore[attr-defined]
+        else:
+            self._driver.start(f"flowsched-node-{self.node_id}")

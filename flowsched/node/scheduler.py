@@ -23,24 +23,19 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Unpack
 
-from flowsched.clock import Clock, SystemClock, ensure_utc
-from flowsched.delivery import DeliveryCore, Observer
+from flowsched.clock import ensure_utc
 from flowsched.drivers.threads import ThreadDriver
 from flowsched.errors import SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
 from flowsched.node import steering
 from flowsched.node.common import (
     NodeArgs,
-    NodeOptions,
-    is_manual,
-    late_hook,
+    NodeFace,
     stored_item,
 )
-from flowsched.node.core import NodeCore
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
-from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.interface import TimerStore
 from flowsched.store.records import Claim
@@ -48,52 +43,16 @@ from flowsched.store.records import Claim
 __all__ = ["NodeScheduler"]
 
 
-class NodeScheduler(SchedulerPort):
+class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     """The port (CONTRACT sections 4, 7, 15, 18) over ``store``: at least once, fenced
     claims, the check before each start (see :mod:`flowsched.node.core`)."""
 
     async_class = "the async twin of this scheduler"
 
-    def __init__(
-        self,
-        store: TimerStore,
-        *,
-        clock: Clock | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        observer: Observer | None = None,
-        **options: Unpack[NodeArgs],
-    ) -> None:
-        self._clock: Clock = clock or SystemClock()
-        self._store = store
-        self._delivery = DeliveryCore(
-            self._clock, redelivery, observer, async_class=self.async_class
-        )
-        self._manual = is_manual(self._clock)
-        opts = NodeOptions(**options)
-        self._core = NodeCore(
-            opts.settings(self._manual), self._delivery.routes, late_hook(self._delivery)
-        )
-        self.node_id = self._core.settings.owner
-        self._driver = ThreadDriver(
-            self._core,
-            store,
-            self._run,
-            self._delivery.routes,
-            self._clock,
-            shutdown_timeout=opts.shutdown_timeout,
-        )
+    def __init__(self, store: TimerStore, **options: Unpack[NodeArgs]) -> None:
+        self._wire(store, options, ThreadDriver, self._run, async_class=self.async_class)
         self._state = threading.Lock()
         self._started = self._closed = False
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"
-
-    @property
-    def store(self) -> TimerStore:
-        return self._store
-
-    def now(self) -> datetime:
-        return self._clock.now()
 
     def _run(self, claim: Claim) -> Outcome:
         return self._delivery.run(claim.item, claim.attempt)
@@ -185,10 +144,7 @@ class NodeScheduler(SchedulerPort):
             if self._started:
                 return
             self._started = True
-        if self._manual:
-            self._clock.attach(self)  # type: ignore[attr-defined]
-        else:
-            self._driver.start(f"flowsched-node-{self.node_id}")
+        self._begin_firing()
 
     def close(self) -> None:
         """Stop firing, release queued claims, wait for handlers in flight (at most

@@ -9,45 +9,24 @@ the settings of ``ipf-scheduler.flowsched`` (``shutdown-timeout`` and the histor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from flowsched.delivery import Observer, redelivery_policy
-from flowsched.history import history_policy
+from flowsched.scheduler_arguments import durable_arguments
 
 if TYPE_CHECKING:
     from flowsched.clock import Clock
-    from flowsched.config import SchedulerSettings, SchedulingConfig
-    from flowsched.postgres.async_scheduler import AsyncPostgresScheduler
-    from flowsched.postgres.scheduler import PostgresScheduler
+    from flowsched.config import SchedulingConfig
+    from flowsched.delivery import Observer
+    from flowsched.postgres.scheduler_options import PostgresFace
 
 __all__ = ["build"]
 
-S = TypeVar("S", "PostgresScheduler", "AsyncPostgresScheduler")
-
-
-def arguments(
-    settings: SchedulerSettings, node_id: str | None, clock: Clock | None, observer: Observer | None
-) -> dict[str, Any]:
-    """The constructor arguments both faces take from ``settings`` (one list: a setting
-    neither face may silently ignore)."""
-    return {
-        "table": settings.postgres_table,
-        "node_id": node_id or settings.node_id,
-        "poll_interval": settings.poll_interval,
-        "clock": clock,
-        "redelivery": redelivery_policy(settings),
-        "observer": observer,
-        "batch_size": settings.batch_size,
-        "lease": settings.lease,
-        "workers": settings.workers,
-        "op_timeout": settings.op_timeout,
-        "shutdown_timeout": settings.shutdown_timeout,
-        "history": history_policy(settings),
-    }
+S = TypeVar("S", bound="PostgresFace[Any, Any]")
 
 
 def build(
-    cls: type[S],
+    cls: Callable[..., S],
     config: SchedulingConfig,
     node_id: str | None,
     clock: Clock | None,
@@ -57,6 +36,8 @@ def build(
     calendars. A missing ``url`` is a :class:`~flowsched.ConfigError` naming the key,
     raised before any connection is made."""
     settings = config.scheduler_settings()
-    scheduler = cls(settings.postgres(), **arguments(settings, node_id, clock, observer))
+    url = settings.postgres()
+    arguments = durable_arguments(settings, node_id, clock, observer)
+    scheduler = cls(url, table=settings.postgres_table, workers=settings.workers, **arguments)
     scheduler.calendars = settings.calendars
     return scheduler

@@ -52,6 +52,7 @@ from flowsched.testing._trial import (
     Factory,
     Guarantee,
     RedeliveryFactory,
+    held,
     try_guarantee,
 )
 
@@ -175,17 +176,10 @@ async def _try_async(guarantee: AsyncGuarantee, factory: AsyncFactory) -> None:
     clock = ManualClock(CLOCK_START)
     scheduler = None
     try:
-        scheduler = await built(factory, clock)
-        await scheduler.start()
-        await guarantee.check(AsyncTrial(scheduler, clock))
-    except AssertionError as exc:
-        detail = f": {exc}" if str(exc) else ""
-        raise AssertionError(f"port guarantee not held: {guarantee.name}{detail}") from exc
-    except Exception as exc:
-        raise AssertionError(
-            f"port guarantee not held: {guarantee.name}: the adapter raised "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        with held("port", guarantee.name, "adapter"):
+            scheduler = await built(factory, clock)
+            await scheduler.start()
+            await guarantee.check(AsyncTrial(scheduler, clock))
     finally:
         if scheduler is not None:
             closing = scheduler.aclose()
@@ -217,16 +211,8 @@ def check_timer_store(factory: StoreFactory) -> None:
     portal = Portal()
     try:
         for guarantee in STORE_GUARANTEES:
-            try:
+            with held("store", guarantee.name, "store"):
                 guarantee.check(open_store(factory, portal))
-            except AssertionError as exc:
-                detail = f": {exc}" if str(exc) else ""
-                raise AssertionError(f"store guarantee not held: {guarantee.name}{detail}") from exc
-            except Exception as exc:
-                raise AssertionError(
-                    f"store guarantee not held: {guarantee.name}: the store raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
     finally:
         portal.close()
 

@@ -15,18 +15,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from flowsched.async_port import AsyncSchedulerPort
 from flowsched.clock import ManualClock
 from flowsched.delivery import RedeliveryPolicy
+from flowsched.handler_limits import HandlerOptions
 from flowsched.port import (
     DeadLetter,
-    FailedHandler,
     Handler,
-    Recurrence,
     ScheduleItem,
     ScheduleKind,
     SchedulerPort,
@@ -116,30 +115,13 @@ class BlockingPort(SchedulerPort):
     def now(self) -> datetime:
         return self.scheduler.now()
 
-    def create_single_timer(
-        self,
-        timer_id: str,
-        delay: timedelta | datetime,
-        handler: str,
-        arg: Mapping[str, Any] | None = None,
-    ) -> ScheduleItem:
-        call = self.scheduler.create_single_timer(timer_id, delay, handler, arg)
-        return self._portal.call(_awaited(call))
+    def create_single_timer(self, *args: Any, **kwargs: Any) -> ScheduleItem:
+        """The scheduler's own ``create_single_timer`` (the arguments of the port's)."""
+        return self._portal.call(_awaited(self.scheduler.create_single_timer(*args, **kwargs)))
 
-    def schedule_recurring(
-        self,
-        item_id: str,
-        recurrence: Recurrence,
-        kind: ScheduleKind = ScheduleKind.TIMER,
-        flow_id: str | None = None,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        handler: str | None = None,
-    ) -> ScheduleItem:
-        call = self.scheduler.schedule_recurring(
-            item_id, recurrence, kind, flow_id, payload, handler=handler
-        )
-        return self._portal.call(_awaited(call))
+    def schedule_recurring(self, *args: Any, **kwargs: Any) -> ScheduleItem:
+        """The scheduler's own ``schedule_recurring`` (the arguments of the port's)."""
+        return self._portal.call(_awaited(self.scheduler.schedule_recurring(*args, **kwargs)))
 
     def cancel(self, item_id: str) -> bool:
         return self._portal.call(self.scheduler.cancel(item_id))
@@ -156,21 +138,8 @@ class BlockingPort(SchedulerPort):
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         self._portal.run(lambda: self.scheduler.subscribe(kind, handler))
 
-    def register(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        on_failed: FailedHandler | None = None,
-        redelivery: RedeliveryPolicy | None = None,
-        timeout: timedelta | str | None = None,
-    ) -> None:
-        def register() -> None:
-            self.scheduler.register(
-                name, handler, on_failed=on_failed, redelivery=redelivery, timeout=timeout
-            )
-
-        self._portal.run(register)
+    def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
+        self._portal.run(lambda: self.scheduler.register(name, handler, **options))
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._portal.call(self.scheduler.dead_letters())

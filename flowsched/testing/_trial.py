@@ -4,7 +4,8 @@ recording handler, and an :class:`AssertionError` that names the guarantee when 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from flowsched.port import SchedulerPort
 from flowsched.records import ScheduleItem, ScheduleKind
 
 __all__ = [
+    "held",
     "CLOCK_START",
     "TIMER",
     "Delivery",
@@ -124,6 +126,22 @@ class Guarantee:
     needs: str | None = None
 
 
+@contextmanager
+def held(what: str, guarantee: str, who: str) -> Iterator[None]:
+    """Raise what fails inside as the :class:`AssertionError` naming ``guarantee`` (a
+    ``what`` guarantee: port, store); an error of ``who`` (the adapter, the store) other
+    than an ``AssertionError`` is named too, and chained."""
+    try:
+        yield
+    except AssertionError as exc:
+        detail = f": {exc}" if str(exc) else ""
+        raise AssertionError(f"{what} guarantee not held: {guarantee}{detail}") from exc
+    except Exception as exc:
+        raise AssertionError(
+            f"{what} guarantee not held: {guarantee}: the {who} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def try_guarantee(
     guarantee: Guarantee,
     factory: Factory,
@@ -151,18 +169,11 @@ def try_guarantee(
 
     clock = new_clock(CLOCK_START)
     try:
-        trial = Trial(build(clock), clock, Recorder(clock), build, new_clock)
-        if guarantee.needs is not None and not hasattr(trial.scheduler, guarantee.needs):
-            return False
-        guarantee.check(trial)
-    except AssertionError as exc:
-        detail = f": {exc}" if str(exc) else ""
-        raise AssertionError(f"port guarantee not held: {guarantee.name}{detail}") from exc
-    except Exception as exc:
-        raise AssertionError(
-            f"port guarantee not held: {guarantee.name}: the adapter raised "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        with held("port", guarantee.name, "adapter"):
+            trial = Trial(build(clock), clock, Recorder(clock), build, new_clock)
+            if guarantee.needs is not None and not hasattr(trial.scheduler, guarantee.needs):
+                return False
+            guarantee.check(trial)
     finally:
         for scheduler in built:
             scheduler.close()
