@@ -51,6 +51,7 @@ __all__ = [
     "call_within",
     "cancel_attempts",
     "maybe_applied",
+    "measure_for_fence",
     "unknown_message",
     "write_deadline",
 ]
@@ -91,6 +92,16 @@ def write_deadline(clock: Clock, op_timeout: timedelta) -> datetime | None:
     return max(clock.earliest() + op_timeout, clock.latest() + clock.error)
 
 
+def measure_for_fence(clock: Clock, op_timeout: timedelta) -> None:
+    """Measure ``clock`` against the database (one ``hello`` within ``op_timeout``) if it
+    never was, before a write that carries a fence or a stamp: a node that only schedules
+    and cancels, or a started node that serves no handler (it claims nothing, so it never
+    measures), would otherwise send unstamped forms and unfenced deletes - a late cancel of
+    such a node removed the newer form another instance had stored meanwhile."""
+    if isinstance(clock, ServerClock) and not clock.measured:
+        clock.measured_now(op_timeout)
+
+
 def async_cancel_attempts(
     store: TimerStore, item_id: str, clock: Clock, op_timeout: timedelta
 ) -> tuple[Callable[[], Steps[bool]], Callable[[], Steps[bool]]]:
@@ -126,6 +137,8 @@ def call_within(
     (:func:`~flowsched.mongo.transient.within`; ``again`` after an attempt that may have been
     applied). A ``write`` is called with its fence, :func:`write_deadline` taken once, at
     the start: a retry is fenced as the first attempt."""
+    if write:
+        measure_for_fence(clock, op_timeout)
     before = write_deadline(clock, op_timeout) if write else None
 
     def bound(step: Callable[..., T]) -> Callable[[], T]:
