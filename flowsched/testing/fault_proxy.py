@@ -99,6 +99,7 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._rules: dict[Direction, _Rule] = {}
         self.port = 0
         self.connections = 0
@@ -122,6 +123,7 @@ class FaultProxy:
             self._call(self._shut())
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+            self._loop.close()
         self._server = None
 
     def __enter__(self) -> FaultProxy:
@@ -194,6 +196,9 @@ class FaultProxy:
         self._call(apply())
 
     async def _open(self) -> asyncio.Server:
+        # Errors of cut connections are expected: never format them on this thread (on
+        # Python 3.11 a traceback formatted here while pytest parses a file can crash it).
+        self._loop.set_exception_handler(lambda loop, context: None)
         self._rules = {d: _Rule(asyncio.Event()) for d in BOTH}
         for rule in self._rules.values():
             rule.open.set()
@@ -205,14 +210,19 @@ class FaultProxy:
         for link in list(self._links):
             link.client.close()
             link.server.close()
-        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+        for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
+            self._tasks.discard(task)
             writer.close()
             return
         link = _Link(writer, up_writer)
@@ -226,6 +236,7 @@ class FaultProxy:
             pass  # closed: end quietly (a cancelled connection task would be logged)
         finally:
             self._links.discard(link)
+            self._tasks.discard(task)
             writer.close()
             up_writer.close()
 
@@ -258,6 +269,7 @@ class FaultProxy:
             await self._relay(link, queue, writer, direction)
         finally:
             reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
 
     async def _relay(
         self,
