@@ -187,7 +187,7 @@ class SeamBurst:
         deadline = time.monotonic() + settle
         while self._unfired() and time.monotonic() < deadline:
             time.sleep(0.05)
-        return self._report()
+        return self._report(deadline)
 
     def _lane(self, ids: list[str], count: int, gap: tuple[float, float], seed: int) -> None:
         rng = random.Random(seed)
@@ -225,7 +225,7 @@ class SeamBurst:
             if op.what == "replace" and (op.item, op.number) not in started
         )
 
-    def _report(self) -> BurstReport:
+    def _report(self, deadline: float) -> BurstReport:
         with self._lock:
             starts, ops, checks = list(self._starts), list(self._ops), dict(self._checks)
         report = BurstReport(
@@ -254,15 +254,22 @@ class SeamBurst:
             first = after[0]  # the first successor, in issue order: it returned first
             checked = first.returned - before_call[-1] if before_call else None
             late = called - first.returned
-            recorded = self._recorded(item_id, generation.get((item_id, form)))
+            recorded = self._recorded(item_id, generation.get((item_id, form)), deadline)
             report.stale.append(
                 StaleStart(item_id, form, first.number, first.what, late, checked, recorded)
             )
         return report
 
-    def _recorded(self, item_id: str, generation: int | None) -> bool | None:
-        try:
-            attempts = self.nodes[0].history(item_id)
-        except NotImplementedError:
-            return None
-        return any(attempt.generation == generation for attempt in attempts)
+    def _recorded(self, item_id: str, generation: int | None, deadline: float) -> bool | None:
+        """Whether ``history`` lists the attempt (asked again until ``deadline``: a node may
+        write an attempt with its next settlement)."""
+        while True:
+            try:
+                attempts = self.nodes[0].history(item_id)
+            except NotImplementedError:
+                return None
+            if any(attempt.generation == generation for attempt in attempts):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)

@@ -1,7 +1,8 @@
 """Bursts of replaces and cancels 10-30 ms apart on 3 ``MongoScheduler`` nodes with idle
 workers (CONTRACT section 15; :mod:`flowsched.testing.seam_burst`): every start follows a
 check of its claim, and no form starts on a check sent after its successor - a replace, or
-a cancel that answered ``True`` - had returned. Kept small (the wire server is slow);
+a cancel that answered ``True`` - had returned; a form that started after its successor
+returned (its check had answered before) is listed in ``history``. Kept small (the wire server is slow);
 ``bench/seam_burst.py`` runs larger bursts and prints the counts."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ pytest.importorskip("pymongo")
 
 from pymongo import MongoClient  # noqa: E402
 
-from flowsched import MongoScheduler  # noqa: E402
+from flowsched import HistoryPolicy, MongoScheduler  # noqa: E402
 from flowsched.mongo.settlement import Claim  # noqa: E402
 from flowsched.mongo.start_check import StartChecks  # noqa: E402
 from flowsched.testing.seam_burst import SeamBurst  # noqa: E402
@@ -45,6 +46,7 @@ def nodes(mongo_uri: str, mongo_db: Any) -> Iterator[list[MongoScheduler]]:
             client[mongo_db.name]["timers"],
             node_id=f"burst-{k}-{uuid.uuid4().hex[:4]}",
             poll_interval=timedelta(milliseconds=200),
+            history=HistoryPolicy(limit=1000),  # every form's attempt stays listed
         )
         for k, client in enumerate(clients)
     ]
@@ -67,4 +69,7 @@ def test_no_form_starts_on_a_check_sent_after_its_successor_returned(
     assert report.starts > 0 and report.checks > 0, report.describe()
     assert report.uncheck_started == [], report.describe()
     assert report.unchecked == [], report.describe()
+    # A form that started after its successor returned (its check had answered before) is
+    # one the caller learns of from history (CONTRACT section 15).
+    assert report.unrecorded == [], report.describe()
     assert report.unfired == [], report.describe()  # and no last form was lost
