@@ -54,6 +54,7 @@ __all__ = [
     "measure_for_fence",
     "unknown_message",
     "write_deadline",
+    "write_deadline_async",
 ]
 
 
@@ -102,12 +103,21 @@ def measure_for_fence(clock: Clock, op_timeout: timedelta) -> None:
         clock.measured_now(op_timeout)
 
 
+async def write_deadline_async(
+    clock: Clock, store: TimerStore, op_timeout: timedelta
+) -> datetime | None:
+    """:func:`write_deadline` on the asyncio face, after :func:`measure_for_fence` (one
+    ``hello`` through ``store``'s database if ``clock`` was never measured)."""
+    if isinstance(clock, ServerClock) and not clock.measured:
+        await clock.measured_now_async(store.items.database.command, op_timeout)
+    return write_deadline(clock, op_timeout)
+
+
 def async_cancel_attempts(
-    store: TimerStore, item_id: str, clock: Clock, op_timeout: timedelta
+    store: TimerStore, item_id: str, before: datetime | None
 ) -> tuple[Callable[[], Steps[bool]], Callable[[], Steps[bool]]]:
-    """A cancel's first attempt (a delete fenced by :func:`write_deadline`) and its retry
-    after an attempt that may have been applied (:func:`cancel_again_steps`)."""
-    before = write_deadline(clock, op_timeout)
+    """A cancel's first attempt (a delete fenced by ``before``, :func:`write_deadline_async`)
+    and its retry after an attempt that may have been applied (:func:`cancel_again_steps`)."""
     return (
         lambda: store.delete_steps(item_id, before),
         lambda: cancel_again_steps(store, item_id, before),

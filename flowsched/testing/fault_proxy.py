@@ -1,18 +1,16 @@
 """A TCP fault proxy for tests: put it between a client and its database server, then hold,
 delay or lose the bytes of one direction, or partition both until the heal.
 
-It runs its own asyncio loop on a daemon thread, so a synchronous test and an ``async def``
-test drive it the same way; every control method is thread-safe and acts on the bytes that
-arrive after the call (and on those still held). What it guarantees:
+Its own asyncio loop runs on a daemon thread, so sync and ``async def`` tests drive it the
+same way; each control method is thread-safe and acts on the bytes not yet forwarded:
 
 * **Order.** Each connection's bytes keep their order in each direction; a held or delayed
   chunk is never overtaken by a later one of the same direction.
-* **Held bytes reach the server at the heal**, even when the client gave up meanwhile and
-  closed its socket: the client's EOF is held behind its bytes, as a partition holds a TCP
-  FIN, and the server's replies to a client that is gone are read and discarded
-  (:attr:`FaultProxy.discarded`). :meth:`FaultProxy.wait_delivered` returns once every held
-  byte was written and every connection its client had closed was closed by the server too
-  (the server has read, and answered, all it was sent).
+* **Held bytes reach the server at the heal**, even when the client gave up and closed its
+  socket meanwhile: its EOF is held behind its bytes (as a partition holds a TCP FIN), and
+  the replies to a client that is gone are read and discarded. :meth:`~FaultProxy.
+  wait_delivered` waits until nothing is held and the server closed every connection whose
+  client had gone (it read, and answered, all it was sent).
 * **A lost direction** (:meth:`FaultProxy.lose`): a chunk that arrives is discarded and its
   connection cut, so a request already forwarded may have been applied while its caller sees
   only a broken connection (a lost reply).
@@ -102,15 +100,10 @@ class FaultProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._rules: dict[Direction, _Rule] = {}
         self.port = 0
-        self.connections = 0
-        """Connections accepted so far."""
-        self.discarded = 0
-        """Bytes the server sent to clients that had gone (or that a lost direction ate)."""
-
-    # -- lifecycle ---------------------------------------------------------------------
+        self.discarded = 0  # bytes for clients gone, or eaten by a lost direction
 
     def start(self) -> FaultProxy:
-        """Start listening (idempotent); :attr:`port` is set on return."""
+        """Start listening (idempotent); sets :attr:`port`."""
         if self._server is None:
             self._thread.start()
             self._server = self._call(self._open())
@@ -140,17 +133,18 @@ class FaultProxy:
         """``uri`` with its host and port replaced by this proxy's (user and path kept)."""
         parts = urlsplit(uri)
         user = parts.netloc.rpartition("@")[0]
-        return parts._replace(netloc=f"{user}@{self.address()}" if user else self.address()).geturl()
+        netloc = f"{user}@{self.address()}" if user else self.address()
+        return parts._replace(netloc=netloc).geturl()
 
     # -- faults --------------------------------------------------------------------------
 
     def hold(self, *directions: Direction) -> None:
         """Keep the bytes of ``directions`` (default: both) until :meth:`release`."""
-        self._sync(lambda: [self._rules[d].open.clear() for d in directions or BOTH])
+        self._each(directions or BOTH, lambda rule: rule.open.clear())
 
     def release(self, *directions: Direction) -> None:
         """Deliver what ``directions`` (default: both) held, in order, and stop holding."""
-        self._sync(lambda: [self._rules[d].open.set() for d in directions or BOTH])
+        self._each(directions or BOTH, lambda rule: rule.open.set())
 
     def partition(self) -> None:
         """Hold everything, both ways, until :meth:`heal`."""
@@ -162,13 +156,12 @@ class FaultProxy:
 
     def delay(self, seconds: float, *directions: Direction) -> None:
         """Forward each chunk of ``directions`` (default: both) ``seconds`` after it came."""
-        self._sync(lambda: [setattr(self._rules[d], "delay", seconds) for d in directions or BOTH])
+        self._each(directions or BOTH, lambda rule: setattr(rule, "delay", seconds))
 
     def lose(self, on: bool = True, *directions: Direction) -> None:
         """Discard chunks of ``directions`` (default: ``DOWN``, the replies) and cut their
         connection, while ``on``."""
-        chosen = directions or (Direction.DOWN,)
-        self._sync(lambda: [setattr(self._rules[d], "lose", on) for d in chosen])
+        self._each(directions or (Direction.DOWN,), lambda rule: setattr(rule, "lose", on))
 
     def held(self) -> int:
         """Bytes held now, in both directions."""
@@ -189,9 +182,12 @@ class FaultProxy:
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
-    def _sync(self, change: Callable[[], object]) -> None:
+    def _each(self, directions: tuple[Direction, ...], change: Callable[[_Rule], None]) -> None:
+        """Apply ``change`` to the rules of ``directions`` on the proxy's loop."""
+
         async def apply() -> None:
-            change()
+            for direction in directions:
+                change(self._rules[direction])
 
         self._call(apply())
 
@@ -215,7 +211,6 @@ class FaultProxy:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -241,28 +236,23 @@ class FaultProxy:
             up_writer.close()
 
     async def _pump(
-        self,
-        link: _Link,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         direction: Direction,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Relay one direction: a reader task queues the chunks as they come (never held
-        back, so a client's EOF is seen at once), the relay below applies the rules."""
+        back, so a client's EOF is seen at once); this loop applies the rules."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def read() -> None:
-            while True:
+            chunk = b"-"
+            while chunk:
                 try:
                     chunk = await reader.read(_CHUNK)
                 except (ConnectionError, OSError):
                     chunk = b""
                 link.held[direction] += len(chunk)
                 await queue.put((time.monotonic(), chunk))
-                if not chunk:
-                    if direction is Direction.UP:
-                        link.client_gone = True
-                    return
+            link.client_gone = link.client_gone or direction is Direction.UP
 
         reading = asyncio.ensure_future(read())
         try:
@@ -272,14 +262,10 @@ class FaultProxy:
             await asyncio.gather(reading, return_exceptions=True)
 
     async def _relay(
-        self,
-        link: _Link,
-        queue: asyncio.Queue[tuple[float, bytes]],
-        writer: asyncio.StreamWriter,
-        direction: Direction,
-    ) -> None:
-        rule = self._rules[direction]
-        to_client = direction is Direction.DOWN
+        self, link: _Link, queue: asyncio.Queue[tuple[float, bytes]],
+        writer: asyncio.StreamWriter, direction: Direction,
+    ) -> None:  # fmt: skip
+        rule, to_client = self._rules[direction], direction is Direction.DOWN
         while True:
             came, chunk = await queue.get()
             await rule.open.wait()
@@ -291,12 +277,10 @@ class FaultProxy:
                 with contextlib.suppress(OSError, RuntimeError):
                     if writer.can_write_eof():
                         writer.write_eof()
-                if not to_client:
-                    return  # the server's replies still flow DOWN until it closes
-                link.client.close()
-                link.server.close()
-                link.client_gone = False
-                return
+                if to_client:  # the server is done: so is the connection
+                    link.client.close()
+                    link.server.close()
+                return  # (UP: the server's replies still flow DOWN until it closes)
             if rule.lose or (to_client and link.client_gone):
                 self.discarded += len(chunk)
                 if rule.lose:
@@ -308,8 +292,7 @@ class FaultProxy:
                 writer.write(chunk)
                 await writer.drain()
             except (ConnectionError, OSError):
-                if to_client:
-                    link.client_gone = True  # keep reading the server's side to its end
-                    self.discarded += len(chunk)
-                    continue
-                return
+                if not to_client:
+                    return
+                link.client_gone = True  # keep reading the server's side to its end
+                self.discarded += len(chunk)

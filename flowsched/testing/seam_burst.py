@@ -63,7 +63,7 @@ class StaleStart:
 
 
 @dataclass(frozen=True, slots=True)
-class _Op:
+class _BurstOp:
     item: str
     number: int
     what: str  # "replace" or "cancel"
@@ -129,7 +129,7 @@ class SeamBurst:
         self.seed = seed
         self._lock = threading.Lock()
         self._starts: list[tuple[str, int, float]] = []
-        self._ops: list[_Op] = []
+        self._ops: list[_BurstOp] = []
         self._errors: list[str] = []
         self._checks: dict[tuple[str, int], list[float]] = {}
 
@@ -203,10 +203,10 @@ class SeamBurst:
                     form = ScheduleItem(item_id, ScheduleKind.TIMER, due, payload=payload,
                                         handler=HANDLER)  # fmt: skip
                     generation = node.schedule(form).generation
-                    op = _Op(item_id, n, "replace", time.monotonic(), True, generation)
+                    op = _BurstOp(item_id, n, "replace", time.monotonic(), True, generation)
                 else:
                     removed = node.cancel(item_id)
-                    op = _Op(item_id, n, "cancel", time.monotonic(), removed)
+                    op = _BurstOp(item_id, n, "cancel", time.monotonic(), removed)
             except Exception as exc:  # an outage: the operation's outcome is unknown
                 with self._lock:
                     self._errors.append(f"{item_id} #{n}: {type(exc).__name__}: {exc}")
@@ -239,7 +239,7 @@ class SeamBurst:
             unfired=self._unfired(),
         )
         generation = {(op.item, op.number): op.generation for op in ops if op.what == "replace"}
-        successors: dict[str, list[_Op]] = {}
+        successors: dict[str, list[_BurstOp]] = {}
         for op in ops:
             if op.counts:
                 successors.setdefault(op.item, []).append(op)

@@ -21,16 +21,16 @@ import pytest
 
 pytest.importorskip("pymongo")
 
-from pymongo import AsyncMongoClient, MongoClient  # noqa: E402
+from pymongo import AsyncMongoClient, MongoClient
 
-from flowsched import (  # noqa: E402
+from flowsched import (
     AsyncMongoScheduler,
     MongoScheduler,
     OutcomeUnknown,
     ScheduleItem,
     ScheduleKind,
 )
-from flowsched.testing.fault_proxy import FaultProxy, upstream_of  # noqa: E402
+from flowsched.testing.fault_proxy import FaultProxy, upstream_of
 
 pytestmark = pytest.mark.wire
 

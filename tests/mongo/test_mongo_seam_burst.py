@@ -2,8 +2,8 @@
 workers (CONTRACT section 15; :mod:`flowsched.testing.seam_burst`): every start follows a
 check of its claim, and no form starts on a check sent after its successor - a replace, or
 a cancel that answered ``True`` - had returned; a form that started after its successor
-returned (its check had answered before) is listed in ``history``. Kept small (the wire server is slow);
-``bench/seam_burst.py`` runs larger bursts and prints the counts."""
+returned (its check had answered before) is listed in ``history``. Kept small (the wire
+server is slow); ``bench/seam_burst.py`` runs larger bursts and prints the counts."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("pymongo")
 
-from pymongo import MongoClient  # noqa: E402
+from pymongo import MongoClient
 
-from flowsched import HistoryPolicy, MongoScheduler  # noqa: E402
-from flowsched.mongo.settlement import Claim  # noqa: E402
-from flowsched.mongo.start_check import StartChecks  # noqa: E402
-from flowsched.testing.seam_burst import SeamBurst  # noqa: E402
+from flowsched import HistoryPolicy, MongoScheduler
+from flowsched.mongo.settlement import Claim
+from flowsched.mongo.start_check import StartChecks
+from flowsched.testing.seam_burst import SeamBurst
 
 pytestmark = [pytest.mark.wire, pytest.mark.slow]
 

@@ -82,10 +82,11 @@ def test_a_held_cancel_spares_the_form_scheduled_again_which_fires(
     fired: list[Any] = []
     b.subscribe(TIMER, lambda got, attempt: fired.append(got.payload))
     seen: dict[str, Any] = {}
+    cancel = lambda: a.cancel("t")  # noqa: E731
     try:
         a.schedule(item("old", timedelta(hours=1)))
         proxy.partition()
-        cancelling = threading.Thread(target=lambda: seen.update(cancel=ending(lambda: a.cancel("t"))))
+        cancelling = threading.Thread(target=lambda: seen.update(cancel=ending(cancel)))
         cancelling.start()
         cancelling.join(QUICK.total_seconds() + GRACE)  # held past op_timeout
         seen["cancel gave up"] = not cancelling.is_alive()
