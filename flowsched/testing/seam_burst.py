@@ -2,12 +2,13 @@
 a replacing ``schedule`` or a cancel that answered ``True`` has returned, the old form never
 starts, on any node.
 
-:class:`SeamBurst` drives schedulers that share one store (each with its own client or
-pool), in one process so that every event is read on one monotonic clock. Each item id
-belongs to one driver thread (its operations are sequential, so its forms are numbered in
-order); each operation goes through a node chosen at random, 10-30 ms after the last, and a
-form falls due within one gap (about when the next operation on it comes), so the nodes
-claim and start forms while newer ones are being written. The handler records the form and
+:class:`SeamBurst` (threads) and :class:`AsyncSeamBurst` (asyncio) drive schedulers that
+share one store (each with its own client or pool), in one process so that every event is
+read on one monotonic clock. Each item id belongs to one driver lane (its operations are
+sequential, so its forms are numbered in order); each operation goes through a node chosen
+at random, 10-30 ms after the last, and a form falls due within one gap (about when the
+next operation on it comes), so the nodes claim and start forms while newer ones are being
+written. The handler records the form and
 the time it was called at its first line; each operation records when its call returned.
 
 Two verdicts (:class:`BurstReport`):
@@ -30,18 +31,21 @@ Two verdicts (:class:`BurstReport`):
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from flowsched.async_port import AsyncSchedulerPort
 from flowsched.port import SchedulerPort
 from flowsched.records import ScheduleItem, ScheduleKind
+from flowsched.steering import Attempt
 
-__all__ = ["BurstReport", "SeamBurst", "StaleStart"]
+__all__ = ["AsyncSeamBurst", "BurstReport", "SeamBurst", "StaleStart"]
 
 HANDLER = "seam-burst"
 
@@ -119,19 +123,32 @@ class BurstReport:
         return "\n".join(lines + [f"  error: {e}" for e in self.errors[:5]])
 
 
-class SeamBurst:
-    """One burst over ``nodes`` (not yet started, sharing one store); see the module."""
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One planned operation: a replace due ``due_in`` seconds after its call (``None``: a
+    cancel), then a pause of ``pause`` seconds."""
 
-    def __init__(self, nodes: Sequence[SchedulerPort], *, seed: int = 0) -> None:
-        if not nodes:
-            raise ValueError("SeamBurst needs at least one node, got none")
-        self.nodes = list(nodes)
-        self.seed = seed
+    item: str
+    node: int
+    number: int
+    due_in: float | None
+    pause: float
+
+
+class _BurstLog:
+    """What a burst records, and its verdicts; :class:`SeamBurst` and
+    :class:`AsyncSeamBurst` drive the nodes."""
+
+    def __init__(self, width: int, seed: int) -> None:
+        if width < 1:
+            raise ValueError("a seam burst needs at least one node, got none")
+        self.width, self.seed = width, seed
         self._lock = threading.Lock()
         self._starts: list[tuple[str, int, float]] = []
         self._ops: list[_BurstOp] = []
         self._errors: list[str] = []
         self._checks: dict[tuple[str, int], list[float]] = {}
+        self._generations: dict[tuple[str, int], int | None] = {}
 
     def checked(self, item_id: str, generation: int | None) -> None:
         """Instrumentation: a check (confirm) of the claim of ``item_id``'s form
@@ -148,72 +165,45 @@ class SeamBurst:
         with self._lock:
             self._starts.append((item.id, int(payload.get("form", -1)), called))
 
-    def run(
-        self,
-        *,
-        operations: int = 300,
-        items: int = 6,
-        gap: tuple[float, float] = (0.010, 0.030),
-        settle: float = 30.0,
-    ) -> BurstReport:
-        """Register the recording handler on each node, start them, run ``operations``
-        replaces (70 %) and cancels (30 %) on ``items`` ids from one driver thread per node,
-        ``gap`` seconds apart, then wait up to ``settle`` seconds for every last form to
-        start. The caller closes the nodes."""
-        if operations < 1 or items < len(self.nodes):
+    def _lanes(self, operations: int, items: int, gap: tuple[float, float]) -> list[list[_Step]]:
+        """Each lane's operations: its own ids, a node at random for each, 70 % replaces
+        (each form due within one gap: about when the next operation on it comes)."""
+        if operations < 1 or items < self.width:
             raise ValueError(
-                f"SeamBurst.run needs operations >= 1 and items >= {len(self.nodes)} (one per "
+                f"a seam burst needs operations >= 1 and items >= {self.width} (one per "
                 f"node); got operations={operations}, items={items}"
             )
-        for node in self.nodes:
-            node.register(HANDLER, self.handler)
-        for node in self.nodes:
-            node.start()
         tag = f"sb{self.seed}-{random.Random().getrandbits(24):06x}"
         ids = [f"{tag}-{n}" for n in range(items)]
-        width = len(self.nodes)
-        lanes = [
-            threading.Thread(
-                target=self._lane,
-                args=(ids[k::width], operations // width, gap, self.seed * 101 + k),
-                name=f"seam-burst-{k}",
-            )
-            for k in range(width)
-        ]
-        for lane in lanes:
-            lane.start()
-        for lane in lanes:
-            lane.join()
-        deadline = time.monotonic() + settle
-        while self._unfired() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self._report(deadline)
+        lanes = []
+        for k in range(self.width):
+            rng, mine = random.Random(self.seed * 101 + k), ids[k :: self.width]
+            number = dict.fromkeys(mine, 0)
+            steps = []
+            for _ in range(operations // self.width):
+                item_id, node = rng.choice(mine), rng.randrange(self.width)
+                number[item_id] += 1
+                due_in = rng.uniform(0, gap[1]) if rng.random() < 0.7 else None
+                steps.append(_Step(item_id, node, number[item_id], due_in, rng.uniform(*gap)))
+            lanes.append(steps)
+        return lanes
 
-    def _lane(self, ids: list[str], count: int, gap: tuple[float, float], seed: int) -> None:
-        rng = random.Random(seed)
-        number = dict.fromkeys(ids, 0)
-        for _ in range(count):
-            item_id, node = rng.choice(ids), rng.choice(self.nodes)
-            number[item_id] += 1
-            n = number[item_id]
-            try:
-                if rng.random() < 0.7:
-                    due = datetime.now(UTC) + timedelta(seconds=rng.uniform(0, gap[1]))
-                    payload = {"form": n}
-                    form = ScheduleItem(item_id, ScheduleKind.TIMER, due, payload=payload,
-                                        handler=HANDLER)  # fmt: skip
-                    generation = node.schedule(form).generation
-                    op = _BurstOp(item_id, n, "replace", time.monotonic(), True, generation)
-                else:
-                    removed = node.cancel(item_id)
-                    op = _BurstOp(item_id, n, "cancel", time.monotonic(), removed)
-            except Exception as exc:  # an outage: the operation's outcome is unknown
-                with self._lock:
-                    self._errors.append(f"{item_id} #{n}: {type(exc).__name__}: {exc}")
-                continue
-            with self._lock:
+    @staticmethod
+    def _form(step: _Step) -> ScheduleItem:
+        due = datetime.now(UTC) + timedelta(seconds=step.due_in or 0.0)
+        return ScheduleItem(step.item, ScheduleKind.TIMER, due, payload={"form": step.number},
+                            handler=HANDLER)  # fmt: skip
+
+    def _done(self, step: _Step, result: ScheduleItem | bool | BaseException) -> None:
+        returned = time.monotonic()
+        with self._lock:
+            if isinstance(result, BaseException):  # an outage: the outcome is unknown
+                self._errors.append(f"{step.item} #{step.number}: {type(result).__name__}")
+            elif isinstance(result, ScheduleItem):
+                op = _BurstOp(step.item, step.number, "replace", returned, True, result.generation)
                 self._ops.append(op)
-            time.sleep(rng.uniform(*gap))
+            else:
+                self._ops.append(_BurstOp(step.item, step.number, "cancel", returned, result))
 
     def _unfired(self) -> list[str]:
         with self._lock:
@@ -225,7 +215,8 @@ class SeamBurst:
             if op.what == "replace" and (op.item, op.number) not in started
         )
 
-    def _report(self, deadline: float) -> BurstReport:
+    def _report(self) -> BurstReport:
+        """The verdicts; ``recorded`` is left ``None`` for the driver to ask ``history``."""
         with self._lock:
             starts, ops, checks = list(self._starts), list(self._ops), dict(self._checks)
         report = BurstReport(
@@ -238,13 +229,13 @@ class SeamBurst:
             errors=list(self._errors),
             unfired=self._unfired(),
         )
-        generation = {(op.item, op.number): op.generation for op in ops if op.what == "replace"}
+        self._generations = {(o.item, o.number): o.generation for o in ops if o.what == "replace"}
         successors: dict[str, list[_BurstOp]] = {}
         for op in ops:
             if op.counts:
                 successors.setdefault(op.item, []).append(op)
         for item_id, form, called in starts:
-            sent = sorted(checks.get((item_id, generation.get((item_id, form)) or 0), []))
+            sent = sorted(checks.get((item_id, self._generation(item_id, form) or 0), []))
             before_call = sent[: bisect.bisect_right(sent, called)]
             if report.checks and not before_call:
                 report.uncheck_started.append((item_id, form))
@@ -254,22 +245,129 @@ class SeamBurst:
             first = after[0]  # the first successor, in issue order: it returned first
             checked = first.returned - before_call[-1] if before_call else None
             late = called - first.returned
-            recorded = self._recorded(item_id, generation.get((item_id, form)), deadline)
-            report.stale.append(
-                StaleStart(item_id, form, first.number, first.what, late, checked, recorded)
-            )
+            report.stale.append(StaleStart(item_id, form, first.number, first.what, late, checked))
         return report
 
-    def _recorded(self, item_id: str, generation: int | None, deadline: float) -> bool | None:
+    def _generation(self, item_id: str, form: int) -> int | None:
+        return self._generations.get((item_id, form))
+
+    def _lists(self, stale: StaleStart, attempts: Sequence[Attempt]) -> bool:
+        generation = self._generation(stale.item, stale.form)
+        return any(attempt.generation == generation for attempt in attempts)
+
+
+class SeamBurst(_BurstLog):
+    """One burst over ``nodes`` (not yet started, sharing one store); see the module."""
+
+    def __init__(self, nodes: Sequence[SchedulerPort], *, seed: int = 0) -> None:
+        super().__init__(len(nodes), seed)
+        self.nodes = list(nodes)
+
+    def run(
+        self,
+        *,
+        operations: int = 300,
+        items: int = 6,
+        gap: tuple[float, float] = (0.010, 0.030),
+        settle: float = 30.0,
+    ) -> BurstReport:
+        """Register the recording handler on each node, start them, run ``operations``
+        replaces (70 %) and cancels (30 %) on ``items`` ids from one driver thread per node,
+        ``gap`` seconds apart, then wait up to ``settle`` seconds for every last form to
+        start (and ``history`` to list the stale starts). The caller closes the nodes."""
+        lanes = self._lanes(operations, items, gap)
+        for node in self.nodes:
+            node.register(HANDLER, self.handler)
+        for node in self.nodes:
+            node.start()
+        threads = [threading.Thread(target=self._lane, args=(lane,)) for lane in lanes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        deadline = time.monotonic() + settle
+        while self._unfired() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = self._report()
+        report.stale = [replace(s, recorded=self._recorded(s, deadline)) for s in report.stale]
+        return report
+
+    def _lane(self, steps: list[_Step]) -> None:
+        for step in steps:
+            node = self.nodes[step.node]
+            try:
+                if step.due_in is None:
+                    self._done(step, node.cancel(step.item))
+                else:
+                    self._done(step, node.schedule(self._form(step)))
+            except Exception as exc:
+                self._done(step, exc)
+            time.sleep(step.pause)
+
+    def _recorded(self, stale: StaleStart, deadline: float) -> bool | None:
         """Whether ``history`` lists the attempt (asked again until ``deadline``: a node may
         write an attempt with its next settlement)."""
         while True:
             try:
-                attempts = self.nodes[0].history(item_id)
+                if self._lists(stale, self.nodes[0].history(stale.item)):
+                    return True
             except NotImplementedError:
                 return None
-            if any(attempt.generation == generation for attempt in attempts):
-                return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
+
+
+class AsyncSeamBurst(_BurstLog):
+    """:class:`SeamBurst` over asyncio schedulers, on the running loop (one task per node)."""
+
+    def __init__(self, nodes: Sequence[AsyncSchedulerPort], *, seed: int = 0) -> None:
+        super().__init__(len(nodes), seed)
+        self.nodes = list(nodes)
+
+    async def run(
+        self,
+        *,
+        operations: int = 300,
+        items: int = 6,
+        gap: tuple[float, float] = (0.010, 0.030),
+        settle: float = 30.0,
+    ) -> BurstReport:
+        """:meth:`SeamBurst.run` on the running loop; the caller closes the nodes."""
+        lanes = self._lanes(operations, items, gap)
+        for node in self.nodes:
+            node.register(HANDLER, self.handler)
+        for node in self.nodes:
+            await node.start()
+        await asyncio.gather(*(self._lane(lane) for lane in lanes))
+        deadline = time.monotonic() + settle
+        while self._unfired() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        report = self._report()
+        report.stale = [
+            replace(s, recorded=await self._recorded(s, deadline)) for s in report.stale
+        ]
+        return report
+
+    async def _lane(self, steps: list[_Step]) -> None:
+        for step in steps:
+            node = self.nodes[step.node]
+            try:
+                if step.due_in is None:
+                    self._done(step, await node.cancel(step.item))
+                else:
+                    self._done(step, await node.schedule(self._form(step)))
+            except Exception as exc:
+                self._done(step, exc)
+            await asyncio.sleep(step.pause)
+
+    async def _recorded(self, stale: StaleStart, deadline: float) -> bool | None:
+        while True:
+            try:
+                if self._lists(stale, await self.nodes[0].history(stale.item)):
+                    return True
+            except NotImplementedError:
+                return None
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
