@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -88,18 +89,28 @@ def postgres_nodes(burst_box: list[SeamBurst]) -> Iterator[list[SchedulerPort]]:
         PostgresScheduler(url, table=table, node_id=f"n{k}", poll_interval=POLL, history=history)
         for k in range(3)
     ]
-    confirm_start = PostgresTimerStore.confirm_start
+    # The claims a confirm - or a claim that records the start, where the store has one -
+    # returned, as checked when that call was sent.
+    names = [n for n in ("confirm_start", "claim_started") if hasattr(PostgresTimerStore, n)]
+    originals = {name: getattr(PostgresTimerStore, name) for name in names}
 
-    def reported(self: PostgresTimerStore, claims: Sequence[Any]) -> Any:
-        for claim in claims:
-            burst_box[0].checked(claim.item.id, claim.item.generation)
-        return confirm_start(self, claims)
+    def reporting(call: Callable[..., Any]) -> Callable[..., Any]:
+        def reported(*args: Any, **kwargs: Any) -> Any:
+            sent = time.monotonic()
+            claims = call(*args, **kwargs)
+            for claim in claims:
+                burst_box[0].checked(claim.item.id, claim.item.generation, sent)
+            return claims
 
-    PostgresTimerStore.confirm_start = reported  # type: ignore[method-assign]
+        return reported
+
+    for name, original in originals.items():
+        setattr(PostgresTimerStore, name, reporting(original))
     try:
         yield list(nodes)
     finally:
-        PostgresTimerStore.confirm_start = confirm_start  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(PostgresTimerStore, name, original)
         for node in nodes:
             node.close()
         with psycopg.connect(url, autocommit=True) as conn:

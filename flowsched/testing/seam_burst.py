@@ -150,12 +150,13 @@ class _BurstLog:
         self._checks: dict[tuple[str, int], list[float]] = {}
         self._generations: dict[tuple[str, int], int | None] = {}
 
-    def checked(self, item_id: str, generation: int | None) -> None:
-        """Instrumentation: a check (confirm) of the claim of ``item_id``'s form
-        ``generation`` is being sent now."""
+    def checked(self, item_id: str, generation: int | None, sent: float | None = None) -> None:
+        """Instrumentation: a check (a confirm, or a claim that records the start) of the
+        claim of ``item_id``'s form ``generation`` was sent at ``sent`` (``time.monotonic()``;
+        default: now)."""
         if generation is None:
             return
-        sent = time.monotonic()
+        sent = time.monotonic() if sent is None else sent
         with self._lock:
             self._checks.setdefault((item_id, generation), []).append(sent)
 

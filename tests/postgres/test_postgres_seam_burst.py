@@ -1,7 +1,7 @@
 """Bursts of replaces and cancels 10-30 ms apart on 3 ``PostgresScheduler`` nodes with idle
 workers (CONTRACT section 15; :mod:`flowsched.testing.seam_burst`): every start follows a
-confirm of its claim (``confirm_start``, which records the start and is serialised with a
-cancel or replace by the row's lock), and no form starts on a confirm sent after its
+confirm of its claim (``confirm_start``, or a claim that records the start, each serialised
+with a cancel or replace by the row's lock), and no form starts on a confirm sent after its
 successor - a replace, or a cancel that answered ``True`` - had returned. A form whose
 handler was called after its successor returned (the confirm's answer was on its way) is
 listed in ``history``: its start was recorded before the successor applied.
@@ -10,9 +10,12 @@ listed in ``history``: its start was recorded before the successor applied.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -30,22 +33,38 @@ HISTORY = HistoryPolicy(limit=1000)  # every form's attempt stays listed
 
 
 def report_confirms(monkeypatch: pytest.MonkeyPatch, burst: SeamBurst | AsyncSeamBurst) -> None:
-    """Tell ``burst`` of every confirm the nodes send (both faces)."""
-    confirm_start = PostgresTimerStore.confirm_start
-    confirm_start_async = AsyncPostgresTimerStore.confirm_start
+    """Tell ``burst`` of every start the stores confirm, both faces: the claims a
+    ``confirm_start`` - or a ``claim_started``, a claim that records the start, where the
+    store has one - returned, as checked when that call was sent. A start whose claim no
+    such call returned is one no check allowed."""
+    for store in (PostgresTimerStore, AsyncPostgresTimerStore):
+        for name in ("confirm_start", "claim_started"):
+            if hasattr(store, name):
+                monkeypatch.setattr(store, name, reporting(getattr(store, name), burst))
 
-    def reported(self: PostgresTimerStore, claims: Sequence[Claim]) -> list[Claim]:
+
+def reporting(call: Callable[..., Any], burst: SeamBurst | AsyncSeamBurst) -> Callable[..., Any]:
+    def tell(sent: float, claims: Sequence[Claim]) -> None:
         for claim in claims:
-            burst.checked(claim.item.id, claim.item.generation)
-        return confirm_start(self, claims)
+            burst.checked(claim.item.id, claim.item.generation, sent)
 
-    async def reported_async(self: AsyncPostgresTimerStore, claims: Sequence[Claim]) -> list[Claim]:
-        for claim in claims:
-            burst.checked(claim.item.id, claim.item.generation)
-        return await confirm_start_async(self, claims)
+    if inspect.iscoroutinefunction(call):
 
-    monkeypatch.setattr(PostgresTimerStore, "confirm_start", reported)
-    monkeypatch.setattr(AsyncPostgresTimerStore, "confirm_start", reported_async)
+        async def reported_async(*args: Any, **kwargs: Any) -> Any:
+            sent = time.monotonic()
+            claims = await call(*args, **kwargs)
+            tell(sent, claims)
+            return claims
+
+        return reported_async
+
+    def reported(*args: Any, **kwargs: Any) -> Any:
+        sent = time.monotonic()
+        claims = call(*args, **kwargs)
+        tell(sent, claims)
+        return claims
+
+    return reported
 
 
 @pytest.fixture
