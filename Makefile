@@ -15,7 +15,7 @@ export MONGO_PORT ?= 27017
 # and stops only what it started. Set FLOWSCHED_POSTGRES_URL to use an existing server.
 export PG_HOME ?= /tmp/flowsched-pg
 
-.PHONY: demo test lint docs bench soak mutations venv mongo-start mongo-stop postgres-start postgres-stop clean browser console-screenshots console-bench
+.PHONY: demo test lint docs bench soak seam-soak mutations venv mongo-start mongo-stop postgres-start postgres-stop clean browser console-screenshots console-bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -119,6 +119,11 @@ SOAK_JOBS   ?= 2
 soak: $(STAMP)
 	$(VENV)/bin/flowsched simulate --seeds $(SOAK_SEEDS) --faults $(SOAK_FAULTS) --jobs $(SOAK_JOBS)
 	$(VENV)/bin/flowsched simulate --node-core --seeds $(SOAK_SEEDS)
+
+# Bursts of replaces and cancels on 3 real nodes per store (bench/seam_burst.py): counts, and
+# exit 1 if a form started on a check sent after its successor returned.
+seam-soak: $(STAMP)
+	bash tools/with-mongo.sh bash tools/with-postgres.sh $(PY) bench/seam_burst.py
 
 # Planted bugs the simulator must catch within 1,000 seeds each.
 mutations: $(STAMP)

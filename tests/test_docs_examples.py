@@ -46,6 +46,8 @@ NOT_DOCTESTED = {
     ("guides/durable.md", "db = MongoClient(uri"): "a service's wiring: needs a MongoDB server",
     ("guides/durable-state-machines.md", "def load_order"): "a service's wiring: needs MongoDB",
     ("guides/metrics.md", "start_http_server"): "starts an HTTP server on port 9100",
+    ("guides/network-faults.md", "proxy.partition()"): "tests/mongo/test_mongo_partition.py",
+    ("guides/network-faults.md", "SeamBurst([node_a"): "tests/mongo/test_mongo_seam_burst.py",
     ("guides/postgres.md", "def expire_order"): "tests/postgres/test_docs_postgres_guide.py",
     ("guides/postgres.md", "PostgresFlowStore(url)"): "tests/postgres/test_docs_postgres_guide.py",
     ("guides/timed-actions.md", 'MongoClient("mongodb://localhost'): "needs a MongoDB server",

@@ -46,7 +46,7 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
-from flowsched.mongo.outcome import async_cancel_attempts, write_deadline
+from flowsched.mongo.outcome import async_cancel_attempts, write_deadline_async
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW, server_clock
 from flowsched.mongo.steering import AsyncMongoSteering
 from flowsched.mongo.transient import within_async
@@ -218,7 +218,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         document = item_document(item, new_generation(self._rng), bucket=store.bucket(item.id))
         check_bson_payload(item, document)
         what = f"schedule({item.id!r})"
-        before = write_deadline(self._time, self._op_timeout)
+        before = await write_deadline_async(self._time, store, self._op_timeout)
         try:
             if replace:
                 await self._call(what, lambda: store.put_steps(document, before), write=True)
@@ -240,7 +240,8 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False
-        first, again = async_cancel_attempts(self._store, item_id, self._time, self._op_timeout)
+        before = await write_deadline_async(self._time, self._store, self._op_timeout)
+        first, again = async_cancel_attempts(self._store, item_id, before)
         try:
             removed = await self._call(f"cancel({item_id!r})", first, write=True, again=again)
         finally:
@@ -257,7 +258,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         ids: list[str] = []
         if self._core.observes_cancelled:
             ids = await self._call(what, lambda: self._store.flow_ids_steps(flow_id))
-        before = write_deadline(self._time, self._op_timeout)
+        before = await write_deadline_async(self._time, self._store, self._op_timeout)
         store = self._store
         try:
             removed = await self._call(

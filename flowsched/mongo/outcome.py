@@ -51,8 +51,10 @@ __all__ = [
     "call_within",
     "cancel_attempts",
     "maybe_applied",
+    "measure_for_fence",
     "unknown_message",
     "write_deadline",
+    "write_deadline_async",
 ]
 
 
@@ -91,12 +93,31 @@ def write_deadline(clock: Clock, op_timeout: timedelta) -> datetime | None:
     return max(clock.earliest() + op_timeout, clock.latest() + clock.error)
 
 
+def measure_for_fence(clock: Clock, op_timeout: timedelta) -> None:
+    """Measure ``clock`` against the database (one ``hello`` within ``op_timeout``) if it
+    never was, before a write that carries a fence or a stamp: a node that only schedules
+    and cancels, or a started node that serves no handler (it claims nothing, so it never
+    measures), would otherwise send unstamped forms and unfenced deletes - a late cancel of
+    such a node removed the newer form another instance had stored meanwhile."""
+    if isinstance(clock, ServerClock) and not clock.measured:
+        clock.measured_now(op_timeout)
+
+
+async def write_deadline_async(
+    clock: Clock, store: TimerStore, op_timeout: timedelta
+) -> datetime | None:
+    """:func:`write_deadline` on the asyncio face, after :func:`measure_for_fence` (one
+    ``hello`` through ``store``'s database if ``clock`` was never measured)."""
+    if isinstance(clock, ServerClock) and not clock.measured:
+        await clock.measured_now_async(store.items.database.command, op_timeout)
+    return write_deadline(clock, op_timeout)
+
+
 def async_cancel_attempts(
-    store: TimerStore, item_id: str, clock: Clock, op_timeout: timedelta
+    store: TimerStore, item_id: str, before: datetime | None
 ) -> tuple[Callable[[], Steps[bool]], Callable[[], Steps[bool]]]:
-    """A cancel's first attempt (a delete fenced by :func:`write_deadline`) and its retry
-    after an attempt that may have been applied (:func:`cancel_again_steps`)."""
-    before = write_deadline(clock, op_timeout)
+    """A cancel's first attempt (a delete fenced by ``before``, :func:`write_deadline_async`)
+    and its retry after an attempt that may have been applied (:func:`cancel_again_steps`)."""
     return (
         lambda: store.delete_steps(item_id, before),
         lambda: cancel_again_steps(store, item_id, before),
@@ -126,6 +147,8 @@ def call_within(
     (:func:`~flowsched.mongo.transient.within`; ``again`` after an attempt that may have been
     applied). A ``write`` is called with its fence, :func:`write_deadline` taken once, at
     the start: a retry is fenced as the first attempt."""
+    if write:
+        measure_for_fence(clock, op_timeout)
     before = write_deadline(clock, op_timeout) if write else None
 
     def bound(step: Callable[..., T]) -> Callable[[], T]:

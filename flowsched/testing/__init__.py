@@ -19,6 +19,11 @@ guarantees, plus those only the async face has).
 
 :func:`simulate` runs a whole cluster of ``MongoScheduler`` nodes under faults, in virtual
 time, from one seed (:mod:`flowsched.testing.simulation`; needs mongomock).
+
+For real nodes on a real server: :mod:`flowsched.testing.fault_proxy` is a TCP proxy that
+holds, delays or loses one direction's bytes, or partitions both until the heal;
+:mod:`flowsched.testing.seam_burst` sends bursts of replaces and cancels across several
+nodes and reports any old form that started after its successor returned.
 """
 
 from __future__ import annotations
