@@ -276,8 +276,12 @@ class ServerClock:
 
     def due(self) -> bool:
         """Whether a measurement is due (:data:`REFRESH` seconds since the last, or none;
-        :data:`RETRY` while the best error is above :data:`GOOD_ENOUGH`)."""
-        return self.measures and self.node.monotonic() >= self._next
+        :data:`RETRY` while the best error is above :data:`GOOD_ENOUGH`). Always, while
+        no sample was ever taken: a failed try (an outage) must not leave the node judging
+        due times by its own clock once the database answers again."""
+        if not self.measures:
+            return False
+        return not self._measured or self.node.monotonic() >= self._next
 
     async def refresh_async(self, command: Callable[[str], Any]) -> None:
         """:meth:`refresh` with an awaitable ``command`` (an ``AsyncDatabase.command``)."""

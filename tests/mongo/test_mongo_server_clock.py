@@ -329,3 +329,28 @@ def test_a_heartbeat_with_an_odd_clock_offset_is_listed_without_it(
     )  # fmt: skip
     [found] = live_nodes(nodes, T0)
     assert found.node_id == "n1" and found.clock_offset is None
+
+
+def test_a_node_that_never_measured_measures_as_soon_as_the_database_answers_again() -> None:
+    """A failed first try (an outage) must not leave the node judging due times by its own
+    clock for RETRY seconds after the database is back (simulator seed 31: a node whose
+    clock had stepped 6.8 s ahead claimed a timer 5.9 s early)."""
+    import pymongo.errors
+
+    node = ManualClock(T0)
+    server = Server(node, timedelta(seconds=-7))
+    down = True
+
+    def command(name: str) -> dict[str, Any]:
+        if down:
+            raise pymongo.errors.AutoReconnect("outage")
+        return server(name)
+
+    clock = ServerClock(node, command, measure=True, owner="n1")
+    clock.measured_now(timedelta(seconds=1))  # fails: the database is down
+    assert not clock.measured
+    down = False
+    node.jump(timedelta(seconds=1))  # back well within RETRY
+    clock.refresh_when_due()
+    assert clock.measured
+    assert clock.offset == timedelta(seconds=-7)
