@@ -63,7 +63,7 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
         self._deliver = AsyncDelivery(self._delivery)
         self._manual = is_manual(self._clock)
         opts = NodeOptions(**options)
-        settings = opts.settings(self._manual)
+        settings = opts.settings(self._manual, store)
         self._core = NodeCore(settings, self._delivery.routes, late_hook(self._delivery))
         self.node_id = settings.owner
         self._driver = AsyncioDriver(

@@ -58,15 +58,17 @@ class NodeOptions:
     poll_interval: timedelta = timedelta(seconds=1)
     shutdown_timeout: timedelta = timedelta(seconds=30)
 
-    def settings(self, manual: bool) -> NodeSettings:
+    def settings(self, manual: bool, store: object = None) -> NodeSettings:
         """The core's settings; on a manual clock one claim at a time, delivered inline,
-        so that items run in due order with the clock at their due time."""
+        so that items run in due order with the clock at their due time. A ``store`` that
+        claims and starts in one call (``claim_started``) is used so (``start_on_claim``)."""
         return NodeSettings(
             self.node_id or default_node_id(),
             workers=1 if manual else self.workers,
             batch_size=1 if manual else self.batch_size,
             lease=self.lease,
             poll_interval=self.poll_interval,
+            start_on_claim=callable(getattr(store, "claim_started", None)),
         )
 
 

@@ -71,7 +71,7 @@ class NodeScheduler(SchedulerPort):
         self._manual = is_manual(self._clock)
         opts = NodeOptions(**options)
         self._core = NodeCore(
-            opts.settings(self._manual), self._delivery.routes, late_hook(self._delivery)
+            opts.settings(self._manual, store), self._delivery.routes, late_hook(self._delivery)
         )
         self.node_id = self._core.settings.owner
         self._driver = ThreadDriver(
