@@ -177,3 +177,25 @@ def test_the_async_scheduler_starts_as_it_claims_and_never_confirms(
             await s.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_row_it_cannot_use_is_quarantined_and_its_attempt_closed(
+    store: PostgresTimerStore,
+) -> None:
+    import psycopg
+
+    store.put(_item("ok"))
+    with store.pool.connection() as conn:
+        conn.execute(  # a recurrence no flowsched can read (written by hand, say)
+            f"""INSERT INTO "{store.table}" (id, generation, kind, handler, route, due,
+                recurrence, scheduled_at)
+            VALUES ('poison', 1, 'TIMER', 'h', 'h:h', %(due)s, '{{"cron": "nope"}}', %(due)s)""",
+            {"due": START},
+        )
+    assert isinstance(conn, psycopg.Connection)
+    assert [c.item.id for c in store.claim_started(ROUTES, "n1", LEASE, 10)] == ["ok"]
+    [record] = store.quarantined()
+    assert record.id == "poison" and not store.exists("poison")
+    [attempt] = store.history("poison")
+    assert (attempt.node, attempt.outcome) == ("n1", "failed"), attempt
+    assert attempt.ended is not None and attempt.error_message == record.reason
