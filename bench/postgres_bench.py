@@ -17,10 +17,11 @@ first due time to the last handler start), p50/p99 lateness (handler start minus
 statements per fired timer (``pg_stat_statements`` is not assumed: the contenders count
 their own statements). Medians of 3 rounds, the
 contenders taking turns. PostgresScheduler runs with ``workers=64, batch_size=100`` (a
-handler that does nothing needs no more threads). Then ``schedule()``'s cost (2,000 calls)
-and the cross-node wake-up (30 timers due 300 ms after another node schedules them, fired by
-a node that polls every 5 s: p50/p99 lateness). Prints the server's ``fsync`` and
-``synchronous_commit``, a table, and writes ``bench/results/postgres.json``.
+handler that does nothing needs no more threads; ``--workers N`` for N slots). Then
+``schedule()``'s cost (2,000 calls) and the cross-node wake-up (30 timers due 300 ms after
+another node schedules them, fired by a node that polls every 5 s: p50/p99 lateness).
+Prints the server's ``fsync`` and ``synchronous_commit``, a table, and writes
+``bench/results/postgres.json``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ LEAD_S = 1.5  # rows are due from this long after they are written
 BACKLOG = os.environ.get("FLOWSCHED_BENCH_BACKLOG") == "1"
 """``--backlog``: every row already due (over the second before it is written); the rate is
 counted from when firing may begin, lateness is not reported."""
+WORKERS = int(os.environ.get("FLOWSCHED_BENCH_WORKERS", "64"))
+"""``--workers``: the handler slots of the flowsched node (default 64). A node that starts
+its claims as it claims them claims for free slots only, so its batches are at most this."""
 
 
 def _due_from() -> float:
@@ -185,7 +189,7 @@ def run_flowsched(url: str, timers: int) -> dict[str, float]:
                 done.set()
 
     scheduler = PostgresScheduler(
-        url, table=table, workers=64, batch_size=100, poll_interval=timedelta(seconds=1)
+        url, table=table, workers=WORKERS, batch_size=100, poll_interval=timedelta(seconds=1)
     )
     scheduler.subscribe(ScheduleKind.TIMER, handler)
     start = _insert_timers(url, table, timers)
@@ -259,7 +263,7 @@ def run_flowsched_async(url: str, timers: int) -> dict[str, float]:
                 done.set()
 
         scheduler = AsyncPostgresScheduler(
-            url, table=table, workers=64, batch_size=100, poll_interval=timedelta(seconds=1)
+            url, table=table, workers=WORKERS, batch_size=100, poll_interval=timedelta(seconds=1)
         )
         scheduler.subscribe(ScheduleKind.TIMER, handler)
         await scheduler._pg_store.open()
@@ -376,8 +380,13 @@ def main() -> None:
         "--backlog", action="store_true", help="every timer already due when firing starts"
     )
     parser.add_argument("--one", choices=[*CONTENDERS, "schedule", "wakeup"])
+    parser.add_argument("--workers", type=int, help="handler slots of the node (default 64)")
     args = parser.parse_args()
     url = _url()
+    if args.workers:
+        os.environ["FLOWSCHED_BENCH_WORKERS"] = str(args.workers)  # the rounds' processes too
+        global WORKERS
+        WORKERS = args.workers
     if args.backlog:
         os.environ["FLOWSCHED_BENCH_BACKLOG"] = "1"  # for the rounds' processes too
         global BACKLOG

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from flowsched.store.records import Claim, Settlement
+
+if TYPE_CHECKING:
+    from flowsched.node.core import NodeSettings
 
 __all__ = [
     "Action",
@@ -22,14 +26,18 @@ __all__ = [
     "SettleBatch",
     "Sleep",
     "StartHandler",
+    "store_call",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimDue:
-    """Call ``store.claim_due(routes, owner, lease, limit)``; feed :meth:`NodeCore.claimed`."""
+    """Call ``store.claim_due(routes, owner, lease, limit)``; feed :meth:`NodeCore.claimed`.
+    ``start``: call ``store.claim_started`` instead, whose claims are started (their check
+    made and start recorded in the same call): the node starts them at once."""
 
     limit: int
+    start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +104,22 @@ Action = (
     | FindNextDue
     | Sleep
 )
+
+
+def store_call(action: Action, store: Any, settings: NodeSettings, routes: frozenset[str]) -> Any:
+    """The store method call ``action`` stands for: its result (synchronous store) or its
+    coroutine (async store). ``Sleep`` and ``StartHandler`` are not store calls."""
+    if isinstance(action, ClaimDue):
+        claim = store.claim_started if action.start else store.claim_due
+        return claim(routes, settings.owner, settings.lease, action.limit)
+    if isinstance(action, ConfirmStart):
+        return store.confirm_start(action.claims)
+    if isinstance(action, SettleBatch):
+        return store.settle(action.settlements)
+    if isinstance(action, RenewLeases):
+        return store.renew(action.claims, settings.lease)
+    if isinstance(action, ReleaseClaims):
+        return store.release(action.claims)
+    if isinstance(action, FindNextDue):
+        return store.next_due(routes)
+    raise TypeError(f"{action!r} is not a store call")

@@ -67,15 +67,17 @@ class NodeOptions:
     poll_interval: timedelta = timedelta(seconds=1)
     shutdown_timeout: timedelta = timedelta(seconds=30)
 
-    def settings(self, manual: bool) -> NodeSettings:
+    def settings(self, manual: bool, store: object = None) -> NodeSettings:
         """The core's settings; on a manual clock one claim at a time, delivered inline,
-        so that items run in due order with the clock at their due time."""
+        so that items run in due order with the clock at their due time. A ``store`` that
+        claims and starts in one call (``claim_started``) is used so (``start_on_claim``)."""
         return NodeSettings(
             self.node_id or default_node_id(),
             workers=1 if manual else self.workers,
             batch_size=1 if manual else self.batch_size,
             lease=self.lease,
             poll_interval=self.poll_interval,
+            start_on_claim=callable(getattr(store, "claim_started", None)),
         )
 
 
@@ -154,7 +156,7 @@ class NodeFace(Generic[S, D]):
         self._delivery = DeliveryCore(self._clock, opts.redelivery, opts.observer, **delivery)
         self._manual = is_manual(self._clock)
         hook = late_hook(self._delivery)
-        self._core = NodeCore(opts.settings(self._manual), self._delivery.routes, hook)
+        self._core = NodeCore(opts.settings(self._manual, store), self._delivery.routes, hook)
         self.node_id = self._core.settings.owner
         routes, clock, waits = self._delivery.routes, self._clock, opts.shutdown_timeout
         self._driver = driver(self._core, store, run, routes, clock, shutdown_timeout=waits)

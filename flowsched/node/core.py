@@ -21,7 +21,10 @@ The rules, written once:
   free, the queued claims for them are confirmed with the store (``confirm_start``: fence
   and lease still hold, by the store's clock, and the start is recorded) and only those
   confirmed are started, with no other store call in between. So a cancel or replace that
-  has returned wins over every claim not yet confirmed.
+  has returned wins over every claim not yet confirmed. **Start on claim**
+  (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
+  store call, so nothing waits unstarted; the node then claims for free slots only and
+  gathers a fuller batch a little (:mod:`flowsched.node.gather`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, together with the claims of the outcomes still owed; a claim
   whose renewal is refused is dropped from the queue (a running one goes on: its settle
@@ -51,7 +54,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
 from flowsched.node.actions import (
@@ -64,7 +66,9 @@ from flowsched.node.actions import (
     SettleBatch,
     Sleep,
     StartHandler,
+    store_call,
 )
+from flowsched.node.gather import GATHER, Gather
 from flowsched.node.outage import FIRST, LONGEST, StoreOutage
 from flowsched.outcomes import NextSlot, Outcome, Redeliver
 from flowsched.store.records import Claim, Settlement, SettleResult
@@ -78,13 +82,15 @@ LateHook = Callable[[Claim, timedelta], None]
 
 @dataclass(frozen=True, slots=True)
 class NodeSettings:
-    """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease."""
+    """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease;
+    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``)."""
 
     owner: str
     workers: int = 8
     batch_size: int = 100
     lease: timedelta = timedelta(seconds=30)
     poll_interval: timedelta = timedelta(seconds=1)
+    start_on_claim: bool = False
 
     def __post_init__(self) -> None:
         for name in ("workers", "batch_size"):
@@ -126,6 +132,8 @@ class NodeCore:
         self.claimed_last = 0  # claims the last ClaimDue returned
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
+        width = min(GATHER, settings.poll_interval)
+        self.claim_gather, self.settle_gather = Gather(width), Gather(width)
 
     # -- what to do ------------------------------------------------------------------
 
@@ -175,19 +183,28 @@ class NodeCore:
         wake: list[datetime] = []
         if renew_at is not None and MAIN not in busy:
             wake.append(renew_at)
+        if self.settle_gather.at is not None and MAIN not in busy:
+            wake.append(self.settle_gather.at)
         look_at = self.look_at
         claimable = not self.closing and CLAIM not in busy and self._room() > 0
         if look_at is not None and claimable and self.routes():
             wake.append(look_at)
+        if self.claim_gather.at is not None and claimable:
+            wake.append(self.claim_gather.at)
         return Sleep(min(wake, default=None), self.idle)
 
+    def _batch(self) -> int:
+        return min(self.settings.batch_size, self.settings.workers)
+
     def _half(self) -> int:
-        return max(1, min(self.settings.batch_size, self.settings.workers) // 2)
+        return max(1, self._batch() // 2)
 
     def _room(self) -> int:
         """How many more claims the node may take now (see the module docstring): up to a
         batch, and at least half of one unless it holds none (fewer statements)."""
         settings = self.settings
+        if settings.start_on_claim:  # claims for free slots only: each starts at once
+            return min(settings.batch_size, settings.workers - len(self.running))
         held = len(self.running) + len(self.queue) + self.confirming
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
         return room if room >= self._half() or (held == 0 and room > 0) else 0
@@ -202,17 +219,22 @@ class NodeCore:
             # would otherwise spend what is left of the running leases), and it renews the
             # claims of the outcomes owed too, so they still hold when their settle goes.
             return RenewLeases((*self._held(), *(s.claim for s in self.pending)))
-        if self.pending and (
-            self.closing or CONFIRM not in self.busy or len(self.pending) >= 2 * self._half()
-        ):
-            # While a confirm is on its way, outcomes gather to a batch (fewer statements);
-            # they go as soon as it answers.
+        if self.pending and (self.closing or self._settle_now(now)):
             if self._split:
                 return SettleBatch((self.pending.popleft(),))
             batch = tuple(self.pending)
             self.pending.clear()
             return SettleBatch(batch)
         return None
+
+    def _settle_now(self, now: datetime) -> bool:
+        """Whether the outcomes owed go now. While a confirm is on its way they gather to a
+        batch (fewer statements) and go as soon as it answers; starting on claim, they gather
+        until no handler runs, or for at most the gather window."""
+        if self.settings.start_on_claim:
+            full = len(self.pending) >= self._batch() or not self.running
+            return self.settle_gather.ready(now, full)
+        return len(self.pending) >= 2 * self._half() or CONFIRM not in self.busy
 
     def _confirm_action(self) -> Action | None:
         free = self.settings.workers - len(self.running)
@@ -227,9 +249,14 @@ class NodeCore:
     def _claim_action(self, now: datetime) -> Action | None:
         if self.closing or not self.routes():
             return None
-        limit = self._room()
-        if limit > 0 and (self.look_at is None or self.look_at <= now):
-            return ClaimDue(limit)
+        limit, start = self._room(), self.settings.start_on_claim
+        if (
+            limit > 0
+            and (self.look_at is None or self.look_at <= now)
+            # Starting on claim: a full batch at once, a partial one after the window.
+            and (not start or self.claim_gather.ready(now, limit >= self._batch()))
+        ):
+            return ClaimDue(limit, start=start)
         if self.need_next_due:
             return FindNextDue()
         return None
@@ -265,7 +292,13 @@ class NodeCore:
         if isinstance(action, ClaimDue):
             claims = _claims(result)
             self.claimed_last = len(claims)
-            self.queue.extend(claims)
+            if action.start:  # started by the store as it claimed them: start them now
+                self.claim_gather.clear()
+                for claim in claims:
+                    self._tickets += 1
+                    self.starting.append((self._tickets, claim))
+            else:
+                self.queue.extend(claims)
             if len(claims) < action.limit:
                 self.look_at = now + self.settings.poll_interval
                 self.need_next_due = True
@@ -407,21 +440,3 @@ def _claims(result: object) -> list[Claim]:
     if not isinstance(result, list):
         raise TypeError(f"expected a list of Claim from the store, got {type(result).__name__}")
     return [claim for claim in result if isinstance(claim, Claim)]
-
-
-def store_call(action: Action, store: Any, settings: NodeSettings, routes: frozenset[str]) -> Any:
-    """The store method call ``action`` stands for: its result (synchronous store) or its
-    coroutine (async store). ``Sleep`` and ``StartHandler`` are not store calls."""
-    if isinstance(action, ClaimDue):
-        return store.claim_due(routes, settings.owner, settings.lease, action.limit)
-    if isinstance(action, ConfirmStart):
-        return store.confirm_start(action.claims)
-    if isinstance(action, SettleBatch):
-        return store.settle(action.settlements)
-    if isinstance(action, RenewLeases):
-        return store.renew(action.claims, settings.lease)
-    if isinstance(action, ReleaseClaims):
-        return store.release(action.claims)
-    if isinstance(action, FindNextDue):
-        return store.next_due(routes)
-    raise TypeError(f"{action!r} is not a store call")

@@ -158,14 +158,27 @@ class Setup:
     def claim_due(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> Plan[list[Claim]]:
+        return (yield from self._claim("claim_due", routes, owner, lease, limit))
+
+    def claim_started(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> Plan[list[Claim]]:
+        """:meth:`claim_due` and :meth:`confirm_start` of its claims in one statement (see
+        ``claim_started`` in ``queries.sql``): for a node that starts each claim at once."""
+        return (yield from self._claim("claim_started", routes, owner, lease, limit))
+
+    def _claim(
+        self, name: str, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> Plan[list[Claim]]:
         if not isinstance(lease, timedelta) or lease <= timedelta(0):
-            raise ValueError(f"claim_due: lease must be a positive timedelta, got {lease!r}")
+            raise ValueError(f"{name}: lease must be a positive timedelta, got {lease!r}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ValueError(f"claim_due: limit must be at least 1, got {limit!r}")
+            raise ValueError(f"{name}: limit must be at least 1, got {limit!r}")
         if not routes:
             return []
+        extra = {"keep": self.history_limit} if name == "claim_started" else {}
         rows = yield self.statement(
-            "claim_due", routes=sorted(routes), owner=owner, lease=lease, limit=limit
+            name, routes=sorted(routes), owner=owner, lease=lease, limit=limit, **extra
         )
         claims: list[Claim] = []
         bad: dict[str, str] = {}

@@ -234,14 +234,81 @@ WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
           t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
 
+-- name: claim_started
+-- claim_due and confirm_start in one statement, for a node that starts every claim it gets at
+-- once (it has a free handler slot for each, and queues none): the rows claim_due would claim
+-- are claimed, their starts stamped and their history attempts opened (the item's oldest
+-- attempts beyond %(keep)s trimmed), all in one transaction. So no claim of it ever waits
+-- unstarted: a cancel or replace that committed first took the row away (the claim does not
+-- see it), one that commits after finds a started delivery (its attempt open, started
+-- before the cancel, by the store's clock).
+WITH fresh AS (
+    SELECT x.id, x.due
+    FROM unnest(%(routes)s::text[]) AS r(route)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.due FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused AND t.due <= {now}
+        ORDER BY t.due
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+), lapsed AS (
+    SELECT x.id, x.due, x.generation, x.lease_until, x.owner, x.attempts
+    FROM unnest(%(routes)s::text[]) AS r(route)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.due, t.generation, t.lease_until, t.owner, t.attempts FROM {table} t
+        WHERE t.route = r.route AND t.owner IS NOT NULL AND t.lease_until <= {now}
+          AND NOT t.paused AND t.due <= {now}
+        ORDER BY t.lease_until
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS x
+), picked AS (
+    SELECT id, due FROM (SELECT id, due FROM fresh UNION ALL SELECT id, due FROM lapsed) AS u
+    ORDER BY due, id
+    LIMIT %(limit)s
+), closed AS (
+    UPDATE {history} h SET ended = lapsed.lease_until, outcome = 'lapsed'
+    FROM lapsed
+    WHERE h.item_id = lapsed.id AND h.generation = lapsed.generation AND h.ended IS NULL
+      AND h.node = lapsed.owner AND h.attempt = lapsed.attempts
+      AND lapsed.id IN (SELECT id FROM picked)
+), claimed AS (
+    UPDATE {table} t
+    SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
+        claim_token = gen_random_uuid()::text
+    WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
+    RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
+              t.recurrence, t.previous, t.runs, t.attempts, t.lease_until, t.route,
+              t.claim_token, t.started_at
+), opened AS (
+    INSERT INTO {history} (item_id, generation, attempt, node, started)
+    SELECT id, generation, attempts, %(owner)s, started_at FROM claimed
+), trimmed AS (
+    DELETE FROM {history} h
+    USING claimed
+    WHERE h.item_id = claimed.id
+      AND h.seq <= (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = claimed.id
+                    ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1)
+)
+SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs,
+       attempts, lease_until, route, claim_token
+FROM claimed;
+
 -- name: quarantine_claimed
--- Rows a claim returned that are not valid items: moved aside with the reason, atomically.
+-- Rows a claim returned that are not valid items: moved aside with the reason, atomically;
+-- the attempt a claim_started opened for one is closed "failed" with the reason.
 WITH bad AS (
     SELECT * FROM unnest(%(ids)s::text[], %(reasons)s::text[]) AS b(id, reason)
 ), gone AS (
     DELETE FROM {table} t USING bad
     WHERE t.id = bad.id AND t.owner = %(owner)s
     RETURNING t.*, bad.reason
+), closed AS (
+    UPDATE {history} h SET ended = {now}, outcome = 'failed', error_message = gone.reason
+    FROM gone
+    WHERE h.item_id = gone.id AND h.generation = gone.generation AND h.ended IS NULL
+      AND h.node = %(owner)s AND gone.started_at IS NOT NULL
 )
 INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
 SELECT gone.id, gone.reason, to_jsonb(gone) - 'reason', %(owner)s, {now} FROM gone

@@ -57,6 +57,8 @@ def item_params(item: ScheduleItem) -> dict[str, Any]:
 
 def utc(value: object, what: str, item_id: object = "?") -> datetime:
     """``value`` as an aware UTC datetime; :class:`MalformedDocument` if it is none."""
+    if type(value) is datetime and value.tzinfo is UTC:
+        return value  # what a session in UTC sends (a claim's batch decodes many)
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise MalformedDocument(item_id, f"{what} must be a timestamptz, got {value!r}")
     return value.astimezone(UTC)

@@ -147,6 +147,16 @@ class PostgresTimerStore:
     ) -> list[Claim]:
         return self._run(self.setup.claim_due(routes, owner, lease, limit), "claim", True)
 
+    def claim_started(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        """Beyond the interface: :meth:`claim_due` and :meth:`confirm_start` of every claim in
+        one statement, for a node that starts each claim it gets at once (the node core's
+        ``start_on_claim``). The claims returned are started: each has its start recorded
+        (an open attempt in the history), and the caller must start them now."""
+        plan = self.setup.claim_started(routes, owner, lease, limit)
+        return self._run(plan, "claim_started", True)
+
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         return self._run(self.setup.confirm_start(claims), "confirm_start", True)
 

@@ -27,7 +27,12 @@ store refused is dropped), ``"midpoint-clock"`` (the clock estimate taken at the
 its round trip, with no error bound), ``"wall-clock"`` (the clock estimate carried on the
 node's wall clock, so a step of it moves every judgement), ``"lease-fence"`` (the store
 fences a claim on its remembered lease end, so a renewal whose reply was lost makes its
-settle stale).
+settle stale), ``"start-unrecorded"`` (with ``start=True``: a claim started as claimed whose
+start the store does not record).
+
+``start=True`` runs the nodes as over a store with ``claim_started`` (the core's
+``start_on_claim``): each claim confirmed in the same call, by the latest the store's time
+can be, as a claim and a check in one statement would be.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from flowsched.clock import ManualClock
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.actions import (
     Action,
+    ClaimDue,
     ConfirmStart,
     SettleBatch,
     Sleep,
@@ -113,6 +119,7 @@ PLANTS: dict[str | None, type[NodeCore]] = {
     "midpoint-clock": NodeCore,  # the bug is in the node's clock filter (_MidpointFilter)
     "wall-clock": NodeCore,  # the bug is in the node's clock filter (_WallClockFilter)
     "lease-fence": NodeCore,  # the bug is in the store (_LeaseFenceStore)
+    "start-unrecorded": NodeCore,  # the bug is in the store's claim_started (_NodeView)
 }
 
 
@@ -137,9 +144,10 @@ class _NodeView:
     store's time - due by the earliest it can be, a lease's end by the latest - as a store
     that compares times measured on the node (``MongoTimerStore``) does."""
 
-    def __init__(self, store: MemoryTimerStore, node: _Node) -> None:
+    def __init__(self, store: MemoryTimerStore, node: _Node, unrecorded: bool = False) -> None:
         self.store = store
         self.node = node
+        self.unrecorded = unrecorded  # planted: claim_started records no start
 
     def _at(self, at: datetime) -> MemoryTimerStore:
         self.store.clock = _At(at)  # type: ignore[assignment]
@@ -152,6 +160,12 @@ class _NodeView:
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         return self._at(self.node.latest()).confirm_start(claims)
+
+    def claim_started(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        claims = self.claim_due(routes, owner, lease, limit)
+        return claims if self.unrecorded else self.confirm_start(claims)
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
         return self._at(self.node.earliest()).renew(claims, lease)
@@ -199,7 +213,7 @@ def _seconds(at: datetime) -> float:
 
 
 class _World:
-    def __init__(self, seed: int, nodes: int, plant: str | None) -> None:
+    def __init__(self, seed: int, nodes: int, plant: str | None, start: bool = False) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(START)
         store = _LeaseFenceStore if plant == "lease-fence" else MemoryTimerStore
@@ -222,6 +236,7 @@ class _World:
                         batch_size=rng.randint(1, 4),
                         lease=LEASE,
                         poll_interval=timedelta(seconds=1),
+                        start_on_claim=start,
                     ),
                     lambda: frozenset({ROUTE}),
                 ),
@@ -232,7 +247,8 @@ class _World:
             )
             for i in range(nodes)
         ]
-        self.views = [_NodeView(self.store, node) for node in self.nodes]
+        unrecorded = plant == "start-unrecorded"
+        self.views = [_NodeView(self.store, node, unrecorded) for node in self.nodes]
 
     def step_clock(self) -> None:
         """A node's wall clock steps (NTP, an operator): its monotonic clock does not."""
@@ -314,7 +330,8 @@ class _World:
             return
         result = store_call(action, self.views[index], node.core.settings, frozenset({ROUTE}))
         self.store.clock = self.clock
-        if isinstance(action, ConfirmStart):
+        started = isinstance(action, ClaimDue) and action.start and not self.views[index].unrecorded
+        if isinstance(action, ConfirmStart) or started:
             for claim in result:
                 self.starts.setdefault((claim.item.id, claim.generation), []).append(self.tick())
         if fault < 0.12:
@@ -352,11 +369,12 @@ def simulate_nodes(
     timers: int = 6,
     steps: int = 400,
     plant: str | None = None,
+    start: bool = False,
 ) -> list[str]:
     """Run ``steps`` virtual ticks from ``seed``; the invariants broken (see the module)."""
     if plant not in PLANTS:
         raise ValueError(f"plant {plant!r} is not one of {sorted(map(str, PLANTS))}")
-    world = _World(seed, nodes, plant)
+    world = _World(seed, nodes, plant, start)
     order: deque[int] = deque(range(len(world.nodes)))
     for _ in range(steps):
         if world.rng.random() < 0.3:
