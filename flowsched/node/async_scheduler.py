@@ -58,7 +58,8 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         item = stored_item(item)
         if self._closed:
             raise SchedulerUnavailable(f"schedule({item.id!r}): {type(self).__name__} is closed")
-        stored = await self._store.put(item)
+        deadline = await self._fence.deadline_async(self._store.now)
+        stored = await self._store.put(item, deadline=deadline)
         self._delivery.scheduled(stored)
         self._driver.wake_at(stored.due)
         return stored
@@ -66,13 +67,15 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
     async def cancel(self, item_id: str) -> bool:
         """As :meth:`flowsched.node.scheduler.NodeScheduler.cancel`: once True, the old form
         never starts; ``history(item_id)`` shows a run that had already started."""
-        removed = await self._store.remove(item_id)
+        deadline = await self._fence.deadline_async(self._store.now)
+        removed = await self._store.remove(item_id, deadline=deadline)
         if removed:
             self._delivery.cancelled(item_id)
         return removed
 
     async def cancel_flow(self, flow_id: str) -> int:
-        removed = await self._store.remove_flow(flow_id)
+        deadline = await self._fence.deadline_async(self._store.now)
+        removed = await self._store.remove_flow(flow_id, deadline=deadline)
         for item_id in removed:
             self._delivery.cancelled(item_id)
         return len(removed)

@@ -66,7 +66,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
         item = stored_item(item)
         self._open(f"schedule({item.id!r})")
-        stored = self._store.put(item)
+        stored = self._store.put(item, deadline=self._fence.deadline(self._store.now))
         self._delivery.scheduled(stored)
         self._driver.wake_at(stored.due)
         return stored
@@ -77,13 +77,14 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         is confirmed with the store right before its handler runs. A delivery that had
         already started may finish; ``history(item_id)`` shows it (its last attempt open, or
         ended after this call, ``started`` before it)."""
-        removed = self._store.remove(item_id)
+        removed = self._store.remove(item_id, deadline=self._fence.deadline(self._store.now))
         if removed:
             self._delivery.cancelled(item_id)
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
-        removed = self._store.remove_flow(flow_id)
+        deadline = self._fence.deadline(self._store.now)
+        removed = self._store.remove_flow(flow_id, deadline=deadline)
         for item_id in removed:
             self._delivery.cancelled(item_id)
         return len(removed)

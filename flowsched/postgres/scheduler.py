@@ -36,8 +36,9 @@ class PostgresScheduler(PostgresFace[Listener, Beats], NodeScheduler):
     closed by :meth:`close`) or a ``psycopg_pool.ConnectionPool``. ``table`` (default
     ``flowsched_timers``) is created or upgraded on construction. Due times and leases are
     compared in SQL by the server's clock; with ``clock=`` (tests, a
-    :class:`~flowsched.ManualClock`) by that clock's ``now()``. ``op_timeout`` bounds the
-    wait for a pooled connection; ``listen=False`` turns LISTEN/NOTIFY off (polling alone,
+    :class:`~flowsched.ManualClock`) by that clock's ``now()``. ``op_timeout`` bounds every
+    call (a write that gives up raises ``OutcomeUnknown`` and, fenced by the server's
+    clock, applies nothing if it arrives later); ``listen=False`` turns LISTEN/NOTIFY off (polling alone,
     every ``poll_interval``); ``durable_firing=True`` makes claims, starts and outcomes wait
     for the WAL flush too (by default only ``schedule``, ``cancel`` and the other calls of
     the port do: a server crash may then deliver the last ~200 ms of firings again, never
