@@ -45,7 +45,8 @@ class PostgresTimerStore:
     :mod:`flowsched.postgres.schema`), created or upgraded at construction unless
     ``migrate=False``. ``clock``: compare due times and leases with this clock's ``now()``
     (tests); by default the server's own time. ``op_timeout``: the longest a call takes,
-    the pool's wait included (then it gives up: :mod:`flowsched.postgres.time_limit`). ``durable_firing``: see
+    the pool's wait included (then it gives up: :mod:`flowsched.postgres.time_limit`).
+    ``durable_firing``: see
     :attr:`flowsched.postgres.operations.Setup.durable_firing` (default: the firing path's
     writes do not wait for the WAL flush; the port's calls always do).
 
