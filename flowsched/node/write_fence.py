@@ -30,16 +30,20 @@ A store with no ``op_timeout`` (the in-memory reference store) gets no deadline.
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.clock_filter import ClockFilter
 from flowsched.store.async_face import AsyncOver
+from flowsched.store.call_budget import budget_left, call_budget
+from flowsched.store.interface import AsyncTimerStore, TimerStore
 from flowsched.store.measured_clock import MeasuredClock
 
-__all__ = ["REFRESH", "WriteFence"]
+__all__ = ["REFRESH", "WriteFence", "cancel_again", "cancel_again_async"]
 
 REFRESH = 30.0
 """Seconds after which the fence measures the store's clock again (before a write)."""
@@ -60,6 +64,16 @@ class WriteFence:
         self._filter = ClockFilter()
         self._stale_at = 0.0
         self._lock = threading.Lock()
+
+    @contextmanager
+    def bounded(self) -> Iterator[float]:
+        """A port call: its store calls end within ``op_timeout``
+        (:mod:`flowsched.store.call_budget`); yields when it began (``time.monotonic()``),
+        for :meth:`deadline`."""
+        began = time.monotonic()
+        seconds = None if self.op_timeout is None else self.op_timeout.total_seconds()
+        with call_budget(began, seconds):
+            yield began
 
     def _known(self) -> tuple[bool, datetime | None]:
         """``(True, deadline)`` when no measurement is due, else ``(False, None)``."""
@@ -99,27 +113,70 @@ class WriteFence:
             if not self._filter.samples:
                 raise exc
 
-    def deadline(self, now: Callable[[], datetime]) -> datetime | None:
-        """The deadline of a write beginning now (sync face; ``None``: none); ``now`` is
-        the store's ``now``, called only to measure."""
+    def _at(self, deadline: datetime | None, began: float) -> datetime | None:
+        """``deadline`` as of ``began``: less the time since (a measurement took it)."""
+        if deadline is None or self._own is not None:
+            return deadline  # an injected clock is read at the call, not estimated
+        return deadline - timedelta(seconds=max(time.monotonic() - began, 0.0))
+
+    def deadline(self, now: Callable[[], datetime], began: float) -> datetime | None:
+        """The deadline of a write in the call that :meth:`bounded` began at ``began``
+        (sync face; ``None``: none); ``now`` is the store's ``now``, called only to
+        measure."""
         done, known = self._known()
         if done:
-            return known
+            return self._at(known, began)
         sending, server = self._sending(), None
         try:
             server = now()
         except SchedulerUnavailable as exc:
             self._failed(exc)
-        return self._measured_by(sending, server)
+        return self._at(self._measured_by(sending, server), began)
 
-    async def deadline_async(self, now: Callable[[], Awaitable[datetime]]) -> datetime | None:
+    async def deadline_async(
+        self, now: Callable[[], Awaitable[datetime]], began: float
+    ) -> datetime | None:
         """:meth:`deadline` on the asyncio face (``now`` is the async store's ``now``)."""
         done, known = self._known()
         if done:
-            return known
+            return self._at(known, began)
         sending, server = self._sending(), None
         try:
             server = await now()
         except SchedulerUnavailable as exc:
             self._failed(exc)
-        return self._measured_by(sending, server)
+        return self._at(self._measured_by(sending, server), began)
+
+
+def _retry(deadline: datetime | None) -> bool:
+    left = budget_left()
+    return deadline is not None and (left is None or left > 0)
+
+
+def cancel_again(
+    store: TimerStore, item_id: str, deadline: datetime | None, unknown: OutcomeUnknown
+) -> bool:
+    """A fenced cancel's retry, within its call's budget, after an attempt whose reply was
+    lost (``unknown``): ``True`` if the item is gone (removed by that attempt - or, the one
+    inexact case, by another caller meanwhile) or this removes it (with the same
+    ``deadline``); otherwise, or if the retry fails too, ``unknown`` is raised."""
+    if _retry(deadline):
+        try:
+            if not store.exists(item_id) or store.remove(item_id, deadline=deadline):
+                return True
+        except SchedulerUnavailable:
+            pass
+    raise unknown
+
+
+async def cancel_again_async(
+    store: AsyncTimerStore, item_id: str, deadline: datetime | None, unknown: OutcomeUnknown
+) -> bool:
+    """:func:`cancel_again` on the asyncio face."""
+    if _retry(deadline):
+        try:
+            if not await store.exists(item_id) or await store.remove(item_id, deadline=deadline):
+                return True
+        except SchedulerUnavailable:
+            pass
+    raise unknown

@@ -34,6 +34,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
+from flowsched.store.call_budget import budget_left
 
 __all__ = ["WATCHDOG", "CallLimit", "Cut", "Watchdog", "given_up"]
 
@@ -119,13 +120,18 @@ def given_up(what: str, write: bool, limit: float) -> SchedulerUnavailable:
 
 
 class CallLimit:
-    """``op_timeout`` for one call, counted from its start (``None``: no limit)."""
+    """``op_timeout`` for one call, counted from its start (``None``: no limit), or the end
+    of the port call's budget (:mod:`flowsched.store.call_budget`) when that comes first."""
 
     __slots__ = ("_end", "limit")
 
     def __init__(self, limit: float | None) -> None:
         self.limit = limit
-        self._end = None if limit is None else time.monotonic() + limit
+        now = time.monotonic()
+        self._end = None if limit is None else now + limit
+        left = budget_left()  # the port call's own budget, when it ends sooner
+        if left is not None and (self._end is None or now + left < self._end):
+            self._end = now + left
 
     def left(self) -> float | None:
         """Seconds left (at least a millisecond), or ``None``: no limit."""

@@ -5,6 +5,7 @@ op_timeout."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -36,15 +37,20 @@ class SqlStore:
 
 def test_a_store_without_op_timeout_gets_no_deadline() -> None:
     clock = ManualClock(START)
-    assert WriteFence(MemoryTimerStore(clock), clock).deadline(clock.now) is None
-    assert WriteFence(SqlStore(clock, timedelta(0), None), clock).deadline(clock.now) is None
+    assert WriteFence(MemoryTimerStore(clock), clock).deadline(clock.now, time.monotonic()) is None
+    assert (
+        WriteFence(SqlStore(clock, timedelta(0), None), clock).deadline(clock.now, time.monotonic())
+        is None
+    )
 
 
 def test_a_store_with_its_own_clock_is_fenced_by_it() -> None:
     node, store_clock = ManualClock(START), ManualClock(START + timedelta(hours=1))
     store = SqlStore(node, timedelta(0), LIMIT)
     store.clock = store_clock  # type: ignore[assignment]
-    assert WriteFence(store, node).deadline(store.now) == store_clock.now() + LIMIT
+    assert (
+        WriteFence(store, node).deadline(store.now, time.monotonic()) == store_clock.now() + LIMIT
+    )
     assert store.asked == 0
 
 
@@ -52,18 +58,18 @@ def test_a_database_clock_is_measured_once_then_carried_and_refreshed() -> None:
     node = ManualClock(START)
     store = SqlStore(node, timedelta(minutes=5), LIMIT)  # the database runs 5 min ahead
     fence = WriteFence(store, node)
-    first = fence.deadline(store.now)
+    first = fence.deadline(store.now, time.monotonic())
     assert store.asked == 1
     assert first is not None
     assert abs(first - (START + timedelta(minutes=5) + LIMIT)) < timedelta(milliseconds=2)
     assert first <= START + timedelta(minutes=5) + LIMIT  # the early side
     node.advance(timedelta(seconds=1))
-    carried = fence.deadline(store.now)
+    carried = fence.deadline(store.now, time.monotonic())
     assert carried is not None
     assert abs(carried - (first + timedelta(seconds=1))) < timedelta(milliseconds=1)
     assert store.asked == 1  # carried on the monotonic clock, not measured again
     node.advance(timedelta(seconds=REFRESH))
-    fence.deadline(store.now)
+    fence.deadline(store.now, time.monotonic())
     assert store.asked == 2
 
 
@@ -72,13 +78,13 @@ def test_a_failed_measurement_keeps_the_samples_or_sends_nothing() -> None:
     store = SqlStore(node, timedelta(0), LIMIT)
     store.down = True
     with pytest.raises(SchedulerUnavailable):
-        WriteFence(store, node).deadline(store.now)
+        WriteFence(store, node).deadline(store.now, time.monotonic())
     store.down = False
     fence = WriteFence(store, node)
-    fence.deadline(store.now)
+    fence.deadline(store.now, time.monotonic())
     node.advance(timedelta(seconds=REFRESH + 1))
     store.down = True
-    later = fence.deadline(store.now)
+    later = fence.deadline(store.now, time.monotonic())
     assert later is not None
     assert abs(later - (node.now() + LIMIT)) < timedelta(milliseconds=2)
 
@@ -90,7 +96,7 @@ def test_the_async_face_measures_through_the_async_store() -> None:
     async def now() -> datetime:
         return store.now()
 
-    deadline = asyncio.run(WriteFence(store, node).deadline_async(now))
+    deadline = asyncio.run(WriteFence(store, node).deadline_async(now, time.monotonic()))
     assert deadline is not None
     assert abs(deadline - (START - timedelta(minutes=3) + LIMIT)) < timedelta(milliseconds=2)
 
