@@ -25,6 +25,12 @@ The store's time, by the first that applies:
   the measurement's ``SchedulerUnavailable``).
 
 A store with no ``op_timeout`` (the in-memory reference store) gets no deadline.
+
+Each port write runs in :meth:`WriteFence.bounded`: its store calls (the measurement, the
+write, a retry) share one ``op_timeout`` (:mod:`flowsched.store.call_budget`), and its
+deadline is taken as of the call's start. A fenced cancel whose reply was lost
+(``OutcomeUnknown``) is retried within that budget (:func:`cancel_again`): it answers
+``True`` for a timer it removed.
 """
 
 from __future__ import annotations
