@@ -26,7 +26,7 @@ from flowsched.store.records import Claim
 
 __all__ = ["ThreadDriver"]
 
-LANES = 3  # the core's lanes of store calls (flowsched.node.core.lane)
+LANES = 3  # the core's lanes of store calls (flowsched.node.actions.lane)
 
 log = logging.getLogger("flowsched.node")
 

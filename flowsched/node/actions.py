@@ -25,7 +25,11 @@ __all__ = [
     "RenewLeases",
     "SettleBatch",
     "Sleep",
+    "CLAIM",
+    "CONFIRM",
+    "MAIN",
     "StartHandler",
+    "lane",
     "store_call",
 ]
 
@@ -123,3 +127,17 @@ def store_call(action: Action, store: Any, settings: NodeSettings, routes: froze
     if isinstance(action, FindNextDue):
         return store.next_due(routes)
     raise TypeError(f"{action!r} is not a store call")
+
+
+MAIN, CONFIRM, CLAIM = "main", "confirm", "claim"
+
+
+def lane(action: Action) -> str:
+    """The lane of a store call: calls of different lanes may be in flight together
+    (claims touch unclaimed rows, confirms the queued claims, the main lane settles,
+    renews and releases), calls of one lane go one at a time."""
+    if isinstance(action, ClaimDue | FindNextDue):
+        return CLAIM
+    if isinstance(action, ConfirmStart):
+        return CONFIRM
+    return MAIN

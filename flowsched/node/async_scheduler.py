@@ -22,7 +22,7 @@ from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import ensure_utc
 from flowsched.drivers.asyncio import AsyncioDriver
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
 from flowsched.node import steering
 from flowsched.node.common import (
@@ -30,6 +30,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
+from flowsched.node.write_fence import cancel_again_async
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.steering import Attempt, TimerInfo, TimerPage
@@ -58,7 +59,9 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         item = stored_item(item)
         if self._closed:
             raise SchedulerUnavailable(f"schedule({item.id!r}): {type(self).__name__} is closed")
-        stored = await self._store.put(item)
+        with self._fence.bounded() as began:
+            deadline = await self._fence.deadline_async(self._store.now, began)
+            stored = await self._store.put(item, deadline=deadline)
         self._delivery.scheduled(stored)
         self._driver.wake_at(stored.due)
         return stored
@@ -66,13 +69,20 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
     async def cancel(self, item_id: str) -> bool:
         """As :meth:`flowsched.node.scheduler.NodeScheduler.cancel`: once True, the old form
         never starts; ``history(item_id)`` shows a run that had already started."""
-        removed = await self._store.remove(item_id)
+        with self._fence.bounded() as began:
+            deadline = await self._fence.deadline_async(self._store.now, began)
+            try:
+                removed = await self._store.remove(item_id, deadline=deadline)
+            except OutcomeUnknown as unknown:  # its reply lost: was it applied?
+                removed = await cancel_again_async(self._store, item_id, deadline, unknown)
         if removed:
             self._delivery.cancelled(item_id)
         return removed
 
     async def cancel_flow(self, flow_id: str) -> int:
-        removed = await self._store.remove_flow(flow_id)
+        with self._fence.bounded() as began:
+            deadline = await self._fence.deadline_async(self._store.now, began)
+            removed = await self._store.remove_flow(flow_id, deadline=deadline)
         for item_id in removed:
             self._delivery.cancelled(item_id)
         return len(removed)

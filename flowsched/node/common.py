@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import LateHook, NodeCore, NodeSettings
+from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
 from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import TimerState
@@ -145,6 +146,7 @@ class NodeFace(Generic[S, D]):
     _manual: bool
     _core: NodeCore
     _driver: D
+    _fence: WriteFence
     node_id: str
 
     def _wire(self, store: S, options: NodeArgs, driver: Any, run: Any, **delivery: Any) -> None:
@@ -153,6 +155,7 @@ class NodeFace(Generic[S, D]):
         opts = NodeOptions(**options)
         self._clock = opts.clock or SystemClock()
         self._store = store
+        self._fence = WriteFence(store, self._clock)  # the deadline of the port's writes
         self._delivery = DeliveryCore(self._clock, opts.redelivery, opts.observer, **delivery)
         self._manual = is_manual(self._clock)
         hook = late_hook(self._delivery)

@@ -53,10 +53,13 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from flowsched.errors import SchedulerUnavailable
 from flowsched.node.actions import (
+    CLAIM,
+    CONFIRM,
+    MAIN,
     Action,
     ClaimDue,
     ConfirmStart,
@@ -66,6 +69,7 @@ from flowsched.node.actions import (
     SettleBatch,
     Sleep,
     StartHandler,
+    lane,
     store_call,
 )
 from flowsched.node.gather import GATHER, Gather
@@ -126,6 +130,7 @@ class NodeCore:
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.need_next_due = False
+        self.missed: datetime | None = None  # a wake while a claim or next-due read was out
         self.closing = False
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
@@ -140,11 +145,24 @@ class NodeCore:
     def wake(self) -> None:
         """Something may be due now (a schedule, a new route, a requeue): look again."""
         self.look_at = None
+        self._remember(datetime.min.replace(tzinfo=UTC))
 
     def wake_at(self, when: datetime) -> None:
         """An item is due at ``when`` (a schedule, a requeue, a resume): look by then."""
         if self.look_at is not None and when < self.look_at:
             self.look_at = when
+        self._remember(when)
+
+    def _remember(self, when: datetime) -> None:
+        # A claim or next-due read on its way may have missed the item: see _looked.
+        if self.busy:
+            self.missed = when if self.missed is None else min(self.missed, when)
+
+    def _looked(self) -> None:
+        """A claim or next-due read returned: look no later than a wake it may have missed."""
+        missed, self.missed = self.missed, None
+        if missed is not None and self.look_at is not None and missed < self.look_at:
+            self.look_at = missed
 
     def close(self) -> None:
         """Stop claiming; release what never started; settle what ran."""
@@ -304,6 +322,7 @@ class NodeCore:
                 self.need_next_due = True
             else:
                 self.look_at = None
+            self._looked()
         elif isinstance(action, ConfirmStart):
             self.confirming = 0
             held = _claims(result)
@@ -332,6 +351,7 @@ class NodeCore:
                 # now, unless the last claim found nothing (then something the claim
                 # cannot take: wait a poll, do not spin).
                 self.look_at = None if self.claimed_last else poll
+            self._looked()
 
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
@@ -420,20 +440,6 @@ class NodeCore:
             self.queue.extendleft(reversed(action.claims))
         elif isinstance(action, FindNextDue):
             self.need_next_due = True
-
-
-MAIN, CONFIRM, CLAIM = "main", "confirm", "claim"
-
-
-def lane(action: Action) -> str:
-    """The lane of a store call: calls of different lanes may be in flight together
-    (claims touch unclaimed rows, confirms the queued claims, the main lane settles,
-    renews and releases), calls of one lane go one at a time."""
-    if isinstance(action, ClaimDue | FindNextDue):
-        return CLAIM
-    if isinstance(action, ConfirmStart):
-        return CONFIRM
-    return MAIN
 
 
 def _claims(result: object) -> list[Claim]:

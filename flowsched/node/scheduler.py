@@ -25,7 +25,7 @@ from typing import Any, Unpack
 
 from flowsched.clock import ensure_utc
 from flowsched.drivers.threads import ThreadDriver
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.handler_limits import HandlerOptions
 from flowsched.node import steering
 from flowsched.node.common import (
@@ -33,6 +33,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
+from flowsched.node.write_fence import cancel_again
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
@@ -66,7 +67,9 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
         item = stored_item(item)
         self._open(f"schedule({item.id!r})")
-        stored = self._store.put(item)
+        with self._fence.bounded() as began:
+            deadline = self._fence.deadline(self._store.now, began)
+            stored = self._store.put(item, deadline=deadline)
         self._delivery.scheduled(stored)
         self._driver.wake_at(stored.due)
         return stored
@@ -77,13 +80,20 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         is confirmed with the store right before its handler runs. A delivery that had
         already started may finish; ``history(item_id)`` shows it (its last attempt open, or
         ended after this call, ``started`` before it)."""
-        removed = self._store.remove(item_id)
+        with self._fence.bounded() as began:
+            deadline = self._fence.deadline(self._store.now, began)
+            try:
+                removed = self._store.remove(item_id, deadline=deadline)
+            except OutcomeUnknown as unknown:  # its reply lost: was it applied?
+                removed = cancel_again(self._store, item_id, deadline, unknown)
         if removed:
             self._delivery.cancelled(item_id)
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
-        removed = self._store.remove_flow(flow_id)
+        with self._fence.bounded() as began:
+            deadline = self._fence.deadline(self._store.now, began)
+            removed = self._store.remove_flow(flow_id, deadline=deadline)
         for item_id in removed:
             self._delivery.cancelled(item_id)
         return len(removed)

@@ -29,6 +29,7 @@ from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.schema import migrate_plan
+from flowsched.postgres.time_limit import CallLimit
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -144,9 +145,18 @@ class AsyncPostgresTimerStore:
             raise RuntimeError("AsyncPostgresTimerStore: not opened yet (await store.open())")
         return self._pool
 
+    @property
+    def op_timeout(self) -> timedelta | None:
+        """How long a call may take before it gives up (:mod:`flowsched.postgres.time_limit`)."""
+        return None if self._timeout is None else timedelta(seconds=self._timeout)
+
     async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
         with pool_errors(plan.close, what):
-            async with self.pool.connection(timeout=self._timeout) as conn:
+            async with (
+                self.pool.connection(timeout=limit.left()) as conn,
+                limit.on_async(conn, what, write),
+            ):
                 return await run_async(conn, plan, what=what, write=write, atomic=atomic)
 
     async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:

@@ -32,22 +32,23 @@ __all__ = ["PostgresScheduler", "notify_window"]
 class PostgresScheduler(PostgresFace[Listener, Beats], NodeScheduler):
     """Timers in a PostgreSQL table, shared by every node on it (CONTRACT section 16).
 
-    ``conninfo_or_pool``: a ``postgresql://`` URL (the scheduler opens a pool of its own,
-    closed by :meth:`close`) or a ``psycopg_pool.ConnectionPool``. ``table`` (default
+    ``conninfo_or_pool``: a ``postgresql://`` URL (the scheduler opens a pool of its own, closed
+    by :meth:`close`) or a ``psycopg_pool.ConnectionPool``. ``table`` (default
     ``flowsched_timers``) is created or upgraded on construction. Due times and leases are
     compared in SQL by the server's clock; with ``clock=`` (tests, a
-    :class:`~flowsched.ManualClock`) by that clock's ``now()``. ``op_timeout`` bounds the
-    wait for a pooled connection; ``listen=False`` turns LISTEN/NOTIFY off (polling alone,
-    every ``poll_interval``); ``durable_firing=True`` makes claims, starts and outcomes wait
-    for the WAL flush too (by default only ``schedule``, ``cancel`` and the other calls of
-    the port do: a server crash may then deliver the last ~200 ms of firings again, never
-    lose a timer). ``history``: attempts kept per item and for how long after the last
-    (default 20, 7 days). The other settings are ``MongoScheduler``'s. The keywords and
-    their defaults: ``table="flowsched_timers"``, ``node_id=None``,
-    ``poll_interval=timedelta(seconds=1)``, ``clock=None``, ``redelivery=None``,
-    ``observer=None``, ``batch_size=100``, ``lease=timedelta(seconds=30)``, ``workers=8``,
-    ``op_timeout=timedelta(seconds=10)``, ``shutdown_timeout=timedelta(seconds=30)``,
-    ``listen=True``, ``pool_size=None`` (4), ``durable_firing=False``, ``history=None``.
+    :class:`~flowsched.ManualClock`) by that clock's ``now()``. ``op_timeout`` bounds every call
+    (a write that gives up raises ``OutcomeUnknown`` and, fenced by the server's clock, applies
+    nothing if it arrives later); ``listen=False`` turns LISTEN/NOTIFY off (polling alone, every
+    ``poll_interval``); ``durable_firing=True`` makes claims, starts and outcomes wait for the
+    WAL flush too (by default only ``schedule``, ``cancel`` and the other calls of the port do:
+    a server crash may then deliver the last ~200 ms of firings again, never lose a timer).
+    ``history``: attempts kept per item and for how long after the last (default 20, 7 days).
+    The other settings are ``MongoScheduler``'s. The keywords and their defaults:
+    ``table="flowsched_timers"``, ``node_id=None``, ``poll_interval=timedelta(seconds=1)``,
+    ``clock=None``, ``redelivery=None``, ``observer=None``, ``batch_size=100``,
+    ``lease=timedelta(seconds=30)``, ``workers=8``, ``op_timeout=timedelta(seconds=10)``,
+    ``shutdown_timeout=timedelta(seconds=30)``, ``listen=True``, ``pool_size=None`` (4),
+    ``durable_firing=False``, ``history=None``.
 
     >>> with PostgresScheduler("postgresql://app@db/app") as scheduler:  # doctest: +SKIP
     ...     scheduler.register("send-reminder", send_reminder)

@@ -20,6 +20,7 @@ from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
 from flowsched.postgres.schema import migrate_plan
+from flowsched.postgres.time_limit import CallLimit
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -43,8 +44,9 @@ class PostgresTimerStore:
     ``table`` names the timers table (its companions add suffixes; see
     :mod:`flowsched.postgres.schema`), created or upgraded at construction unless
     ``migrate=False``. ``clock``: compare due times and leases with this clock's ``now()``
-    (tests); by default the server's own time. ``op_timeout``: the longest wait for a
-    connection from the pool. ``durable_firing``: see
+    (tests); by default the server's own time. ``op_timeout``: the longest a call takes,
+    the pool's wait included (then it gives up: :mod:`flowsched.postgres.time_limit`).
+    ``durable_firing``: see
     :attr:`flowsched.postgres.operations.Setup.durable_firing` (default: the firing path's
     writes do not wait for the WAL flush; the port's calls always do).
 
@@ -104,8 +106,18 @@ class PostgresTimerStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def op_timeout(self) -> timedelta | None:
+        """How long a call may take before it gives up (:mod:`flowsched.postgres.time_limit`)."""
+        return None if self._timeout is None else timedelta(seconds=self._timeout)
+
     def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
-        with pool_errors(plan.close, what), self.pool.connection(timeout=self._timeout) as conn:
+        limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
+        with (
+            pool_errors(plan.close, what),
+            self.pool.connection(timeout=limit.left()) as conn,
+            limit.on(conn, what, write),
+        ):
             return run(conn, plan, what=what, write=write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------

@@ -39,15 +39,6 @@ PROMISE = {
     "fired": [{"form": "new"}],
 }
 
-DEFECT = (
-    "PostgreSQL writes have no op_timeout and no fence: op_timeout bounds only the wait for a "
-    "pooled connection (flowsched/postgres/store.py PostgresTimerStore._run, async_store.py "
-    "_send), and NodeScheduler.cancel / AsyncNodeScheduler.cancel call store.remove(item_id) "
-    "without a deadline (flowsched/node/scheduler.py, node/async_scheduler.py). A cancel held "
-    "by a partition blocks until the heal, then applies and removes the newer form (returns "
-    "True): the new form is lost"
-)
-
 
 def item(form: str, due_in: timedelta) -> ScheduleItem:
     return ScheduleItem("t", TIMER, datetime.now(UTC) + due_in, payload={"form": form})
@@ -72,7 +63,6 @@ def heal_and_deliver(proxy: FaultProxy) -> None:
     assert proxy.wait_delivered(timeout=30), "the server did not read what the partition held"
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_a_held_cancel_spares_the_form_scheduled_again_which_fires(
     postgres_url: str, fresh_table: Callable[[], str], proxy: FaultProxy
 ) -> None:
@@ -107,7 +97,6 @@ def test_a_held_cancel_spares_the_form_scheduled_again_which_fires(
     assert seen == PROMISE
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_the_async_face_a_held_cancel_spares_the_form_scheduled_again_which_fires(
     postgres_url: str, fresh_table: Callable[[], str], proxy: FaultProxy
 ) -> None:

@@ -1,0 +1,45 @@
+"""Internal: the time a port call has left, for the store calls it makes (CONTRACT section
+15: a call gives up after ``op_timeout``).
+
+A node scheduler's write may make several store calls - a measurement of the store's clock,
+the write, a cancel's retry after a lost reply (:mod:`flowsched.node.write_fence`) - and all
+of them together end within the call's ``op_timeout``: the node opens a budget
+(:func:`call_budget`) and a store that gives up by time (the PostgreSQL stores,
+:mod:`flowsched.postgres.time_limit`) gives up by the budget's end when it comes first
+(:func:`budget_left`). The budget lives in a :class:`~contextvars.ContextVar`, so it follows
+the calling thread or asyncio task and nothing else; it is counted on
+:func:`time.monotonic`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["budget_left", "call_budget"]
+
+_END: ContextVar[float | None] = ContextVar("flowsched_call_end", default=None)
+
+
+@contextmanager
+def call_budget(began: float, seconds: float | None) -> Iterator[None]:
+    """The store calls in this block end by ``began + seconds`` (``time.monotonic()``; an
+    enclosing budget that ends sooner still holds); ``None``: no budget of its own."""
+    if seconds is None:
+        yield
+        return
+    outer = _END.get()
+    end = began + seconds
+    token = _END.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _END.reset(token)
+
+
+def budget_left() -> float | None:
+    """Seconds left of the enclosing call's budget (may be 0 or less), or ``None``."""
+    end = _END.get()
+    return None if end is None else end - time.monotonic()
