@@ -119,6 +119,9 @@ class NodeCore:
         self.lost: set[int] = set()  # running tickets whose lease could not be renewed
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
         self.look_at: datetime | None = None  # claim at or after this (None: now)
+        # Wakes heard while a claim-lane call was in flight (its answer may predate them):
+        # True for "now", else the earliest wake_at time; applied when the call answers.
+        self.woken: bool | datetime = False
         self.need_next_due = False
         self.closing = False
         self.busy: set[str] = set()  # the lanes with a store call in flight
@@ -132,11 +135,24 @@ class NodeCore:
     def wake(self) -> None:
         """Something may be due now (a schedule, a new route, a requeue): look again."""
         self.look_at = None
+        self.woken = True if CLAIM in self.busy else self.woken
 
     def wake_at(self, when: datetime) -> None:
         """An item is due at ``when`` (a schedule, a requeue, a resume): look by then."""
         if self.look_at is not None and when < self.look_at:
             self.look_at = when
+        woken = self.woken
+        if CLAIM in self.busy and woken is not True and (woken is False or when < woken):
+            self.woken = when
+
+    def _rewake(self) -> None:
+        # A claim-lane call answered: the wakes heard while it was on its way still hold
+        # (its answer may predate them: a timer would otherwise wait for the next poll).
+        woken, self.woken = self.woken, False
+        if woken is True:
+            self.look_at = None
+        elif isinstance(woken, datetime):
+            self.wake_at(woken)
 
     def close(self) -> None:
         """Stop claiming; release what never started; settle what ran."""
@@ -169,6 +185,8 @@ class NodeCore:
             action = self._claim_action(now)
         if action is not None:
             busy.add(lane(action))
+            if lane(action) == CLAIM:
+                self.woken = False  # what was heard before the call is in its answer
             return action
         # Wake for what could be done then: not for a lane whose call is in flight, nor a
         # claim with no room (its answer, or a handler ending, wakes the driver anyway).
@@ -299,6 +317,8 @@ class NodeCore:
                 # now, unless the last claim found nothing (then something the claim
                 # cannot take: wait a poll, do not spin).
                 self.look_at = None if self.claimed_last else poll
+        if lane(action) == CLAIM:
+            self._rewake()
 
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
@@ -387,6 +407,8 @@ class NodeCore:
             self.queue.extendleft(reversed(action.claims))
         elif isinstance(action, FindNextDue):
             self.need_next_due = True
+        if lane(action) == CLAIM:
+            self._rewake()
 
 
 MAIN, CONFIRM, CLAIM = "main", "confirm", "claim"
