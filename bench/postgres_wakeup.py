@@ -16,7 +16,9 @@ Lateness is the handler's start minus the timer's due time (one machine, one clo
 ``git archive``), alternating with this tree within each round, so that both see the same
 load; the report gives each run and the medians over rounds. ``--trace``: the firing node
 also stamps its store calls, and the report splits each lateness into where it went (see
-``wakeup_trace.py``). Writes ``bench/results/postgres_wakeup.json``.
+``wakeup_trace.py``). ``--floor``: each round also runs the floor (``wakeup_floor.py``: raw
+psycopg, one round trip after the due time), as a peer under the same load. Writes
+``bench/results/postgres_wakeup.json``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def firing_node(url: str, table: str, log: str, poll_s: str, face: str, trace: str) -> None:
+    if face == "floor":
+        import wakeup_floor
+
+        wakeup_floor.firing_node(url, table, trace, log)  # trace: the channel, for the floor
+        return
     from flowsched import AsyncPostgresScheduler, PostgresScheduler, ScheduleItem, ScheduleKind
 
     marks = wakeup_trace.install() if trace == "1" else None
@@ -99,8 +106,9 @@ def one_run(
     with tempfile.TemporaryDirectory() as folder:
         log = f"{folder}/fired.log"
         command = [sys.executable, __file__, "--node", url, table, log, str(poll), face]
+        last = scheduling.store.setup.queries.channel if face == "floor" else str(int(trace))
         node = subprocess.Popen(
-            [*command, "1" if trace else "0"],
+            [*command, last],
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT / 'bench'}"},
@@ -123,7 +131,8 @@ def one_run(
                 drop_tables(conn, table)
         fired = dict(line.split() for line in Path(log).read_text().splitlines())
         late = [float(value) for value in fired.values()]
-        parts = wakeup_trace.split(log, {k: float(v) for k, v in fired.items()}) if trace else {}
+        traced = trace and face != "floor"
+        parts = wakeup_trace.split(log, {k: float(v) for k, v in fired.items()}) if traced else {}
     return {
         "tree": str(tree),
         "face": face,
@@ -139,6 +148,12 @@ def one_run(
     }
 
 
+def _name(tree: Path, face: str) -> str:
+    if face == "floor":
+        return "floor"
+    return f"{face} {'this tree' if tree == ROOT else f'base {tree.name}'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=150)
@@ -147,6 +162,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=1.0, help="the firing node's poll (s)")
     parser.add_argument("--base", type=Path, help="a flowsched tree to compare with")
     parser.add_argument("--trace", action="store_true", help="split the lateness")
+    parser.add_argument("--floor", action="store_true", help="run the floor too (each round)")
     parser.add_argument("--node", nargs=6, metavar=("URL", "TABLE", "LOG", "POLL", "FACE", "T"))
     args = parser.parse_args()
     if args.node:
@@ -155,24 +171,28 @@ def main() -> None:
     url = pb._url()
     trees = [ROOT] + ([args.base.resolve()] if args.base else [])
     runs: list[dict[str, Any]] = []
+    faces = [*args.faces, *(["floor"] if args.floor else [])]
     for round_ in range(args.rounds):
-        for face in args.faces:
+        for face in faces:
             order = trees if round_ % 2 == 0 else trees[::-1]  # alternate who goes first
+            order = order[:1] if face == "floor" else order
             for tree in order:
                 run = one_run(url, tree, face, args.samples, args.poll, args.trace)
                 runs.append({"round": round_ + 1, **run})
-                name = "this tree" if tree == ROOT else f"base {tree.name}"
+                name = _name(tree, face)
                 print(
-                    f"round {round_ + 1} {face:5} {name:28} p50 {run['p50_ms']:6.1f} ms  "
+                    f"round {round_ + 1} {name:34} p50 {run['p50_ms']:6.1f} ms  "
                     f"p99 {run['p99_ms']:6.1f} ms  max {run['max_ms']:6.1f} ms  "
                     f"load {run['load_avg_1m']:.2f}  {wakeup_trace.describe(run)}",
                     flush=True,
                 )
     summary: dict[str, Any] = {}
-    for face in args.faces:
+    for face in faces:
         for tree in trees:
             mine = [r for r in runs if r["face"] == face and r["tree"] == str(tree)]
-            key = f"{face} {'this tree' if tree == ROOT else 'base'}"
+            if not mine:
+                continue
+            key = _name(tree, face).replace(f"base {tree.name}", "base")
             summary[key] = {
                 "p50_ms_median": statistics.median(r["p50_ms"] for r in mine),
                 "p99_ms_median": statistics.median(r["p99_ms"] for r in mine),
