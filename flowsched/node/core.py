@@ -445,5 +445,5 @@ def store_call(action: Action, store: Any, settings: NodeSettings, routes: froze
     if isinstance(action, ReleaseClaims):
         return store.release(action.claims)
     if isinstance(action, FindNextDue):
-        return store.next_due(routes)
+        return getattr(store, "next_wake", store.next_due)(routes)  # on the node's clock
     raise TypeError(f"{action!r} is not a store call")

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, SystemClock
 from flowsched.postgres.connections import (
     DEFAULT_POOL_SIZE,
     check_conninfo,
@@ -26,6 +26,7 @@ from flowsched.postgres.connections import (
     seconds,
 )
 from flowsched.postgres.heartbeats import LiveNode
+from flowsched.postgres.host_clock import on_this_host
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.schema import migrate_plan
@@ -53,6 +54,9 @@ class AsyncPostgresTimerStore:
     >>> store = AsyncPostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
     >>> await store.open()  # doctest: +SKIP
     """
+
+    host_clock: Clock = SystemClock()
+    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
 
     def __init__(
         self,
@@ -209,6 +213,15 @@ class AsyncPostgresTimerStore:
         self, routes: Collection[str], after: datetime | None = None
     ) -> datetime | None:
         return await self._run(self.setup.next_due(routes, after), "next_due", False)
+
+    async def next_wake(self, routes: Collection[str]) -> datetime | None:
+        """As :meth:`PostgresTimerStore.next_wake`."""
+        when, server = await self._run(self.setup.next_due_seen(routes), "next_due", False)
+        return (
+            when
+            if self.setup.clock is not None
+            else on_this_host(when, server, self.host_clock.now())
+        )
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)
