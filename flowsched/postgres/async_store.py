@@ -26,7 +26,7 @@ from flowsched.postgres.connections import (
     seconds,
 )
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.host_clock import on_this_host
+from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.schema import migrate_plan
@@ -75,6 +75,7 @@ class AsyncPostgresTimerStore:
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
+        self._lead = HostOffset()  # this host's lead over the server (next_wake)
         self._timeout = seconds(op_timeout, "op_timeout")
         self._pool: AsyncConnectionPool[Any] | None = None
         self._conninfo: str | None = None
@@ -220,7 +221,7 @@ class AsyncPostgresTimerStore:
         return (
             when
             if self.setup.clock is not None
-            else on_this_host(when, server, self.host_clock.now())
+            else self._lead.shift(when, server, self.host_clock.now())
         )
 
     async def dead_letters(self) -> list[DeadLetter]:

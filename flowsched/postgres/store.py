@@ -17,7 +17,7 @@ from psycopg_pool import ConnectionPool
 from flowsched.clock import Clock, SystemClock
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, pool_errors, seconds
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.host_clock import on_this_host
+from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
 from flowsched.postgres.schema import migrate_plan
@@ -72,6 +72,7 @@ class PostgresTimerStore:
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
+        self._lead = HostOffset()  # this host's lead over the server (next_wake)
         self._timeout = seconds(op_timeout, "op_timeout")
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool
@@ -174,7 +175,7 @@ class PostgresTimerStore:
         return (
             when
             if self.setup.clock is not None
-            else on_this_host(when, server, self.host_clock.now())
+            else self._lead.shift(when, server, self.host_clock.now())
         )
 
     def dead_letters(self) -> list[DeadLetter]:
