@@ -188,8 +188,9 @@ def main() -> None:
                 )
     summary: dict[str, Any] = {}
     for face in faces:
-        for tree in trees:
-            mine = [r for r in runs if r["face"] == face and r["tree"] == str(tree)]
+        for tree in trees[:1] if face == "floor" else trees:
+            same = [r for r in runs if r["face"] == face]
+            mine = same if face == "floor" else [r for r in same if r["tree"] == str(tree)]
             if not mine:
                 continue
             key = _name(tree, face).replace(f"base {tree.name}", "base")
