@@ -103,7 +103,7 @@ class ThreadDriver:
                     continue
                 assert self._io is not None
                 # Off the loop: the other lanes go on (the core keeps one call per lane).
-                self._io.submit(self._perform, action, True)
+                self._io.submit(self._perform, action)
 
     def _timeout(self, action: Sleep) -> float:
         poll = self.core.settings.poll_interval.total_seconds()
@@ -129,39 +129,17 @@ class ThreadDriver:
             self.core.finished(action.ticket, outcome)
             self.cond.notify_all()
 
-    def _perform(self, action: Action, follow: bool = False) -> None:
-        """Make the store call ``action`` and feed its answer to the core; with ``follow``
-        (a store thread), go on with what the answer makes possible, on this thread."""
-        next_call: Action | None = action
-        while next_call is not None:
-            action, next_call = next_call, None
-            try:
-                result = store_call(action, self.store, self.core.settings, self.routes())
-            except Exception as exc:
-                with self.cond:
-                    self.core.failed(action, exc, self.now())
-                    self.cond.notify_all()
-                return
+    def _perform(self, action: Action) -> None:
+        try:
+            result = store_call(action, self.store, self.core.settings, self.routes())
+        except Exception as exc:
             with self.cond:
-                self.core.succeeded(action, result, self.now())
-                if follow:
-                    next_call = self._follow()
+                self.core.failed(action, exc, self.now())
                 self.cond.notify_all()
-
-    def _follow(self) -> Action | None:
-        """Under the lock, right after an answer: start the handlers the core starts now and
-        return its next store call, for this store thread to make - a claim's confirm and a
-        confirm's handlers go without a hand-off to the loop thread and back (two thread
-        wake-ups fewer between a timer's due time and its handler). None when the core
-        would sleep or is closing: the loop thread takes over (it is notified)."""
-        while not self.core.closing and self._pool is not None:
-            action = self.core.next_action(self.now())
-            if isinstance(action, Sleep):
-                return None
-            if not isinstance(action, StartHandler):
-                return action
-            self._pool.submit(self._run, action)
-        return None
+            return
+        with self.cond:
+            self.core.succeeded(action, result, self.now())
+            self.cond.notify_all()
 
     # -- inline --------------------------------------------------------------------
 
