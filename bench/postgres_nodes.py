@@ -13,8 +13,8 @@ Its handler appends ``id generation attempt pid time`` to a file of its own with
   timer fired (or 40 s). The rows still claimed by the dead node just after the kill are
   counted (they come back when its 3 s lease ends).
 * ``restart`` (2 nodes, on a SEPARATE throwaway server: ``tools/start-postgres.sh`` with
-  ``PG_HOME=/tmp/flowsched-pg-bench``, stopped at the end, so the shared test server is never
-  restarted): 6,000 timers due within 6 s; 2 s into them, ``pg_ctl restart -m fast -w``.
+  ``PG_HOME=/tmp/flowsched-pg-bench`` or ``$FLOWSCHED_PG_BENCH_HOME``, stopped at the end,
+  so the shared test server is never restarted): 6,000 timers due within 6 s; 2 s into them, ``pg_ctl restart -m fast -w``.
   "Resumes" is the time from the server accepting connections again (``pg_ctl`` returned)
   to the first handler start after it; the goal is within one poll interval (1 s).
 
@@ -184,21 +184,33 @@ def run_kill(url: str, nodes_count: int, timers: int = 10_000) -> dict[str, Any]
             nodes[0].send_signal(signal.SIGKILL)
             killed_at = time.time()
             fired_at_kill = len(_lines(folder))
+            nodes[0].wait()
+            time.sleep(0.3)  # statements the server had received finish; leases still hold
             with psycopg.connect(url, autocommit=True) as conn:
                 held = conn.execute(
-                    f"SELECT count(*) FROM {table} WHERE owner LIKE %s".encode(),
+                    f"SELECT id, started_at IS NOT NULL FROM {table} WHERE owner LIKE %s".encode(),
                     (f"node-0-{victim}%",),
-                ).fetchone()
-            nodes[0].wait()
+                ).fetchall()
             _wait_all(folder, timers, time.time() + 40)
             done_at = time.time()
         finally:
             _stop(nodes)
+        starts = Counter(line[0] for line in _lines(folder))
         figures = _count(url, table, folder, timers, victim)
+    started = {row[0] for row in held if row[1]}
+    queued = {row[0] for row in held if not row[1]}
     figures.update(
         nodes=nodes_count,
         fired_when_killed=fired_at_kill,
-        rows_claimed_by_killed_node=held[0] if held else None,
+        rows_claimed_by_killed_node=len(held),
+        started_unsettled_on_killed_node=len(started),
+        queued_unstarted_on_killed_node=len(queued),
+        # The tight bound: only what the killed node had started may start twice; what it
+        # only held starts once, as a first attempt.
+        duplicates_outside_started_unsettled=sum(
+            n - 1 for item, n in starts.items() if n > 1 and item not in started
+        ),
+        queued_claims_started_more_than_once=sum(1 for item in queued if starts[item] > 1),
         all_fired_s_after_kill=round(done_at - killed_at, 2),
     )
     return figures
@@ -206,7 +218,7 @@ def run_kill(url: str, nodes_count: int, timers: int = 10_000) -> dict[str, Any]
 
 # -- a restart of a throwaway server --------------------------------------------------------
 
-BENCH_HOME = "/tmp/flowsched-pg-bench"
+BENCH_HOME = os.environ.get("FLOWSCHED_PG_BENCH_HOME", "/tmp/flowsched-pg-bench")
 
 
 def _bench_server() -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "CONFIRM",
     "MAIN",
     "StartHandler",
+    "claims_of",
     "lane",
     "store_call",
 ]
@@ -125,7 +126,7 @@ def store_call(action: Action, store: Any, settings: NodeSettings, routes: froze
     if isinstance(action, ReleaseClaims):
         return store.release(action.claims)
     if isinstance(action, FindNextDue):
-        return store.next_due(routes)
+        return getattr(store, "next_wake", store.next_due)(routes)  # on the node's clock
     raise TypeError(f"{action!r} is not a store call")
 
 
@@ -141,3 +142,10 @@ def lane(action: Action) -> str:
     if isinstance(action, ConfirmStart):
         return CONFIRM
     return MAIN
+
+
+def claims_of(result: object) -> list[Claim]:
+    """The claims a store call answered (a ``TypeError`` if it did not answer a list)."""
+    if not isinstance(result, list):
+        raise TypeError(f"expected a list of Claim from the store, got {type(result).__name__}")
+    return [claim for claim in result if isinstance(claim, Claim)]

@@ -26,9 +26,8 @@ The rules, written once:
   store call, so nothing waits unstarted; the node then claims for free slots only and
   gathers a fuller batch a little (:mod:`flowsched.node.gather`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
-  any settle, together with the claims of the outcomes still owed; a claim
-  whose renewal is refused is dropped from the queue (a running one goes on: its settle
-  will be stale if another node took the item).
+  any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
+  is dropped from the queue (a running one goes on: its settle is stale if it was taken).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
   (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
   ``settle``. Likewise a confirm with too few claims for its free workers waits for a
@@ -40,11 +39,11 @@ The rules, written once:
   if the store refused the content (any other error), the batch is retried one settlement
   at a time, and a single settlement refused that way is dropped with an error log (its
   lease lapses and the item is delivered again: at least once).
-* **Outages** (:class:`~flowsched.node.outage.StoreOutage`): any failing store call backs off
-  0.1 s doubling to 5 s, and never longer than ``poll_interval`` (so firing resumes within a
-  poll of the store's return); one warning per outage, one line at recovery.
-* **Closing**: queued claims are released unstarted, running handlers are waited for (by
-  the driver, at most its ``shutdown_timeout``), pending outcomes are settled.
+* **Outages** (:class:`~flowsched.node.outage.StoreOutage`): a failing store call backs off
+  0.1 s doubling, capped at 5 s and ``poll_interval`` (firing resumes within a poll of the
+  store's return); one warning per outage, one line at recovery.
+* **Closing**: queued claims are released unstarted, running handlers are waited for (at
+  most the driver's ``shutdown_timeout``), pending outcomes are settled.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from flowsched.errors import SchedulerUnavailable
 from flowsched.node.actions import (
@@ -69,6 +68,7 @@ from flowsched.node.actions import (
     SettleBatch,
     Sleep,
     StartHandler,
+    claims_of,
     lane,
     store_call,
 )
@@ -129,8 +129,8 @@ class NodeCore:
         self.lost: set[int] = set()  # running tickets whose lease could not be renewed
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
         self.look_at: datetime | None = None  # claim at or after this (None: now)
+        self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = False
-        self.missed: datetime | None = None  # a wake while a claim or next-due read was out
         self.closing = False
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
@@ -145,24 +145,24 @@ class NodeCore:
     def wake(self) -> None:
         """Something may be due now (a schedule, a new route, a requeue): look again."""
         self.look_at = None
-        self._remember(datetime.min.replace(tzinfo=UTC))
+        self.woken = True if CLAIM in self.busy else self.woken
 
     def wake_at(self, when: datetime) -> None:
         """An item is due at ``when`` (a schedule, a requeue, a resume): look by then."""
         if self.look_at is not None and when < self.look_at:
             self.look_at = when
-        self._remember(when)
+        woken = self.woken
+        if CLAIM in self.busy and woken is not True and (woken is False or when < woken):
+            self.woken = when
 
-    def _remember(self, when: datetime) -> None:
-        # A claim or next-due read on its way may have missed the item: see _looked.
-        if self.busy:
-            self.missed = when if self.missed is None else min(self.missed, when)
-
-    def _looked(self) -> None:
-        """A claim or next-due read returned: look no later than a wake it may have missed."""
-        missed, self.missed = self.missed, None
-        if missed is not None and self.look_at is not None and missed < self.look_at:
-            self.look_at = missed
+    def _rewake(self) -> None:
+        # A claim-lane call answered: the wakes heard while it was on its way still hold
+        # (its answer may predate them: a timer would otherwise wait for the next poll).
+        woken, self.woken = self.woken, False
+        if woken is True:
+            self.look_at = None
+        elif isinstance(woken, datetime):
+            self.wake_at(woken)
 
     def close(self) -> None:
         """Stop claiming; release what never started; settle what ran."""
@@ -195,6 +195,8 @@ class NodeCore:
             action = self._claim_action(now)
         if action is not None:
             busy.add(lane(action))
+            if lane(action) == CLAIM:
+                self.woken = False  # what was heard before the call is in its answer
             return action
         # Wake for what could be done then: not for a lane whose call is in flight, nor a
         # claim with no room (its answer, or a handler ending, wakes the driver anyway).
@@ -308,7 +310,7 @@ class NodeCore:
         self.outage.succeeded(now)
         self.busy.discard(lane(action))
         if isinstance(action, ClaimDue):
-            claims = _claims(result)
+            claims = claims_of(result)
             self.claimed_last = len(claims)
             if action.start:  # started by the store as it claimed them: start them now
                 self.claim_gather.clear()
@@ -322,10 +324,9 @@ class NodeCore:
                 self.need_next_due = True
             else:
                 self.look_at = None
-            self._looked()
         elif isinstance(action, ConfirmStart):
             self.confirming = 0
-            held = _claims(result)
+            held = claims_of(result)
             kept = {id(claim) for claim in held}
             for claim in action.claims:
                 if id(claim) not in kept:
@@ -337,7 +338,7 @@ class NodeCore:
         elif isinstance(action, SettleBatch):
             self._settled(action, result)
         elif isinstance(action, RenewLeases):
-            self._renewed(action.claims, _claims(result))
+            self._renewed(action.claims, claims_of(result))
         elif isinstance(action, FindNextDue):
             self.need_next_due = False
             when = result if isinstance(result, datetime) else None
@@ -351,7 +352,8 @@ class NodeCore:
                 # now, unless the last claim found nothing (then something the claim
                 # cannot take: wait a poll, do not spin).
                 self.look_at = None if self.claimed_last else poll
-            self._looked()
+        if lane(action) == CLAIM:
+            self._rewake()
 
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
@@ -440,9 +442,5 @@ class NodeCore:
             self.queue.extendleft(reversed(action.claims))
         elif isinstance(action, FindNextDue):
             self.need_next_due = True
-
-
-def _claims(result: object) -> list[Claim]:
-    if not isinstance(result, list):
-        raise TypeError(f"expected a list of Claim from the store, got {type(result).__name__}")
-    return [claim for claim in result if isinstance(claim, Claim)]
+        if lane(action) == CLAIM:
+            self._rewake()

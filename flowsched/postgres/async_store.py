@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, SystemClock
 from flowsched.postgres.connections import (
     DEFAULT_POOL_SIZE,
     check_conninfo,
@@ -26,6 +26,7 @@ from flowsched.postgres.connections import (
     seconds,
 )
 from flowsched.postgres.heartbeats import LiveNode
+from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.schema import migrate_plan
@@ -55,6 +56,9 @@ class AsyncPostgresTimerStore:
     >>> await store.open()  # doctest: +SKIP
     """
 
+    host_clock: Clock = SystemClock()
+    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
+
     def __init__(
         self,
         conninfo_or_pool: str | AsyncConnectionPool[Any],
@@ -72,6 +76,7 @@ class AsyncPostgresTimerStore:
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
+        self._lead = HostOffset()  # this host's lead over the server (next_wake)
         self._timeout = seconds(op_timeout, "op_timeout")
         self._pool: AsyncConnectionPool[Any] | None = None
         self._conninfo: str | None = None
@@ -229,6 +234,15 @@ class AsyncPostgresTimerStore:
         self, routes: Collection[str], after: datetime | None = None
     ) -> datetime | None:
         return await self._run(self.setup.next_due(routes, after), "next_due", False)
+
+    async def next_wake(self, routes: Collection[str]) -> datetime | None:
+        """As :meth:`PostgresTimerStore.next_wake`."""
+        when, server = await self._run(self.setup.next_due_seen(routes), "next_due", False)
+        return (
+            when
+            if self.setup.clock is not None
+            else self._lead.shift(when, server, self.host_clock.now())
+        )
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo as libpq_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from flowsched.errors import SchedulerUnavailable
 
@@ -72,6 +73,40 @@ def _unreachable(conninfo: str, waited: float, exc: BaseException) -> SchedulerU
     )
 
 
+RECONNECT_FIRST = 0.1
+RECONNECT_LONGEST = 0.25
+"""A pool this adapter opens retries a lost server 0.1 s doubling, at most every 0.25 s
+(psycopg_pool's own backoff is 1 s doubling without a bound short of ``reconnect_timeout``:
+after a restart of a few seconds it found the server back 2-3 s late, and the node with it)."""
+
+
+class _Reconnect(AttemptWithBackoff):
+    """psycopg_pool's reconnection attempt with :data:`RECONNECT_FIRST` and a bound."""
+
+    INITIAL_DELAY = RECONNECT_FIRST
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_LONGEST)
+
+
+class _Pool(ConnectionPool):
+    """A :class:`ConnectionPool` that reconnects by :class:`_Reconnect`."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout), growing)
+
+
+class _AsyncPool(AsyncConnectionPool):
+    """An :class:`AsyncConnectionPool` that reconnects by :class:`_Reconnect`."""
+
+    async def _add_connection(
+        self, attempt: AttemptWithBackoff | None, growing: bool = False
+    ) -> None:
+        attempt = attempt or _Reconnect(timeout=self.reconnect_timeout)
+        await super()._add_connection(attempt, growing)
+
+
 def _pool_arguments(conninfo: str, size: int, timeout: float | None) -> dict[str, Any]:
     # What both pool classes take: closed until opened by the caller, autocommit connections.
     return {
@@ -86,10 +121,11 @@ def _pool_arguments(conninfo: str, size: int, timeout: float | None) -> dict[str
 
 
 def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
-    """A pool of ``size`` autocommit connections to ``conninfo``, open (and waiting for its
-    first connection, so a server that cannot be reached is a
-    :class:`~flowsched.SchedulerUnavailable` here, within ``timeout``, naming the host)."""
-    pool: ConnectionPool = ConnectionPool(**_pool_arguments(conninfo, size, timeout))
+    """A pool of ``size`` autocommit connections to ``conninfo`` that retries a lost server
+    within :data:`RECONNECT_LONGEST`, open (and waiting for its first connection, so a server
+    that cannot be reached is a :class:`~flowsched.SchedulerUnavailable` here, within
+    ``timeout``, naming the host)."""
+    pool: ConnectionPool = _Pool(**_pool_arguments(conninfo, size, timeout))
     try:
         pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:
@@ -100,7 +136,7 @@ def own_pool(conninfo: str, size: int, timeout: float | None) -> ConnectionPool:
 
 async def own_async_pool(conninfo: str, size: int, timeout: float | None) -> AsyncConnectionPool:
     """:func:`own_pool` for asyncio (opened in the running loop)."""
-    pool: AsyncConnectionPool = AsyncConnectionPool(**_pool_arguments(conninfo, size, timeout))
+    pool: AsyncConnectionPool = _AsyncPool(**_pool_arguments(conninfo, size, timeout))
     try:
         await pool.open(wait=True, timeout=timeout or 30.0)
     except PoolTimeout as exc:

@@ -269,15 +269,24 @@ class Setup:
     def next_due(
         self, routes: Collection[str], after: datetime | None = None
     ) -> Plan[datetime | None]:
+        when, _ = yield from self.next_due_seen(routes, after)
+        return when
+
+    def next_due_seen(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> Plan[tuple[datetime | None, datetime | None]]:
+        """:meth:`next_due` and the store's time of its answer (None: no statement sent)."""
         if not routes:
-            return None
+            return None, None
         rows = yield self.statement(
             "next_due",
             routes=sorted(routes),
             after=_aware(after, "after"),
             retention=self.history_retention,
         )
-        return utc_or_none(rows[0][0], "next_due") if rows else None
+        if not rows:
+            return None, None
+        return utc_or_none(rows[0][0], "next_due"), utc_or_none(rows[0][1], "now")
 
     # -- dead letters, quarantine ------------------------------------------------------
 

@@ -469,7 +469,8 @@ SELECT id, {now}, lease_until, claim_token FROM gone;
 
 -- name: next_due
 -- Asked when a claim came back short (the node has time): history attempts that ended more
--- than %(retention)s ago go too, a bounded bite each time (index {history_ended}).
+-- than %(retention)s ago go too, a bounded bite each time (index {history_ended}). With the
+-- store's time of the answer (a node translates the due time into its own clock by it).
 WITH r AS (SELECT unnest(%(routes)s::text[]) AS route), expired AS (
     DELETE FROM {history}
     WHERE seq = ANY (ARRAY(SELECT seq FROM {history}
@@ -487,7 +488,7 @@ SELECT least(
         WHERE t.route = r.route AND t.owner IS NOT NULL AND NOT t.paused
           AND (%(after)s::timestamptz IS NULL OR t.lease_until > %(after)s::timestamptz)
         ORDER BY t.lease_until LIMIT 1) AS x)
-);
+), {now};
 
 -- ---- dead letters, quarantine -------------------------------------------------------------
 

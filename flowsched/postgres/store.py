@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, SystemClock
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, pool_errors, seconds
 from flowsched.postgres.heartbeats import LiveNode
+from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
 from flowsched.postgres.schema import migrate_plan
@@ -53,6 +54,9 @@ class PostgresTimerStore:
     >>> store = PostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
     """
 
+    host_clock: Clock = SystemClock()
+    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
+
     def __init__(
         self,
         conninfo_or_pool: str | ConnectionPool[Any],
@@ -70,6 +74,7 @@ class PostgresTimerStore:
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
+        self._lead = HostOffset()  # this host's lead over the server (next_wake)
         self._timeout = seconds(op_timeout, "op_timeout")
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool
@@ -183,6 +188,17 @@ class PostgresTimerStore:
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         return self._run(self.setup.next_due(routes, after), "next_due", False)
+
+    def next_wake(self, routes: Collection[str]) -> datetime | None:
+        """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
+        server's time judges due (no ``clock=``): what a node sleeps until, so that it never
+        wakes before the server says due (:mod:`flowsched.postgres.host_clock`)."""
+        when, server = self._run(self.setup.next_due_seen(routes), "next_due", False)
+        return (
+            when
+            if self.setup.clock is not None
+            else self._lead.shift(when, server, self.host_clock.now())
+        )
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run(self.setup.dead_letters(), "dead_letters", False)

@@ -26,7 +26,7 @@ __all__ = ["AsyncListener", "Listener", "conninfo_of"]
 
 log = logging.getLogger("flowsched.postgres")
 
-_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
+_BACKOFF = (0.1, 0.2, 0.5, 1.0)  # a server back from a restart is heard again within 1 s
 
 
 def conninfo_of(conninfo_or_pool: Any) -> str:

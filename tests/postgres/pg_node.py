@@ -2,8 +2,9 @@
 
     python pg_node.py URL TABLE NODE_ID OUT_FILE
 
-Each delivery appends ``<item id>`` to OUT_FILE (one line, flushed) and returns. The node
-runs until it is killed or SIGTERMed (then it closes cleanly).
+Each delivery appends ``<item id> <attempt>`` to OUT_FILE as it starts (one line, flushed: a
+kill loses none), works 2 ms and returns. The node runs until it is killed or SIGTERMed (then
+it closes cleanly).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ def main() -> None:
     with open(out, "a", buffering=1, encoding="utf-8") as sink:
 
         def handler(item: ScheduleItem, attempt: int) -> None:
-            time.sleep(0.002)  # a little work: a kill lands mid-batch
             with lock:
-                sink.write(f"{item.id}\n")
+                sink.write(f"{item.id} {attempt}\n")
                 sink.flush()
+            time.sleep(0.002)  # a little work: a kill lands mid-batch
 
         with PostgresScheduler(
             url,
