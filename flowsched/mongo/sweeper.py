@@ -19,10 +19,9 @@ lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`). A *su
 asked for with the outcomes (see :mod:`flowsched.mongo.claims`), so a handler that kills its
 node runs at most twice per counted attempt.
 
-Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF)
-and carries on, keeping unwritten outcomes for the next turn (every write is fenced). A
-settle refused for good is written one outcome at a time (:func:`~flowsched.mongo.transient.
-refused_for_good`, as on the asyncio node): only an outcome refused on its own is dropped.
+Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF),
+keeps unwritten outcomes for the next turn (every write is fenced); a settle refused for
+good is written one outcome at a time, as on the asyncio node (:func:`refused_for_good`).
 """
 
 from __future__ import annotations
@@ -78,8 +77,8 @@ class Sweeper:
         heartbeat: Heartbeat | None = None,
         on_start: Callable[[], object] | None = None,
     ) -> None:
-        """``heartbeat``: renewed every poll, removed on stop. ``on_start``: called once on
-        the sweeper thread before the first turn (its errors are logged)."""
+        """``heartbeat``: renewed every poll, removed on stop. ``on_start``: called once
+        before the first turn, on the sweeper thread (errors logged)."""
         self._claimer = claimer
         self._heartbeat = heartbeat
         self._on_start = on_start
@@ -130,8 +129,7 @@ class Sweeper:
         self._thread.start()
 
     def sweeping(self) -> bool:
-        """Claiming back to back (the last claim found due items, the next is at most
-        SHORT_LOOKAHEAD away): the change stream is left unread (see ``change_stream``)."""
+        """Claiming back to back: the change stream is left unread (see ``change_stream``)."""
         soon = self._next_poll - self._clock.monotonic() <= SHORT_LOOKAHEAD.total_seconds()
         return self._behind or (self._busy and soon)
 
@@ -150,8 +148,7 @@ class Sweeper:
 
     def stop(self) -> None:
         """Stop claiming, wait for running handlers, give back queued claims, write outcomes.
-        From a handler, it waits for the *other* handlers only (its outcome is written when
-        it returns; queued claims are given back as workers reach them)."""
+        From a handler, it waits for the *other* handlers only (its outcome: when it returns)."""
         inside = getattr(self._worker, "on", False)
         with self._lock:
             self._closing = True  # queued deliveries now release their claim instead of running
@@ -210,8 +207,8 @@ class Sweeper:
 
     def _turn(self) -> None:
         self._renew()  # every third of the lease; before the settle takes any claim away
-        # Outcomes written while the next batch is claimed (as on the asyncio node).
-        settling = self._settler.submit(self._settle)
+        outcomes = self._outcomes()  # written while the claim runs, which counts their room
+        settling = self._settler.submit(self._settle, *outcomes)
         try:
             self._beat()
             settle = self._claim()
@@ -222,9 +219,9 @@ class Sweeper:
         if settle:  # what the claim settled itself (quarantines, lost deliveries)
             self._flush()
 
-    def _settle(self) -> None:
+    def _settle(self, batch: list[Settlement], starts: list[Claim]) -> None:
         with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded, as the turn is
-            self._flush()
+            self._write(batch, starts)
 
     def _claim(self) -> bool:
         now = self._clock.monotonic()
@@ -232,8 +229,7 @@ class Sweeper:
             poll_due = now >= self._next_poll
             # Claims whose outcomes are being written leave room (as on the asyncio node).
             room = PIPELINE * self._batch - len(self._held.keys() - self._settling)
-        # Behind (the last claim was full): all the room there is, up to PIPELINE batches
-        # (a claim costs about the same whatever its size: a backlog drains in half the claims).
+        # Behind (the last claim was full): all the room, up to PIPELINE batches (same cost).
         free = room if self._behind else min(self._batch, room)
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
             return False
@@ -279,10 +275,9 @@ class Sweeper:
     def _wait(self) -> float:
         now = self._clock.monotonic()
         with self._lock:
-            held = bool(self._held)
             free = min(self._batch, PIPELINE * self._batch - len(self._held))
             deadline = self._next_poll if free >= max(1, self._batch // 2) else float("inf")
-            if held:
+            if self._held:
                 deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
             if self._finished or self._unwritten:
                 deadline = min(deadline, now + FLUSH_INTERVAL)
@@ -293,21 +288,19 @@ class Sweeper:
     # -- delivery, settlement, leases --------------------------------------------------------
 
     def _outcomes_due(self) -> bool:
-        """With start marks to write: whether the outcomes go too (under the lock). They are
-        another command (deletes), so they are gathered for up to FLUSH_INTERVAL."""
+        """With start marks to write: whether the outcomes (another command) go too."""
         if self._closing or len(self._finished) >= len(self._held):
             return True
         return self._clock.monotonic() >= self._finished_at + FLUSH_INTERVAL
 
     def _starts_due(self) -> bool:
         """Whether to write the start marks asked for now (under the lock)."""
-        gathered = self._clock.monotonic() >= self._asked_at + START_GATHER
-        return gathered or self._wave_complete() or self._closing
+        since = self._clock.monotonic() - self._asked_at
+        return self._closing or self._wave_complete() or since >= START_GATHER
 
     def _wave_complete(self) -> bool:
         """Whether no other worker can ask for a start mark now (under the lock): write."""
-        waiting = len(self._starting) + len(self._marking)
-        idle = self._workers - self._running - waiting
+        idle = self._workers - self._running - len(self._starting) - len(self._marking)
         return idle <= 0 or self._queued <= 0
 
     def _deliver(self, claim: Claim, stamp: int) -> None:
@@ -387,9 +380,13 @@ class Sweeper:
             self._wake.set()
 
     def _flush(self) -> None:
+        self._write(*self._outcomes())
+
+    def _outcomes(self) -> tuple[list[Settlement], list[Claim]]:
+        """The outcomes and start marks to write now, taken (being written from now on)."""
         with self._lock:
             if self._starting and not self._starts_due():
-                return  # gathering a wave of start marks: outcomes go with it, shortly
+                return [], []  # gathering a wave of start marks: outcomes go with it, shortly
             if not self._starting or self._outcomes_due():
                 batch = self._unwritten + self._finished
                 self._unwritten, self._finished = [], []
@@ -400,6 +397,9 @@ class Sweeper:
             self._marking = starts
             self._asked_at = math.inf
             self._settling = {(s.item_id, s.token) for s in batch}
+        return batch, starts
+
+    def _write(self, batch: list[Settlement], starts: list[Claim]) -> None:
         if not batch and not starts:
             return
         try:
