@@ -257,7 +257,7 @@ class AsyncSweeper:
             await asyncio.sleep(0)
         except asyncio.CancelledError:
             for claim in unspawned:
-                self._checks.taken(claim)
+                self._checks.forget(claim)
                 self._finish(Settlement.of(claim, Release(claim.item.due, claim.attempt)))
                 self._local_writes.close(stamp)
             raise
@@ -293,7 +293,7 @@ class AsyncSweeper:
                 if self.closed:  # its handler closed the scheduler: nobody else writes it now
                     await self._flush_after_close()
         except asyncio.CancelledError as exc:
-            self._checks.taken(claim)
+            self._checks.forget(claim)
             held = (claim.item.id, claim.token) in self._held
             if held and not isinstance(exc, StillRunning) and not self._released(claim):
                 # cancelled while waiting for a slot: given back, never started

@@ -1,25 +1,48 @@
 """Internal: the check before a handler starts - does this node's claim still hold?
 
 A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). Between
-the claim (and its read-back) and the handler's call, another node may cancel the item,
-replace it, or - the lease over - take it over; ``cancel()`` then returns ``True`` and the
-old form must never start. So right before a handler is called, the node makes sure its
-claim still holds in the database: the document is there, of the generation claimed, under
-this claim's token (:meth:`StartChecks.check_steps`, one ``find`` by ids).
+a claim and its handler's call, another node may cancel the item, replace it, or - the lease
+over - take it over; ``cancel()`` then returns ``True`` and the old form must never start.
+So right before a handler is called, the node makes sure its claim still holds in the
+database: the document there, of the generation claimed, under this claim's token
+(:meth:`StartChecks.check_steps`, one ``find`` by ids).
 
-The check is batched: the claim that asks is checked together with every other claim waiting
-in the node's queue (one ``find`` for a whole claimed batch when workers are idle), and a
-claim found holding may start without another check for :data:`START_FRESH` seconds after
-the check answered. A claim that waited longer (busy workers) is checked again when its
-turn comes. A delivery's start is thus at most :data:`START_FRESH` (plus the check's way
-back) after a check that found its claim holding, by the database's clock: a ``cancel`` (or
-a replacing ``schedule``) that applied before that check always wins; one that applied after
-it finds a delivery that had already started (its ``history`` shows the attempt open or
+**The rule.** The check is sent when a worker (a slot) has taken the claim, and covers every
+claim not started yet (waiting in the queue, or taken by a worker that has not asked yet:
+one ``find`` for a wave of idle workers, not one each). A claim found holding may start
+without another check for :data:`START_FRESH` seconds after the check answered; one that
+waited longer (busy workers, a claim queued behind a long handler) is checked again when its
+turn comes. A delivery's start is thus at most :data:`START_FRESH` (plus the answer's way
+back) after a check that found its claim holding, by the database's order: a cancel or
+replace that returned before the check was sent always wins; one applied after it meets a
+delivery the node had already committed to start (``history`` shows the attempt open, or
 ended after the cancel).
 
-Cost: one ``find`` per claimed batch when its handlers start within :data:`START_FRESH`
-(idle workers), one per wave of starts otherwise; a start that follows its claim's own
-check adds no write.
+**Why no check orders the call itself.** The handler is called on the node after an answer
+came back; a cancel applied just after the check can return to its caller before that call.
+The audit of issue 37 (3 threaded nodes in one process, idle workers, replaces and cancels
+10-30 ms apart, wire server: ``bench/results/mongo_start_check.md``) counts such starts:
+989defa (no check) 7 of 358 (2 %); this rule 31 of 3,665 (0.8 %, c0a96e4) and 9 of 1,335
+(with the wave's cover above); 2 of 331 with a check right before every start
+(``START_FRESH`` = 0): the check narrows the window, nothing closes it.
+
+**Cheaper designs tried, and why not.**
+
+* *The claim as the check* (its ``update_many`` is conditional on the generation read and
+  makes the document this claim's, so it confirms the same facts): no round trip when the
+  handlers start at once. But the claim answers before the batch is sorted and handed to
+  the workers, and that is the window the issue found: 33 of 1,379 starts (2.4 %) came after
+  a replace had returned, as many as with no check at all.
+* *A conditional write as the check* (a start mark per wave, ``update_many`` fenced on id,
+  generation and token; a ``find`` only when fewer matched): the database orders it where it
+  orders the ``find``, and its answer travels back the same way, so it keeps the same
+  promise - at the price of a write (journal, change-stream filtering) for a read. Without a
+  freshness window it costs one round trip per wave: a threaded node of 8 workers starts a
+  batch of 100 in 13 waves (0.13 round trips per fired timer; measured 0.133 when waves
+  outlast :data:`START_FRESH`, against 0.043 with a 30 s window).
+
+Cost: one ``find`` per claimed batch whose handlers start within :data:`START_FRESH` (idle
+workers), one per wave of starts otherwise.
 
 A claim found not holding is given back unrun (its fenced release matches nothing), and its
 lease is marked lost (:meth:`~flowsched.mongo.leases.HeldLeases.lost`: a replaced or
@@ -74,6 +97,7 @@ class StartChecks:
         self.leases = leases
         self.monotonic = monotonic
         self._waiting: dict[Key, Claim] = {}
+        self._in_hand: dict[Key, Claim] = {}  # taken from the queue, not started yet
         self.checks = 0
         """Checks sent (each one ``find``)."""
         self._checked: dict[Key, float] = {}  # when the check that found it holding answered
@@ -86,12 +110,15 @@ class StartChecks:
         self._waiting.update((_key(claim), claim) for claim in claims)
 
     def taken(self, claim: Claim) -> None:
-        """``claim`` left the queue: about to start, or given back."""
-        self._waiting.pop(_key(claim), None)
+        """``claim`` left the queue: about to ask :meth:`verdict` (a check sent meanwhile
+        covers it, see :meth:`batch`) until :meth:`forget`."""
+        key = _key(claim)
+        if self._waiting.pop(key, None) is not None:
+            self._in_hand[key] = claim
 
     def waiting(self) -> list[Claim]:
-        """The claims still waiting in the queue."""
-        return list(self._waiting.values())
+        """The claims not started yet: waiting in the queue or taken from it."""
+        return [*self._waiting.values(), *self._in_hand.values()]
 
     def verdict(self, claim: Claim) -> bool | None:
         """``True``: may start now; ``False``: must not start; ``None``: needs a check."""
@@ -104,8 +131,9 @@ class StartChecks:
         return None
 
     def batch(self, claim: Claim) -> list[Claim]:
-        """The claims a check sent for ``claim`` covers: it, and every other waiting claim
-        not found holding lately."""
+        """The claims a check sent for ``claim`` covers: it, and every other claim not
+        started yet (waiting, or taken by another worker that has not asked yet) and not
+        found holding lately."""
         chosen = {_key(claim): claim}
         for other in self.waiting():
             if _key(other) not in chosen and self.verdict(other) is None:
@@ -141,6 +169,8 @@ class StartChecks:
     def forget(self, claim: Claim) -> None:
         """``claim`` started or was given back: nothing more to remember of it."""
         key = _key(claim)
+        self._waiting.pop(key, None)
+        self._in_hand.pop(key, None)
         self._checked.pop(key, None)
         self._refused.discard(key)
         self._found.pop(key, None)
@@ -199,6 +229,10 @@ class ThreadStartChecks(StartChecks):
     def queued(self, claims: Iterable[Claim]) -> None:
         with self._lock:
             super().queued(claims)
+
+    def forget(self, claim: Claim) -> None:
+        with self._lock:
+            super().forget(claim)
 
     def taken(self, claim: Claim) -> None:
         with self._lock:

@@ -1,34 +1,27 @@
 """Internal: the MongoDB background sweeper thread — claims, dispatches, renews, settles.
 
-Every node runs one; there is no leader. Each turn of the loop:
-
-1. writes the outcomes of finished deliveries in one fenced ``bulk_write``;
-2. renews the leases of items still held (every third of the lease), so a long handler keeps
-   its claim;
-3. renews the node's heartbeat (every poll, and at once when its routes change: see
-   :mod:`flowsched.mongo.nodes`);
-4. when the poll is due and at least half the batch is free, claims a batch and hands it to
-   the worker pool (after a full claim, up to all the room left in PIPELINE batches). The poll
-   is due every ``poll_interval``; at once after a full batch; sooner when this node schedules
-   an item due before the next poll; and at the due time of the next item the claim query saw
-   coming within the poll interval (it looks one poll ahead, same round trip; not sooner than
-   50 ms, so that items due close together share a claim): items fire within about 50 ms.
+Every node runs one; there is no leader. Each turn of the loop writes the outcomes of
+finished deliveries (one fenced ``bulk_write``, on a thread of its own: the claim below does
+not wait for it, as on the asyncio node), renews the leases still held (every third of the
+lease) and the node's heartbeat (every poll, at once when its routes change:
+:mod:`flowsched.mongo.nodes`), and, when the poll is due and at least half the batch is free,
+claims a batch for the worker pool (after a full claim, all the room left in PIPELINE
+batches). The poll is due every ``poll_interval``; at once after a full batch; sooner when
+this node schedules an item due before the next poll; and at the due time of the next item
+the claim query saw coming within the poll interval (not sooner than 50 ms, so that items
+due close together share a claim): items fire within about 50 ms.
 
 A claim in the queue is checked in the database right before its handler starts
 (:mod:`flowsched.mongo.start_check`). No handler starts on a claim whose lease has (nearly)
 ended by the database's clock: it is given back, fenced, unrun; a run completed after its
-lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`).
+lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`). A *suspect* claim
+(:attr:`Claim.suspect`) starts only once its start is marked: the loop writes every mark
+asked for with the outcomes (see :mod:`flowsched.mongo.claims`), so a handler that kills its
+node runs at most twice per counted attempt.
 
-A fresh claim's handler starts at once, unmarked. A *suspect* claim (:attr:`Claim.suspect`:
-an earlier claim was never settled) starts only once its start is marked in the collection:
-a worker about to run one asks, the loop writes every mark asked for with the outcomes it is
-writing anyway, then those handlers start (see :mod:`flowsched.mongo.claims`). A handler that
-kills its node thus runs at most twice per counted attempt.
-
-Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF)
-and carries on, keeping unwritten outcomes for the next turn (every write is fenced). A
-settle refused for good is written one outcome at a time (:func:`~flowsched.mongo.transient.
-refused_for_good`, as on the asyncio node): only an outcome refused on its own is dropped.
+Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF),
+keeps unwritten outcomes for the next turn (every write is fenced); a settle refused for
+good is written one outcome at a time, as on the asyncio node (:func:`refused_for_good`).
 """
 
 from __future__ import annotations
@@ -84,9 +77,8 @@ class Sweeper:
         heartbeat: Heartbeat | None = None,
         on_start: Callable[[], object] | None = None,
     ) -> None:
-        """``heartbeat``: the node's advertisement, renewed every poll and removed on stop.
-        ``on_start``: called once on the sweeper thread before the first turn (its errors
-        are logged)."""
+        """``heartbeat``: renewed every poll, removed on stop. ``on_start``: called once
+        before the first turn, on the sweeper thread (errors logged)."""
         self._claimer = claimer
         self._heartbeat = heartbeat
         self._on_start = on_start
@@ -100,6 +92,8 @@ class Sweeper:
         self._batch = batch_size
         self._op_timeout = op_timeout
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flowsched-mongo")
+        self._settler = ThreadPoolExecutor(1, thread_name_prefix="flowsched-settle")
+        self._settling: set[tuple[Any, str]] = set()  # held claims whose outcomes are written
         self._workers = workers
         self._queued = 0  # claims handed to the pool that no worker has taken yet
         self._asked_at = math.inf  # when the oldest start mark not yet written was asked
@@ -123,8 +117,7 @@ class Sweeper:
         self._finished_at = math.inf  # when the oldest unwritten outcome in _finished came
         self._unwritten: list[Settlement] = []
         self._next_poll = 0.0
-        # The earliest sweep asked for by poke() while a claim query ran: that query may not
-        # have seen the item, and the plan made from its answer must not drop the request.
+        # The earliest sweep poke() asked for while a claim ran (that claim may not see it).
         self._poked = math.inf
         self._claimed_at = -math.inf  # when the last claim began (monotonic)
         self._next_renew = 0.0
@@ -136,17 +129,13 @@ class Sweeper:
         self._thread.start()
 
     def sweeping(self) -> bool:
-        """Claiming back to back (the last claim found due items, the next is at most
-        SHORT_LOOKAHEAD away): the change stream is left unread (see ``change_stream``)."""
+        """Claiming back to back: the change stream is left unread (see ``change_stream``)."""
         soon = self._next_poll - self._clock.monotonic() <= SHORT_LOOKAHEAD.total_seconds()
         return self._behind or (self._busy and soon)
 
     def poke(self, due: datetime | None = None) -> None:
-        """Sweep at ``due`` (or now) if that is before the next planned poll.
-
-        Not sooner than BATCH_GAP after the last claim began: a burst of pokes (a node
-        scheduling many items due now, or the change stream reporting another node's) is
-        claimed in batches, not one claim per poke."""
+        """Sweep at ``due`` (or now) if that is before the next planned poll; not sooner than
+        BATCH_GAP after the last claim began (a burst of pokes is claimed in batches)."""
         delay = 0.0 if due is None else (due - self._clock.now()).total_seconds()
         at = self._clock.monotonic() + max(delay, 0.0)
         with self._lock:
@@ -159,10 +148,7 @@ class Sweeper:
 
     def stop(self) -> None:
         """Stop claiming, wait for running handlers, give back queued claims, write outcomes.
-
-        Called from a handler (on one of the pool's workers), it waits for the *other*
-        running handlers only; the calling delivery's outcome is written when its handler
-        returns, and claims still queued are given back as soon as a worker reaches them."""
+        From a handler, it waits for the *other* handlers only (its outcome: when it returns)."""
         inside = getattr(self._worker, "on", False)
         with self._lock:
             self._closing = True  # queued deliveries now release their claim instead of running
@@ -172,6 +158,7 @@ class Sweeper:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
+        self._settler.shutdown(wait=True)
         if inside:
             # A worker cannot join itself (shutdown(wait=True) would raise RuntimeError).
             self._pool.shutdown(wait=False)
@@ -187,9 +174,7 @@ class Sweeper:
     def _write_outcomes(self, when: str) -> None:
         try:
             within(self._op_timeout, f"writing outcomes {when}", self._flush)
-        except Exception as exc:
-            # Nothing is lost: the items stay claimed until their lease ends, then any node
-            # delivers them again.
+        except Exception as exc:  # nothing lost: redelivered after the lease
             log.warning("could not write outcomes %s (redelivered after the lease): %s", when, exc)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -206,8 +191,7 @@ class Sweeper:
         while not self._stop.is_set():
             started = self._clock.monotonic()
             try:
-                # Bound every turn, so that an outage cannot hold the loop (and close()) in
-                # one call for the driver's 30 s server selection.
+                # Bounded: an outage cannot hold the loop (and close()) for 30 s.
                 with pymongo.timeout(self._op_timeout.total_seconds()):
                     self._claims.store.ensure_indexes()
                     self._turn()
@@ -222,20 +206,33 @@ class Sweeper:
             self._wake.clear()
 
     def _turn(self) -> None:
-        self._flush()
-        self._renew()
-        self._beat()
+        self._renew()  # every third of the lease; before the settle takes any claim away
+        outcomes = self._outcomes()  # written while the claim runs, which counts their room
+        settling = self._settler.submit(self._settle, *outcomes)
+        try:
+            self._beat()
+            settle = self._claim()
+        finally:
+            error = settling.exception()  # one settle at a time: the turn waits for it
+        if error is not None:
+            raise error
+        if settle:  # what the claim settled itself (quarantines, lost deliveries)
+            self._flush()
+
+    def _settle(self, batch: list[Settlement], starts: list[Claim]) -> None:
+        with pymongo.timeout(self._op_timeout.total_seconds()):  # bounded, as the turn is
+            self._write(batch, starts)
+
+    def _claim(self) -> bool:
         now = self._clock.monotonic()
         with self._lock:
             poll_due = now >= self._next_poll
-            room = PIPELINE * self._batch - len(self._held)
-        # Behind (the last claim came back full): claim all the room there is, up to
-        # PIPELINE batches at once. Fewer, larger claims: on servers whose claim query reads
-        # every due document before its limit, each claim costs about the same whatever its
-        # size, so a backlog drains in about half the claims.
+            # Claims whose outcomes are being written leave room (as on the asyncio node).
+            room = PIPELINE * self._batch - len(self._held.keys() - self._settling)
+        # Behind (the last claim was full): all the room, up to PIPELINE batches (same cost).
         free = room if self._behind else min(self._batch, room)
         if not poll_due or self._stop.is_set() or free < max(1, self._batch // 2):
-            return
+            return False
         lookahead = claim_lookahead(self._lookahead, behind=self._behind, busy=self._busy)
         with self._lock:
             self._poked = math.inf
@@ -273,16 +270,14 @@ class Sweeper:
         self._checks.queued(batch.deliver)
         for claim in batch.deliver:
             self._pool.submit(self._deliver, claim, stamp)
-        if batch.settle:
-            self._flush()
+        return bool(batch.settle)
 
     def _wait(self) -> float:
         now = self._clock.monotonic()
         with self._lock:
-            held = bool(self._held)
             free = min(self._batch, PIPELINE * self._batch - len(self._held))
             deadline = self._next_poll if free >= max(1, self._batch // 2) else float("inf")
-            if held:
+            if self._held:
                 deadline = min(deadline, now + FLUSH_INTERVAL, self._next_renew)
             if self._finished or self._unwritten:
                 deadline = min(deadline, now + FLUSH_INTERVAL)
@@ -293,21 +288,19 @@ class Sweeper:
     # -- delivery, settlement, leases --------------------------------------------------------
 
     def _outcomes_due(self) -> bool:
-        """With start marks to write: whether the outcomes go too (under the lock). They are
-        another command (deletes), so they are gathered for up to FLUSH_INTERVAL."""
+        """With start marks to write: whether the outcomes (another command) go too."""
         if self._closing or len(self._finished) >= len(self._held):
             return True
         return self._clock.monotonic() >= self._finished_at + FLUSH_INTERVAL
 
     def _starts_due(self) -> bool:
         """Whether to write the start marks asked for now (under the lock)."""
-        gathered = self._clock.monotonic() >= self._asked_at + START_GATHER
-        return gathered or self._wave_complete() or self._closing
+        since = self._clock.monotonic() - self._asked_at
+        return self._closing or self._wave_complete() or since >= START_GATHER
 
     def _wave_complete(self) -> bool:
         """Whether no other worker can ask for a start mark now (under the lock): write."""
-        waiting = len(self._starting) + len(self._marking)
-        idle = self._workers - self._running - waiting
+        idle = self._workers - self._running - len(self._starting) - len(self._marking)
         return idle <= 0 or self._queued <= 0
 
     def _deliver(self, claim: Claim, stamp: int) -> None:
@@ -364,9 +357,8 @@ class Sweeper:
         try:
             settlement = Settlement.of(claim, self._core.deliver(claim.item, claim.attempt))
         except BaseException as exc:
-            # deliver() turns every handler error into an outcome and ignores observer
-            # errors: this is a KeyboardInterrupt. Settle the item as failed so that it is
-            # neither lost nor held and renewed for ever, then let the interrupt through.
+            # A KeyboardInterrupt (deliver() turns handler errors into outcomes): settle it
+            # as failed (neither lost nor held for ever), then let the interrupt through.
             log.exception("delivery of %s failed outside its handler", claim.item.id)
             failures = claim.attempt + 1
             due = capped(self._clock.now(), self._core.redelivery.delay(failures))
@@ -388,9 +380,13 @@ class Sweeper:
             self._wake.set()
 
     def _flush(self) -> None:
+        self._write(*self._outcomes())
+
+    def _outcomes(self) -> tuple[list[Settlement], list[Claim]]:
+        """The outcomes and start marks to write now, taken (being written from now on)."""
         with self._lock:
             if self._starting and not self._starts_due():
-                return  # gathering a wave of start marks: outcomes go with it, shortly
+                return [], []  # gathering a wave of start marks: outcomes go with it, shortly
             if not self._starting or self._outcomes_due():
                 batch = self._unwritten + self._finished
                 self._unwritten, self._finished = [], []
@@ -400,6 +396,10 @@ class Sweeper:
             starts, self._starting = self._starting, []
             self._marking = starts
             self._asked_at = math.inf
+            self._settling = {(s.item_id, s.token) for s in batch}
+        return batch, starts
+
+    def _write(self, batch: list[Settlement], starts: list[Claim]) -> None:
         if not batch and not starts:
             return
         try:
@@ -408,9 +408,7 @@ class Sweeper:
             if not refused_for_good(exc):
                 self._keep(batch, starts)
                 raise
-            # Refused for good (a validation rule, an outcome that cannot be encoded): write
-            # them one by one, dropping only what cannot be written on its own - the same
-            # rule as the asyncio node's (never a whole batch for one bad outcome).
+            # Refused for good: one by one, dropping only what fails on its own (as async).
             log.error("outcomes refused (%s): writing them one by one", exc)
             try:
                 self._claims.settle_each(batch, self._clock.now, starts)
@@ -423,6 +421,7 @@ class Sweeper:
             self._leases.forget((s.item_id, s.token) for s in batch)
             self._marked.update((claim.item.id, claim.token) for claim in starts)
             self._marking = []
+            self._settling = set()
             self._marks.notify_all()
 
     def _keep(self, batch: list[Settlement], starts: list[Claim]) -> None:
@@ -433,6 +432,7 @@ class Sweeper:
             if starts:
                 self._asked_at = -math.inf  # due at once on the next try
             self._marking = []
+            self._settling = set()
             self._marks.notify_all()
 
     def _beat(self) -> None:
