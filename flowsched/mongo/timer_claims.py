@@ -1,0 +1,408 @@
+"""Internal: the firing path of the MongoDB timer stores - claim, confirm, renew, release,
+settle - as procedures without I/O (:mod:`flowsched.mongo.commands`), run by
+:class:`~flowsched.mongo.timer_store.MongoTimerStore` (pymongo's ``Collection``) and
+:class:`~flowsched.mongo.async_timer_store.AsyncMongoTimerStore` (``AsyncCollection``).
+
+Round trips, per call whatever the number of claims (``ids`` in chunks of
+:data:`~flowsched.mongo.store.ID_CHUNK`, every chunk in one ``bulk_write``):
+
+* ``claim_due``: 2 - one ``find`` of the candidates (index ``route, bucket, ready_at``:
+  due by the earliest the database's time can be, not paused, oldest first, ``limit``),
+  then one ``update_many`` per chunk, ``_id`` in the candidates *and* ``generation`` and
+  ``ready_at`` among the values read (so a document replaced, re-claimed, renewed or settled
+  since the read is not taken), setting the batch's fresh token, the owner and the lease
+  end (``ready_at`` = lease end). Each document is taken atomically: one node wins it.
+  When it took every candidate, the documents read are the ones claimed; otherwise one
+  more ``find`` by token reads which were won. A won document whose earlier claim had
+  started (``claim.at``) ends that attempt ``"lapsed"`` in the history (one more write,
+  only then). The generation is kept: a claim is not a new form.
+* ``confirm_start``: 1 - one update per claim in one ``bulk_write``, fenced on the claim's
+  identity and a stored lease that has surely not ended (``claim.lease_until`` after the
+  latest the database's time can be), setting ``deliveries`` = attempt + 1 and ``claim.at``
+  = the start (the running attempt :meth:`history` shows). A second ``find`` only when
+  some were refused, to tell which.
+* ``renew``: 1 (2 when some were refused), fenced as ``confirm_start``.
+* ``release``: 1. ``settle``: 2 - the outcomes in one ``bulk_write`` fenced on the claim's
+  identity (a marker ``settled_claim`` = token tells, only when the counts come up short,
+  which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
+  on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
+  writes them). A dead letter (rare) takes 2 of its own. A late settle reads the stored
+  leases first (1).
+
+History failures never fail the firing path: records whose write failed ride on the next.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowsched.errors import MalformedDocument
+from flowsched.mongo.commands import Call, Counts, Find, Steps, Write, counted_write_steps
+from flowsched.mongo.documents import (
+    bson_utc,
+    bson_utc_or_none,
+    dead_letter_document,
+    quarantine_document,
+    stored_item,
+    truncate_ms,
+)
+from flowsched.mongo.history import MongoHistory, Record, attempt_document
+from flowsched.mongo.store import MongoCollections
+from flowsched.mongo.timer_history import UNPAUSED
+from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
+from flowsched.records import ScheduleItem
+from flowsched.steering import Attempt, AttemptOutcome
+from flowsched.store.measured_clock import MeasuredClock
+from flowsched.store.records import Claim, Settlement, SettleResult
+
+__all__ = ["ClaimSteps", "Doc"]
+
+Doc = dict[str, Any]
+_OLDEST = [("ready_at", 1), ("_id", 1)]
+STARTS_KEPT = 100_000
+"""The most start times a store remembers for claims not settled yet (the oldest go)."""
+
+
+class ClaimSteps:
+    """The claim-side procedures of one store (see the module docstring); the base of
+    :class:`~flowsched.mongo.timer_ops.TimerSteps`."""
+
+    roles: MongoCollections
+    time: MeasuredClock
+    journal: MongoHistory
+
+    def __init__(self) -> None:
+        self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+        self._starts_lock = threading.Lock()
+
+    # -- time, documents ---------------------------------------------------------------
+
+    def measure(self) -> Steps[None]:
+        """Sample the database's time when one is due (``hello``; none with a clock)."""
+        clock = self.time
+        if not clock.wants_sample():
+            return
+        node = clock.node
+        started, at = node.monotonic(), node.now()
+        try:
+            reply = yield Call("database", "command", ("hello",))
+        except NotImplementedError:  # mongomock
+            reply = None
+        local = reply.get("localTime") if isinstance(reply, Mapping) else None
+        clock.sample(started, node.monotonic(), at, bson_utc_or_none(local))
+
+    def read(self, doc: Mapping[str, Any] | None) -> Steps[tuple[ScheduleItem, int] | None]:
+        """The item and attempts of ``doc``; a malformed one is quarantined (None)."""
+        if doc is None:
+            return None
+        try:
+            stored = stored_item(doc)
+        except MalformedDocument as exc:
+            yield from self.quarantine(doc, str(exc))
+            return None
+        return stored.item, stored.attempts
+
+    def quarantine(self, doc: Mapping[str, Any], reason: str) -> Steps[None]:
+        record = quarantine_document(doc, reason, "store", truncate_ms(self.time.estimate()))
+        yield Call("quarantine", "insert_one", (record,))
+        fence = {"_id": doc.get("_id"), "generation": doc.get("generation")}
+        yield Call("items", "delete_one", (fence,))
+
+    def _writes(self, role: str, writes: Sequence[Write]) -> Steps[Counts]:
+        return (yield from counted_write_steps(role, writes, self.roles.bulk))
+
+    def _history(self, records: list[Record]) -> Steps[None]:
+        """Write ``records`` and any kept from a failed write (never raises an Exception)."""
+        records = self.journal.take() + records
+        yield from self.journal.write_steps(self.roles, records)
+
+    # -- claims ------------------------------------------------------------------------
+
+    def claim_due(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> Steps[list[Claim]]:
+        if lease <= timedelta(0) or limit < 1:
+            raise ValueError(f"claim_due: lease {lease} and limit {limit!r} must be positive")
+        wanted = sorted(routes)
+        if not wanted:
+            return []
+        yield from self.measure()
+        until = truncate_ms(self.time.now() + lease)
+        earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
+        found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
+        docs: list[Doc] = yield Find("items", {**found, **UNPAUSED}, sort=_OLDEST, limit=limit)
+        due: list[tuple[Doc, ScheduleItem, int]] = []
+        for doc in docs:
+            read = yield from self.read(doc)
+            if read is not None:
+                due.append((doc, *read))
+        if not due:
+            return []
+        batch = uuid.uuid4().hex
+        tokens = {doc["_id"]: f"{batch}-{n}" for n, (doc, _, _) in enumerate(due)}
+        writes = [
+            Write(
+                # As read: a document replaced, claimed, renewed or settled since is not taken.
+                {"_id": doc["_id"], "generation": item.generation, "ready_at": doc["ready_at"]}
+                | UNPAUSED,
+                {"$set": {"claim": _claim(owner, tokens[doc["_id"]], until), "ready_at": until}},
+            )
+            for doc, item, _ in due
+        ]
+        taken = (yield from self._writes("items", writes)).matched
+        if taken < len(due):
+            ids = list(tokens)
+            mark = {"_id": {"$in": ids}, "claim.token": {"$in": list(tokens.values())}}
+            back: list[Doc] = [] if not taken else (yield Find("items", mark, {"_id": 1}))
+            mine = {doc["_id"] for doc in back}
+            due = [entry for entry in due if entry[0]["_id"] in mine]
+        lapsed = [doc for doc, _, _ in due if _started(doc.get("claim"))]
+        if lapsed:  # earlier claims that started and never settled: they lapsed
+            for doc in lapsed:
+                self.journal.lapsed(doc, lease)
+            yield from self._history([])
+        return [
+            Claim(item, attempts, owner, until, tokens[doc["_id"]]) for doc, item, attempts in due
+        ]
+
+    def confirm_start(self, claims: Sequence[Claim]) -> Steps[list[Claim]]:
+        if not claims:
+            return []
+        yield from self.measure()
+        now = truncate_ms(self.time.now())
+        latest = truncate_ms(self.time.latest())
+        writes = [
+            Write(
+                {**_fence(c), "claim.lease_until": {"$gt": latest}, **UNPAUSED},
+                {"$set": {"deliveries": c.attempt + 1, "claim.at": now}},
+            )
+            for c in claims
+        ]
+        matched = (yield from self._writes("items", writes)).matched
+        held = yield from self._which(claims, matched, {"claim.at": now})
+        with self._starts_lock:
+            for c in held:
+                self._starts[(c.item.id, c.token)] = now
+            while len(self._starts) > STARTS_KEPT:
+                self._starts.popitem(last=False)
+        return held
+
+    def _which(self, claims: Sequence[Claim], matched: int, mark: Doc) -> Steps[list[Claim]]:
+        """Of ``claims``, those a batch that matched ``matched`` of them changed: all, none,
+        or (one ``find``) those whose document carries their identity and ``mark``."""
+        if matched >= len(claims):
+            return list(claims)
+        if not matched:
+            return []
+        ids = _distinct(c.item.id for c in claims)
+        fields = {"generation": 1, "claim.owner": 1, "claim.token": 1}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}, **mark}, fields)
+        marked = {(d["_id"], d.get("generation"), *_owner_token(d)) for d in found}
+        return [c for c in claims if (c.item.id, c.generation, c.owner, c.token) in marked]
+
+    def renew(self, claims: Sequence[Claim], lease: timedelta) -> Steps[list[Claim]]:
+        if not claims:
+            return []
+        yield from self.measure()
+        until = truncate_ms(self.time.now() + lease)
+        latest = truncate_ms(self.time.latest())
+        writes = [
+            Write(
+                {**_fence(c), "claim.lease_until": {"$gt": latest}},
+                {"$set": {"claim.lease_until": until, "ready_at": until}},
+            )
+            for c in claims
+        ]
+        matched = (yield from self._writes("items", writes)).matched
+        renewed = yield from self._which(claims, matched, {"claim.lease_until": until})
+        return [Claim(c.item, c.attempt, c.owner, until, c.token) for c in renewed]
+
+    def release(self, claims: Sequence[Claim]) -> Steps[int]:
+        writes = [
+            Write(
+                _fence(c),
+                {"$set": {"claim": None, "ready_at": truncate_ms(c.item.due), **_unapplied(c)}},
+            )
+            for c in claims
+        ]
+        return (yield from self._writes("items", writes)).matched
+
+    # -- settle ------------------------------------------------------------------------
+
+    def settle(self, settlements: Sequence[Settlement]) -> Steps[list[SettleResult]]:
+        if not settlements:
+            return []
+        yield from self.measure()
+        now = truncate_ms(self.time.now())
+        leases = yield from self._stored_leases([s.claim for s in settlements], now)
+        plain = [s for s in settlements if isinstance(s.outcome, Completed | Redeliver | NextSlot)]
+        mark = uuid.uuid4().hex  # this call's: a repeated settle's update is not counted
+        counts = yield from self._writes("items", [_settle_write(s, mark) for s in plain])
+        applied = yield from self._applied(plain, counts, mark)
+        for s in settlements:
+            if not isinstance(s.outcome, Completed | Redeliver | NextSlot):
+                applied[id(s)] = yield from self._dead_letter(s)
+        results, records = [], []
+        for s in settlements:
+            claim = s.claim
+            if not applied[id(s)]:
+                results.append(SettleResult(claim, False))
+                continue
+            with self._starts_lock:
+                started = self._starts.pop((claim.item.id, claim.token), None)
+            if started is not None:  # closes the attempt confirm_start opened
+                records.append((claim.item.id, _ended(s, started, now)))
+            ends = leases.get((claim.item.id, claim.token), claim.lease_until)
+            results.append(SettleResult(claim, True, now - ends if now > ends else None))
+        yield from self._history(records)
+        return results
+
+    def _stored_leases(
+        self, claims: Sequence[Claim], now: datetime
+    ) -> Steps[dict[tuple[Any, str], datetime]]:
+        """The stored lease ends of the claims late by their own (a renewal whose reply was
+        lost may have moved them): one ``find``, only when some are late."""
+        late = [c.item.id for c in claims if now > c.lease_until]
+        if not late:
+            return {}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": _distinct(late)}}, {"claim": 1})
+        leases = {}
+        for doc in found:
+            claim = doc.get("claim")
+            if isinstance(claim, Mapping) and isinstance(claim.get("lease_until"), datetime):
+                leases[(doc["_id"], str(claim.get("token")))] = bson_utc(claim["lease_until"])
+        return leases
+
+    def _applied(
+        self, plain: Sequence[Settlement], counts: Counts, mark: str
+    ) -> Steps[dict[int, bool]]:
+        """Which of ``plain`` (by ``id()``) the batch applied: all when the counts say so;
+        else one ``find``: an update applied if its document carries this call's ``mark``
+        and its token in ``settled_claim``, a delete if its document is gone (or of another
+        generation) - when the deletes counted cannot tell which, none is said applied."""
+        deletes = [s for s in plain if isinstance(s.outcome, Completed)]
+        updates = [s for s in plain if not isinstance(s.outcome, Completed)]
+        if counts.matched == len(updates) and counts.deleted == len(deletes):
+            return {id(s): True for s in plain}
+        ids = _distinct(s.claim.item.id for s in plain)
+        fields = {"generation": 1, "settled_claim": 1}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}}, fields)
+        docs = {doc["_id"]: doc for doc in found}
+        applied = {}
+        for s in updates:
+            doc = docs.get(s.claim.item.id) or {}
+            ours = doc.get("generation") == s.claim.generation
+            applied[id(s)] = ours and doc.get("settled_claim") == f"{s.claim.token}/{mark}"
+        gone = [s for s in deletes if _gone(docs.get(s.claim.item.id), s.claim)]
+        for s in deletes:
+            applied[id(s)] = counts.deleted == len(gone) and s in gone
+        return applied
+
+    def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
+        """Remove the item under its claim's fence and keep it as a dead letter (DeadLettered,
+        Exhausted: ``outcome.dead``); False when the fence no longer holds."""
+        outcome: Any = settlement.outcome
+        gone = yield Call("items", "find_one_and_delete", (_fence(settlement.claim),))
+        if gone is None:
+            return False
+        letter = dead_letter_document(outcome.dead)
+        yield Call("dead", "replace_one", ({"_id": letter["_id"]}, letter), {"upsert": True})
+        return True
+
+
+def _claim(owner: str, token: str, until: datetime) -> Doc:
+    return {"owner": owner, "token": token, "lease_until": until}
+
+
+def _distinct(values: Any) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def _started(claim: object) -> bool:
+    return isinstance(claim, Mapping) and isinstance(claim.get("at"), datetime)
+
+
+def _owner_token(doc: Mapping[str, Any]) -> tuple[object, object]:
+    claim = doc.get("claim")
+    return (claim.get("owner"), claim.get("token")) if isinstance(claim, Mapping) else (None, None)
+
+
+def _gone(doc: Mapping[str, Any] | None, claim: Claim) -> bool:
+    return doc is None or doc.get("generation") != claim.generation
+
+
+def _fence(claim: Claim) -> Doc:
+    """A claim's identity, as a filter: what every write of the claim must match."""
+    return {
+        "_id": claim.item.id,
+        "generation": claim.generation,
+        "claim.owner": claim.owner,
+        "claim.token": claim.token,
+    }
+
+
+def _settle_write(settlement: Settlement, mark: str) -> Write:
+    claim, outcome = settlement.claim, settlement.outcome
+    if isinstance(outcome, Completed):
+        return Write(_fence(claim))
+    assert isinstance(outcome, Redeliver | NextSlot)
+    due = truncate_ms(outcome.due)
+    fields: Doc = {"due": due, "ready_at": due, "claim": None}
+    fields["settled_claim"] = f"{claim.token}/{mark}"
+    if isinstance(outcome, Redeliver):
+        fields |= {"attempts": outcome.attempt, "deliveries": outcome.attempt}
+        fields |= {"last_error": outcome.error, **_unapplied(claim)}
+    else:
+        fields |= {"attempts": 0, "deliveries": 0, "last_error": outcome.error}
+        fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
+        if outcome.runs is not None:  # the run is counted in the write of its slot
+            fields["runs"] = outcome.runs
+    return Write(_fence(claim), {"$set": fields})
+
+
+def _unapplied(claim: Claim) -> Doc:
+    """For a recurring claim that goes back to waiting for its slot (redelivered, released):
+    ``applied`` and ``runs`` set back to the claimed form's (as ``mongo/settlement.py`` does
+    after a slot fence), so a slot that did not run is not counted."""
+    item = claim.item
+    if item.recurrence is None:
+        return {}
+    previous = truncate_ms(item.previous) if item.previous is not None else None
+    return {"applied": previous, "runs": item.runs}
+
+
+def _error_of(outcome: Outcome) -> str | None:
+    if isinstance(outcome, Redeliver | NextSlot):
+        return outcome.error
+    if isinstance(outcome, DeadLettered | Exhausted):
+        return outcome.dead.error
+    return None
+
+
+def _ended(settlement: Settlement, started: datetime, now: datetime) -> Doc:
+    """The history record of a settled attempt that started at ``started``."""
+    claim = settlement.claim
+    error = _error_of(settlement.outcome)
+    ended: AttemptOutcome = (
+        "timed_out" if settlement.timed_out else "failed" if error else "succeeded"
+    )
+    error_type = message = None
+    if error is not None:
+        error_type, _, message = error.partition(": ")
+    attempt = Attempt(
+        claim.owner,
+        started,
+        now,
+        ended,
+        error_type,
+        message,
+        settlement.traceback,
+        claim.generation,
+        claim.attempt,
+    )
+    return attempt_document(attempt, claim.token)
