@@ -52,8 +52,7 @@ from flowsched.mongo.documents import (
     truncate_ms,
 )
 from flowsched.mongo.history import MongoHistory, Record, attempt_document
-from flowsched.mongo.store import MongoCollections
-from flowsched.mongo.timer_history import UNPAUSED
+from flowsched.mongo.store import ID_CHUNK, MongoCollections
 from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
 from flowsched.records import ScheduleItem
 from flowsched.steering import Attempt, AttemptOutcome
@@ -63,7 +62,7 @@ from flowsched.store.records import Claim, Settlement, SettleResult
 __all__ = ["ClaimSteps", "Doc"]
 
 Doc = dict[str, Any]
-_OLDEST = [("ready_at", 1), ("_id", 1)]
+_OLDEST = [("ready_at", 1)]  # the claim index's order
 STARTS_KEPT = 100_000
 """The most start times a store remembers for claims not settled yet (the oldest go)."""
 
@@ -135,39 +134,53 @@ class ClaimSteps:
         until = truncate_ms(self.time.now() + lease)
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
         found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
-        docs: list[Doc] = yield Find("items", {**found, **UNPAUSED}, sort=_OLDEST, limit=limit)
-        due: list[tuple[Doc, ScheduleItem, int]] = []
+        docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
+        due: dict[Any, tuple[Doc, ScheduleItem, int]] = {}
         for doc in docs:
             read = yield from self.read(doc)
             if read is not None:
-                due.append((doc, *read))
+                due[doc["_id"]] = (doc, *read)
         if not due:
             return []
         batch = uuid.uuid4().hex
-        tokens = {doc["_id"]: f"{batch}-{n}" for n, (doc, _, _) in enumerate(due)}
+        claim = {"owner": owner, "token": batch, "lease_until": until}
+        update = {"$set": {"claim": claim, "ready_at": until}}
         writes = [
+            # As read: a document replaced (a fresh generation), claimed, renewed or
+            # settled (ready_at moved to the future) since is not taken.
             Write(
-                # As read: a document replaced, claimed, renewed or settled since is not taken.
-                {"_id": doc["_id"], "generation": item.generation, "ready_at": doc["ready_at"]}
-                | UNPAUSED,
-                {"$set": {"claim": _claim(owner, tokens[doc["_id"]], until), "ready_at": until}},
+                {
+                    "_id": {"$in": [doc["_id"] for doc, _, _ in chunk]},
+                    "generation": {"$in": _distinct(item.generation for _, item, _ in chunk)},
+                    "ready_at": {"$in": _distinct(doc["ready_at"] for doc, _, _ in chunk)},
+                    "route": {"$in": wanted},
+                },
+                update,
+                many=True,
             )
-            for doc, item, _ in due
+            for chunk in _chunks(list(due.values()))
         ]
         taken = (yield from self._writes("items", writes)).matched
-        if taken < len(due):
-            ids = list(tokens)
-            mark = {"_id": {"$in": ids}, "claim.token": {"$in": list(tokens.values())}}
-            back: list[Doc] = [] if not taken else (yield Find("items", mark, {"_id": 1}))
-            mine = {doc["_id"] for doc in back}
-            due = [entry for entry in due if entry[0]["_id"] in mine]
-        lapsed = [doc for doc, _, _ in due if _started(doc.get("claim"))]
+        recurring = any(item.recurrence is not None for _, item, _ in due.values())
+        if taken < len(due) or recurring:
+            # Read back what was won (and the recurring items as claimed: a slot settled
+            # since the read, under the same generation, is not run twice).
+            mark = {"_id": {"$in": list(due)}, "claim.token": batch}
+            back: list[Doc] = [] if not taken else (yield Find("items", mark))
+            won = {}
+            for doc in back:
+                read = yield from self.read(doc)
+                if read is not None and doc["_id"] in due:
+                    won[doc["_id"]] = (due[doc["_id"]][0], *read)
+            due = {key: won[key] for key in due if key in won}  # in the order read
+        lapsed = [doc for doc, _, _ in due.values() if _started(doc.get("claim"))]
         if lapsed:  # earlier claims that started and never settled: they lapsed
             for doc in lapsed:
                 self.journal.lapsed(doc, lease)
             yield from self._history([])
         return [
-            Claim(item, attempts, owner, until, tokens[doc["_id"]]) for doc, item, attempts in due
+            Claim(item, attempts, owner, until, f"{batch}-{n}")
+            for n, (_, item, attempts) in enumerate(due.values())
         ]
 
     def confirm_start(self, claims: Sequence[Claim]) -> Steps[list[Claim]]:
@@ -176,12 +189,16 @@ class ClaimSteps:
         yield from self.measure()
         now = truncate_ms(self.time.now())
         latest = truncate_ms(self.time.latest())
+        live = {"claim.lease_until": {"$gt": latest}}  # and not paused: its route is moved
+        by_attempt: dict[int, list[Claim]] = {}
+        for c in claims:
+            by_attempt.setdefault(c.attempt, []).append(c)
         writes = [
-            Write(
-                {**_fence(c), "claim.lease_until": {"$gt": latest}, **UNPAUSED},
-                {"$set": {"deliveries": c.attempt + 1, "claim.at": now}},
+            write
+            for attempt, some in by_attempt.items()
+            for write in _held_writes(
+                some, live, {"deliveries": attempt + 1, "claim.at": now}, unpaused=True
             )
-            for c in claims
         ]
         matched = (yield from self._writes("items", writes)).matched
         held = yield from self._which(claims, matched, {"claim.at": now})
@@ -203,21 +220,15 @@ class ClaimSteps:
         fields = {"generation": 1, "claim.owner": 1, "claim.token": 1}
         found: list[Doc] = yield Find("items", {"_id": {"$in": ids}, **mark}, fields)
         marked = {(d["_id"], d.get("generation"), *_owner_token(d)) for d in found}
-        return [c for c in claims if (c.item.id, c.generation, c.owner, c.token) in marked]
+        return [c for c in claims if (c.item.id, c.generation, c.owner, _batch(c)) in marked]
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> Steps[list[Claim]]:
         if not claims:
             return []
         yield from self.measure()
         until = truncate_ms(self.time.now() + lease)
-        latest = truncate_ms(self.time.latest())
-        writes = [
-            Write(
-                {**_fence(c), "claim.lease_until": {"$gt": latest}},
-                {"$set": {"claim.lease_until": until, "ready_at": until}},
-            )
-            for c in claims
-        ]
+        live = {"claim.lease_until": {"$gt": truncate_ms(self.time.latest())}}
+        writes = _held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
         matched = (yield from self._writes("items", writes)).matched
         renewed = yield from self._which(claims, matched, {"claim.lease_until": until})
         return [Claim(c.item, c.attempt, c.owner, until, c.token) for c in renewed]
@@ -242,7 +253,10 @@ class ClaimSteps:
         leases = yield from self._stored_leases([s.claim for s in settlements], now)
         plain = [s for s in settlements if isinstance(s.outcome, Completed | Redeliver | NextSlot)]
         mark = uuid.uuid4().hex  # this call's: a repeated settle's update is not counted
-        counts = yield from self._writes("items", [_settle_write(s, mark) for s in plain])
+        deletes = [s.claim for s in plain if isinstance(s.outcome, Completed)]
+        writes = _held_writes(deletes, {}, None)  # completed: deleted, a batch at a time
+        writes += [_settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
+        counts = yield from self._writes("items", writes)
         applied = yield from self._applied(plain, counts, mark)
         for s in settlements:
             if not isinstance(s.outcome, Completed | Redeliver | NextSlot):
@@ -257,7 +271,7 @@ class ClaimSteps:
                 started = self._starts.pop((claim.item.id, claim.token), None)
             if started is not None:  # closes the attempt confirm_start opened
                 records.append((claim.item.id, _ended(s, started, now)))
-            ends = leases.get((claim.item.id, claim.token), claim.lease_until)
+            ends = leases.get((claim.item.id, _batch(claim)), claim.lease_until)
             results.append(SettleResult(claim, True, now - ends if now > ends else None))
         yield from self._history(records)
         return results
@@ -298,9 +312,9 @@ class ClaimSteps:
             doc = docs.get(s.claim.item.id) or {}
             ours = doc.get("generation") == s.claim.generation
             applied[id(s)] = ours and doc.get("settled_claim") == f"{s.claim.token}/{mark}"
-        gone = [s for s in deletes if _gone(docs.get(s.claim.item.id), s.claim)]
+        gone = {id(s) for s in deletes if _gone(docs.get(s.claim.item.id), s.claim)}
         for s in deletes:
-            applied[id(s)] = counts.deleted == len(gone) and s in gone
+            applied[id(s)] = counts.deleted == len(gone) and id(s) in gone
         return applied
 
     def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
@@ -315,8 +329,41 @@ class ClaimSteps:
         return True
 
 
-def _claim(owner: str, token: str, until: datetime) -> Doc:
-    return {"owner": owner, "token": token, "lease_until": until}
+def _batch(claim: Claim) -> str:
+    """The token stored in the claimed document: the claim batch's (a claim's own token is
+    the batch's and its place in the batch: one batch claims a document at most once)."""
+    return claim.token.partition("-")[0]
+
+
+def _chunks(values: list[Any]) -> list[list[Any]]:
+    return [values[n : n + ID_CHUNK] for n in range(0, len(values), ID_CHUNK)]
+
+
+def _held_writes(
+    claims: Sequence[Claim], live: Doc, fields: Doc | None, *, unpaused: bool = False
+) -> list[Write]:
+    """One ``update_many`` per claim batch and chunk of ids: ``fields`` set on the
+    documents of ``claims`` that still carry their identity, and ``live`` (``fields``
+    None: one ``delete_many`` instead). ``unpaused``: and still on their route (a paused
+    item's is moved aside)."""
+    writes = []
+    by_batch: dict[tuple[str, str], list[Claim]] = {}
+    for c in claims:
+        by_batch.setdefault((_batch(c), c.owner), []).append(c)
+    for (batch, owner), some in by_batch.items():
+        for chunk in _chunks(some):
+            found = {
+                "_id": {"$in": [c.item.id for c in chunk]},
+                "claim.token": batch,
+                "claim.owner": owner,
+                "generation": {"$in": _distinct(c.generation for c in chunk)},
+                **live,
+            }
+            if unpaused:
+                found["route"] = {"$in": _distinct(c.item.route for c in chunk)}
+            update = None if fields is None else {"$set": fields}
+            writes.append(Write(found, update, many=True))
+    return writes
 
 
 def _distinct(values: Any) -> list[Any]:
@@ -342,14 +389,13 @@ def _fence(claim: Claim) -> Doc:
         "_id": claim.item.id,
         "generation": claim.generation,
         "claim.owner": claim.owner,
-        "claim.token": claim.token,
+        "claim.token": _batch(claim),
     }
 
 
 def _settle_write(settlement: Settlement, mark: str) -> Write:
+    """The update of a Redeliver or a NextSlot (it sets values of its own: one each)."""
     claim, outcome = settlement.claim, settlement.outcome
-    if isinstance(outcome, Completed):
-        return Write(_fence(claim))
     assert isinstance(outcome, Redeliver | NextSlot)
     due = truncate_ms(outcome.due)
     fields: Doc = {"due": due, "ready_at": due, "claim": None}
@@ -405,4 +451,4 @@ def _ended(settlement: Settlement, started: datetime, now: datetime) -> Doc:
         claim.generation,
         claim.attempt,
     )
-    return attempt_document(attempt, claim.token)
+    return attempt_document(attempt, _batch(claim))

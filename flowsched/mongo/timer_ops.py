@@ -6,8 +6,9 @@ history journal) and returns each operation as a procedure (:mod:`flowsched.mong
 ``Collection`` (or mongomock), :class:`~flowsched.mongo.async_timer_store.AsyncMongoTimerStore`
 with ``drive_async`` on ``AsyncCollection``: the two stores differ only in awaiting.
 
-Documents are ``MongoScheduler``'s (:mod:`flowsched.mongo.documents`, ``bucket`` 0), plus
-``paused: true`` while paused and ``claim.at`` once a claim's start is confirmed; the
+Documents are ``MongoScheduler``'s (:mod:`flowsched.mongo.documents`, ``bucket`` 0; paused
+as it pauses them: the route moved aside, ``paused: true``), plus ``claim.at`` once a
+claim's start is confirmed; the
 indexes are ``MongoScheduler``'s (:func:`~flowsched.mongo.indexes.index_steps`); the history
 is ``MongoScheduler``'s ``<name>_history`` (one document per item, bounded, TTL-expired:
 :mod:`flowsched.mongo.history`). The firing path is in :mod:`flowsched.mongo.timer_claims`.
@@ -36,7 +37,8 @@ from flowsched.mongo.history import MongoHistory, attempt_document, running_atte
 from flowsched.mongo.indexes import index_steps
 from flowsched.mongo.store import MongoCollections
 from flowsched.mongo.timer_claims import ClaimSteps, Doc
-from flowsched.mongo.timer_history import UNPAUSED, info_of, item_filter, state_filter
+from flowsched.mongo.timer_history import info_of, item_filter, state_filter
+from flowsched.mongo.timer_query import pause_steps, resume_steps
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.info import dead_info
@@ -154,7 +156,7 @@ class TimerSteps(ClaimSteps):
         return sorted(str(doc["_id"]) for doc in removed if doc is not None)
 
     def next_due(self, routes: Collection[str], after: datetime | None) -> Steps[datetime | None]:
-        found: Doc = {"route": {"$in": sorted(routes)}, "bucket": 0, **UNPAUSED}
+        found: Doc = {"route": {"$in": sorted(routes)}, "bucket": 0}  # paused: route moved
         if after is not None:
             found["ready_at"] = {"$gt": after}
         sort = {"sort": [("ready_at", 1)]}
@@ -220,34 +222,18 @@ class TimerSteps(ClaimSteps):
         return (yield from self.journal.read_steps(self.roles, item_id))
 
     def pause(self, item_id: str) -> Steps[bool]:
+        """``MongoScheduler``'s pause: the route moved aside (no claim query reads it)."""
         if not isinstance(item_id, str):
             return False
-        paused = yield Call("items", "update_one", ({"_id": item_id}, {"$set": {"paused": True}}))
-        return bool(paused.matched_count == 1)
+        return (yield from pause_steps(self.roles, item_id))
 
     def resume(self, item_id: str) -> Steps[bool]:
+        """``MongoScheduler``'s resume: the route back; an unclaimed item whose due passed is
+        due now (a recurring one at its next slot after now: missed ones not replayed)."""
         if not isinstance(item_id, str):
             return False
-        doc = yield Call("items", "find_one", ({"_id": item_id},))
-        read = yield from self.read(doc)
-        if doc is None or read is None:
-            return False
-        item = read[0]
         now = yield from self.now()
-        fields: Doc = {"paused": False}
-        if item.recurrence is None:
-            if doc.get("paused") is True and doc.get("claim") is None and item.due < now:
-                fields |= {"due": now, "ready_at": now}  # a one-shot whose time passed: now
-        else:
-            try:
-                following = truncate_ms(item.recurrence.next_slot(now))
-            except ValueError:
-                following = item.due
-            if following > item.due:  # missed slots are not replayed
-                fields |= {"due": following, "ready_at": following, "applied": max(item.due, now)}
-        found = {"_id": item_id, "generation": item.generation}
-        resumed = yield Call("items", "update_one", (found, {"$set": fields}))
-        return bool(resumed.matched_count == 1)
+        return (yield from resume_steps(self.roles, item_id, now))
 
 
 def _with_attempt(running: Attempt, attempts: object) -> Attempt:
