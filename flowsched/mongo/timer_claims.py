@@ -51,11 +51,23 @@ from flowsched.mongo.documents import (
     stored_item,
     truncate_ms,
 )
-from flowsched.mongo.history import MongoHistory, Record, attempt_document
-from flowsched.mongo.store import ID_CHUNK, MongoCollections
-from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
+from flowsched.mongo.history import MongoHistory, Record
+from flowsched.mongo.store import MongoCollections
+from flowsched.mongo.timer_writes import (
+    batch_of,
+    chunks,
+    claim_fence,
+    distinct,
+    ended_record,
+    has_started,
+    held_writes,
+    is_gone,
+    owner_token,
+    settle_write,
+    unapplied,
+)
+from flowsched.outcomes import Completed, NextSlot, Redeliver
 from flowsched.records import ScheduleItem
-from flowsched.steering import Attempt, AttemptOutcome
 from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.records import Claim, Settlement, SettleResult
 
@@ -151,14 +163,14 @@ class ClaimSteps:
             Write(
                 {
                     "_id": {"$in": [doc["_id"] for doc, _, _ in chunk]},
-                    "generation": {"$in": _distinct(item.generation for _, item, _ in chunk)},
-                    "ready_at": {"$in": _distinct(doc["ready_at"] for doc, _, _ in chunk)},
+                    "generation": {"$in": distinct(item.generation for _, item, _ in chunk)},
+                    "ready_at": {"$in": distinct(doc["ready_at"] for doc, _, _ in chunk)},
                     "route": {"$in": wanted},
                 },
                 update,
                 many=True,
             )
-            for chunk in _chunks(list(due.values()))
+            for chunk in chunks(list(due.values()))
         ]
         taken = (yield from self._writes("items", writes)).matched
         recurring = any(item.recurrence is not None for _, item, _ in due.values())
@@ -173,7 +185,7 @@ class ClaimSteps:
                 if read is not None and doc["_id"] in due:
                     won[doc["_id"]] = (due[doc["_id"]][0], *read)
             due = {key: won[key] for key in due if key in won}  # in the order read
-        lapsed = [doc for doc, _, _ in due.values() if _started(doc.get("claim"))]
+        lapsed = [doc for doc, _, _ in due.values() if has_started(doc.get("claim"))]
         if lapsed:  # earlier claims that started and never settled: they lapsed
             for doc in lapsed:
                 self.journal.lapsed(doc, lease)
@@ -196,7 +208,7 @@ class ClaimSteps:
         writes = [
             write
             for attempt, some in by_attempt.items()
-            for write in _held_writes(
+            for write in held_writes(
                 some, live, {"deliveries": attempt + 1, "claim.at": now}, unpaused=True
             )
         ]
@@ -216,11 +228,11 @@ class ClaimSteps:
             return list(claims)
         if not matched:
             return []
-        ids = _distinct(c.item.id for c in claims)
+        ids = distinct(c.item.id for c in claims)
         fields = {"generation": 1, "claim.owner": 1, "claim.token": 1}
         found: list[Doc] = yield Find("items", {"_id": {"$in": ids}, **mark}, fields)
-        marked = {(d["_id"], d.get("generation"), *_owner_token(d)) for d in found}
-        return [c for c in claims if (c.item.id, c.generation, c.owner, _batch(c)) in marked]
+        marked = {(d["_id"], d.get("generation"), *owner_token(d)) for d in found}
+        return [c for c in claims if (c.item.id, c.generation, c.owner, batch_of(c)) in marked]
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> Steps[list[Claim]]:
         if not claims:
@@ -228,7 +240,7 @@ class ClaimSteps:
         yield from self.measure()
         until = truncate_ms(self.time.now() + lease)
         live = {"claim.lease_until": {"$gt": truncate_ms(self.time.latest())}}
-        writes = _held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
+        writes = held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
         matched = (yield from self._writes("items", writes)).matched
         renewed = yield from self._which(claims, matched, {"claim.lease_until": until})
         return [Claim(c.item, c.attempt, c.owner, until, c.token) for c in renewed]
@@ -236,8 +248,8 @@ class ClaimSteps:
     def release(self, claims: Sequence[Claim]) -> Steps[int]:
         writes = [
             Write(
-                _fence(c),
-                {"$set": {"claim": None, "ready_at": truncate_ms(c.item.due), **_unapplied(c)}},
+                claim_fence(c),
+                {"$set": {"claim": None, "ready_at": truncate_ms(c.item.due), **unapplied(c)}},
             )
             for c in claims
         ]
@@ -254,8 +266,8 @@ class ClaimSteps:
         plain = [s for s in settlements if isinstance(s.outcome, Completed | Redeliver | NextSlot)]
         mark = uuid.uuid4().hex  # this call's: a repeated settle's update is not counted
         deletes = [s.claim for s in plain if isinstance(s.outcome, Completed)]
-        writes = _held_writes(deletes, {}, None)  # completed: deleted, a batch at a time
-        writes += [_settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
+        writes = held_writes(deletes, {}, None)  # completed: deleted, a batch at a time
+        writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
         counts = yield from self._writes("items", writes)
         applied = yield from self._applied(plain, counts, mark)
         for s in settlements:
@@ -270,8 +282,8 @@ class ClaimSteps:
             with self._starts_lock:
                 started = self._starts.pop((claim.item.id, claim.token), None)
             if started is not None:  # closes the attempt confirm_start opened
-                records.append((claim.item.id, _ended(s, started, now)))
-            ends = leases.get((claim.item.id, _batch(claim)), claim.lease_until)
+                records.append((claim.item.id, ended_record(s, started, now)))
+            ends = leases.get((claim.item.id, batch_of(claim)), claim.lease_until)
             results.append(SettleResult(claim, True, now - ends if now > ends else None))
         yield from self._history(records)
         return results
@@ -284,7 +296,7 @@ class ClaimSteps:
         late = [c.item.id for c in claims if now > c.lease_until]
         if not late:
             return {}
-        found: list[Doc] = yield Find("items", {"_id": {"$in": _distinct(late)}}, {"claim": 1})
+        found: list[Doc] = yield Find("items", {"_id": {"$in": distinct(late)}}, {"claim": 1})
         leases = {}
         for doc in found:
             claim = doc.get("claim")
@@ -303,7 +315,7 @@ class ClaimSteps:
         updates = [s for s in plain if not isinstance(s.outcome, Completed)]
         if counts.matched == len(updates) and counts.deleted == len(deletes):
             return {id(s): True for s in plain}
-        ids = _distinct(s.claim.item.id for s in plain)
+        ids = distinct(s.claim.item.id for s in plain)
         fields = {"generation": 1, "settled_claim": 1}
         found: list[Doc] = yield Find("items", {"_id": {"$in": ids}}, fields)
         docs = {doc["_id"]: doc for doc in found}
@@ -312,7 +324,7 @@ class ClaimSteps:
             doc = docs.get(s.claim.item.id) or {}
             ours = doc.get("generation") == s.claim.generation
             applied[id(s)] = ours and doc.get("settled_claim") == f"{s.claim.token}/{mark}"
-        gone = {id(s) for s in deletes if _gone(docs.get(s.claim.item.id), s.claim)}
+        gone = {id(s) for s in deletes if is_gone(docs.get(s.claim.item.id), s.claim)}
         for s in deletes:
             applied[id(s)] = counts.deleted == len(gone) and id(s) in gone
         return applied
@@ -321,134 +333,9 @@ class ClaimSteps:
         """Remove the item under its claim's fence and keep it as a dead letter (DeadLettered,
         Exhausted: ``outcome.dead``); False when the fence no longer holds."""
         outcome: Any = settlement.outcome
-        gone = yield Call("items", "find_one_and_delete", (_fence(settlement.claim),))
+        gone = yield Call("items", "find_one_and_delete", (claim_fence(settlement.claim),))
         if gone is None:
             return False
         letter = dead_letter_document(outcome.dead)
         yield Call("dead", "replace_one", ({"_id": letter["_id"]}, letter), {"upsert": True})
         return True
-
-
-def _batch(claim: Claim) -> str:
-    """The token stored in the claimed document: the claim batch's (a claim's own token is
-    the batch's and its place in the batch: one batch claims a document at most once)."""
-    return claim.token.partition("-")[0]
-
-
-def _chunks(values: list[Any]) -> list[list[Any]]:
-    return [values[n : n + ID_CHUNK] for n in range(0, len(values), ID_CHUNK)]
-
-
-def _held_writes(
-    claims: Sequence[Claim], live: Doc, fields: Doc | None, *, unpaused: bool = False
-) -> list[Write]:
-    """One ``update_many`` per claim batch and chunk of ids: ``fields`` set on the
-    documents of ``claims`` that still carry their identity, and ``live`` (``fields``
-    None: one ``delete_many`` instead). ``unpaused``: and still on their route (a paused
-    item's is moved aside)."""
-    writes = []
-    by_batch: dict[tuple[str, str], list[Claim]] = {}
-    for c in claims:
-        by_batch.setdefault((_batch(c), c.owner), []).append(c)
-    for (batch, owner), some in by_batch.items():
-        for chunk in _chunks(some):
-            found = {
-                "_id": {"$in": [c.item.id for c in chunk]},
-                "claim.token": batch,
-                "claim.owner": owner,
-                "generation": {"$in": _distinct(c.generation for c in chunk)},
-                **live,
-            }
-            if unpaused:
-                found["route"] = {"$in": _distinct(c.item.route for c in chunk)}
-            update = None if fields is None else {"$set": fields}
-            writes.append(Write(found, update, many=True))
-    return writes
-
-
-def _distinct(values: Any) -> list[Any]:
-    return list(dict.fromkeys(values))
-
-
-def _started(claim: object) -> bool:
-    return isinstance(claim, Mapping) and isinstance(claim.get("at"), datetime)
-
-
-def _owner_token(doc: Mapping[str, Any]) -> tuple[object, object]:
-    claim = doc.get("claim")
-    return (claim.get("owner"), claim.get("token")) if isinstance(claim, Mapping) else (None, None)
-
-
-def _gone(doc: Mapping[str, Any] | None, claim: Claim) -> bool:
-    return doc is None or doc.get("generation") != claim.generation
-
-
-def _fence(claim: Claim) -> Doc:
-    """A claim's identity, as a filter: what every write of the claim must match."""
-    return {
-        "_id": claim.item.id,
-        "generation": claim.generation,
-        "claim.owner": claim.owner,
-        "claim.token": _batch(claim),
-    }
-
-
-def _settle_write(settlement: Settlement, mark: str) -> Write:
-    """The update of a Redeliver or a NextSlot (it sets values of its own: one each)."""
-    claim, outcome = settlement.claim, settlement.outcome
-    assert isinstance(outcome, Redeliver | NextSlot)
-    due = truncate_ms(outcome.due)
-    fields: Doc = {"due": due, "ready_at": due, "claim": None}
-    fields["settled_claim"] = f"{claim.token}/{mark}"
-    if isinstance(outcome, Redeliver):
-        fields |= {"attempts": outcome.attempt, "deliveries": outcome.attempt}
-        fields |= {"last_error": outcome.error, **_unapplied(claim)}
-    else:
-        fields |= {"attempts": 0, "deliveries": 0, "last_error": outcome.error}
-        fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
-        if outcome.runs is not None:  # the run is counted in the write of its slot
-            fields["runs"] = outcome.runs
-    return Write(_fence(claim), {"$set": fields})
-
-
-def _unapplied(claim: Claim) -> Doc:
-    """For a recurring claim that goes back to waiting for its slot (redelivered, released):
-    ``applied`` and ``runs`` set back to the claimed form's (as ``mongo/settlement.py`` does
-    after a slot fence), so a slot that did not run is not counted."""
-    item = claim.item
-    if item.recurrence is None:
-        return {}
-    previous = truncate_ms(item.previous) if item.previous is not None else None
-    return {"applied": previous, "runs": item.runs}
-
-
-def _error_of(outcome: Outcome) -> str | None:
-    if isinstance(outcome, Redeliver | NextSlot):
-        return outcome.error
-    if isinstance(outcome, DeadLettered | Exhausted):
-        return outcome.dead.error
-    return None
-
-
-def _ended(settlement: Settlement, started: datetime, now: datetime) -> Doc:
-    """The history record of a settled attempt that started at ``started``."""
-    claim = settlement.claim
-    error = _error_of(settlement.outcome)
-    ended: AttemptOutcome = (
-        "timed_out" if settlement.timed_out else "failed" if error else "succeeded"
-    )
-    error_type = message = None
-    if error is not None:
-        error_type, _, message = error.partition(": ")
-    attempt = Attempt(
-        claim.owner,
-        started,
-        now,
-        ended,
-        error_type,
-        message,
-        settlement.traceback,
-        claim.generation,
-        claim.attempt,
-    )
-    return attempt_document(attempt, _batch(claim))

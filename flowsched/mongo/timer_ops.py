@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
 from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import SchedulerUnavailable
@@ -103,7 +104,11 @@ class TimerSteps(ClaimSteps):
             stored = item.moved(due, item.previous).with_generation(generation)
         document = item_document(stored, generation)
         options = {"projection": _RUNNING, "upsert": True, "return_document": ReturnDocument.BEFORE}
-        old = yield Call("items", "find_one_and_replace", ({"_id": item.id}, document), options)
+        replace = Call("items", "find_one_and_replace", ({"_id": item.id}, document), options)
+        try:
+            old = yield replace
+        except DuplicateKeyError:  # two upserts of one new id raced: now it is there
+            old = yield replace
         yield Call("dead", "delete_one", ({"_id": item.id},))
         yield from self._keep_running([old])
         return stored
