@@ -3,27 +3,35 @@ settle - as procedures without I/O (:mod:`flowsched.mongo.commands`), run by
 :class:`~flowsched.mongo.timer_store.MongoTimerStore` (pymongo's ``Collection``) and
 :class:`~flowsched.mongo.async_timer_store.AsyncMongoTimerStore` (``AsyncCollection``).
 
-Round trips, per call whatever the number of claims (``ids`` in chunks of
-:data:`~flowsched.mongo.store.ID_CHUNK`, every chunk in one ``bulk_write``):
+Round trips, per call whatever the number of claims (ids in chunks of
+:data:`~flowsched.mongo.store.ID_CHUNK`, every chunk one operation of one ``bulk_write``).
+A claim batch stores one token in the documents it claims, as ``MongoScheduler`` does
+(:mod:`flowsched.mongo.timer_writes`); so the batch's writes are ``update_many`` /
+``delete_many`` by ``_id`` in a chunk and that token, cheaper on the server than one
+operation per document:
 
-* ``claim_due``: 2 - one ``find`` of the candidates (index ``route, bucket, ready_at``:
-  due by the earliest the database's time can be, not paused, oldest first, ``limit``),
-  then one ``update_many`` per chunk, ``_id`` in the candidates *and* ``generation`` and
-  ``ready_at`` among the values read (so a document replaced, re-claimed, renewed or settled
-  since the read is not taken), setting the batch's fresh token, the owner and the lease
-  end (``ready_at`` = lease end). Each document is taken atomically: one node wins it.
-  When it took every candidate, the documents read are the ones claimed; otherwise one
-  more ``find`` by token reads which were won. A won document whose earlier claim had
-  started (``claim.at``) ends that attempt ``"lapsed"`` in the history (one more write,
-  only then). The generation is kept: a claim is not a new form.
-* ``confirm_start``: 1 - one update per claim in one ``bulk_write``, fenced on the claim's
-  identity and a stored lease that has surely not ended (``claim.lease_until`` after the
-  latest the database's time can be), setting ``deliveries`` = attempt + 1 and ``claim.at``
-  = the start (the running attempt :meth:`history` shows). A second ``find`` only when
+* ``claim_due``: 2 - one ``find`` of the candidates (index ``route, bucket, ready_at``, its
+  order: due by the earliest the database's time can be, ``limit``; a paused item's route
+  is moved aside, so none is read), then one ``update_many`` per chunk, ``_id`` in the
+  candidates *and* ``generation`` and ``ready_at`` among the values read (so a document
+  replaced, re-claimed, renewed or redelivered since the read is not taken), setting the
+  batch's fresh token, the owner and the lease end (``ready_at`` = lease end). Each
+  document is taken atomically: one node wins it. When it took every candidate, the
+  documents read are the ones claimed; otherwise - or when some are recurring, whose slot
+  another node may have settled since the read - one more ``find`` by token reads what was
+  won. A won document whose earlier claim had started (``claim.at``) ends that attempt
+  ``"lapsed"`` in the history (one more write, only then). The generation is kept.
+* ``confirm_start``: 1 - one ``update_many`` per claim batch (and chunk), fenced on the
+  claims' identity, their route (not paused) and a stored lease that has surely not ended
+  (``claim.lease_until`` after the latest the database's time can be), setting
+  ``deliveries`` = attempt + 1 and ``claim.at`` = the start (the running attempt
+  ``history`` shows, and the start the settle's record keeps). A second ``find`` only when
   some were refused, to tell which.
-* ``renew``: 1 (2 when some were refused), fenced as ``confirm_start``.
-* ``release``: 1. ``settle``: 2 - the outcomes in one ``bulk_write`` fenced on the claim's
-  identity (a marker ``settled_claim`` = token tells, only when the counts come up short,
+* ``renew``: 1 (2 when some were refused), fenced as ``confirm_start`` (a paused item's
+  running claim renews). ``release``: 1 (one update per claim: each goes back to its due).
+* ``settle``: 2 - the outcomes in one ``bulk_write`` (completed items one ``delete_many`` per
+  batch and chunk, a redelivery or next slot one update each) fenced on the claim's identity
+  (``settled_claim`` = token and this call's mark tells, only when the counts come up short,
   which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
   on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
   writes them). A dead letter (rare) takes 2 of its own. A late settle reads the stored
