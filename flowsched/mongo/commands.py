@@ -204,42 +204,51 @@ def write_steps(role: str, writes: Sequence[Write], bulk: bool) -> Steps[int]:
     return (yield from counted_write_steps(role, writes, bulk)).modified
 
 
-def counted_write_steps(role: str, writes: Sequence[Write], bulk: bool) -> Steps[Counts]:
+def counted_write_steps(
+    role: str, writes: Sequence[Write], bulk: bool, *, copies: bool = False
+) -> Steps[Counts]:
     """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); what they did.
 
     Stand-ins that are not pymongo collections (``bulk`` false: mongomock 4.3 cannot take
-    pymongo 4.9+ bulk operations) get one call per write instead: same effect, more calls."""
+    pymongo 4.9+ bulk operations) get one call per write instead: same effect, more calls.
+    ``copies``: and each document its own copy of the values set (mongomock sets one dict
+    object into every document an ``update_many`` matches, so a later change of a field
+    inside it, ``claim.lease_until``, would change them all): an ``update_many`` becomes a
+    ``find`` and one ``update_one`` per document found."""
     if not writes:
         return Counts()
     if bulk:
         operations = [w.operation() for w in writes]
         result = yield Call(role, "bulk_write", (operations,), {"ordered": False})
         return Counts(
-            int(result.matched_count), int(result.modified_count), int(result.deleted_count)
+            _count(result, "matched"), int(result.modified_count), _count(result, "deleted")
         )
     matched = modified = deleted = 0
     for w in writes:
-        if w.update is not None and w.many:
-            # One update per document, each with its own copy of the values: mongomock sets
-            # one dict object into every document an update_many matches, so a later
-            # change of a field inside it (claim.lease_until) would change them all.
+        if w.update is not None and w.many and copies:
             for doc in (yield Find(role, w.filter, {"_id": 1})):
                 one = ({**w.filter, "_id": doc["_id"]}, copy.deepcopy(w.update))
                 result = yield Call(role, "update_one", one)
-                matched += result.matched_count
+                matched += _count(result, "matched")
                 modified += result.modified_count
             continue
         if w.replacement is not None:
             call = Call(role, "replace_one", (w.filter, w.replacement), {"upsert": w.upsert})
         elif w.update is not None:
-            update = copy.deepcopy(w.update)
-            call = Call(role, "update_one", (w.filter, update), {"upsert": w.upsert})
+            update = copy.deepcopy(w.update) if copies else w.update
+            method = "update_many" if w.many else "update_one"
+            call = Call(role, method, (w.filter, update), {"upsert": w.upsert})
         else:
             call = Call(role, "delete_many" if w.many else "delete_one", (w.filter,))
         result = yield call
         if w.replacement is not None or w.update is not None:
-            matched += result.matched_count
+            matched += _count(result, "matched")
             modified += result.modified_count
         else:
-            deleted += result.deleted_count
+            deleted += _count(result, "deleted")
     return Counts(matched, modified, deleted)
+
+
+def _count(result: Any, what: str) -> int:
+    """``result.<what>_count`` (0 from a stand-in's result that does not say)."""
+    return int(getattr(result, f"{what}_count", 0))

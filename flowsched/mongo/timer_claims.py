@@ -133,7 +133,7 @@ class ClaimSteps:
         yield Call("items", "delete_one", (fence,))
 
     def _writes(self, role: str, writes: Sequence[Write]) -> Steps[Counts]:
-        return (yield from counted_write_steps(role, writes, self.roles.bulk))
+        return (yield from counted_write_steps(role, writes, self.roles.bulk, copies=True))
 
     def _history(self, records: list[Record]) -> Steps[None]:
         """Write ``records`` and any kept from a failed write (never raises an Exception)."""
