@@ -318,7 +318,8 @@ class ClaimSteps:
         """Which of ``plain`` (by ``id()``) the batch applied: all when the counts say so;
         else one ``find``: an update applied if its document carries this call's ``mark``
         and its token in ``settled_claim``, a delete if its document is gone (or of another
-        generation) - when the deletes counted cannot tell which, none is said applied."""
+        generation) and no cancel or replace removed it (:meth:`_removed_running`) - when
+        the deletes counted still cannot tell which, none is said applied."""
         deletes = [s for s in plain if isinstance(s.outcome, Completed)]
         updates = [s for s in plain if not isinstance(s.outcome, Completed)]
         if counts.matched == len(updates) and counts.deleted == len(deletes):
@@ -332,10 +333,28 @@ class ClaimSteps:
             doc = docs.get(s.claim.item.id) or {}
             ours = doc.get("generation") == s.claim.generation
             applied[id(s)] = ours and doc.get("settled_claim") == f"{s.claim.token}/{mark}"
-        gone = {id(s) for s in deletes if is_gone(docs.get(s.claim.item.id), s.claim)}
+        gone = [s for s in deletes if is_gone(docs.get(s.claim.item.id), s.claim)]
+        removed: set[int] = set()
+        if counts.deleted < len(gone):
+            removed = yield from self._removed_running(gone)
+        ours = counts.deleted == len(gone) - len(removed)
         for s in deletes:
-            applied[id(s)] = counts.deleted == len(gone) and id(s) in gone
+            applied[id(s)] = ours and s in gone and id(s) not in removed
         return applied
+
+    def _removed_running(self, gone: Sequence[Settlement]) -> Steps[set[int]]:
+        """Of completions whose item is gone, those a cancel or replace removed (it moved
+        their running attempt, keyed by the claim batch's token, to the history): one
+        ``find`` on the history."""
+        ids = distinct(s.claim.item.id for s in gone)
+        found: list[Doc] = yield Find("history", {"_id": {"$in": ids}}, {"attempts": 1})
+        running = set()
+        for doc in found:
+            attempts = doc.get("attempts")
+            for entry in attempts if isinstance(attempts, list) else []:
+                if isinstance(entry, Mapping) and entry.get("ended") is None:
+                    running.add((doc["_id"], entry.get("k")))
+        return {id(s) for s in gone if (s.claim.item.id, batch_of(s.claim)) in running}
 
     def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
         """Remove the item under its claim's fence and keep it as a dead letter (DeadLettered,
