@@ -113,6 +113,7 @@ def test_the_mongo_classes_are_the_public_subpackage_ones() -> None:
     assert flowsched.AsyncMongoFlowStore is flowsched.mongo.AsyncMongoFlowStore
     assert set(flowsched.mongo.__all__) == {
         "AsyncMongoFlowStore",
+        "AsyncMongoTimerStore",
         "MongoFlowStore",
         "MongoScheduler",
         "MongoTimerStore",

@@ -45,11 +45,14 @@ The modules, in the order one timer meets them (see docs/explanation/architectur
 * ``flow_store`` - ``MongoFlowStore``; ``async_flow_store`` - ``AsyncMongoFlowStore``;
   ``no_driver`` - stand-ins without pymongo.
 * ``timer_store`` - ``MongoTimerStore``: the store interface (:mod:`flowsched.store`) on
-  these documents, for the node core; ``timer_history`` its history and ``timers()`` reads.
+  these documents, for the node core; ``async_timer_store`` - ``AsyncMongoTimerStore``, its
+  asyncio twin. Both run the procedures of ``timer_ops`` (the firing path in
+  ``timer_claims``); ``timer_history`` has the ``timers()`` reads.
 """
 
 try:
     from flowsched.mongo.async_flow_store import AsyncMongoFlowStore
+    from flowsched.mongo.async_timer_store import AsyncMongoTimerStore
     from flowsched.mongo.flow_store import MongoFlowStore
     from flowsched.mongo.scheduler import MongoScheduler
     from flowsched.mongo.timer_store import MongoTimerStore
@@ -63,8 +66,15 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
     from flowsched.mongo.no_driver import MissingDriverScheduler as MongoScheduler  # type: ignore[assignment]
 
     MongoTimerStore = MongoScheduler  # type: ignore[assignment,misc]  # raises the same ImportError
+    AsyncMongoTimerStore = MongoScheduler  # type: ignore[assignment,misc]  # the same
 
-__all__ = ["AsyncMongoFlowStore", "MongoFlowStore", "MongoScheduler", "MongoTimerStore"]
+__all__ = [
+    "AsyncMongoFlowStore",
+    "AsyncMongoTimerStore",
+    "MongoFlowStore",
+    "MongoScheduler",
+    "MongoTimerStore",
+]
 
 # All are also public as flowsched.MongoScheduler etc.: reprs and tracebacks say so (see
 # flowsched/__init__.py).

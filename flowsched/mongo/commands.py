@@ -30,6 +30,7 @@ holds either kind of collection.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +42,12 @@ if TYPE_CHECKING:  # imported where used: a procedure's module needs no driver t
 __all__ = [
     "Breather",
     "Call",
+    "Counts",
     "Find",
     "Op",
     "Steps",
     "Write",
+    "counted_write_steps",
     "drive",
     "drive_async",
     "write_steps",
@@ -185,28 +188,67 @@ class Write:
         return DeleteOne(self.filter)
 
 
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What a batch of writes did: documents matched and modified by its updates and
+    replacements, and deleted by its deletes (totals: a bulk write says no more)."""
+
+    matched: int = 0
+    modified: int = 0
+    deleted: int = 0
+
+
 def write_steps(role: str, writes: Sequence[Write], bulk: bool) -> Steps[int]:
     """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); return how many
-    documents the updates and replacements modified.
+    documents the updates and replacements modified (:func:`counted_write_steps`)."""
+    return (yield from counted_write_steps(role, writes, bulk)).modified
+
+
+def counted_write_steps(
+    role: str, writes: Sequence[Write], bulk: bool, *, copies: bool = False
+) -> Steps[Counts]:
+    """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); what they did.
 
     Stand-ins that are not pymongo collections (``bulk`` false: mongomock 4.3 cannot take
-    pymongo 4.9+ bulk operations) get one call per write instead: same effect, more calls."""
+    pymongo 4.9+ bulk operations) get one call per write instead: same effect, more calls.
+    ``copies``: and each document its own copy of the values set (mongomock sets one dict
+    object into every document an ``update_many`` matches, so a later change of a field
+    inside it, ``claim.lease_until``, would change them all): an ``update_many`` becomes a
+    ``find`` and one ``update_one`` per document found."""
     if not writes:
-        return 0
+        return Counts()
     if bulk:
         operations = [w.operation() for w in writes]
         result = yield Call(role, "bulk_write", (operations,), {"ordered": False})
-        return int(result.modified_count)
-    modified = 0
+        return Counts(
+            _count(result, "matched"), int(result.modified_count), _count(result, "deleted")
+        )
+    matched = modified = deleted = 0
     for w in writes:
+        if w.update is not None and w.many and copies:
+            for doc in (yield Find(role, w.filter, {"_id": 1})):
+                one = ({**w.filter, "_id": doc["_id"]}, copy.deepcopy(w.update))
+                result = yield Call(role, "update_one", one)
+                matched += _count(result, "matched")
+                modified += result.modified_count
+            continue
         if w.replacement is not None:
             call = Call(role, "replace_one", (w.filter, w.replacement), {"upsert": w.upsert})
         elif w.update is not None:
+            update = copy.deepcopy(w.update) if copies else w.update
             method = "update_many" if w.many else "update_one"
-            call = Call(role, method, (w.filter, w.update), {"upsert": w.upsert})
+            call = Call(role, method, (w.filter, update), {"upsert": w.upsert})
         else:
             call = Call(role, "delete_many" if w.many else "delete_one", (w.filter,))
         result = yield call
         if w.replacement is not None or w.update is not None:
+            matched += _count(result, "matched")
             modified += result.modified_count
-    return modified
+        else:
+            deleted += _count(result, "deleted")
+    return Counts(matched, modified, deleted)
+
+
+def _count(result: Any, what: str) -> int:
+    """``result.<what>_count`` (0 from a stand-in's result that does not say)."""
+    return int(getattr(result, f"{what}_count", 0))

@@ -47,7 +47,14 @@ from flowsched.mongo.transient import is_transient
 from flowsched.outcomes import Outcome
 from flowsched.steering import ATTEMPT_OUTCOMES, Attempt
 
-__all__ = ["HISTORY_TTL_INDEX", "MongoHistory", "Record", "attempt_from_document", "expires_at"]
+__all__ = [
+    "HISTORY_TTL_INDEX",
+    "MongoHistory",
+    "Record",
+    "attempt_from_document",
+    "expires_at",
+    "running_attempt",
+]
 
 HISTORY_TTL_INDEX = "history_ttl"
 
@@ -243,6 +250,11 @@ def attempt_from_document(entry: object) -> Attempt | None:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def running_attempt(document: object) -> Attempt | None:
+    """The attempt running on ``document``'s claim (started at ``claim.at``), if any."""
+    return _running(document, set())
 
 
 def _running(document: object, seen: set[str]) -> Attempt | None:

@@ -1,128 +1,26 @@
-"""Internal: the history and steering reads of MongoTimerStore (mongo/timer_store.py).
-
-AttemptLog: ``<name>_history``, one document per attempt ``{item_id, generation, attempt, node,
-started, ended, outcome, error_type, error_message, traceback, seq}``, at most
-``limit`` per id (the oldest deleted as new ones come). Queries for ``timers()``: the filter
-of a :class:`~flowsched.store.TimerSelection`, soonest due first, ties by id.
-"""
+"""Internal: the steering reads of the MongoDB timer stores (mongo/timer_ops.py): the
+filter of a :class:`~flowsched.store.TimerSelection` for ``timers()`` (soonest due first,
+ties by id), and a document as ``timers()`` lists it. (Their history is
+:mod:`flowsched.mongo.history`'s.)"""
 
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from pymongo.collection import Collection
-
-from flowsched.mongo.documents import bson_utc, bson_utc_or_none
+from flowsched.mongo.documents import bson_utc
 from flowsched.records import ScheduleItem
-from flowsched.steering import ATTEMPT_OUTCOMES, Attempt, AttemptOutcome, TimerInfo, TimerState
+from flowsched.steering import TimerInfo, TimerState
 from flowsched.store.info import timer_info
 from flowsched.store.paging import decode_cursor
 from flowsched.store.records import TimerSelection
 
-__all__ = ["UNPAUSED", "AttemptLog", "info_of", "item_filter", "state_filter"]
+__all__ = ["UNPAUSED", "info_of", "item_filter", "state_filter"]
 
 Doc = dict[str, Any]
 UNPAUSED: Doc = {"paused": {"$ne": True}}
-_LAST = [0]
-_SEQ_LOCK = threading.Lock()
-
-
-def _seq() -> int:
-    """Wall-clock nanoseconds, strictly increasing within this process (history order)."""
-    with _SEQ_LOCK:
-        _LAST[0] = max(_LAST[0] + 1, time.time_ns())
-        return _LAST[0]
-
-
-class AttemptLog:
-    """The attempts of each item, bounded per id."""
-
-    def __init__(self, collection: Collection[Doc], limit: int) -> None:
-        self.collection = collection
-        self.limit = limit
-
-    def started(
-        self, item_id: str, generation: int, attempt: int, node: str, started: datetime
-    ) -> None:
-        self.collection.insert_one(
-            {
-                "item_id": item_id,
-                "generation": generation,
-                "attempt": attempt,
-                "node": node,
-                "started": started,
-                "ended": None,
-                "outcome": None,
-                "seq": _seq(),
-            }
-        )
-        old = list(
-            self.collection.find({"item_id": item_id}, {"_id": 1}).sort("seq", -1).skip(self.limit)
-        )
-        if old:
-            self.collection.delete_many({"_id": {"$in": [doc["_id"] for doc in old]}})
-
-    def ended(
-        self,
-        item_id: str,
-        *,
-        node: str,
-        generation: int,
-        attempt: int,
-        ended: datetime,
-        outcome: AttemptOutcome,
-        error: str | None = None,
-        traceback: str | None = None,
-    ) -> None:
-        error_type = error_message = None
-        if error is not None:
-            error_type, _, error_message = error.partition(": ")
-        self.collection.update_many(
-            {
-                "item_id": item_id,
-                "node": node,
-                "generation": generation,
-                "attempt": attempt,
-                "ended": None,
-            },
-            {
-                "$set": {
-                    "ended": ended,
-                    "outcome": outcome,
-                    "error_type": error_type,
-                    "error_message": error_message,
-                    "traceback": traceback,
-                }
-            },
-        )
-
-    def of(self, item_id: str) -> list[Attempt]:
-        docs = self.collection.find({"item_id": item_id}).sort("seq", 1)
-        return [_attempt(doc) for doc in docs]
-
-
-def _attempt(doc: Mapping[str, Any]) -> Attempt:
-    outcome = doc.get("outcome")
-    return Attempt(
-        node=str(doc.get("node")),
-        started=bson_utc(doc["started"]),
-        ended=bson_utc_or_none(doc.get("ended")),
-        outcome=outcome if outcome in ATTEMPT_OUTCOMES else None,
-        error_type=_text(doc.get("error_type")),
-        error_message=_text(doc.get("error_message")),
-        traceback=_text(doc.get("traceback")),
-        generation=doc.get("generation") if isinstance(doc.get("generation"), int) else None,
-        attempt=doc["attempt"] if isinstance(doc.get("attempt"), int) else 0,
-    )
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def item_filter(selection: TimerSelection) -> Doc:

@@ -6,6 +6,11 @@ node's monotonic clock (a step of the node's wall clock changes nothing).
 say, as mongomock): it is called when the last sample is older than :data:`REFRESH`
 seconds, or fewer than :data:`WARM` samples are kept. With an injected clock (tests, a
 :class:`~flowsched.ManualClock`) that clock is the truth and nothing is measured.
+
+A store whose I/O is not a plain call (a sans-I/O procedure, run by a sync or an asyncio
+driver) passes ``measure=None`` and feeds the samples itself: it asks
+:meth:`MeasuredClock.wants_sample` and, if so, times one command and gives the result to
+:meth:`MeasuredClock.sample`.
 """
 
 from __future__ import annotations
@@ -32,34 +37,51 @@ class MeasuredClock:
     def __init__(
         self,
         clock: Clock | None,
-        measure: Callable[[], datetime | None],
+        measure: Callable[[], datetime | None] | None,
         *,
         max_skew: timedelta = timedelta(seconds=1),
         what: str = "the database",
         node: Clock | None = None,
     ) -> None:
-        """``node``: this host's clock when ``clock`` is None (default the system's)."""
+        """``node``: this host's clock when ``clock`` is None (default the system's).
+        ``measure``: asks the database for its time (``None``: the caller feeds
+        :meth:`sample`)."""
         self.node: Clock = clock or node or SystemClock()
         self._measure = measure if clock is None else None
+        self._sampling = clock is None
         self.filter = ClockFilter(max_skew=max_skew)
         self._what = what
         self._next = 0.0
         self._said = False
         self._lock = threading.Lock()
 
+    def wants_sample(self) -> bool:
+        """Whether a measurement is due (the last is older than :data:`REFRESH` seconds, or
+        fewer than :data:`WARM` are kept); never with an injected clock, nor once the
+        database said it cannot tell its time."""
+        if not self._sampling:
+            return False
+        return self.node.monotonic() >= self._next or len(self.filter.samples) < WARM
+
     def _refresh(self) -> None:
-        if self._measure is None:
+        if self._measure is None or not self.wants_sample():
             return
         node = self.node
         started = node.monotonic()
-        if started < self._next and len(self.filter.samples) >= WARM:
-            return
         at = node.now()
         server = self._measure()
-        received = node.monotonic()
+        self.sample(started, node.monotonic(), at, server)
+
+    def sample(
+        self, started: float, received: float, at: datetime, server: datetime | None
+    ) -> None:
+        """One measurement: the request left at ``started`` (this host's monotonic clock,
+        ``at`` by its wall clock), the reply came back at ``received`` and said the database's
+        time was ``server`` (``None``: it cannot tell; its time is judged by this node's
+        from now on)."""
         with self._lock:
             if server is None:
-                self._measure = None  # the database cannot tell its time: trust the node's
+                self._sampling = False  # the database cannot tell its time: trust the node's
                 log.info("%s does not report its time: judging time by this node's", self._what)
                 return
             self.filter.add(started, received, at, server)

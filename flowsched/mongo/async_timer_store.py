@@ -1,0 +1,155 @@
+"""Internal: :class:`AsyncMongoTimerStore` - the :class:`~flowsched.store.AsyncTimerStore`
+interface on pymongo's ``AsyncCollection`` (from ``AsyncMongoClient``).
+
+The twin of :class:`~flowsched.mongo.timer_store.MongoTimerStore`: the same documents, the
+same guarantees and round trips, the same procedures
+(:class:`~flowsched.mongo.timer_ops.TimerSteps`), run with ``drive_async``; the two differ
+only in awaiting. The indexes are created by the first call (or by :meth:`open`): a
+constructor cannot await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Collection as Routes
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from flowsched.clock import Clock
+from flowsched.history import DEFAULT_HISTORY_RETENTION
+from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.timer_errors import outage
+from flowsched.mongo.timer_ops import TimerSteps
+from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.steering import Attempt, TimerPage
+from flowsched.store.records import (
+    Claim,
+    QuarantinedRecord,
+    Settlement,
+    SettleResult,
+    TimerSelection,
+)
+
+__all__ = ["AsyncMongoTimerStore"]
+
+T = TypeVar("T")
+
+
+class AsyncMongoTimerStore:
+    """Timers in ``collection`` (a pymongo ``AsyncCollection``) behind the async store
+    interface; the arguments are :class:`~flowsched.mongo.MongoTimerStore`'s.
+
+    >>> store = AsyncMongoTimerStore(AsyncMongoClient(uri).app.timers)  # doctest: +SKIP
+    >>> await store.open()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        collection: Any,
+        *,
+        clock: Clock | None = None,
+        history_limit: int = 20,
+        history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
+    ) -> None:
+        find = getattr(collection, "find_one_and_delete", None)
+        if find is None or not inspect.iscoroutinefunction(find):
+            raise TypeError(
+                "AsyncMongoTimerStore: collection must be a pymongo AsyncCollection (from "
+                f"AsyncMongoClient, not MongoClient), got {type(collection).__name__}"
+            )
+        self.collection = collection
+        self.steps = TimerSteps(collection, clock, history_limit, history_retention)
+        self._opened = False
+        self._opening: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncMongoTimerStore({self.collection.full_name})"
+
+    async def open(self) -> None:
+        """Create the indexes (idempotent; the first call of any operation does it)."""
+        if self._opened:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if not self._opened:
+                await self._call("open", self.steps.setup())
+                self._opened = True
+
+    async def _run(self, what: str, steps: Steps[T]) -> T:
+        if not self._opened:
+            await self.open()
+        return await self._call(what, steps)
+
+    async def _call(self, what: str, steps: Steps[T]) -> T:
+        try:
+            return await drive_async(steps, self.steps.roles)
+        except Exception as exc:
+            raised = outage(exc, what, "AsyncMongoTimerStore")
+            if raised is exc:
+                raise
+            raise raised from exc
+
+    async def now(self) -> datetime:
+        """The database's time (the injected clock's, when one was given)."""
+        return await self._run("now", self.steps.now())
+
+    async def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
+        return await self._run("put", self.steps.put(item, deadline))
+
+    async def get(self, item_id: str) -> ScheduleItem | None:
+        return await self._run("get", self.steps.get(item_id))
+
+    async def exists(self, item_id: str) -> bool:
+        return await self._run("exists", self.steps.exists(item_id))
+
+    async def remove(
+        self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
+    ) -> bool:
+        return await self._run("remove", self.steps.remove(item_id, generation, deadline))
+
+    async def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
+        return await self._run("remove_flow", self.steps.remove_flow(flow_id, deadline))
+
+    async def claim_due(
+        self, routes: Routes[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        return await self._run("claim_due", self.steps.claim_due(routes, owner, lease, limit))
+
+    async def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
+        return await self._run("confirm_start", self.steps.confirm_start(claims))
+
+    async def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
+        return await self._run("renew", self.steps.renew(claims, lease))
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        return await self._run("release", self.steps.release(claims))
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
+        return await self._run("settle", self.steps.settle(settlements))
+
+    async def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:
+        return await self._run("next_due", self.steps.next_due(routes, after))
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return await self._run("dead_letters", self.steps.dead_letters())
+
+    async def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
+        return await self._run("requeue", self.steps.requeue(item_id, due))
+
+    async def quarantined(self) -> list[QuarantinedRecord]:
+        return await self._run("quarantined", self.steps.quarantined())
+
+    async def timers(self, query: TimerSelection) -> TimerPage:
+        return await self._run("timers", self.steps.timers(query))
+
+    async def history(self, item_id: str) -> list[Attempt]:
+        return await self._run("history", self.steps.history(item_id))
+
+    async def pause(self, item_id: str) -> bool:
+        return await self._run("pause", self.steps.pause(item_id))
+
+    async def resume(self, item_id: str) -> bool:
+        return await self._run("resume", self.steps.resume(item_id))

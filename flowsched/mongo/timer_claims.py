@@ -1,0 +1,368 @@
+"""Internal: the firing path of the MongoDB timer stores - claim, confirm, renew, release,
+settle - as procedures without I/O (:mod:`flowsched.mongo.commands`), run by
+:class:`~flowsched.mongo.timer_store.MongoTimerStore` (pymongo's ``Collection``) and
+:class:`~flowsched.mongo.async_timer_store.AsyncMongoTimerStore` (``AsyncCollection``).
+
+Round trips, per call whatever the number of claims (ids in chunks of
+:data:`~flowsched.mongo.store.ID_CHUNK`, every chunk one operation of one ``bulk_write``).
+A claim batch stores one token in the documents it claims, as ``MongoScheduler`` does
+(:mod:`flowsched.mongo.timer_writes`); so the batch's writes are ``update_many`` /
+``delete_many`` by ``_id`` in a chunk and that token, cheaper on the server than one
+operation per document:
+
+* ``claim_due``: 2 - one ``find`` of the candidates (index ``route, bucket, ready_at``, its
+  order: due by the earliest the database's time can be, ``limit``; a paused item's route
+  is moved aside, so none is read), then one ``update_many`` per chunk, ``_id`` in the
+  candidates *and* ``generation`` and ``ready_at`` among the values read (so a document
+  replaced, re-claimed, renewed or redelivered since the read is not taken), setting the
+  batch's fresh token, the owner and the lease end (``ready_at`` = lease end). Each
+  document is taken atomically: one node wins it. When it took every candidate, the
+  documents read are the ones claimed; otherwise - or when some are recurring, whose slot
+  another node may have settled since the read - one more ``find`` by token reads what was
+  won. A won document whose earlier claim had started (``claim.at``) ends that attempt
+  ``"lapsed"`` in the history (one more write, only then). The generation is kept.
+* ``confirm_start``: 1 - one ``update_many`` per claim batch (and chunk), fenced on the
+  claims' identity, their route (not paused) and a stored lease that has surely not ended
+  (``claim.lease_until`` after the latest the database's time can be), setting
+  ``deliveries`` = attempt + 1 and ``claim.at`` = the start (the running attempt
+  ``history`` shows, and the start the settle's record keeps). A second ``find`` only when
+  some were refused, to tell which.
+* ``renew``: 1 (2 when some were refused), fenced as ``confirm_start`` (a paused item's
+  running claim renews). ``release``: 1 (one update per claim: each goes back to its due).
+* ``settle``: 2 - the outcomes in one ``bulk_write`` (completed items one ``delete_many`` per
+  batch and chunk, a redelivery or next slot one update each) fenced on the claim's identity
+  (``settled_claim`` = token and this call's mark tells, only when the counts come up short,
+  which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
+  on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
+  writes them). A dead letter (rare) takes 2 of its own. A late settle reads the stored
+  leases first (1).
+
+History failures never fail the firing path: records whose write failed ride on the next.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowsched.errors import MalformedDocument
+from flowsched.mongo.commands import Call, Counts, Find, Steps, Write, counted_write_steps
+from flowsched.mongo.documents import (
+    bson_utc,
+    bson_utc_or_none,
+    dead_letter_document,
+    quarantine_document,
+    stored_item,
+    truncate_ms,
+)
+from flowsched.mongo.history import MongoHistory, Record
+from flowsched.mongo.store import MongoCollections
+from flowsched.mongo.timer_writes import (
+    batch_of,
+    chunks,
+    claim_fence,
+    distinct,
+    ended_record,
+    has_started,
+    held_writes,
+    is_gone,
+    owner_token,
+    settle_write,
+    unapplied,
+)
+from flowsched.outcomes import Completed, NextSlot, Redeliver
+from flowsched.records import ScheduleItem
+from flowsched.store.measured_clock import MeasuredClock
+from flowsched.store.records import Claim, Settlement, SettleResult
+
+__all__ = ["ClaimSteps", "Doc"]
+
+Doc = dict[str, Any]
+_OLDEST = [("ready_at", 1)]  # the claim index's order
+STARTS_KEPT = 100_000
+"""The most start times a store remembers for claims not settled yet (the oldest go)."""
+
+
+class ClaimSteps:
+    """The claim-side procedures of one store (see the module docstring); the base of
+    :class:`~flowsched.mongo.timer_ops.TimerSteps`."""
+
+    roles: MongoCollections
+    time: MeasuredClock
+    journal: MongoHistory
+
+    def __init__(self) -> None:
+        self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+        self._starts_lock = threading.Lock()
+
+    # -- time, documents ---------------------------------------------------------------
+
+    def measure(self) -> Steps[None]:
+        """Sample the database's time when one is due (``hello``; none with a clock)."""
+        clock = self.time
+        if not clock.wants_sample():
+            return
+        node = clock.node
+        started, at = node.monotonic(), node.now()
+        try:
+            reply = yield Call("database", "command", ("hello",))
+        except NotImplementedError:  # mongomock
+            reply = None
+        local = reply.get("localTime") if isinstance(reply, Mapping) else None
+        clock.sample(started, node.monotonic(), at, bson_utc_or_none(local))
+
+    def read(self, doc: Mapping[str, Any] | None) -> Steps[tuple[ScheduleItem, int] | None]:
+        """The item and attempts of ``doc``; a malformed one is quarantined (None)."""
+        if doc is None:
+            return None
+        try:
+            stored = stored_item(doc)
+        except MalformedDocument as exc:
+            yield from self.quarantine(doc, str(exc))
+            return None
+        return stored.item, stored.attempts
+
+    def quarantine(self, doc: Mapping[str, Any], reason: str) -> Steps[None]:
+        record = quarantine_document(doc, reason, "store", truncate_ms(self.time.estimate()))
+        yield Call("quarantine", "insert_one", (record,))
+        fence = {"_id": doc.get("_id"), "generation": doc.get("generation")}
+        yield Call("items", "delete_one", (fence,))
+
+    def _writes(self, role: str, writes: Sequence[Write]) -> Steps[Counts]:
+        return (yield from counted_write_steps(role, writes, self.roles.bulk, copies=True))
+
+    def _history(self, records: list[Record]) -> Steps[None]:
+        """Write ``records`` and any kept from a failed write (never raises an Exception)."""
+        records = self.journal.take() + records
+        yield from self.journal.write_steps(self.roles, records)
+
+    # -- claims ------------------------------------------------------------------------
+
+    def claim_due(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> Steps[list[Claim]]:
+        if lease <= timedelta(0) or limit < 1:
+            raise ValueError(f"claim_due: lease {lease} and limit {limit!r} must be positive")
+        wanted = sorted(routes)
+        if not wanted:
+            return []
+        yield from self.measure()
+        until = truncate_ms(self.time.now() + lease)
+        earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
+        found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
+        docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
+        due: dict[Any, tuple[Doc, ScheduleItem, int]] = {}
+        for doc in docs:
+            read = yield from self.read(doc)
+            if read is not None:
+                due[doc["_id"]] = (doc, *read)
+        if not due:
+            return []
+        batch = uuid.uuid4().hex
+        claim = {"owner": owner, "token": batch, "lease_until": until}
+        update = {"$set": {"claim": claim, "ready_at": until}}
+        writes = [
+            # As read: a document replaced (a fresh generation), claimed, renewed or
+            # settled (ready_at moved to the future) since is not taken.
+            Write(
+                {
+                    "_id": {"$in": [doc["_id"] for doc, _, _ in chunk]},
+                    "generation": {"$in": distinct(item.generation for _, item, _ in chunk)},
+                    "ready_at": {"$in": distinct(doc["ready_at"] for doc, _, _ in chunk)},
+                    "route": {"$in": wanted},
+                },
+                update,
+                many=True,
+            )
+            for chunk in chunks(list(due.values()))
+        ]
+        taken = (yield from self._writes("items", writes)).matched
+        recurring = any(item.recurrence is not None for _, item, _ in due.values())
+        if taken < len(due) or recurring:
+            # Read back what was won (and the recurring items as claimed: a slot settled
+            # since the read, under the same generation, is not run twice).
+            mark = {"_id": {"$in": list(due)}, "claim.token": batch}
+            back: list[Doc] = [] if not taken else (yield Find("items", mark))
+            won = {}
+            for doc in back:
+                read = yield from self.read(doc)
+                if read is not None and doc["_id"] in due:
+                    won[doc["_id"]] = (due[doc["_id"]][0], *read)
+            due = {key: won[key] for key in due if key in won}  # in the order read
+        lapsed = [doc for doc, _, _ in due.values() if has_started(doc.get("claim"))]
+        if lapsed:  # earlier claims that started and never settled: they lapsed
+            for doc in lapsed:
+                self.journal.lapsed(doc, lease)
+            yield from self._history([])
+        return [
+            Claim(item, attempts, owner, until, f"{batch}-{n}")
+            for n, (_, item, attempts) in enumerate(due.values())
+        ]
+
+    def confirm_start(self, claims: Sequence[Claim]) -> Steps[list[Claim]]:
+        if not claims:
+            return []
+        yield from self.measure()
+        now = truncate_ms(self.time.now())
+        latest = truncate_ms(self.time.latest())
+        live = {"claim.lease_until": {"$gt": latest}}  # and not paused: its route is moved
+        by_attempt: dict[int, list[Claim]] = {}
+        for c in claims:
+            by_attempt.setdefault(c.attempt, []).append(c)
+        writes = [
+            write
+            for attempt, some in by_attempt.items()
+            for write in held_writes(
+                some, live, {"deliveries": attempt + 1, "claim.at": now}, unpaused=True
+            )
+        ]
+        matched = (yield from self._writes("items", writes)).matched
+        held = yield from self._which(claims, matched, {"claim.at": now})
+        with self._starts_lock:
+            for c in held:
+                self._starts[(c.item.id, c.token)] = now
+            while len(self._starts) > STARTS_KEPT:
+                self._starts.popitem(last=False)
+        return held
+
+    def _which(self, claims: Sequence[Claim], matched: int, mark: Doc) -> Steps[list[Claim]]:
+        """Of ``claims``, those a batch that matched ``matched`` of them changed: all, none,
+        or (one ``find``) those whose document carries their identity and ``mark``."""
+        if matched >= len(claims):
+            return list(claims)
+        if not matched:
+            return []
+        ids = distinct(c.item.id for c in claims)
+        fields = {"generation": 1, "claim.owner": 1, "claim.token": 1}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}, **mark}, fields)
+        marked = {(d["_id"], d.get("generation"), *owner_token(d)) for d in found}
+        return [c for c in claims if (c.item.id, c.generation, c.owner, batch_of(c)) in marked]
+
+    def renew(self, claims: Sequence[Claim], lease: timedelta) -> Steps[list[Claim]]:
+        if not claims:
+            return []
+        yield from self.measure()
+        until = truncate_ms(self.time.now() + lease)
+        live = {"claim.lease_until": {"$gt": truncate_ms(self.time.latest())}}
+        writes = held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
+        matched = (yield from self._writes("items", writes)).matched
+        renewed = yield from self._which(claims, matched, {"claim.lease_until": until})
+        return [Claim(c.item, c.attempt, c.owner, until, c.token) for c in renewed]
+
+    def release(self, claims: Sequence[Claim]) -> Steps[int]:
+        writes = [
+            Write(
+                claim_fence(c),
+                {"$set": {"claim": None, "ready_at": truncate_ms(c.item.due), **unapplied(c)}},
+            )
+            for c in claims
+        ]
+        return (yield from self._writes("items", writes)).matched
+
+    # -- settle ------------------------------------------------------------------------
+
+    def settle(self, settlements: Sequence[Settlement]) -> Steps[list[SettleResult]]:
+        if not settlements:
+            return []
+        yield from self.measure()
+        now = truncate_ms(self.time.now())
+        leases = yield from self._stored_leases([s.claim for s in settlements], now)
+        plain = [s for s in settlements if isinstance(s.outcome, Completed | Redeliver | NextSlot)]
+        mark = uuid.uuid4().hex  # this call's: a repeated settle's update is not counted
+        deletes = [s.claim for s in plain if isinstance(s.outcome, Completed)]
+        writes = held_writes(deletes, {}, None)  # completed: deleted, a batch at a time
+        writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
+        counts = yield from self._writes("items", writes)
+        applied = yield from self._applied(plain, counts, mark)
+        for s in settlements:
+            if not isinstance(s.outcome, Completed | Redeliver | NextSlot):
+                applied[id(s)] = yield from self._dead_letter(s)
+        results, records = [], []
+        for s in settlements:
+            claim = s.claim
+            if not applied[id(s)]:
+                results.append(SettleResult(claim, False))
+                continue
+            with self._starts_lock:
+                started = self._starts.pop((claim.item.id, claim.token), None)
+            if started is not None:  # closes the attempt confirm_start opened
+                records.append((claim.item.id, ended_record(s, started, now)))
+            ends = leases.get((claim.item.id, batch_of(claim)), claim.lease_until)
+            results.append(SettleResult(claim, True, now - ends if now > ends else None))
+        yield from self._history(records)
+        return results
+
+    def _stored_leases(
+        self, claims: Sequence[Claim], now: datetime
+    ) -> Steps[dict[tuple[Any, str], datetime]]:
+        """The stored lease ends of the claims late by their own (a renewal whose reply was
+        lost may have moved them): one ``find``, only when some are late."""
+        late = [c.item.id for c in claims if now > c.lease_until]
+        if not late:
+            return {}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": distinct(late)}}, {"claim": 1})
+        leases = {}
+        for doc in found:
+            claim = doc.get("claim")
+            if isinstance(claim, Mapping) and isinstance(claim.get("lease_until"), datetime):
+                leases[(doc["_id"], str(claim.get("token")))] = bson_utc(claim["lease_until"])
+        return leases
+
+    def _applied(
+        self, plain: Sequence[Settlement], counts: Counts, mark: str
+    ) -> Steps[dict[int, bool]]:
+        """Which of ``plain`` (by ``id()``) the batch applied: all when the counts say so;
+        else one ``find``: an update applied if its document carries this call's ``mark``
+        and its token in ``settled_claim``, a delete if its document is gone (or of another
+        generation) and no cancel or replace removed it (:meth:`_removed_running`) - when
+        the deletes counted still cannot tell which, none is said applied."""
+        deletes = [s for s in plain if isinstance(s.outcome, Completed)]
+        updates = [s for s in plain if not isinstance(s.outcome, Completed)]
+        if counts.matched == len(updates) and counts.deleted == len(deletes):
+            return {id(s): True for s in plain}
+        ids = distinct(s.claim.item.id for s in plain)
+        fields = {"generation": 1, "settled_claim": 1}
+        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}}, fields)
+        docs = {doc["_id"]: doc for doc in found}
+        applied = {}
+        for s in updates:
+            doc = docs.get(s.claim.item.id) or {}
+            ours = doc.get("generation") == s.claim.generation
+            applied[id(s)] = ours and doc.get("settled_claim") == f"{s.claim.token}/{mark}"
+        gone = [s for s in deletes if is_gone(docs.get(s.claim.item.id), s.claim)]
+        removed: set[int] = set()
+        if counts.deleted < len(gone):
+            removed = yield from self._removed_running(gone)
+        ours = counts.deleted == len(gone) - len(removed)
+        for s in deletes:
+            applied[id(s)] = ours and s in gone and id(s) not in removed
+        return applied
+
+    def _removed_running(self, gone: Sequence[Settlement]) -> Steps[set[int]]:
+        """Of completions whose item is gone, those a cancel or replace removed (it moved
+        their running attempt, keyed by the claim batch's token, to the history): one
+        ``find`` on the history."""
+        ids = distinct(s.claim.item.id for s in gone)
+        found: list[Doc] = yield Find("history", {"_id": {"$in": ids}}, {"attempts": 1})
+        running = set()
+        for doc in found:
+            attempts = doc.get("attempts")
+            for entry in attempts if isinstance(attempts, list) else []:
+                if isinstance(entry, Mapping) and entry.get("ended") is None:
+                    running.add((doc["_id"], entry.get("k")))
+        return {id(s) for s in gone if (s.claim.item.id, batch_of(s.claim)) in running}
+
+    def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
+        """Remove the item under its claim's fence and keep it as a dead letter (DeadLettered,
+        Exhausted: ``outcome.dead``); False when the fence no longer holds."""
+        outcome: Any = settlement.outcome
+        gone = yield Call("items", "find_one_and_delete", (claim_fence(settlement.claim),))
+        if gone is None:
+            return False
+        letter = dead_letter_document(outcome.dead)
+        yield Call("dead", "replace_one", ({"_id": letter["_id"]}, letter), {"upsert": True})
+        return True
