@@ -23,7 +23,7 @@ from flowsched.node.core import NodeCore, store_call
 from flowsched.node.store_time import core_clock
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
-from flowsched.store.records import Claim
+from flowsched.store.records import Claim, Settlement
 
 __all__ = ["ThreadDriver"]
 
@@ -46,8 +46,13 @@ class ThreadDriver:
         clock: Clock,
         *,
         shutdown_timeout: timedelta,
+        settle_on_handler_thread: bool = False,
     ) -> None:
+        """``settle_on_handler_thread``: settle each outcome as its handler returns, on the
+        handler's thread (a store with no I/O: the outcome is applied before anything else
+        can read the item), instead of in batches from the loop."""
         self.core = core
+        self.settle_here = settle_on_handler_thread
         self.store = store
         self.run_handler = run_handler
         self.routes = routes
@@ -69,8 +74,10 @@ class ThreadDriver:
 
     def wake_at(self, when: datetime) -> None:
         with self.cond:
+            before = self.core.look_at
             self.core.wake_at(when)
-            self.cond.notify_all()
+            if self.core.look_at is not before:  # earlier than the loop sleeps until
+                self.cond.notify_all()
 
     # -- background ----------------------------------------------------------------
 
@@ -125,8 +132,14 @@ class ThreadDriver:
             raise
         finally:
             local.handling = outer
+        settled = None
+        if self.settle_here:
+            try:
+                [settled] = self.store.settle([Settlement(action.claim, outcome)])
+            except Exception:  # owed to the store as usual: the loop retries it
+                settled = None
         with self.cond:
-            self.core.finished(action.ticket, outcome)
+            self.core.finished(action.ticket, outcome, settled=settled)
             self.cond.notify_all()
 
     def _perform(self, action: Action) -> None:
@@ -176,6 +189,8 @@ class ThreadDriver:
             self.cond.notify_all()
             thread, pool = self._thread, self._pool
         if thread is None:
+            if not getattr(self._inline, "active", False):
+                self._await_inline()  # handlers run inline on other threads
             self.run_inline()
             return
         if getattr(self._inline, "handling", False):
@@ -196,3 +211,20 @@ class ThreadDriver:
                 )
         if pool is not None:
             pool.shutdown(wait=False)
+
+    def _await_inline(self) -> None:
+        """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""
+        deadline = self.clock.monotonic() + self.shutdown_timeout.total_seconds()
+        with self.cond:
+            while self.core.running or self.core.starting:
+                left = deadline - self.clock.monotonic()
+                if left <= 0:
+                    left_running = [claim.item.key for claim in self.core.running.values()]
+                    log.warning(
+                        "node %s closed after %ss with handlers still running: %s",
+                        self.core.settings.owner,
+                        self.shutdown_timeout.total_seconds(),
+                        ", ".join(left_running),
+                    )
+                    return
+                self.cond.wait(left)

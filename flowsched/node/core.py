@@ -50,7 +50,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
@@ -74,6 +74,8 @@ __all__ = ["NodeCore", "NodeSettings", "lane", "store_call"]
 log = logging.getLogger("flowsched.node")
 
 LateHook = Callable[[Claim, timedelta], None]
+
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,15 +245,31 @@ class NodeCore:
         held = self._held()
         if not held:
             return None
-        return min(claim.lease_until for claim in held) - self.settings.lease / 2
+        ends = min(claim.lease_until for claim in held)
+        if ends > LAST_INSTANT - self.settings.lease:
+            return None  # cut at the last date there is: a renewal could not extend it
+        return ends - self.settings.lease / 2
 
     # -- results ---------------------------------------------------------------------
 
-    def finished(self, ticket: int, outcome: Outcome, *, timed_out: bool = False) -> None:
-        """The handler of ``ticket`` ended with ``outcome``: owe it to the store."""
+    def finished(
+        self,
+        ticket: int,
+        outcome: Outcome,
+        *,
+        timed_out: bool = False,
+        settled: SettleResult | None = None,
+    ) -> None:
+        """The handler of ``ticket`` ended with ``outcome``: owe it to the store - unless
+        the driver ``settled`` it already (a store with no I/O, settled on the handler's
+        thread: then it is read as a settle's answer)."""
         claim = self.running.pop(ticket)
         self.lost.discard(ticket)
-        self.pending.append(Settlement(claim, outcome, timed_out=timed_out))
+        settlement = Settlement(claim, outcome, timed_out=timed_out)
+        if settled is None:
+            self.pending.append(settlement)
+        else:
+            self._results((settlement,), [settled])
 
     def abandoned(self, ticket: int) -> None:
         """The handler of ``ticket`` will not report (shutdown): its claim lapses."""
@@ -303,8 +321,10 @@ class NodeCore:
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
             self._split -= 1
-        results = result if isinstance(result, list) else []
-        for settlement, outcome in zip(action.settlements, results, strict=False):
+        self._results(action.settlements, result if isinstance(result, list) else [])
+
+    def _results(self, settlements: Sequence[Settlement], results: list[Any]) -> None:
+        for settlement, outcome in zip(settlements, results, strict=False):
             if not isinstance(outcome, SettleResult):
                 continue
             if not outcome.applied:

@@ -53,6 +53,7 @@ class NodeScheduler(SchedulerPort):
     claims, the check before each start (see :mod:`flowsched.node.core`)."""
 
     async_class = "the async twin of this scheduler"
+    settle_on_handler_thread = False  # a store with no I/O: see ThreadDriver
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class NodeScheduler(SchedulerPort):
             self._delivery.routes,
             self._clock,
             shutdown_timeout=opts.shutdown_timeout,
+            settle_on_handler_thread=self.settle_on_handler_thread,
         )
         self._state = threading.Lock()
         self._started = self._closed = False
