@@ -140,6 +140,9 @@ class InMemoryScheduler(NodeScheduler):
             shutdown_timeout=check_shutdown_timeout(shutdown_timeout),
         )
         self._shutdown_timeout = shutdown_timeout
+        # close() waits shutdown_timeout (close_within, which names the items left running);
+        # the driver's own wait goes on behind it, in close_within's thread.
+        self._driver.shutdown_timeout = 2 * shutdown_timeout + timedelta(seconds=1)
         self._memory: MemoryTimerStore = self._store  # type: ignore[assignment]
         self._max_wait = max_wait
         self._start_watch = StartWatch()
