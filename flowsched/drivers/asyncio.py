@@ -23,8 +23,9 @@ from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import NodeCore, store_call
 from flowsched.node.store_time import core_clock
 from flowsched.outcomes import Outcome
+from flowsched.shutdown import CANCEL_GRACE
 from flowsched.store.interface import AsyncTimerStore
-from flowsched.store.records import Claim
+from flowsched.store.records import Claim, Settlement
 
 __all__ = ["AsyncioDriver"]
 
@@ -45,8 +46,12 @@ class AsyncioDriver:
         clock: Clock,
         *,
         shutdown_timeout: timedelta,
+        settle_in_handler_task: bool = False,
     ) -> None:
+        """``settle_in_handler_task``: settle each outcome as its handler returns, in the
+        handler's task (a store with no I/O: applied before anything else reads the item)."""
         self.core = core
+        self.settle_here = settle_in_handler_task
         self.store = store
         self.run_handler = run_handler
         self.routes = routes
@@ -153,7 +158,13 @@ class AsyncioDriver:
             raise
         finally:
             self._handling.reset(token)
-        self.core.finished(action.ticket, outcome)
+        settled = None
+        if self.settle_here:
+            try:
+                [settled] = await self.store.settle([Settlement(action.claim, outcome)])
+            except Exception:  # owed to the store as usual: the loop retries it
+                settled = None
+        self.core.finished(action.ticket, outcome, settled=settled)
         self.alarm.ring()
 
     async def _perform(self, action: Action) -> None:
@@ -215,7 +226,9 @@ class AsyncioDriver:
             )
             for handler in list(self._handlers):
                 handler.cancel()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
+            # At most CANCEL_GRACE for them to end: one that ignores its cancellation is
+            # left running.
+            await asyncio.wait(set(self._handlers), timeout=CANCEL_GRACE)
         task = self._task
         if task is None:
             await self.run_inline()  # release queued claims, settle what ran

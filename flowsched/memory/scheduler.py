@@ -52,17 +52,15 @@ NO_ROUTE = frozenset({""})
 """The routes a node with no handler claims for: none (so due items are set aside)."""
 
 
-def check_pool_arguments(workers: int, max_wait: timedelta, name: str = "workers") -> None:
+def check_pool_arguments(workers: int, max_wait: timedelta, who: str = "InMemoryScheduler") -> None:
     """``ValueError`` naming the bad value unless ``workers`` (handlers at once) is from 1
     to :data:`MAX_WORKERS` and ``max_wait`` (the longest sleep) positive and at most
     :data:`LONGEST_SETTING` - the bounds ``from_config`` applies too."""
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(
-            f"InMemoryScheduler {name} must be from 1 to {MAX_WORKERS} (got {workers})"
-        )
+        raise ValueError(f"{who} workers must be from 1 to {MAX_WORKERS} (got {workers})")
     if not timedelta(0) < max_wait <= LONGEST_SETTING:
         raise ValueError(
-            f"InMemoryScheduler max_wait must be positive and at most {LONGEST_SETTING.days}"
+            f"{who} max_wait must be positive and at most {LONGEST_SETTING.days}"
             f" days (got {max_wait})"
         )
 
@@ -152,6 +150,7 @@ class InMemoryScheduler(NodeScheduler):
         # Claim even with no handler yet: a due item of a route nobody serves is set aside
         # (and logged) once, as it comes due.
         self._core.routes = self._driver.routes = self._serving
+        self._driver.run_handler = self._run_or_release
         if is_manual(self._clock):
             self._clock.attach(self)  # type: ignore[attr-defined]
 
@@ -182,9 +181,9 @@ class InMemoryScheduler(NodeScheduler):
     def _serving(self) -> frozenset[str]:
         return self._delivery.routes() or NO_ROUTE
 
-    def _run(self, claim: Claim) -> Outcome:
+    def _run_or_release(self, claim: Claim) -> Outcome:
         try:
-            return self._delivery.run(claim.item, claim.attempt)
+            return self._run(claim)
         except BaseException:
             self._store.release([claim])  # interrupted: deliverable again, not held forever
             raise

@@ -48,6 +48,8 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
     """The asyncio port over ``store`` (see :class:`~flowsched.node.scheduler.NodeScheduler`
     for the guarantees, which are the same)."""
 
+    settle_in_handler_task = False  # a store with no I/O: see AsyncioDriver
+
     def __init__(
         self,
         store: AsyncTimerStore,
@@ -73,6 +75,7 @@ class AsyncNodeScheduler(AsyncSchedulerPort):
             self._delivery.routes,
             self._clock,
             shutdown_timeout=opts.shutdown_timeout,
+            settle_in_handler_task=self.settle_in_handler_task,
         )
         self._started = self._closed = False
         self._closing: asyncio.Future[None] | None = None
