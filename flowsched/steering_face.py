@@ -4,7 +4,7 @@
 ones) give a scheduler ``timers``, ``iter_timers``, ``pause`` and ``resume``, checking the
 arguments (:func:`~flowsched.steering_query.timer_filters`) and paging; the adapter supplies
 three hooks: ``_timer_page(filters)``, ``_pause(item_id)`` and ``_resume(item_id)``
-(in-memory: :mod:`flowsched.memory.timer_query`; MongoDB: :mod:`flowsched.mongo.timer_query`).
+(MongoDB: :mod:`flowsched.mongo.timer_query`; the node schedulers: :mod:`flowsched.node.steering`).
 """
 
 from __future__ import annotations

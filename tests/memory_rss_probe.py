@@ -44,7 +44,7 @@ def main(workload: str) -> None:
     else:
         raise SystemExit(f"unknown workload {workload!r}")
     gc.collect()
-    print(f"{rss_mb() - baseline:.1f} {scheduler.pending()} {len(scheduler._store.heap)}")
+    print(f"{rss_mb() - baseline:.1f} {scheduler.pending()} {scheduler.store.heap_size()}")
     scheduler.close()
 
 

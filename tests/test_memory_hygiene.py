@@ -1,5 +1,5 @@
 """The in-memory scheduler's memory follows its live timers: cancelled and replaced forms
-are compacted out of the heap instead of waiting there until their old due time."""
+are compacted out of its store's heap instead of waiting there until their old due time."""
 
 from __future__ import annotations
 
@@ -11,59 +11,60 @@ from pathlib import Path
 import pytest
 
 from flowsched import InMemoryScheduler, ManualClock, ScheduleItem, ScheduleKind
-from flowsched.memory.store import COMPACT_AT
-from flowsched.memory.store import TimerHeap as TimerStore
 from flowsched.port import kind_route
+from flowsched.store import MemoryTimerStore
+from flowsched.store.due_index import COMPACT_AT
 
 TIMER = ScheduleKind.TIMER
 ROUTE = kind_route(TIMER)
 START = datetime(2026, 1, 1, tzinfo=UTC)
+LEASE = timedelta(days=1)
 PROBE = Path(__file__).with_name("memory_rss_probe.py")
 
 
-def stored(store: TimerStore, item_id: str, due: datetime) -> ScheduleItem:
-    item = ScheduleItem(item_id, TIMER, due).with_generation(store.next_generation())
-    store.put(item)
-    return item
+def stored(store: MemoryTimerStore, item_id: str, due: datetime) -> ScheduleItem:
+    return store.put(ScheduleItem(item_id, TIMER, due))
+
+
+def claim(store: MemoryTimerStore, routes: set[str], limit: int = 1) -> list[ScheduleItem]:
+    return [c.item for c in store.claim_due(routes, "n", LEASE, limit)]
 
 
 def test_cancelled_entries_do_not_pile_up_behind_an_earlier_live_timer() -> None:
-    store = TimerStore()
+    store = MemoryTimerStore(ManualClock(START + timedelta(hours=2)))
     stored(store, "live", START)
     for n in range(10 * COMPACT_AT):
         stored(store, f"t-{n}", START + timedelta(hours=1))
         store.remove(f"t-{n}")
-    assert len(store.heap) <= 2 * COMPACT_AT
-    assert store.pop_due(START, {ROUTE}) is not None
-    assert store.next_due() is None
+    assert store.heap_size() <= 2 * COMPACT_AT
+    assert [item.id for item in claim(store, {ROUTE})] == ["live"]
+    assert claim(store, {ROUTE}) == []
 
 
 def test_one_id_replaced_many_times_keeps_a_bounded_heap_and_fires_its_last_form() -> None:
-    store = TimerStore()
+    store = MemoryTimerStore(ManualClock(START + timedelta(days=1)))
     for n in range(10 * COMPACT_AT):
         last = stored(store, "one", START + timedelta(seconds=n))
-    assert len(store.heap) <= 2 * COMPACT_AT
-    claim = store.pop_due(START + timedelta(days=1), {ROUTE})
-    assert claim is not None and claim[0] is last
-    assert store.pop_due(START + timedelta(days=1), {ROUTE}) is None
+    assert store.heap_size() <= 2 * COMPACT_AT
+    assert claim(store, {ROUTE}) == [last]
+    assert claim(store, {ROUTE}) == []
 
 
 def test_compaction_does_not_put_back_an_item_being_delivered_or_parked() -> None:
-    store = TimerStore()
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
     running = stored(store, "running", START)
     stored(store, "parked", START)
     stored(store, "waiting", START + timedelta(minutes=1))
-    claims: list[tuple[ScheduleItem, int]] = []
-    store.pop_due_batch(START, {ROUTE}, 1, claims)
-    assert claims == [(running, 0)]
-    store.pop_due(START, set())  # no handler for TIMER: "parked" is parked
+    assert claim(store, {ROUTE}) == [running]
+    assert claim(store, {"elsewhere"}) == []  # no handler for TIMER: "parked" is set aside
     for n in range(4 * COMPACT_AT):  # enough churn to compact several times
-        stored(store, f"churn-{n}", START)
+        stored(store, f"churn-{n}", START + timedelta(hours=2))
         store.remove(f"churn-{n}")
-    assert store.pop_due(START + timedelta(minutes=1), {ROUTE}) == (store.items["waiting"], 0)
-    assert store.pop_due(START + timedelta(hours=1), {ROUTE}) is None
-    assert store.complete(running)
-    assert store.unpark(ROUTE) == 1
+    clock.advance(timedelta(minutes=1))
+    assert claim(store, {ROUTE}, 10) == [store.get("parked"), store.get("waiting")]
+    clock.advance(timedelta(hours=1))
+    assert claim(store, {ROUTE}) == []
 
 
 def test_a_scheduler_with_churn_still_fires_in_due_order() -> None:

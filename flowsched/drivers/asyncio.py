@@ -22,8 +22,9 @@ from flowsched.drivers.base import DriverBase
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
+from flowsched.shutdown import CANCEL_GRACE
 from flowsched.store.interface import AsyncTimerStore
-from flowsched.store.records import Claim
+from flowsched.store.records import Claim, Settlement
 
 __all__ = ["AsyncioDriver"]
 
@@ -130,7 +131,13 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             raise
         finally:
             self._handling.reset(token)
-        self.core.finished(action.ticket, outcome)
+        settled = None
+        if self.settle_here:
+            try:
+                [settled] = await self.store.settle([Settlement(action.claim, outcome)])
+            except Exception:  # owed to the store as usual: the loop retries it
+                settled = None
+        self.core.finished(action.ticket, outcome, settled=settled)
         self.alarm.ring()
 
     async def _perform(self, action: Action) -> None:
@@ -192,7 +199,9 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             )
             for handler in list(self._handlers):
                 handler.cancel()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
+            # At most CANCEL_GRACE for them to end: one that ignores its cancellation is
+            # left running.
+            await asyncio.wait(set(self._handlers), timeout=CANCEL_GRACE)
         task = self._task
         if task is None:
             await self.run_inline()  # release queued claims, settle what ran

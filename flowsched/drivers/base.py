@@ -33,8 +33,14 @@ class DriverBase(Generic[S, R]):
         clock: Clock,
         *,
         shutdown_timeout: timedelta,
+        settle_here: bool = False,
     ) -> None:
+        """``settle_here``: settle each outcome as its handler returns, on the handler's own
+        thread or task (a store with no I/O: the outcome is applied before anything else can
+        read the item), instead of in batches from the loop."""
         self.core = core
+        self.settle_here = settle_here
+        self.clock = clock
         self.store = store
         self.run_handler = run_handler
         self.routes = routes

@@ -22,7 +22,7 @@ from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
-from flowsched.store.records import Claim
+from flowsched.store.records import Claim, Settlement
 
 __all__ = ["ThreadDriver"]
 
@@ -53,8 +53,10 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
 
     def wake_at(self, when: datetime) -> None:
         with self.cond:
+            before = self.core.look_at
             self.core.wake_at(when)
-            self.cond.notify_all()
+            if self.core.look_at is not before:  # earlier than the loop sleeps until
+                self.cond.notify_all()
 
     # -- background ----------------------------------------------------------------
 
@@ -102,8 +104,14 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             raise
         finally:
             local.handling = outer
+        settled = None
+        if self.settle_here:
+            try:
+                [settled] = self.store.settle([Settlement(action.claim, outcome)])
+            except Exception:  # owed to the store as usual: the loop retries it
+                settled = None
         with self.cond:
-            self.core.finished(action.ticket, outcome)
+            self.core.finished(action.ticket, outcome, settled=settled)
             self.cond.notify_all()
 
     def _perform(self, action: Action) -> None:
@@ -153,6 +161,8 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             self.cond.notify_all()
             thread, pool = self._thread, self._pool
         if thread is None:
+            if not getattr(self._inline, "active", False):
+                self._await_inline()  # handlers run inline on other threads
             self.run_inline()
             return
         if getattr(self._inline, "handling", False):
@@ -173,3 +183,20 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 )
         if pool is not None:
             pool.shutdown(wait=False)
+
+    def _await_inline(self) -> None:
+        """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""
+        deadline = self.clock.monotonic() + self.shutdown_timeout.total_seconds()
+        with self.cond:
+            while self.core.running or self.core.starting:
+                left = deadline - self.clock.monotonic()
+                if left <= 0:
+                    left_running = [claim.item.key for claim in self.core.running.values()]
+                    log.warning(
+                        "node %s closed after %ss with handlers still running: %s",
+                        self.core.settings.owner,
+                        self.shutdown_timeout.total_seconds(),
+                        ", ".join(left_running),
+                    )
+                    return
+                self.cond.wait(left)

@@ -1,15 +1,11 @@
-"""Internal: the in-memory scheduler adapter (timers in process, on a heap, fired by threads).
+"""Internal: the in-memory scheduler adapter - the node core over the reference store.
 
-* ``scheduler`` - ``InMemoryScheduler``, the whole adapter in one class: the port's calls,
-  delivery on the calling thread (``run_due``, a manual clock's ``advance``) and by worker
-  threads, applying outcomes under the lock, ``start`` and ``close``.
-* ``store`` - ``TimerHeap``, the data structure: a heap plus an id map, fenced by the
-  identity of the stored form; parked items and dead letters.
-* ``pool`` - ``WorkerPool``, the handler threads (a bounded leader/followers pool).
-* ``async_scheduler`` - ``AsyncInMemoryScheduler``, the asyncio face over the same store and
-  delivery core.
-* ``timer_query`` - ``timers()``, ``pause`` and ``resume`` over the store; ``steering`` -
-  those calls on the two schedulers.
+* ``scheduler`` - ``InMemoryScheduler``: :class:`~flowsched.node.scheduler.NodeScheduler`
+  (the node core and its thread driver) over :class:`~flowsched.store.MemoryTimerStore`,
+  plus what is in-process only: a manual clock drives it from construction, claims hold as
+  long as their handlers run, items of a route nobody serves are set aside once.
+* ``async_scheduler`` - ``AsyncInMemoryScheduler``, the same over the asyncio driver.
+* ``from_config`` - the settings of ``ipf-scheduler.flowsched`` that apply in process.
 """
 
 from typing import TYPE_CHECKING, Any

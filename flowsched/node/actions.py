@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from flowsched.store.records import Claim, Settlement
 
 if TYPE_CHECKING:
-    from flowsched.node.core import NodeSettings
+    from flowsched.node.settings import NodeSettings
 
 __all__ = [
     "Action",

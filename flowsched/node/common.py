@@ -14,7 +14,8 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import DeliveryCore, Observer
-from flowsched.node.core import LateHook, NodeCore, NodeSettings
+from flowsched.node.core import NodeCore
+from flowsched.node.settings import LateHook, NodeSettings
 from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
 from flowsched.redelivery import RedeliveryPolicy
@@ -149,6 +150,8 @@ class NodeFace(Generic[S, D]):
     _fence: WriteFence
     node_id: str
 
+    settle_here = False  # a store with no I/O settles on the handler's thread/task
+
     def _wire(self, store: S, options: NodeArgs, driver: Any, run: Any, **delivery: Any) -> None:
         """Build the parts from ``options``: ``driver(core, store, run, routes, clock, ...)``
         makes the driver, ``delivery`` goes to :class:`DeliveryCore`."""
@@ -162,7 +165,15 @@ class NodeFace(Generic[S, D]):
         self._core = NodeCore(opts.settings(self._manual, store), self._delivery.routes, hook)
         self.node_id = self._core.settings.owner
         routes, clock, waits = self._delivery.routes, self._clock, opts.shutdown_timeout
-        self._driver = driver(self._core, store, run, routes, clock, shutdown_timeout=waits)
+        self._driver = driver(
+            self._core,
+            store,
+            run,
+            routes,
+            clock,
+            shutdown_timeout=waits,
+            settle_here=self.settle_here,
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._store!r}, node={self.node_id!r})"

@@ -51,8 +51,9 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
 from flowsched.node.actions import (
@@ -74,37 +75,13 @@ from flowsched.node.actions import (
 )
 from flowsched.node.gather import GATHER, Gather
 from flowsched.node.outage import FIRST, LONGEST, StoreOutage
+from flowsched.node.settings import LAST_INSTANT, LateHook, NodeSettings
 from flowsched.outcomes import NextSlot, Outcome, Redeliver
 from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["NodeCore", "NodeSettings", "lane", "store_call"]
 
 log = logging.getLogger("flowsched.node")
-
-LateHook = Callable[[Claim, timedelta], None]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease;
-    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``)."""
-
-    owner: str
-    workers: int = 8
-    batch_size: int = 100
-    lease: timedelta = timedelta(seconds=30)
-    poll_interval: timedelta = timedelta(seconds=1)
-    start_on_claim: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("workers", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        for name in ("lease", "poll_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value <= timedelta(0):
-                raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
 
 
 class NodeCore:
@@ -290,15 +267,31 @@ class NodeCore:
         held = self._held()
         if not held:
             return None
-        return min(claim.lease_until for claim in held) - self.settings.lease / 2
+        ends = min(claim.lease_until for claim in held)
+        if ends > LAST_INSTANT - self.settings.lease:
+            return None  # cut at the last date there is: a renewal could not extend it
+        return ends - self.settings.lease / 2
 
     # -- results ---------------------------------------------------------------------
 
-    def finished(self, ticket: int, outcome: Outcome, *, timed_out: bool = False) -> None:
-        """The handler of ``ticket`` ended with ``outcome``: owe it to the store."""
+    def finished(
+        self,
+        ticket: int,
+        outcome: Outcome,
+        *,
+        timed_out: bool = False,
+        settled: SettleResult | None = None,
+    ) -> None:
+        """The handler of ``ticket`` ended with ``outcome``: owe it to the store - unless
+        the driver ``settled`` it already (a store with no I/O, settled on the handler's
+        thread: then it is read as a settle's answer)."""
         claim = self.running.pop(ticket)
         self.lost.discard(ticket)
-        self.pending.append(Settlement(claim, outcome, timed_out=timed_out))
+        settlement = Settlement(claim, outcome, timed_out=timed_out)
+        if settled is None:
+            self.pending.append(settlement)
+        else:
+            self._results((settlement,), [settled])
 
     def abandoned(self, ticket: int) -> None:
         """The handler of ``ticket`` will not report (shutdown): its claim lapses."""
@@ -358,8 +351,10 @@ class NodeCore:
     def _settled(self, action: SettleBatch, result: object) -> None:
         if self._split:
             self._split -= 1
-        results = result if isinstance(result, list) else []
-        for settlement, outcome in zip(action.settlements, results, strict=False):
+        self._results(action.settlements, result if isinstance(result, list) else [])
+
+    def _results(self, settlements: Sequence[Settlement], results: list[Any]) -> None:
+        for settlement, outcome in zip(settlements, results, strict=False):
             if not isinstance(outcome, SettleResult):
                 continue
             if not outcome.applied:

@@ -1,29 +1,29 @@
 """Internal: the reference :class:`~flowsched.store.TimerStore`: in process, thread-safe, no I/O.
 
-Every operation takes one lock and works on plain dicts; claims scan the items (O(n)): this
-store is the executable meaning of the interface, checked by
-:func:`flowsched.testing.check_timer_store`, not a fast path (``InMemoryScheduler`` keeps
-its own heap, :mod:`flowsched.memory.store`). Time is the injected clock's (a
-:class:`~flowsched.SystemClock` by default).
-
-History: the last ``history_limit`` attempts per id (default 20), kept after the item is
-gone for ``history_retention`` (default 7 days), both judged by the store's clock.
+The store under the in-memory schedulers, and the executable meaning of the interface
+(:func:`flowsched.testing.check_timer_store`). One lock; items in a dict, claims off a
+due-time heap (:mod:`flowsched.store.due_index`), the state of claimed, failed and paused
+ids kept only for them, a newly built item stored as it is (no copy); history in
+:mod:`flowsched.store.attempt_log`. Time is the injected clock's (default: the system's).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from heapq import heappush
 
 from flowsched.clock import Clock, SystemClock, ensure_utc
 from flowsched.errors import SchedulerUnavailable
-from flowsched.outcomes import Completed, DeadLettered, NextSlot, Outcome, Redeliver
+from flowsched.outcomes import Completed, NextSlot, Outcome, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
-from flowsched.steering import Attempt, AttemptOutcome, TimerInfo, TimerPage, TimerState
+from flowsched.steering import Attempt, TimerInfo, TimerPage, TimerState
+from flowsched.store.attempt_log import AttemptBook, ended_as
+from flowsched.store.due_index import COMPACT_AT, DueIndex
+from flowsched.store.forms import lease_end, resumed_form
 from flowsched.store.info import dead_info, timer_info
 from flowsched.store.paging import page_of
 from flowsched.store.records import (
@@ -38,14 +38,10 @@ __all__ = ["MemoryTimerStore"]
 
 
 @dataclass(slots=True)
-class _Row:
-    item: ScheduleItem
-    attempt: int = 0
-    owner: str | None = None
-    lease_until: datetime | None = None
-    token: str = ""
-    paused: bool = False
-    last_error: str | None = None
+class _Lease:
+    owner: str
+    until: datetime
+    token: str
 
 
 class MemoryTimerStore:
@@ -58,49 +54,84 @@ class MemoryTimerStore:
         history_limit: int = 20,
         history_retention: timedelta = timedelta(days=7),
     ) -> None:
-        if history_limit < 1:
-            raise ValueError(f"history_limit must be at least 1, got {history_limit!r}")
         self.clock: Clock = clock or SystemClock()
         self.history_limit = history_limit
         self.history_retention = history_retention
-        self._rows: dict[str, _Row] = {}
+        self._items: dict[str, ScheduleItem] = {}
+        # Sparse: only the ids that are claimed, have failed, or are paused.
+        self._leases: dict[str, _Lease] = {}
+        self._attempts: dict[str, int] = {}
+        self._errors: dict[str, str] = {}
+        self._paused: set[str] = set()
+        self._index = DueIndex()
+        self._heap = self._index.heap  # (rebuilt in place)
         self._dead: dict[str, DeadLetter] = {}
         self._quarantine: list[QuarantinedRecord] = []
-        self._history: dict[str, deque[Attempt]] = {}
+        self._history = AttemptBook(self.now, self._items, history_limit, history_retention)
         self._generations = itertools.count(1)
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"MemoryTimerStore({len(self._rows)} items, clock={self.clock!r})"
+        return f"MemoryTimerStore({len(self._items)} items, clock={self.clock!r})"
+
+    def __len__(self) -> int:
+        """How many items are scheduled (due or not, claimed or paused)."""
+        return len(self._items)
 
     def now(self) -> datetime:
         return self.clock.now()
 
+    def heap_size(self) -> int:
+        """Entries in the due-time heap, stale ones included (bounded: see due_index)."""
+        return len(self._index.heap)
+
+    def items(self) -> list[ScheduleItem]:
+        """A snapshot of the current forms (not the dead letters)."""
+        with self._lock:
+            return list(self._items.values())
+
     # -- items ------------------------------------------------------------------------
 
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
-        if not isinstance(item, ScheduleItem):
+        if item.__class__ is not ScheduleItem and not isinstance(item, ScheduleItem):
             raise TypeError(f"put: expected a ScheduleItem, got {type(item).__name__}")
-        with self._lock:
-            self._check_deadline(deadline, f"put({item.id!r})")
+        lock = self._lock
+        lock.acquire()  # the hot path: acquire/release is faster than a with-block
+        try:
+            if deadline is not None:
+                self._check_deadline(deadline, f"put({item.id!r})")
             generation = next(self._generations)
             if item.generation:
-                stored = item.with_generation(generation)
+                item = item.with_generation(generation)
             else:
-                stored = item
-                set_generation(item, generation)
-            self._rows[stored.id] = _Row(stored)
-            self._dead.pop(stored.id, None)
-            return stored
+                set_generation(item, generation)  # newly built: stored as it is, no copy
+            key = item.id
+            old = self._items.setdefault(key, item)  # one hash look-up for a new id
+            heappush(self._heap, (item.due, generation, key))
+            if old is not item or item.flow_id is not None or self._dead:
+                self._placed(key, old, item)
+            return item
+        finally:
+            lock.release()
+
+    def _placed(self, key: str, old: ScheduleItem, stored: ScheduleItem) -> None:
+        """The rest of storing ``stored`` (in the heap; ``old``: what the dict held)."""
+        flow_id = stored.flow_id
+        if old is not stored:
+            self._items[key] = stored
+            self._forget(key, old, flow_id)
+            self._compact_if_stale()
+        if flow_id is not None:
+            self._index.add_flow(flow_id, key)
+        if self._dead:
+            self._dead.pop(key, None)  # a new schedule supersedes its dead letter
 
     def get(self, item_id: str) -> ScheduleItem | None:
-        with self._lock:
-            row = self._rows.get(item_id) if isinstance(item_id, str) else None
-            return row.item if row is not None else None
+        return self._items.get(item_id) if isinstance(item_id, str) else None
 
     def exists(self, item_id: str) -> bool:
-        return isinstance(item_id, str) and item_id in self._rows
+        return isinstance(item_id, str) and item_id in self._items
 
     def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
@@ -108,19 +139,23 @@ class MemoryTimerStore:
         with self._lock:
             if not isinstance(item_id, str) or self._late(deadline):
                 return False
-            row = self._rows.get(item_id)
-            if row is None or (generation is not None and row.item.generation != generation):
+            item = self._items.get(item_id)
+            if item is None or (generation is not None and item.generation != generation):
                 return False
-            del self._rows[item_id]
+            self._delete(item_id)
             return True
 
     def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
         with self._lock:
             if not isinstance(flow_id, str) or self._late(deadline):
                 return []
-            ids = sorted(i for i, row in self._rows.items() if row.item.flow_id == flow_id)
+            ids = self._index.take_flow(flow_id)
+            items, stateful = self._items, self._leases or self._attempts or self._paused
             for item_id in ids:
-                del self._rows[item_id]
+                del items[item_id]
+                if stateful or self._errors:
+                    self._forget(item_id, None, None)
+            self._compact_if_stale()
             return ids
 
     # -- claims -----------------------------------------------------------------------
@@ -134,22 +169,23 @@ class MemoryTimerStore:
             raise ValueError(f"claim_due: limit must be at least 1, got {limit!r}")
         with self._lock:
             now = self.now()
-            due = [
-                row
-                for row in self._rows.values()
-                if row.item.route in routes
-                and not row.paused
-                and row.item.due <= now
-                and (row.lease_until is None or row.lease_until <= now)
-            ]
-            due.sort(key=lambda row: (row.item.due, row.item.generation))
+            index = self._index
+            if index.parked:
+                index.unpark(routes)
+            found = index.pop_due(now, routes, limit, self._live)
+            if self._leases:
+                found = self._with_lapsed(found, now, routes, limit)
+            until = lease_end(now, lease)
             claims = []
-            for row in due[:limit]:
-                if row.owner is not None and row.lease_until is not None:
-                    self._close(row, row.lease_until, "lapsed", None)
-                row.owner, row.lease_until = owner, now + lease
-                row.token = f"c{next(self._tokens)}"
-                claims.append(Claim(row.item, row.attempt, owner, row.lease_until, row.token))
+            for item in found:
+                key = item.id
+                held = self._leases.get(key)
+                if held is not None:
+                    lapsed = Claim(item, self._attempts.get(key, 0), held.owner, held.until)
+                    self._history.close(lapsed, lapsed.attempt, held.until, "lapsed", None)
+                token = f"c{next(self._tokens)}"
+                self._leases[key] = _Lease(owner, until, token)
+                claims.append(Claim(item, self._attempts.get(key, 0), owner, until, token))
             return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
@@ -157,22 +193,21 @@ class MemoryTimerStore:
             now = self.now()
             held = []
             for claim in claims:
-                row = self._held(claim, now)
-                if row is None or row.paused:
+                if self._held(claim, now) is None or claim.item.id in self._paused:
                     continue
-                self._record(claim, now)
+                self._history.record(claim, now, len(self._items))
                 held.append(claim)
             return held
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
         with self._lock:
             now = self.now()
-            until = now + lease
+            until = lease_end(now, lease)
             renewed = []
             for claim in claims:
-                row = self._held(claim, now)
-                if row is not None:
-                    row.lease_until = until
+                held = self._held(claim, now)
+                if held is not None:
+                    held.until = until
                     renewed.append(replace(claim, lease_until=until))
             return renewed
 
@@ -180,10 +215,11 @@ class MemoryTimerStore:
         with self._lock:
             released = 0
             for claim in claims:
-                row = self._held(claim)
-                if row is not None:
-                    row.owner = row.lease_until = None
-                    row.token = ""
+                key = claim.item.id
+                if self._held(claim) is not None:
+                    del self._leases[key]
+                    if key not in self._paused:
+                        self._index.push(self._items[key])
                     released += 1
             return released
 
@@ -193,25 +229,40 @@ class MemoryTimerStore:
             results = []
             for settlement in settlements:
                 claim = settlement.claim
-                row = self._held(claim)
-                if row is None:
+                held = self._held(claim)
+                if held is None:
                     results.append(SettleResult(claim, False))
                     continue
-                ends = row.lease_until or claim.lease_until  # the stored lease: maybe renewed
-                self._close(row, now, _ended_as(settlement), settlement)
-                self._apply(row, settlement.outcome)
+                ends = held.until  # the stored lease: maybe renewed
+                attempt = self._attempts.get(claim.item.id, 0)
+                self._history.close(claim, attempt, now, ended_as(settlement), settlement)
+                self._apply(claim.item.id, settlement.outcome)
                 late = now - ends if now > ends else None
                 results.append(SettleResult(claim, True, late))
             return results
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         with self._lock:
-            times = [
-                row.lease_until if row.lease_until is not None else row.item.due
-                for row in self._rows.values()
-                if row.item.route in routes and not row.paused
-            ]
-            return min((t for t in times if after is None or t > after), default=None)
+            if self._index.parked:
+                self._index.unpark(routes)
+            head = self._index.head(routes, self._live)
+            if head is not None and after is not None and head <= after:
+                later = (
+                    item.due
+                    for key, item in self._items.items()
+                    if item.due > after
+                    and item.route in routes
+                    and key not in self._paused
+                    and key not in self._leases
+                )
+                head = min(later, default=None)
+            for key, held in self._leases.items():
+                item = self._items[key]
+                if item.route not in routes or key in self._paused:
+                    continue
+                if (after is None or held.until > after) and (head is None or held.until < head):
+                    head = held.until
+            return head
 
     # -- dead letters, quarantine -----------------------------------------------------
 
@@ -227,7 +278,8 @@ class MemoryTimerStore:
                 return None
             item = dead.item.moved(due, dead.item.previous)
             stored = item.with_generation(next(self._generations))
-            self._rows[stored.id] = _Row(stored)
+            self._index.push(stored)
+            self._placed(stored.id, self._items.setdefault(stored.id, stored), stored)
             return stored
 
     def quarantined(self) -> list[QuarantinedRecord]:
@@ -239,123 +291,154 @@ class MemoryTimerStore:
     def timers(self, query: TimerSelection) -> TimerPage:
         with self._lock:
             now = self.now()
-            infos = [_info(row, now) for row in self._rows.values()]
+            infos = [self._info(item, now) for item in self._items.values()]
             infos += [dead_info(dead) for dead in self._dead.values()]
         return page_of(infos, query)
 
     def history(self, item_id: str) -> list[Attempt]:
         with self._lock:
-            self._purge_history()
-            return list(self._history.get(item_id, ())) if isinstance(item_id, str) else []
+            return self._history.history(item_id)
 
     def pause(self, item_id: str) -> bool:
         with self._lock:
-            row = self._rows.get(item_id) if isinstance(item_id, str) else None
-            if row is None:
+            if not self.exists(item_id):
                 return False
-            row.paused = True
+            self._paused.add(item_id)  # its heap entry is dropped when met
             return True
 
     def resume(self, item_id: str) -> bool:
         with self._lock:
-            row = self._rows.get(item_id) if isinstance(item_id, str) else None
-            if row is None:
+            item = self._items.get(item_id) if isinstance(item_id, str) else None
+            if item is None:
                 return False
-            if row.paused and row.item.recurrence is None and row.owner is None:
-                now = self.now()
-                if row.item.due < now:  # a one-shot whose time passed is due now
-                    row.item = row.item.moved(now, row.item.previous)
-            elif row.paused and row.item.recurrence is not None:
-                try:
-                    following = row.item.recurrence.next_slot(self.now())
-                except ValueError:
-                    following = row.item.due  # no slot left: the next tick sets it aside
-                if following > row.item.due:
-                    # Missed slots are not replayed: the last one missed counts as applied.
-                    row.item = row.item.moved(following, max(row.item.due, self.now()))
-            row.paused = False
+            if item_id not in self._paused:
+                return True
+            claimed = item_id in self._leases
+            item = resumed_form(item, self.now(), claimed)
+            self._items[item_id] = item
+            self._paused.discard(item_id)
+            if not claimed:
+                self._index.push(item)
             return True
 
     # -- internals (under the lock) ---------------------------------------------------
 
-    def _held(self, claim: Claim, now: datetime | None = None) -> _Row | None:
-        """The row ``claim`` still holds: its identity (id, generation, owner, token) is
-        the stored one and, given ``now``, the stored lease has not ended by then."""
-        row = self._rows.get(claim.item.id)
+    def _live(self, entry: tuple[datetime, int, str]) -> ScheduleItem | None:
+        """The item ``entry`` stands for, if it is still claimable (current, unclaimed,
+        not paused, due then)."""
+        due, generation, key = entry
+        item = self._items.get(key)
         if (
-            row is None
-            or row.item.generation != claim.generation
-            or row.owner != claim.owner
-            or row.token != claim.token
-            or row.lease_until is None
-            or (now is not None and row.lease_until <= now)
+            item is None
+            or item.generation != generation
+            or item.due != due
+            or key in self._leases
+            or key in self._paused
         ):
             return None
-        return row
+        return item
 
-    def _apply(self, row: _Row, outcome: Outcome) -> None:
-        item = row.item
-        row.owner = row.lease_until = None
-        row.token = ""
+    def _with_lapsed(
+        self, found: list[ScheduleItem], now: datetime, routes: Collection[str], limit: int
+    ) -> list[ScheduleItem]:
+        """``found`` and the claimed items whose lease ended, the ``limit`` first in due
+        order (the rest back in the heap)."""
+        lapsed = [
+            item
+            for key, held in self._leases.items()
+            if held.until <= now
+            and (item := self._items[key]).due <= now
+            and item.route in routes
+            and key not in self._paused
+        ]
+        if not lapsed:
+            return found
+        both = sorted(found + lapsed, key=lambda item: (item.due, item.generation))
+        for item in both[limit:]:
+            if item.id not in self._leases:
+                self._index.push(item)
+        return both[:limit]
+
+    def _held(self, claim: Claim, now: datetime | None = None) -> _Lease | None:
+        """The lease ``claim`` still holds: its identity (id, generation, owner, token) is
+        the stored one and, given ``now``, the stored lease has not ended by then."""
+        key = claim.item.id
+        held = self._leases.get(key)
+        if (
+            held is None
+            or held.owner != claim.owner
+            or held.token != claim.token
+            or self._items[key].generation != claim.generation
+            or (now is not None and held.until <= now)
+        ):
+            return None
+        return held
+
+    def _apply(self, key: str, outcome: Outcome) -> None:
+        del self._leases[key]
+        item = self._items[key]
         if isinstance(outcome, Completed):
-            del self._rows[item.id]
-        elif isinstance(outcome, Redeliver):
+            self._delete(key)
+            return
+        if isinstance(outcome, Redeliver):
             # The slot was not applied: previous and runs stay as claimed.
-            row.item = item.moved(outcome.due, item.previous, item.runs)
-            row.attempt, row.last_error = outcome.attempt, outcome.error
+            moved = item.moved(outcome.due, item.previous, item.runs)
+            self._attempts[key] = outcome.attempt
         elif isinstance(outcome, NextSlot):
             # The slot applied and the run counted in this one fenced write.
-            row.item = item.moved(outcome.due, outcome.applied, outcome.runs)
-            row.attempt, row.last_error = 0, outcome.error
+            moved = item.moved(outcome.due, outcome.applied, outcome.runs)
+            self._attempts.pop(key, None)
         else:  # DeadLettered, Exhausted: set aside with the reason
-            del self._rows[item.id]
-            self._dead[item.id] = outcome.dead
-
-    def _record(self, claim: Claim, now: datetime) -> None:
-        attempts = self._history.setdefault(claim.item.id, deque(maxlen=self.history_limit))
-        attempts.append(
-            Attempt(claim.owner, now, generation=claim.generation, attempt=claim.attempt)
-        )
-        if len(self._history) > 2 * len(self._rows) + 1024:
-            self._purge_history()
-
-    def _close(
-        self, row: _Row, ended: datetime, outcome: AttemptOutcome, settlement: Settlement | None
-    ) -> None:
-        attempts = self._history.get(row.item.id)
-        if not attempts:
+            self._delete(key)
+            self._dead[key] = outcome.dead
             return
-        last = attempts[-1]
-        if (
-            last.ended is not None
-            or last.node != row.owner
-            or last.generation != row.item.generation
-            or last.attempt != row.attempt
-        ):
-            return
-        error_type = error_message = None
-        error = _error_of(settlement.outcome) if settlement is not None else None
-        if error is not None:
-            error_type, _, error_message = error.partition(": ")
-        attempts[-1] = replace(
-            last,
-            ended=ended,
-            outcome=outcome,
-            error_type=error_type,
-            error_message=error_message,
-            traceback=settlement.traceback if settlement is not None else None,
-        )
+        if outcome.error is not None:
+            self._errors[key] = outcome.error
+        elif self._errors:
+            self._errors.pop(key, None)
+        self._items[key] = moved
+        if key not in self._paused:
+            self._index.push(moved)
 
-    def _purge_history(self) -> None:
-        horizon = self.now() - self.history_retention
-        for item_id in [
-            item_id
-            for item_id, attempts in self._history.items()
-            if item_id not in self._rows
-            and attempts
-            and (attempts[-1].ended or attempts[-1].started) < horizon
-        ]:
-            del self._history[item_id]
+    def _delete(self, key: str) -> None:
+        item = self._items.pop(key)
+        self._forget(key, item, None)
+        self._compact_if_stale()
+
+    def _forget(self, key: str, old: ScheduleItem | None, flow_id: str | None) -> None:
+        """Drop the state of ``old``, a form of ``key`` that is no longer current (its
+        successor, if any, belongs to ``flow_id``; ``None``: its flow is gone already)."""
+        if self._leases:
+            self._leases.pop(key, None)
+        if self._attempts:
+            self._attempts.pop(key, None)
+        if self._errors:
+            self._errors.pop(key, None)
+        if self._paused:
+            self._paused.discard(key)
+        if old is not None and old.flow_id is not None and old.flow_id != flow_id:
+            self._index.drop_flow(old.flow_id, key)
+
+    def _compact_if_stale(self) -> None:
+        size = len(self._index.heap)
+        if size > COMPACT_AT and size > 2 * len(self._items):
+            leases, paused = self._leases, self._paused
+            self._index.rebuild(
+                (item.due, item.generation, key)
+                for key, item in self._items.items()
+                if key not in leases and key not in paused
+            )
+
+    def _info(self, item: ScheduleItem, now: datetime) -> TimerInfo:
+        key = item.id
+        held = self._leases.get(key)
+        claimed = held is not None and held.until > now
+        state: TimerState = (
+            "paused" if key in self._paused else "claimed" if claimed else "scheduled"
+        )
+        owner, until = (held.owner, held.until) if held is not None else (None, None)
+        attempt, error = self._attempts.get(key, 0), self._errors.get(key)
+        return timer_info(item, state, attempt, error, owner, until)
 
     def _check_deadline(self, deadline: datetime | None, what: str) -> None:
         if self._late(deadline):
@@ -365,23 +448,3 @@ class MemoryTimerStore:
 
     def _late(self, deadline: datetime | None) -> bool:
         return deadline is not None and self.now() > deadline
-
-
-def _error_of(outcome: Outcome) -> str | None:
-    if isinstance(outcome, Redeliver | NextSlot):
-        return outcome.error
-    if isinstance(outcome, DeadLettered):
-        return outcome.dead.error
-    return None
-
-
-def _ended_as(settlement: Settlement) -> AttemptOutcome:
-    if settlement.timed_out:
-        return "timed_out"
-    return "failed" if _error_of(settlement.outcome) is not None else "succeeded"
-
-
-def _info(row: _Row, now: datetime) -> TimerInfo:
-    claimed = row.lease_until is not None and row.lease_until > now
-    state: TimerState = "paused" if row.paused else "claimed" if claimed else "scheduled"
-    return timer_info(row.item, state, row.attempt, row.last_error, row.owner, row.lease_until)

@@ -89,7 +89,7 @@ class _LeaseFenceStore(MemoryTimerStore):
 
     def _held(self, claim: Claim, now: datetime | None = None) -> Any:
         row = super()._held(claim, now)
-        return row if row is not None and row.lease_until == claim.lease_until else None
+        return row if row is not None and row.until == claim.lease_until else None
 
 
 class _MidpointFilter(ClockFilter):

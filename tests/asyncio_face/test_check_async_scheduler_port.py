@@ -7,8 +7,8 @@ import pytest
 
 from flowsched import AsyncInMemoryScheduler, ManualClock, RedeliveryPolicy
 from flowsched.callables import is_async_callable
-from flowsched.delivery import Completed
-from flowsched.memory.store import Claim
+from flowsched.delivery import Completed, Outcome
+from flowsched.store import Claim
 from flowsched.testing import async_port_guarantees, check_async_scheduler_port, port_guarantees
 
 
@@ -38,29 +38,25 @@ def test_a_coroutine_factory_is_awaited() -> None:
 class DropsCoroutines(AsyncInMemoryScheduler):
     """Broken on purpose: calls an async handler and completes the item unawaited."""
 
-    async def _deliver(self, claim: Claim) -> None:
-        item, attempt = claim
-        handler = self._core.started(item, attempt)
+    async def _run(self, claim: Claim) -> Outcome:
+        handler = self._delivery.started(claim.item, claim.attempt)
         if not is_async_callable(handler):
-            await super()._deliver(claim)
-            return
-        result = handler(item, attempt)
+            return await super()._run(claim)
+        result = handler(claim.item, claim.attempt)
         close = getattr(result, "close", None)
         if close is not None:
             close()
-        self._settle(item, Completed())
+        return Completed()
 
 
 class SettlesCancelledDeliveries(AsyncInMemoryScheduler):
     """Broken on purpose: a delivery cancelled by shutdown counts as a failure."""
 
-    async def _deliver(self, claim: Claim) -> None:
-        item, attempt = claim
+    async def _run(self, claim: Claim) -> Outcome:
         try:
-            await super()._deliver(claim)
+            return await super()._run(claim)
         except BaseException:
-            self._settle(item, self._core.failure(item, attempt, "cancelled"))
-            raise
+            return self._delivery.failure(claim.item, claim.attempt, "cancelled")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,6 @@ from flowsched.node.async_scheduler import AsyncNodeScheduler
 from flowsched.node.common import selection
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.steering import Attempt
-from flowsched.steering_query import TimerFilters
 from flowsched.store import MemoryTimerStore, as_async
 from flowsched.testing import async_port_guarantees, port_guarantees
 from flowsched.testing._async_trial import BlockingPort, LoopClock, Portal, built
@@ -174,19 +173,19 @@ class StoreFilters(NodeScheduler):
 
 
 class PauseDoesNothing(InMemoryScheduler):
-    def _pause(self, item_id: str) -> bool:
+    def pause(self, item_id: str) -> bool:
         return self.exists(item_id)
 
 
 class PauseSaysYes(InMemoryScheduler):
-    def _pause(self, item_id: str) -> bool:
-        super()._pause(item_id)
+    def pause(self, item_id: str) -> bool:
+        super().pause(item_id)
         return True
 
 
 class NoNextCursor(InMemoryScheduler):
-    def _timer_page(self, filters: TimerFilters) -> TimerPage:
-        return TimerPage(super()._timer_page(filters).items, None)
+    def timers(self, **filters: Any) -> TimerPage:
+        return TimerPage(super().timers(**filters).items, None)
 
 
 class AcceptsAnything(InMemoryScheduler):
@@ -201,11 +200,12 @@ class ResumeReplays(MemoryTimerStore):
     """Resume only unpauses: a recurring item keeps the slot it missed."""
 
     def resume(self, item_id: str) -> bool:
-        with self._lock:
-            row = self._rows.get(item_id)
-            if row is not None and row.item.recurrence is not None:
-                row.paused = False
-                return True
+        item = self.get(item_id)
+        if item is not None and item.recurrence is not None:
+            with self._lock:
+                self._paused.discard(item_id)
+                self._index.push(item)
+            return True
         return super().resume(item_id)
 
 

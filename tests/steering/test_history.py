@@ -172,7 +172,8 @@ def test_history_settings_come_from_the_config_and_bad_values_name_their_key() -
     settings = config.scheduler_settings()
     assert (settings.history_limit, settings.history_retention) == (5, timedelta(days=2))
     scheduler = InMemoryScheduler.from_config(config)
-    assert scheduler._history.policy == HistoryPolicy(5, timedelta(days=2))
+    store = scheduler.store
+    assert (store.history_limit, store.history_retention) == (5, timedelta(days=2))
     scheduler.close()
     for bad in ("history-limit = 0", "history-limit = 1001", "history-retention = 0s"):
         with pytest.raises(ConfigError, match=bad.split(" ")[0]):

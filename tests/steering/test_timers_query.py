@@ -9,6 +9,8 @@ import pytest
 from steering_kit import KINDS, MIN, NOW
 
 from flowsched import Recurrence, ScheduleKind, TimerInfo
+from flowsched.node.async_scheduler import AsyncNodeScheduler
+from flowsched.node.scheduler import NodeScheduler
 from flowsched.steering_query import MAX_LIMIT, decode_cursor, encode_cursor
 
 
@@ -172,13 +174,18 @@ def test_iter_timers_reads_page_by_page(face):
     for n in range(23):
         face.schedule(f"i-{n:02d}", n * MIN)
     pages: list[int] = []
-    original = face.scheduler._timer_page
+    # One read per page: of the store on a node scheduler, else of the steering hook.
+    if isinstance(face.scheduler, NodeScheduler | AsyncNodeScheduler):
+        target, name = face.scheduler.store, "timers"
+    else:
+        target, name = face.scheduler, "_timer_page"
+    original = getattr(target, name)
 
     def counting(filters):
         pages.append(filters.limit)
         return original(filters)
 
-    face.scheduler._timer_page = counting
+    setattr(target, name, counting)
 
     assert face.ids(limit=5) == [f"i-{n:02d}" for n in range(23)]
     assert pages == [5] * 5
