@@ -14,7 +14,8 @@ Its handler appends ``id generation attempt pid time`` to a file of its own with
   counted (they come back when its 3 s lease ends).
 * ``restart`` (2 nodes, on a SEPARATE throwaway server: ``tools/start-postgres.sh`` with
   ``PG_HOME=/tmp/flowsched-pg-bench`` or ``$FLOWSCHED_PG_BENCH_HOME``, stopped at the end,
-  so the shared test server is never restarted): 6,000 timers due within 6 s; 2 s into them, ``pg_ctl restart -m fast -w``.
+  so the shared test server is never restarted): 6,000 timers due within 6 s; 2 s into
+  them, ``pg_ctl restart -m fast -w``.
   "Resumes" is the time from the server accepting connections again (``pg_ctl`` returned)
   to the first handler start after it; the goal is within one poll interval (1 s).
 

@@ -99,6 +99,7 @@ def one_run(
 ) -> dict[str, Any]:
     """One firing node (flowsched from ``tree``) and ``samples`` timers: its figures."""
     from flowsched import PostgresScheduler, ScheduleItem, ScheduleKind
+    from flowsched.postgres import PostgresTimerStore
     from flowsched.postgres.schema import drop_tables
 
     table = f"bench_wake_{uuid.uuid4().hex[:8]}"
@@ -106,7 +107,9 @@ def one_run(
     with tempfile.TemporaryDirectory() as folder:
         log = f"{folder}/fired.log"
         command = [sys.executable, __file__, "--node", url, table, log, str(poll), face]
-        last = scheduling.store.setup.queries.channel if face == "floor" else str(int(trace))
+        store = scheduling.store
+        assert isinstance(store, PostgresTimerStore)
+        last = store.setup.queries.channel if face == "floor" else str(int(trace))
         node = subprocess.Popen(
             [*command, last],
             stdout=subprocess.PIPE,

@@ -88,7 +88,7 @@ def _parts(marks: list[Mark], item: str, late_ms: float, due: float) -> dict[str
 
 def split(log: str, late_ms: dict[str, float]) -> dict[str, dict[str, float]]:
     """Each part's p50, p90 and max over the timers of one run (ms), from ``log.trace``."""
-    marks: list[Mark] = [tuple(m) for m in json.loads(Path(f"{log}.trace").read_text())]  # type: ignore[misc]
+    marks: list[Mark] = [tuple(m) for m in json.loads(Path(f"{log}.trace").read_text())]
     handler_at = {extra: t for t, what, extra in marks if what == "handler"}
     cut = []
     for item, late in late_ms.items():
