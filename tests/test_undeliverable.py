@@ -85,3 +85,30 @@ async def test_a_plain_handler_raising_undeliverable_on_the_async_face_too(
     [dead] = await async_memory_scheduler.dead_letters()
     assert (dead.item.id, dead.attempts) == ("t-2", 1)
     assert dead.error == "Undeliverable: order 'o-7' no longer exists"
+
+
+def test_dead_letters_of_one_instant_are_listed_in_the_order_they_died() -> None:
+    """Same due time, scheduled ``b`` then ``a``: both fail once with ``max_attempts=1``,
+    on a manual clock, so they die at the same instant: ``b`` first (found by the stateful
+    model test after the in-memory scheduler moved onto the node core)."""
+    from datetime import UTC, datetime, timedelta
+
+    from flowsched import (
+        InMemoryScheduler,
+        ManualClock,
+        RedeliveryPolicy,
+        ScheduleItem,
+        ScheduleKind,
+    )
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    scheduler = InMemoryScheduler(clock=clock, redelivery=RedeliveryPolicy(max_attempts=1))
+
+    def fail(item: ScheduleItem, attempt: int) -> None:
+        raise RuntimeError(f"{item.id} fails")
+
+    scheduler.subscribe(ScheduleKind.TIMER, fail)
+    for name in ("b", "a"):
+        scheduler.schedule(ScheduleItem(name, ScheduleKind.TIMER, clock.now()))
+    clock.advance(timedelta(0))
+    assert [dead.item.id for dead in scheduler.dead_letters()] == ["b", "a"]

@@ -30,9 +30,8 @@ The rules, written once:
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
   (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
-  ``settle``. Likewise a confirm with too few claims for its free workers waits for a
-  claim on its way, and a claim asks for at least half a batch unless the node holds none:
-  fewer statements per timer, never a wait that does not end with a call's answer.
+  ``settle``; a confirm short of claims waits for a claim on its way, a claim asks for at
+  least half a batch unless the node holds none: fewer statements, no endless wait.
   **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
@@ -105,6 +104,7 @@ class NodeCore:
         self.running: dict[int, Claim] = {}  # started, by ticket
         self.lost: set[int] = set()  # running tickets whose lease could not be renewed
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
+        self.settling = 0  # outcomes in the settle on its way
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = False
@@ -197,12 +197,15 @@ class NodeCore:
         return max(1, self._batch() // 2)
 
     def _room(self) -> int:
-        """How many more claims the node may take now (see the module docstring): up to a
-        batch, and at least half of one unless it holds none (fewer statements)."""
+        """How many more claims the node may take now: up to a batch, at least half of one
+        unless it holds none. Outcomes owed count as held: at most ``workers + batch_size``
+        deliveries are started and not settled (what a crash could make run again)."""
         settings = self.settings
+        owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
-            return min(settings.batch_size, settings.workers - len(self.running))
-        held = len(self.running) + len(self.queue) + self.confirming
+            free = settings.workers - len(self.running)
+            return max(0, min(settings.batch_size - owed, free))
+        held = len(self.running) + len(self.queue) + self.confirming + owed
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
         return room if room >= self._half() or (held == 0 and room > 0) else 0
 
@@ -218,9 +221,11 @@ class NodeCore:
             return RenewLeases((*self._held(), *(s.claim for s in self.pending)))
         if self.pending and (self.closing or self._settle_now(now)):
             if self._split:
-                return SettleBatch((self.pending.popleft(),))
-            batch = tuple(self.pending)
-            self.pending.clear()
+                batch: tuple[Settlement, ...] = (self.pending.popleft(),)
+            else:
+                batch = tuple(self.pending)
+                self.pending.clear()
+            self.settling = len(batch)
             return SettleBatch(batch)
         return None
 
@@ -302,6 +307,8 @@ class NodeCore:
         """The store call for ``action`` returned ``result`` (as :func:`store_call` says)."""
         self.outage.succeeded(now)
         self.busy.discard(lane(action))
+        if isinstance(action, SettleBatch):
+            self.settling = 0
         if isinstance(action, ClaimDue):
             claims = claims_of(result)
             self.claimed_last = len(claims)
@@ -411,6 +418,8 @@ class NodeCore:
         self.busy.discard(lane(action))
         if isinstance(action, ConfirmStart):
             self.confirming = 0
+        if isinstance(action, SettleBatch):
+            self.settling = 0
         refused = not isinstance(error, SchedulerUnavailable | OSError)
         if isinstance(action, SettleBatch) and refused:
             # The store answered and refused the content: settle one at a time; a single

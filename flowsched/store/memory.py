@@ -268,7 +268,8 @@ class MemoryTimerStore:
 
     def dead_letters(self) -> list[DeadLetter]:
         with self._lock:
-            return sorted(self._dead.values(), key=lambda dead: (dead.dead_at, dead.item.id))
+            # By time, then in the order they died (a stable sort of the insertion order).
+            return sorted(self._dead.values(), key=lambda dead: dead.dead_at)
 
     def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
         due = ensure_utc(due, "requeue due")

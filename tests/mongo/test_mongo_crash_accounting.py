@@ -70,7 +70,13 @@ def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(
     scheduler = MongoScheduler(mongo_db["timers"], node_id="test")
     scheduler.schedule(ScheduleItem("kill-1", ScheduleKind.TIMER, datetime.now(UTC)))
     dead = mongo_db["timers_dead"]
-    wait_until(lambda: dead.count_documents({}) == 1, 60, "the killer to be dead-lettered")
+    # The dead letter is written before the item is deleted (two writes: nothing is lost if
+    # the node dies between them), so wait for both.
+    wait_until(
+        lambda: dead.count_documents({}) == 1 and mongo_db["timers"].count_documents({}) == 0,
+        60,
+        "the killer to be dead-lettered",
+    )
 
     runs = deliveries(mongo_db)
     # Run fresh (unmarked: not counted), then marked; the third claim counts the lost run.
