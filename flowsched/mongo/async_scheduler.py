@@ -36,6 +36,7 @@ from flowsched.mongo.arguments import (
 from flowsched.mongo.async_sweeper import AsyncSweeper
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.documents import dead_letter_from_document, dead_letters_from
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outcome import async_cancel_attempts, write_deadline_async
@@ -290,7 +291,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
     async def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first."""
         documents = await self._call("dead_letters", self._store.dead_letters_steps)
-        return forms.dead_letters_of(documents, self._store.name)
+        return dead_letters_from(documents, f"{self._store.name}_dead")
 
     async def requeue(
         self, item_id: str, due: datetime | None = None, *, replace: bool = False
@@ -301,7 +302,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         document = await self._call(what, lambda: self._store.dead_letter_steps(item_id))
         if document is None:
             return False  # (a bad ``due`` is refused first, as in memory)
-        old = forms.requeued(document)
+        old = dead_letter_from_document(document).item
         stored = await self._store_item(old.moved(when, old.previous), replace=replace)
         await self._call(
             what, lambda: self._store.remove_dead_letter_steps(item_id, old.generation)

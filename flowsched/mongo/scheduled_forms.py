@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from flowsched.errors import MalformedDocument
 from flowsched.mongo.arguments import check_bson_payload
-from flowsched.mongo.documents import (
-    dead_letter_from_document,
-    dead_letters_from,
-    item_document,
-    new_generation,
-    stored_item,
-)
-from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.mongo.documents import item_document, new_generation, stored_item
+from flowsched.records import ScheduleItem
 
-__all__ = ["dead_letters_of", "new_document", "ours", "read_item", "requeued", "stored_form"]
+__all__ = ["new_document", "ours", "read_item", "stored_form"]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -50,17 +44,6 @@ def read_item(document: Mapping[str, Any] | None, where: str) -> ScheduleItem | 
     except MalformedDocument as exc:
         log.error("%s: %s", where, exc)
         return None
-
-
-def dead_letters_of(documents: Iterable[Mapping[str, Any]], items: str) -> list[DeadLetter]:
-    """The dead letters of the collection ``items`` (its ``_dead`` one), malformed skipped."""
-    return dead_letters_from(documents, f"{items}_dead")
-
-
-def requeued(document: Mapping[str, Any]) -> ScheduleItem:
-    """The item of a dead letter's ``document``, as it died (its generation is the fence of
-    removing the dead letter)."""
-    return dead_letter_from_document(document).item
 
 
 def ours(found: Mapping[str, Any] | None, document: Mapping[str, Any]) -> bool:

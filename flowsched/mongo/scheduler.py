@@ -18,6 +18,7 @@ from flowsched.mongo import scheduled_forms as forms
 from flowsched.mongo.arguments import check_arguments, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
+from flowsched.mongo.documents import dead_letter_from_document, dead_letters_from
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
@@ -331,7 +332,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
     def dead_letters(self) -> list[DeadLetter]:
         """Items that exhausted ``max_attempts``, oldest first (malformed records skipped)."""
         documents = self._call("dead_letters", self._store.dead_letters)
-        return forms.dead_letters_of(documents, self._store.name)
+        return dead_letters_from(documents, f"{self._store.name}_dead")
 
     def requeue(self, item_id: str, due: datetime | None = None, *, replace: bool = False) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) with attempts reset.
@@ -345,7 +346,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         document = self._call(what, lambda: self._store.dead_letter(item_id))
         if document is None:
             return False  # (a bad ``due`` is refused first, as in memory)
-        old = forms.requeued(document)
+        old = dead_letter_from_document(document).item
         stored = self._store_item(old.moved(when, old.previous), replace=replace)
         self._call(what, lambda: self._store.remove_dead_letter(item_id, old.generation))
         return stored is not None
