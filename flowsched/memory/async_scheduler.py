@@ -20,22 +20,15 @@ from flowsched.async_delivery import AsyncDelivery
 from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import Observer, RedeliveryPolicy, redelivery_policy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.history import HistoryPolicy, history_policy, local_node
-from flowsched.memory.scheduler import (
-    CLAIM_BATCH,
-    HELD,
-    NO_ROUTE,
-    check_pool_arguments,
-    memory_store,
-)
+from flowsched.history import HistoryPolicy, history_policy
+from flowsched.memory.face import MemoryFace, node_args
+from flowsched.memory.scheduler import check_pool_arguments, memory_store
 from flowsched.node.async_scheduler import AsyncNodeScheduler
-from flowsched.node.common import is_manual, stored_item
 from flowsched.outcomes import Outcome
-from flowsched.records import ScheduleItem, log_fields
+from flowsched.records import ScheduleItem
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, aclose_within, check_shutdown_timeout
 from flowsched.steering import TimerInfo
 from flowsched.store.async_face import as_async
-from flowsched.store.paging import decode_cursor
 from flowsched.store.records import Claim
 
 if TYPE_CHECKING:
@@ -46,7 +39,7 @@ __all__ = ["AsyncInMemoryScheduler"]
 log = logging.getLogger("flowsched.memory")
 
 
-class AsyncInMemoryScheduler(AsyncNodeScheduler):
+class AsyncInMemoryScheduler(MemoryFace, AsyncNodeScheduler):
     """Timers in process, for asyncio services: the port's calls as coroutines.
 
     ``async def`` handlers are awaited on the loop; plain handlers run in a worker thread
@@ -84,8 +77,6 @@ class AsyncInMemoryScheduler(AsyncNodeScheduler):
     fired t-1#1
     """
 
-    settle_here = True
-
     def __init__(
         self,
         clock: Clock | None = None,
@@ -108,27 +99,11 @@ class AsyncInMemoryScheduler(AsyncNodeScheduler):
         self._shutdown_timeout = check_shutdown_timeout(shutdown_timeout)
         clock = clock or SystemClock()
         self._memory = memory_store(clock, history)
-        super().__init__(
-            as_async(self._memory),
-            clock=clock,
-            redelivery=redelivery,
-            observer=observer,
-            node_id=local_node(),
-            workers=concurrency,
-            batch_size=CLAIM_BATCH,
-            lease=HELD,
-            poll_interval=max_wait,
-            shutdown_timeout=2 * shutdown_timeout + timedelta(seconds=1),  # see aclose
-        )
+        waits = 2 * shutdown_timeout + timedelta(seconds=1)  # see aclose
+        options = node_args(clock, redelivery, observer, concurrency, max_wait, waits)
+        super().__init__(as_async(self._memory), **options)
+        self._serve_all(self._run_or_release)
         self._deliver = AsyncDelivery(self._delivery, executor)
-        self._put = self._memory.put
-        self._observe_scheduled = self._delivery.observes_scheduled
-        # Claim even with no handler yet: a due item of a route nobody serves is set aside
-        # (and logged) once, as it comes due.
-        self._core.routes = self._driver.routes = self._serving
-        self._driver.run_handler = self._run_or_release
-        if is_manual(self._clock):
-            self._clock.attach(self)  # type: ignore[attr-defined]
 
     @classmethod
     def from_config(
@@ -160,9 +135,6 @@ class AsyncInMemoryScheduler(AsyncNodeScheduler):
         pending = len(self._memory)
         return f"AsyncInMemoryScheduler(pending={pending}, {mode}, clock={self._clock!r})"
 
-    def _serving(self) -> frozenset[str]:
-        return self._delivery.routes() or NO_ROUTE
-
     async def _run_or_release(self, claim: Claim) -> Outcome:
         try:
             return await self._run(claim)
@@ -175,46 +147,22 @@ class AsyncInMemoryScheduler(AsyncNodeScheduler):
     async def schedule(self, item: ScheduleItem) -> ScheduleItem:
         """Store ``item`` under a fresh generation, replacing any item with its id; once
         this returns, the replaced form is never delivered again."""
-        # The hot path (bench/async_bench.py): AsyncNodeScheduler.schedule, inlined.
-        if item.__class__ is not ScheduleItem:
-            stored_item(item)
-        if self._closed:
-            raise SchedulerUnavailable(
-                f"AsyncInMemoryScheduler is closed: cannot schedule {item.id!r}"
-            )
-        stored = self._put(item)
-        if self._observe_scheduled:
-            self._delivery.scheduled(stored)
-        look_at = self._core.look_at  # None: the node claims at once anyway
-        if look_at is not None and stored.due < look_at:
-            self._driver.wake_at(stored.due)
-        return stored
+        # The hot path: MemoryFace._put_here (AsyncNodeScheduler.schedule, inlined).
+        return self._put_here(item)
 
     async def cancel(self, item_id: str) -> bool:
         """Remove the item; ``False`` if nothing is scheduled under ``item_id``."""
-        item = self._memory.get(item_id) if log.isEnabledFor(logging.DEBUG) else None
-        removed = await super().cancel(item_id)
-        if removed and item is not None:
-            log.debug("cancelled %s %s", item.kind.value, item_id, extra=log_fields(item))
-        return removed
+        item = self._to_cancel(item_id)
+        return self._cancelled(item, await super().cancel(item_id))
 
     async def requeue(self, item_id: str, due: datetime | None = None) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) under a fresh generation."""
-        if not await super().requeue(item_id, due):
-            return False
-        item = self._memory.get(item_id)
-        if item is not None:
-            log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=log_fields(item))
-            self._delivery.scheduled(item)
-        return True
+        return await super().requeue(item_id, due) and self._requeued(item_id)
 
     def iter_timers(self, **filters: Any) -> AsyncIterator[TimerInfo]:
         """Every match, page after page (``async for``); the arguments (the cursor
         included) are checked at the call."""
-        after = filters.get("after")
-        if isinstance(after, str):
-            decode_cursor(after)  # this store's cursor: a ValueError naming ``after``
-        return super().iter_timers(**filters)
+        return super().iter_timers(**self._check_cursor(filters))
 
     async def pending(self) -> int:
         """How many items are scheduled (due or not, running or paused)."""
@@ -246,10 +194,3 @@ class AsyncInMemoryScheduler(AsyncNodeScheduler):
         limit = self._shutdown_timeout.total_seconds() if timeout is None else timeout
         close = super().aclose
         await aclose_within(close, limit, self._delivery, self)
-
-    @property
-    def needs_start(self) -> bool:
-        """Whether it fires nothing until started (``async with`` or ``await start()``): on a
-        real clock, never started and not closed. An ``AsyncFlowDomain`` built on one warns
-        once, at its first timer."""
-        return not (self._manual or self._started or self._closed)

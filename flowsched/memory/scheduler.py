@@ -19,17 +19,17 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_WORKERS
 from flowsched.delivery import Observer
 from flowsched.errors import SchedulerUnavailable
-from flowsched.history import HistoryPolicy, local_node
-from flowsched.node.common import is_manual, stored_item
+from flowsched.history import HistoryPolicy
+from flowsched.memory.face import CLAIM_BATCH, HELD, MemoryFace, node_args
+from flowsched.node.common import is_manual
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.outcomes import Outcome
-from flowsched.records import ScheduleItem, log_fields
+from flowsched.records import ScheduleItem
 from flowsched.redelivery import RedeliveryPolicy
 from flowsched.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, check_shutdown_timeout, close_within
 from flowsched.start_watch import StartWatch
 from flowsched.steering import TimerInfo
 from flowsched.store.memory import MemoryTimerStore
-from flowsched.store.paging import decode_cursor
 from flowsched.store.records import Claim
 
 if TYPE_CHECKING:
@@ -38,18 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["CLAIM_BATCH", "HELD", "InMemoryScheduler", "check_pool_arguments", "memory_store"]
 
 log = logging.getLogger("flowsched.memory")
-
-CLAIM_BATCH = 256
-"""Due items a node claims at a time: how many claimed items may wait for a free worker
-(the rest stay in the heap, where replace and cancel are cheapest)."""
-
-HELD = timedelta(days=36500)
-"""The lease of an in-memory claim: held for as long as its handler runs (no other node can
-take it over; a claim the handler abandoned is released at once)."""
-
-
-NO_ROUTE = frozenset({""})
-"""The routes a node with no handler claims for: none (so due items are set aside)."""
 
 
 def check_pool_arguments(workers: int, max_wait: timedelta, who: str = "InMemoryScheduler") -> None:
@@ -71,7 +59,7 @@ def memory_store(clock: Clock, history: HistoryPolicy | None) -> MemoryTimerStor
     return MemoryTimerStore(clock, history_limit=policy.limit, history_retention=policy.retention)
 
 
-class InMemoryScheduler(NodeScheduler):
+class InMemoryScheduler(MemoryFace, NodeScheduler):
     """Timers in process, delivered at least once.
 
     Two ways to run it:
@@ -108,7 +96,6 @@ class InMemoryScheduler(NodeScheduler):
     """
 
     async_class = "AsyncInMemoryScheduler"
-    settle_here = True
 
     def __init__(
         self,
@@ -125,18 +112,9 @@ class InMemoryScheduler(NodeScheduler):
         loop sleeps before it reads the wall clock again (``shutdown_timeout``: see close)."""
         check_pool_arguments(workers, max_wait)
         clock = clock or SystemClock()
-        super().__init__(
-            memory_store(clock, history),
-            clock=clock,
-            redelivery=redelivery,
-            observer=observer,
-            node_id=local_node(),
-            workers=workers,
-            batch_size=CLAIM_BATCH,
-            lease=HELD,
-            poll_interval=max_wait,
-            shutdown_timeout=check_shutdown_timeout(shutdown_timeout),
-        )
+        waits = check_shutdown_timeout(shutdown_timeout)
+        options = node_args(clock, redelivery, observer, workers, max_wait, waits)
+        super().__init__(memory_store(clock, history), **options)
         self._shutdown_timeout = shutdown_timeout
         # close() waits shutdown_timeout (close_within, which names the items left running);
         # the driver's own wait goes on behind it, in close_within's thread.
@@ -145,14 +123,7 @@ class InMemoryScheduler(NodeScheduler):
         self._max_wait = max_wait
         self._start_watch = StartWatch()
         self._watch_start = not is_manual(self._clock)  # until the first item or start()
-        self._put = self._store.put
-        self._observe_scheduled = self._delivery.observes_scheduled
-        # Claim even with no handler yet: a due item of a route nobody serves is set aside
-        # (and logged) once, as it comes due.
-        self._core.routes = self._driver.routes = self._serving
-        self._driver.run_handler = self._run_or_release
-        if is_manual(self._clock):
-            self._clock.attach(self)  # type: ignore[attr-defined]
+        self._serve_all(self._run_or_release)
 
     @classmethod
     def from_config(
@@ -178,9 +149,6 @@ class InMemoryScheduler(NodeScheduler):
         mode = "manual" if self._manual else "threads"
         return f"InMemoryScheduler(pending={len(self._memory)}, {mode}, clock={self._clock!r})"
 
-    def _serving(self) -> frozenset[str]:
-        return self._delivery.routes() or NO_ROUTE
-
     def _run_or_release(self, claim: Claim) -> Outcome:
         try:
             return self._run(claim)
@@ -195,19 +163,8 @@ class InMemoryScheduler(NodeScheduler):
 
         Once this returns, the replaced form is never delivered again (a delivery of it that
         already started may finish, and its outcome is then ignored)."""
-        # The hot path (bench/memory_bench.py): NodeScheduler.schedule, inlined.
-        if item.__class__ is not ScheduleItem:
-            stored_item(item)
-        if self._closed:
-            raise SchedulerUnavailable(f"InMemoryScheduler is closed: cannot schedule {item.id!r}")
-        stored = self._put(item)
-        if self._observe_scheduled:
-            self._delivery.scheduled(stored)
-        # Read without the lock: None means the node claims at once anyway, and a claim
-        # that misses this item is followed by a look for the next due time.
-        look_at = self._core.look_at
-        if look_at is not None and stored.due < look_at:
-            self._driver.wake_at(stored.due)
+        # The hot path: MemoryFace._put_here (NodeScheduler.schedule, inlined).
+        stored = self._put_here(item)
         if self._watch_start:
             self._watch_start = False
             self._start_watch.arm(self, self._max_wait)
@@ -216,29 +173,17 @@ class InMemoryScheduler(NodeScheduler):
     def cancel(self, item_id: str) -> bool:
         """Remove the item; ``False`` if nothing is scheduled under ``item_id`` (see
         :meth:`NodeScheduler.cancel <flowsched.node.scheduler.NodeScheduler.cancel>`)."""
-        item = self._store.get(item_id) if log.isEnabledFor(logging.DEBUG) else None
-        removed = super().cancel(item_id)
-        if removed and item is not None:
-            log.debug("cancelled %s %s", item.kind.value, item_id, extra=log_fields(item))
-        return removed
+        item = self._to_cancel(item_id)
+        return self._cancelled(item, super().cancel(item_id))
 
     def requeue(self, item_id: str, due: datetime | None = None) -> bool:
         """Schedule a dead letter again (due now, or at ``due``) under a fresh generation."""
-        if not super().requeue(item_id, due):
-            return False
-        item = self._store.get(item_id)
-        if item is not None:
-            log.info("requeued dead letter %s %s", item.kind.value, item.id, extra=log_fields(item))
-            self._delivery.scheduled(item)
-        return True
+        return super().requeue(item_id, due) and self._requeued(item_id)
 
     def iter_timers(self, **filters: Any) -> Iterator[TimerInfo]:
         """Every match, page after page; the arguments (the cursor included) are checked at
         the call."""
-        after = filters.get("after")
-        if isinstance(after, str):
-            decode_cursor(after)  # this store's cursor: a ValueError naming ``after``
-        return super().iter_timers(**filters)
+        return super().iter_timers(**self._check_cursor(filters))
 
     def pending(self) -> int:
         """How many items are scheduled (due or not, running or paused): the pending gauge."""
@@ -266,11 +211,6 @@ class InMemoryScheduler(NodeScheduler):
         at most ``shutdown_timeout``: then return, logging the items left running."""
         self._start_watch.stop()
         close_within(super().close, self._shutdown_timeout, self._delivery, self)
-
-    @property
-    def needs_start(self) -> bool:
-        """Whether it waits for :meth:`start` to fire anything (real clock, never started)."""
-        return not (self._manual or self._started or self._closed)
 
     def _unstarted_head(self) -> tuple[bool, datetime | None]:
         """For the start watch: (still waiting for start, the earliest due item)."""

@@ -15,7 +15,6 @@ before its next poll.
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
@@ -26,24 +25,18 @@ from flowsched.async_delivery import AsyncDelivery
 from flowsched.async_port import AsyncHandler, AsyncSchedulerPort
 from flowsched.clock import Clock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 from flowsched.history import HistoryPolicy
+from flowsched.mongo import scheduled_forms as forms
 from flowsched.mongo.arguments import (
     check_arguments,
     check_async_collection,
-    check_bson_payload,
     storable_id,
 )
 from flowsched.mongo.async_sweeper import AsyncSweeper
 from flowsched.mongo.claimed_batch import BatchClaimer
 from flowsched.mongo.commands import Steps, drive_async
-from flowsched.mongo.documents import (
-    dead_letter_from_document,
-    dead_letters_from,
-    item_document,
-    new_generation,
-    stored_item,
-)
+from flowsched.mongo.documents import dead_letter_from_document, dead_letters_from
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.nodes import Heartbeat, node_ttl
 from flowsched.mongo.outcome import async_cancel_attempts, write_deadline_async
@@ -60,8 +53,6 @@ if TYPE_CHECKING:
     from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["AsyncMongoScheduler"]
-
-log = logging.getLogger("flowsched.mongo")
 
 T = TypeVar("T")
 
@@ -215,8 +206,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         if self._closed:
             raise SchedulerUnavailable(f"{self!r} is closed: cannot schedule {item.id!r}")
         store = self._store
-        document = item_document(item, new_generation(self._rng), bucket=store.bucket(item.id))
-        check_bson_payload(item, document)
+        document = forms.new_document(item, self._rng, store.bucket(item.id))
         what = f"schedule({item.id!r})"
         before = await write_deadline_async(self._time, store, self._op_timeout)
         try:
@@ -224,12 +214,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
                 await self._call(what, lambda: store.put_steps(document, before), write=True)
             elif not await self._call(what, lambda: store.insert_steps(document), write=True):
                 found = await self._call(what, lambda: store.find_steps(item.id))
-                if found is None or found.get("generation") != document["generation"]:
+                if not forms.ours(found, document):
                     return None
         finally:
             self._local_writes.touch(item.id)
-        stored = item.moved(document["due"], document.get("applied"))
-        stored = stored.with_generation(document["generation"])
+        stored = forms.stored_form(item, document)
         self._core.scheduled(stored)
         until = self._sweeper.sleeping_until
         if until is not None and stored.due < until:
@@ -281,13 +270,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
             return None
         what = f"get({item_id!r})"
         document = await self._call(what, lambda: self._store.find_steps(item_id))
-        if document is None:
-            return None
-        try:
-            return stored_item(document).item
-        except MalformedDocument as exc:
-            log.error("%s: %s", self._store.name, exc)
-            return None
+        return forms.read_item(document, self._store.name)
 
     def subscribe(self, kind: ScheduleKind, handler: AsyncHandler) -> None:
         """Deliver due items of ``kind`` without a handler name to ``handler``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -13,18 +12,13 @@ from pymongo.collection import Collection
 
 from flowsched.clock import Clock, ManualClock, ensure_utc
 from flowsched.delivery import DeliveryCore, Observer, RedeliveryPolicy
-from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 from flowsched.history import HistoryPolicy
-from flowsched.mongo.arguments import check_arguments, check_bson_payload, storable_id
+from flowsched.mongo import scheduled_forms as forms
+from flowsched.mongo.arguments import check_arguments, storable_id
 from flowsched.mongo.change_stream import MAX_AWAIT, WakeUp
 from flowsched.mongo.claimed_batch import BatchClaimer, deliver_in_thread
-from flowsched.mongo.documents import (
-    dead_letter_from_document,
-    dead_letters_from,
-    item_document,
-    new_generation,
-    stored_item,
-)
+from flowsched.mongo.documents import dead_letter_from_document, dead_letters_from
 from flowsched.mongo.local_writes import LocalWrites
 from flowsched.mongo.migration import warn_if_unrouted
 from flowsched.mongo.nodes import Heartbeat, node_ttl
@@ -46,8 +40,6 @@ if TYPE_CHECKING:
     from flowsched.handler_limits import HandlerOptions
 
 __all__ = ["MongoScheduler"]
-
-log = logging.getLogger("flowsched.mongo")
 
 T = TypeVar("T")
 
@@ -212,23 +204,18 @@ class MongoScheduler(SchedulerPort, MongoSteering):
     def _store_item(self, item: ScheduleItem, replace: bool) -> ScheduleItem | None:
         """Write ``item`` under a new generation; without ``replace``, only if its id is free
         (``None`` if an item of that id is stored)."""
-        bucket = self._store.bucket(item.id)
-        document = item_document(item, new_generation(self._rng), bucket=bucket)
-        check_bson_payload(item, document)
+        document = forms.new_document(item, self._rng, self._store.bucket(item.id))
         what = f"schedule({item.id!r})"
         try:
             if replace:
                 self._call(what, lambda before: self._store.put(document, before), write=True)
             elif not self._call(what, lambda _: self._store.insert(document), write=True):
-                # Taken: by a newer item, or by this very insert if a retry repeated it.
                 found = self._call(what, lambda: self._store.find(item.id))
-                if found is None or found.get("generation") != document["generation"]:
+                if not forms.ours(found, document):
                     return None
         finally:
             self._local_writes.touch(item.id)  # even on error: the write may have applied
-        # As stored: due cut to whole milliseconds, the slot applied, the new generation.
-        stored = item.moved(document["due"], document.get("applied"))
-        stored = stored.with_generation(document["generation"])
+        stored = forms.stored_form(item, document)
         self._core.scheduled(stored)
         if (sweeper := self._sweeper) is not None:
             sweeper.poke(stored.due)
@@ -287,13 +274,7 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         if not storable_id(item_id):
             return None
         document = self._call(f"get({item_id!r})", lambda: self._store.find(item_id))
-        if document is None:
-            return None
-        try:
-            return stored_item(document).item
-        except MalformedDocument as exc:
-            log.error("%s: %s", self._store.name, exc)
-            return None
+        return forms.read_item(document, self._store.name)
 
     # -- delivery --------------------------------------------------------------------------
 

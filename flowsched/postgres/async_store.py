@@ -17,36 +17,22 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from flowsched.clock import Clock, SystemClock
-from flowsched.postgres.connections import (
-    DEFAULT_POOL_SIZE,
-    check_conninfo,
-    own_async_pool,
-    pool_errors,
-    seconds,
-)
+from flowsched.postgres.connections import check_conninfo, own_async_pool, pool_errors
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.host_clock import HostOffset
-from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run_async
 from flowsched.postgres.schema import migrate_plan
+from flowsched.postgres.store_base import StoreBase
 from flowsched.postgres.time_limit import CallLimit
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
-from flowsched.store.records import (
-    Claim,
-    QuarantinedRecord,
-    Settlement,
-    SettleResult,
-    TimerSelection,
-)
+from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, TimerSelection
 
 __all__ = ["AsyncPostgresTimerStore"]
 
 T = TypeVar("T")
 
 
-class AsyncPostgresTimerStore:
+class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     """Timers in a PostgreSQL table, for a node core's asyncio driver and the async port.
 
     The arguments are :class:`~flowsched.postgres.PostgresTimerStore`'s, with a
@@ -56,28 +42,9 @@ class AsyncPostgresTimerStore:
     >>> await store.open()  # doctest: +SKIP
     """
 
-    host_clock: Clock = SystemClock()
-    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
-
-    def __init__(
-        self,
-        conninfo_or_pool: str | AsyncConnectionPool[Any],
-        *,
-        table: str = "flowsched_timers",
-        clock: Clock | None = None,
-        migrate: bool = True,
-        notify_within: timedelta = timedelta(seconds=5),
-        history_limit: int = 20,
-        history_retention: timedelta = timedelta(days=7),
-        pool_size: int = DEFAULT_POOL_SIZE,
-        op_timeout: timedelta | float | None = None,
-        durable_firing: bool = False,
+    def _attach(
+        self, conninfo_or_pool: str | AsyncConnectionPool[Any], pool_size: int, migrate: bool
     ) -> None:
-        self.setup = Setup.checked(
-            table, clock, notify_within, history_limit, history_retention, durable_firing
-        )
-        self._lead = HostOffset()  # this host's lead over the server (next_wake)
-        self._timeout = seconds(op_timeout, "op_timeout")
         self._pool: AsyncConnectionPool[Any] | None = None
         self._conninfo: str | None = None
         if isinstance(conninfo_or_pool, AsyncConnectionPool):
@@ -98,16 +65,6 @@ class AsyncPostgresTimerStore:
         self._ready = False
         self._opening: asyncio.Lock | None = None
         self.version: int | None = None
-
-    @property
-    def table(self) -> str:
-        """The timers table's name."""
-        return self.setup.queries.table
-
-    @property
-    def clock(self) -> Clock | None:
-        """The clock due times are judged by (``None``: the server's)."""
-        return self.setup.clock
 
     def __repr__(self) -> str:
         return f"AsyncPostgresTimerStore(table={self.table!r})"
@@ -149,11 +106,6 @@ class AsyncPostgresTimerStore:
         if self._pool is None:
             raise RuntimeError("AsyncPostgresTimerStore: not opened yet (await store.open())")
         return self._pool
-
-    @property
-    def op_timeout(self) -> timedelta | None:
-        """How long a call may take before it gives up (:mod:`flowsched.postgres.time_limit`)."""
-        return None if self._timeout is None else timedelta(seconds=self._timeout)
 
     async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
@@ -211,10 +163,7 @@ class AsyncPostgresTimerStore:
     async def claim_started(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
-        """Beyond the interface: :meth:`claim_due` and :meth:`confirm_start` of every claim in
-        one statement, for a node that starts each claim it gets at once (the node core's
-        ``start_on_claim``). The claims returned are started: each has its start recorded
-        (an open attempt in the history), and the caller must start them now."""
+        """As :meth:`PostgresTimerStore.claim_started`: the claims returned are started."""
         plan = self.setup.claim_started(routes, owner, lease, limit)
         return await self._run(plan, "claim_started", True)
 
@@ -237,12 +186,7 @@ class AsyncPostgresTimerStore:
 
     async def next_wake(self, routes: Collection[str]) -> datetime | None:
         """As :meth:`PostgresTimerStore.next_wake`."""
-        when, server = await self._run(self.setup.next_due_seen(routes), "next_due", False)
-        return (
-            when
-            if self.setup.clock is not None
-            else self._lead.shift(when, server, self.host_clock.now())
-        )
+        return self._wake(*await self._run(self.setup.next_due_seen(routes), "next_due", False))
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)

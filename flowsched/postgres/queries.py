@@ -23,6 +23,9 @@ tables and indexes add a suffix of up to 15 (``_history_ended``)."""
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _NAME_LINE = re.compile(r"^-- name: ([a-z_0-9]+)\s*$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_FRAGMENT = "fragment_"
+"""A ``-- name: fragment_x`` block is not a statement: it is the text of ``{x}`` in those
+that follow (filled in first; one copy of SQL two statements share)."""
 
 NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
 """The store's clock in SQL: the ``now`` parameter when a ``clock=`` was given, else the
@@ -72,8 +75,8 @@ def _statements() -> dict[str, str]:
 
 
 def statement_names() -> list[str]:
-    """The names of every statement in ``queries.sql``, in file order."""
-    return list(_statements())
+    """The names of every statement in ``queries.sql``, in file order (not its fragments)."""
+    return [name for name in _statements() if not name.startswith(_FRAGMENT)]
 
 
 def _names(table: str) -> dict[str, str]:
@@ -112,10 +115,13 @@ class Queries:
     def __init__(self, table: str) -> None:
         self.table = check_table_name(table)
         names = _names(self.table)
-        self._rendered = {
-            name: _PLACEHOLDER.sub(lambda match: names[match.group(1)], sql)
-            for name, sql in _statements().items()
-        }
+        self._rendered: dict[str, str] = {}
+        for name, sql in _statements().items():
+            text = _PLACEHOLDER.sub(lambda match: names[match.group(1)], sql)
+            if name.startswith(_FRAGMENT):
+                names[name.removeprefix(_FRAGMENT)] = text
+            else:
+                self._rendered[name] = text
 
     def __getitem__(self, name: str) -> LiteralString:
         try:

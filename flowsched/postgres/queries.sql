@@ -2,6 +2,7 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations}   identifiers
+--   {claimable} {timer_filter}   the text of the "-- name: fragment_x" blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -189,13 +190,12 @@ RETURNING id;
 
 -- ---- claims, starts, leases, settlements --------------------------------------------------
 
--- name: claim_due
--- Up to %(limit)s rows, soonest due first: unclaimed due ones (index {table}_claim, one
--- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
--- another node is claiming are skipped, not waited for. Each claimed row gets this owner, a
--- lease and a fresh random token (a re-claim by the same owner too: the lapsed claim is
--- stale); an ended claim's open history attempt is closed "lapsed".
-WITH fresh AS (
+-- name: fragment_claimable
+-- Not a statement: the text of {claimable} in claim_due and claim_started. The rows they
+-- claim: %(limit)s at most, soonest due first, of the unclaimed due rows (fresh) and the held
+-- ones whose lease has ended (lapsed), skipped if another node is claiming them (picked);
+-- the lapsed claims' open history attempts closed "lapsed" (closed).
+fresh AS (
     SELECT x.id, x.due
     FROM unnest(%(routes)s::text[]) AS r(route)
     CROSS JOIN LATERAL (
@@ -227,6 +227,14 @@ WITH fresh AS (
       AND h.node = lapsed.owner AND h.attempt = lapsed.attempts
       AND lapsed.id IN (SELECT id FROM picked)
 )
+
+-- name: claim_due
+-- Up to %(limit)s rows, soonest due first: unclaimed due ones (index {table}_claim, one
+-- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
+-- another node is claiming are skipped, not waited for. Each claimed row gets this owner, a
+-- lease and a fresh random token (a re-claim by the same owner too: the lapsed claim is
+-- stale); an ended claim's open history attempt is closed "lapsed".
+WITH {claimable}
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL,
     claim_token = gen_random_uuid()::text
@@ -242,38 +250,7 @@ RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.
 -- unstarted: a cancel or replace that committed first took the row away (the claim does not
 -- see it), one that commits after finds a started delivery (its attempt open, started
 -- before the cancel, by the store's clock).
-WITH fresh AS (
-    SELECT x.id, x.due
-    FROM unnest(%(routes)s::text[]) AS r(route)
-    CROSS JOIN LATERAL (
-        SELECT t.id, t.due FROM {table} t
-        WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused AND t.due <= {now}
-        ORDER BY t.due
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS x
-), lapsed AS (
-    SELECT x.id, x.due, x.generation, x.lease_until, x.owner, x.attempts
-    FROM unnest(%(routes)s::text[]) AS r(route)
-    CROSS JOIN LATERAL (
-        SELECT t.id, t.due, t.generation, t.lease_until, t.owner, t.attempts FROM {table} t
-        WHERE t.route = r.route AND t.owner IS NOT NULL AND t.lease_until <= {now}
-          AND NOT t.paused AND t.due <= {now}
-        ORDER BY t.lease_until
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS x
-), picked AS (
-    SELECT id, due FROM (SELECT id, due FROM fresh UNION ALL SELECT id, due FROM lapsed) AS u
-    ORDER BY due, id
-    LIMIT %(limit)s
-), closed AS (
-    UPDATE {history} h SET ended = lapsed.lease_until, outcome = 'lapsed'
-    FROM lapsed
-    WHERE h.item_id = lapsed.id AND h.generation = lapsed.generation AND h.ended IS NULL
-      AND h.node = lapsed.owner AND h.attempt = lapsed.attempts
-      AND lapsed.id IN (SELECT id FROM picked)
-), claimed AS (
+WITH {claimable}, claimed AS (
     UPDATE {table} t
     SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
         claim_token = gen_random_uuid()::text
@@ -529,6 +506,18 @@ SELECT id, reason, quarantined_at, record FROM {quarantine} ORDER BY quarantined
 
 -- ---- steering: timers(), history(), pause/resume ----------------------------------------
 
+-- name: fragment_timer_filter
+-- Not a statement: the text of {timer_filter} in timers, the filters live rows and dead
+-- letters pass alike.
+(%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
+AND (%(flow_id)s::text IS NULL OR flow_id = %(flow_id)s::text)
+AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)
+AND (%(due_from)s::timestamptz IS NULL OR due >= %(due_from)s::timestamptz)
+AND (%(due_to)s::timestamptz IS NULL OR due <= %(due_to)s::timestamptz)
+AND (%(after_due)s::timestamptz IS NULL
+     OR (due, id) > (%(after_due)s::timestamptz, %(after_id)s::text))
+
 -- name: timers
 -- One page, soonest due first, ties by id; live rows and dead letters alike. Every filter
 -- is optional (NULL: no filter). The page is %(limit)s + 1 rows: the extra says "more".
@@ -541,28 +530,12 @@ SELECT * FROM (
            CASE WHEN lease_until > {now} THEN lease_until END,
            recurrence, payload
     FROM {table}
-    WHERE %(with_live)s::boolean
-      AND (%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
-      AND (%(flow_id)s::text IS NULL OR flow_id = %(flow_id)s::text)
-      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-      AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)
-      AND (%(due_from)s::timestamptz IS NULL OR due >= %(due_from)s::timestamptz)
-      AND (%(due_to)s::timestamptz IS NULL OR due <= %(due_to)s::timestamptz)
-      AND (%(after_due)s::timestamptz IS NULL
-           OR (due, id) > (%(after_due)s::timestamptz, %(after_id)s::text))
+    WHERE %(with_live)s::boolean AND {timer_filter}
     UNION ALL
     SELECT id, kind, handler, flow_id, due, 'dead', attempts, error, NULL, NULL, recurrence,
            payload
     FROM {dead}
-    WHERE %(with_dead)s::boolean
-      AND (%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
-      AND (%(flow_id)s::text IS NULL OR flow_id = %(flow_id)s::text)
-      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-      AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)
-      AND (%(due_from)s::timestamptz IS NULL OR due >= %(due_from)s::timestamptz)
-      AND (%(due_to)s::timestamptz IS NULL OR due <= %(due_to)s::timestamptz)
-      AND (%(after_due)s::timestamptz IS NULL
-           OR (due, id) > (%(after_due)s::timestamptz, %(after_id)s::text))
+    WHERE %(with_dead)s::boolean AND {timer_filter}
 ) AS page
 WHERE %(state)s::text IS NULL OR page.state = %(state)s::text
 ORDER BY due, id

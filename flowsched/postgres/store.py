@@ -14,30 +14,22 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from flowsched.clock import Clock, SystemClock
-from flowsched.postgres.connections import DEFAULT_POOL_SIZE, own_pool, pool_errors, seconds
+from flowsched.postgres.connections import own_pool, pool_errors
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.host_clock import HostOffset
-from flowsched.postgres.operations import Setup
 from flowsched.postgres.plans import Plan, run
 from flowsched.postgres.schema import migrate_plan
+from flowsched.postgres.store_base import StoreBase
 from flowsched.postgres.time_limit import CallLimit
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
-from flowsched.store.records import (
-    Claim,
-    QuarantinedRecord,
-    Settlement,
-    SettleResult,
-    TimerSelection,
-)
+from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, TimerSelection
 
 __all__ = ["PostgresTimerStore"]
 
 T = TypeVar("T")
 
 
-class PostgresTimerStore:
+class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     """Timers in a PostgreSQL table, for a node core's thread driver and the port's calls.
 
     ``conninfo_or_pool``: a ``postgresql://`` URL (the store opens and closes a pool of
@@ -54,28 +46,9 @@ class PostgresTimerStore:
     >>> store = PostgresTimerStore("postgresql://app@db/app")  # doctest: +SKIP
     """
 
-    host_clock: Clock = SystemClock()
-    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
-
-    def __init__(
-        self,
-        conninfo_or_pool: str | ConnectionPool[Any],
-        *,
-        table: str = "flowsched_timers",
-        clock: Clock | None = None,
-        migrate: bool = True,
-        notify_within: timedelta = timedelta(seconds=5),
-        history_limit: int = 20,
-        history_retention: timedelta = timedelta(days=7),
-        pool_size: int = DEFAULT_POOL_SIZE,
-        op_timeout: timedelta | float | None = None,
-        durable_firing: bool = False,
+    def _attach(
+        self, conninfo_or_pool: str | ConnectionPool[Any], pool_size: int, migrate: bool
     ) -> None:
-        self.setup = Setup.checked(
-            table, clock, notify_within, history_limit, history_retention, durable_firing
-        )
-        self._lead = HostOffset()  # this host's lead over the server (next_wake)
-        self._timeout = seconds(op_timeout, "op_timeout")
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool
             self._owned = False
@@ -84,18 +57,8 @@ class PostgresTimerStore:
             self._owned = True
         if migrate:
             self.version = self._run(
-                migrate_plan(self.setup.queries), f"migrate {table}", True, atomic=True
+                migrate_plan(self.setup.queries), f"migrate {self.table}", True, atomic=True
             )
-
-    @property
-    def table(self) -> str:
-        """The timers table's name."""
-        return self.setup.queries.table
-
-    @property
-    def clock(self) -> Clock | None:
-        """The clock due times are judged by (``None``: the server's)."""
-        return self.setup.clock
 
     def __repr__(self) -> str:
         return f"PostgresTimerStore(table={self.table!r}, pool={self.pool.name!r})"
@@ -110,11 +73,6 @@ class PostgresTimerStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def op_timeout(self) -> timedelta | None:
-        """How long a call may take before it gives up (:mod:`flowsched.postgres.time_limit`)."""
-        return None if self._timeout is None else timedelta(seconds=self._timeout)
 
     def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
@@ -193,12 +151,7 @@ class PostgresTimerStore:
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
         server's time judges due (no ``clock=``): what a node sleeps until, so that it never
         wakes before the server says due (:mod:`flowsched.postgres.host_clock`)."""
-        when, server = self._run(self.setup.next_due_seen(routes), "next_due", False)
-        return (
-            when
-            if self.setup.clock is not None
-            else self._lead.shift(when, server, self.host_clock.now())
-        )
+        return self._wake(*self._run(self.setup.next_due_seen(routes), "next_due", False))
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run(self.setup.dead_letters(), "dead_letters", False)
