@@ -267,8 +267,7 @@ class MemoryTimerStore:
     # -- dead letters, quarantine -----------------------------------------------------
 
     def dead_letters(self) -> list[DeadLetter]:
-        with self._lock:
-            # By time, then in the order they died (a stable sort of the insertion order).
+        with self._lock:  # by time, then in the order they died (a stable sort)
             return sorted(self._dead.values(), key=lambda dead: dead.dead_at)
 
     def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
