@@ -277,10 +277,13 @@ class MongoCollections:
     def fence(before: datetime | None) -> dict[str, Any]:
         """The filter of forms stored by ``before`` (or unstamped); ``{}`` without it. A write
         given up at ``before`` (:func:`flowsched.mongo.outcome.write_deadline`) that arrives
-        later applies to no form stored after that: their stamps are later than ``before``."""
+        later applies to no form stored after that: their stamps are later than ``before``.
+        ``$not``/``$gt`` rather than an ``$or`` with ``$exists``: the same forms, and a server
+        that scans for ``$or`` (the test server: 20 ms against 0.6 ms an upsert at 3,000
+        stored) does not scan."""
         if before is None:
             return {}
-        return {"$or": [{"stored_at": {"$lte": before}}, {"stored_at": {"$exists": False}}]}
+        return {"stored_at": {"$not": {"$gt": before}}}
 
     def flow_ids(self, flow_id: str) -> list[str]:
         return self.run(self.flow_ids_steps(flow_id))
