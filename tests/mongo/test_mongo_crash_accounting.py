@@ -58,7 +58,8 @@ def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_d
     assert started in ids
     # ... as soon as the victim's lease ran out: no redelivery backoff on top.
     latest = max(r["at"] for r in rescued) - killed_at
-    assert latest <= LEASE + POLL + 1.0, f"last redelivery {latest:.2f}s after the kill"
+    # (a redelivery backoff would add at least 3 s; 2 s of slack for a loaded host)
+    assert latest <= LEASE + POLL + 2.0, f"last redelivery {latest:.2f}s after the kill"
 
 
 def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(
