@@ -103,6 +103,19 @@ class BurstReport:
         """The stale starts whose last check was sent after their successor returned."""
         return [s for s in self.stale if s.checked is not None and s.checked < 0]
 
+    def assert_kept(self) -> None:
+        """Raise ``AssertionError`` (with :meth:`describe`) unless the burst kept section 15:
+        it started and checked something, no call failed, every start was checked, no check
+        was sent after its successor returned, every late start is in ``history()`` (the
+        caller's way to learn of it), and every last form fired."""
+        text = self.describe()
+        assert self.errors == [], text
+        assert self.starts > 0 and self.checks > 0, text
+        assert self.uncheck_started == [], text
+        assert self.unchecked == [], text
+        assert self.unrecorded == [], text
+        assert self.unfired == [], text
+
     def describe(self) -> str:
         """One line of counts, then the first stale starts and errors."""
         head = (
