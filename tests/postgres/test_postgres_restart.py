@@ -51,14 +51,26 @@ class Server:
     def start(self) -> float:
         """Start the server again: the monotonic time it first accepts a connection (probed
         every 5 ms while the start script runs)."""
-        started = threading.Thread(target=self._script, args=("start",))
+        failed: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                self._script("start")
+            except BaseException as error:  # an AssertionError naming the script's stderr
+                failed.append(error)
+
+        started = threading.Thread(target=start)
         started.start()
+        give_up = time.monotonic() + 60
         up = None
         while up is None:
             try:
                 psycopg.connect(self.url, connect_timeout=1).close()
                 up = time.monotonic()
             except psycopg.OperationalError:
+                if failed:
+                    raise failed[0]
+                assert time.monotonic() < give_up, f"no server on {self.url} after 60 s"
                 time.sleep(0.005)
         started.join(60)
         return up
