@@ -69,7 +69,7 @@ class Server:
                 up = time.monotonic()
             except psycopg.OperationalError:
                 if failed:
-                    raise failed[0]
+                    raise failed[0] from None
                 assert time.monotonic() < give_up, f"no server on {self.url} after 60 s"
                 time.sleep(0.005)
         started.join(60)
