@@ -119,7 +119,7 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
         if not self._ready:
             await self.open()
-        return await self._send(plan, what, write)
+        return await self._send(plan, what, write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------
 
