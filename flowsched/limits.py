@@ -135,6 +135,15 @@ def _check_storable(payload: Mapping[str, Any]) -> None:
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
+_PASSED: dict[str, str] = {}
+"""Texts that passed the checks below, each its interned self. The verdict depends on the
+text alone (the nesting, a NUL, a long integer and the size all show in it), so a text met
+again - the flow domain's payloads repeat per state - skips the scans. Bounded: emptied at
+:data:`_PASSED_MAX` entries, and no text over :data:`_PASSED_CHARS` characters is kept."""
+
+_PASSED_MAX = 1024
+_PASSED_CHARS = 256
+
 
 def payload_text(payload: Mapping[str, Any]) -> str:
     """Compact JSON of ``payload``, interned: equal payloads (the flow domain's timers of one
@@ -146,6 +155,9 @@ def payload_text(payload: Mapping[str, Any]) -> str:
         raise ValueError("payload must be JSON-serialisable: nested too deep") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload must be JSON-serialisable: {exc}") from None
+    passed = _PASSED.get(text)
+    if passed is not None:
+        return passed
     # Nesting past the limit takes more brackets than the limit, a NUL shows as an escape,
     # and an integer beyond 64 bits as 19 digits or more: only then is the payload walked (a
     # flat one costs three scans of its text).
@@ -161,4 +173,9 @@ def payload_text(payload: Mapping[str, Any]) -> str:
             f"payload is {size} bytes encoded as JSON; the limit is "
             f"{MAX_PAYLOAD_BYTES} bytes (pass an id and let the handler read the data)"
         )
-    return sys.intern(text)
+    text = sys.intern(text)
+    if len(text) <= _PASSED_CHARS:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        _PASSED[text] = text
+    return text

@@ -15,6 +15,7 @@ __all__ = [
     "PIPELINE",
     "SHORT_LOOKAHEAD",
     "START_GATHER",
+    "WAKE_SLACK",
     "claim_lookahead",
     "wait_after_claim",
 ]
@@ -32,6 +33,9 @@ and settled, so the server works on one while the node works on the other."""
 BATCH_GAP = 0.05
 """Seconds: the shortest wait for the next item the claim query saw coming
 (see wait_after_claim)."""
+
+WAKE_SLACK = 0.001
+"""Seconds added to a wait for a lone item's due time (a timed wait may end a little early)."""
 
 START_GATHER = 0.002
 """How long the first start mark asked for (suspect claims only) may wait for other workers
@@ -52,15 +56,24 @@ def claim_lookahead(poll: timedelta, *, behind: bool, busy: bool) -> timedelta:
     return poll
 
 
-def wait_after_claim(ahead: float | None, lookahead: timedelta, poll: float) -> float:
+def wait_after_claim(
+    ahead: float | None, lookahead: timedelta, poll: float, *, found_due: bool = True
+) -> float:
     """Seconds until the next claim after one that was not full: until the next item the
     query saw coming (``ahead`` seconds away), or to the end of the range it looked at when
     it saw none (``None``); at most ``poll``.
 
     Not sooner than :data:`BATCH_GAP` (or a tenth of a shorter poll): items falling due
     close together are claimed in one batch (a few round trips) rather than one claim each,
-    and none waits for it longer than that."""
+    and none waits for it longer than that. Except after a claim that found nothing due
+    (``found_due=False``: it came just before the next item, a lone timer): then the next
+    claim is at that item's time (plus :data:`WAKE_SLACK`), not a batch gap later - one
+    claim either way, and the item is not held back by the gap. ``ahead`` must then be
+    counted from the end of the claim on the clock that judges due times (never early), so
+    that the next claim finds the item due."""
     gap = min(poll / 10, BATCH_GAP)
+    if ahead is not None and not found_due:
+        return min(max(ahead, 0.0) + WAKE_SLACK, poll)
     if ahead is None:
         return min(max(lookahead.total_seconds(), gap), poll)
     return min(max(ahead, gap), poll)

@@ -69,6 +69,11 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
     async def cancel(self, item_id: str) -> bool:
         """As :meth:`flowsched.node.scheduler.NodeScheduler.cancel`: once True, the old form
         never starts; ``history(item_id)`` shows a run that had already started."""
+        if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
+            removed = await self._store.remove(item_id)
+            if removed:
+                self._delivery.cancelled(item_id)
+            return removed
         with self._fence.bounded() as began:
             deadline = await self._fence.deadline_async(self._store.now, began)
             try:
@@ -80,11 +85,15 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         return removed
 
     async def cancel_flow(self, flow_id: str) -> int:
-        with self._fence.bounded() as began:
-            deadline = await self._fence.deadline_async(self._store.now, began)
-            removed = await self._store.remove_flow(flow_id, deadline=deadline)
-        for item_id in removed:
-            self._delivery.cancelled(item_id)
+        if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
+            removed = await self._store.remove_flow(flow_id)
+        else:
+            with self._fence.bounded() as began:
+                deadline = await self._fence.deadline_async(self._store.now, began)
+                removed = await self._store.remove_flow(flow_id, deadline=deadline)
+        if self._delivery.observes_cancelled:
+            for item_id in removed:
+                self._delivery.cancelled(item_id)
         return len(removed)
 
     async def exists(self, item_id: str) -> bool:

@@ -80,6 +80,11 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         is confirmed with the store right before its handler runs. A delivery that had
         already started may finish; ``history(item_id)`` shows it (its last attempt open, or
         ended after this call, ``started`` before it)."""
+        if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
+            removed = self._store.remove(item_id)
+            if removed:
+                self._delivery.cancelled(item_id)
+            return removed
         with self._fence.bounded() as began:
             deadline = self._fence.deadline(self._store.now, began)
             try:
@@ -91,11 +96,15 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         return removed
 
     def cancel_flow(self, flow_id: str) -> int:
-        with self._fence.bounded() as began:
-            deadline = self._fence.deadline(self._store.now, began)
-            removed = self._store.remove_flow(flow_id, deadline=deadline)
-        for item_id in removed:
-            self._delivery.cancelled(item_id)
+        if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
+            removed = self._store.remove_flow(flow_id)
+        else:
+            with self._fence.bounded() as began:
+                deadline = self._fence.deadline(self._store.now, began)
+                removed = self._store.remove_flow(flow_id, deadline=deadline)
+        if self._delivery.observes_cancelled:
+            for item_id in removed:
+                self._delivery.cancelled(item_id)
         return len(removed)
 
     def exists(self, item_id: str) -> bool:

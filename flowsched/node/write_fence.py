@@ -24,7 +24,9 @@ The store's time, by the first that applies:
   has, their error grown by the drift; with none, the write is not sent and the call raises
   the measurement's ``SchedulerUnavailable``).
 
-A store with no ``op_timeout`` (the in-memory reference store) gets no deadline.
+A store with no ``op_timeout`` (the in-memory reference store) gets no deadline, and no
+budget: the faces then call its ``remove``/``remove_flow`` directly, without
+:meth:`WriteFence.bounded` (the same calls, minus the cost of opening a budget).
 
 Each port write runs in :meth:`WriteFence.bounded`: its store calls (the measurement, the
 write, a retry) share one ``op_timeout`` (:mod:`flowsched.store.call_budget`), and its
