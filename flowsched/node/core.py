@@ -204,7 +204,9 @@ class NodeCore:
         owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
             free = settings.workers - len(self.running)
-            return max(0, min(settings.batch_size - owed, free))
+            # The cap, not the batch: a claim may go while the last batch's settle does.
+            cap = settings.workers + settings.batch_size - len(self.running) - owed
+            return max(0, min(settings.batch_size, free, cap))
         held = len(self.running) + len(self.queue) + self.confirming + owed
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
         return room if room >= self._half() or (held == 0 and room > 0) else 0
