@@ -23,8 +23,8 @@ The rules, written once:
   confirmed are started, with no other store call in between. So a cancel or replace that
   has returned wins over every claim not yet confirmed. **Start on claim**
   (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
-  store call, so nothing waits unstarted; the node then claims for free slots only and
-  gathers a fuller batch a little (:mod:`flowsched.node.gather`).
+  store call, so nothing waits unstarted; the node claims for free slots only (even as the
+  last batch settles) and gathers a fuller batch a little (:mod:`flowsched.node.gather`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
@@ -203,8 +203,8 @@ class NodeCore:
         settings = self.settings
         owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
-            free = settings.workers - len(self.running)
-            return max(0, min(settings.batch_size - owed, free))
+            free = settings.workers - len(self.running)  # running+owed+claim <= workers+batch
+            return max(0, min(settings.batch_size, free, free + settings.batch_size - owed))
         held = len(self.running) + len(self.queue) + self.confirming + owed
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
         return room if room >= self._half() or (held == 0 and room > 0) else 0

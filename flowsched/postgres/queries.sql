@@ -298,13 +298,13 @@ ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.recor
 -- whose reply was lost moved it past the claim's), unpaused. Each start is stamped and opens an attempt in the history (the
 -- item's oldest attempts beyond %(keep)s trimmed), in the same statement.
 WITH c AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(tokens)s::text[], %(attempts)s::int[])
+    SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
+                         %(tokens)b::text[], %(attempts)b::int[])
              AS c(id, generation, owner, token, attempt)
 ), ok AS (
     UPDATE {table} t SET started_at = {now}
     FROM c
-    WHERE t.id = ANY (%(ids)s::text[])
+    WHERE t.id = ANY (%(ids)b::text[])
       AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
       AND t.claim_token = c.token AND t.lease_until > {now} AND NOT t.paused
       AND {relaxed}
@@ -325,24 +325,24 @@ SELECT id, token FROM ok;
 -- The claims whose identity holds and whose stored lease has not ended get a new lease end
 -- (the token is kept: a claim from before an earlier renewal still holds).
 WITH c AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(tokens)s::text[]) AS c(id, generation, owner, token)
+    SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
+                         %(tokens)b::text[]) AS c(id, generation, owner, token)
 )
 UPDATE {table} t SET lease_until = {now} + %(lease)s::interval
 FROM c
-WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+WHERE t.id = ANY (%(ids)b::text[]) AND t.id = c.id AND t.generation = c.generation
   AND t.owner = c.owner AND t.claim_token = c.token AND t.lease_until > {now} AND {relaxed}
 RETURNING t.id, t.lease_until, t.claim_token;
 
 -- name: release
 -- Fenced by the claim's identity alone (its lease may have ended: nobody claimed it since).
 WITH c AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(tokens)s::text[]) AS c(id, generation, owner, token)
+    SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
+                         %(tokens)b::text[]) AS c(id, generation, owner, token)
 )
 UPDATE {table} t SET owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL
 FROM c
-WHERE t.id = ANY (%(ids)s::text[]) AND t.id = c.id AND t.generation = c.generation
+WHERE t.id = ANY (%(ids)b::text[]) AND t.id = c.id AND t.generation = c.generation
   AND t.owner = c.owner AND t.claim_token = c.token AND {relaxed}
 RETURNING t.id;
 
@@ -360,17 +360,17 @@ RETURNING t.id;
 -- A redelivery keeps previous and runs (the slot was not applied).
 -- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
 WITH s AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(tokens)s::text[], %(actions)s::text[], %(dues)s::timestamptz[],
-                         %(attempts)s::int[], %(errors)s::text[], %(applied)s::timestamptz[],
+    SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
+                         %(tokens)b::text[], %(actions)s::text[], %(dues)s::timestamptz[],
+                         %(attempts)b::int[], %(errors)s::text[], %(applied)s::timestamptz[],
                          %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
                          %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
-                         %(claim_attempts)s::int[], %(runs)s::int[])
+                         %(claim_attempts)b::int[], %(runs)s::int[])
              AS s(id, generation, owner, token, action, due, attempt, error, applied,
                   outcome, error_type, message, traceback, dead_at, claim_attempt, runs)
 ), gone AS (
     DELETE FROM {table} t USING s
-    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
+    WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
       AND t.claim_token = s.token AND s.action IN ('complete', 'dead', 'quarantine')
       AND {relaxed}
     RETURNING t.*, s.action, s.attempt AS dead_attempts, s.error AS dead_error,
@@ -383,7 +383,7 @@ WITH s AS (
         runs = CASE WHEN s.action = 'next' THEN coalesce(s.runs, t.runs) ELSE t.runs END,
         owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL
     FROM s, {table} o
-    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+    WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.claim_token = s.token AND o.id = t.id
       AND s.action IN ('redeliver', 'next') AND {relaxed}
     RETURNING t.id, o.lease_until, s.token
@@ -427,12 +427,12 @@ SELECT id, {now}, lease_until, token FROM applied;
 -- The common batch, every handler returned: the settle statement with deletes only (fewer
 -- arrays to send, nothing to plan for the outcomes that are not there).
 WITH s AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(tokens)s::text[], %(claim_attempts)s::int[])
+    SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
+                         %(tokens)b::text[], %(claim_attempts)b::int[])
              AS s(id, generation, owner, token, claim_attempt)
 ), gone AS (
     DELETE FROM {table} t USING s
-    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+    WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.claim_token = s.token AND {relaxed}
     RETURNING t.id, t.lease_until, t.claim_token
 ), closed AS (

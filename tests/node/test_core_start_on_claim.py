@@ -166,3 +166,31 @@ def test_a_start_the_store_does_not_record_is_caught_in_simulation() -> None:
         ):
             return
     raise AssertionError("start-unrecorded: no seed in 300 found a stale start")
+
+
+def test_the_next_claim_goes_while_the_last_batch_settles_within_the_cap() -> None:
+    # workers 4, batch 4: a batch's outcomes settling do not hold the next full claim back
+    # (the old rule, batch - owed, left room for 0), but the started-unsettled deliveries stay
+    # within workers + batch_size: a third batch waits for a settle to answer.
+    core, store, clock = _setup(20, workers=4, batch_size=4)
+    now = clock.now()
+
+    def run(claim: Action) -> None:
+        assert claim == ClaimDue(4, start=True), claim
+        _answer(core, claim, store, now)
+        for start in _turn(core, now)[1]:
+            core.finished(start.ticket, Completed())
+
+    run(_turn(core, now)[0][0])
+    calls = _turn(core, now)[0]
+    settles = [c for c in calls if isinstance(c, SettleBatch)]
+    claims = [c for c in calls if isinstance(c, ClaimDue)]
+    assert [len(s.settlements) for s in settles] == [4] and len(claims) == 1, calls
+    run(claims[0])  # claimed, started and ended while the first settle is on its way
+    calls = _turn(core, now)[0]
+    assert not any(isinstance(c, ClaimDue) for c in calls), f"past the cap: {calls}"
+    held = len(core.running) + len(core.pending) + core.settling
+    assert held == 8, held  # workers + batch_size started and not settled
+    _answer(core, settles[0], store, now)
+    calls = _turn(core, now)[0]
+    assert ClaimDue(4, start=True) in calls and any(isinstance(c, SettleBatch) for c in calls)
