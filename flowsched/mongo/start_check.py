@@ -116,12 +116,18 @@ class StartChecks:
         if self._waiting.pop(key, None) is not None:
             self._in_hand[key] = claim
 
+    def in_hand(self) -> int:
+        """How many claims were taken from the queue and neither started nor given back."""
+        return len(self._in_hand)
+
     def waiting(self) -> list[Claim]:
         """The claims not started yet: waiting in the queue or taken from it."""
         return [*self._waiting.values(), *self._in_hand.values()]
 
     def verdict(self, claim: Claim) -> bool | None:
         """``True``: may start now; ``False``: must not start; ``None``: needs a check."""
+        if claim.started is not None:
+            return True  # the claim recorded its start: it was the check (claim_start)
         key = _key(claim)
         if key in self._refused:
             return False
