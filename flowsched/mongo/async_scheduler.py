@@ -226,12 +226,11 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         return stored
 
     async def cancel(self, item_id: str) -> bool:
-        """Remove the item (one ``findAndModify``: a delivery it finds started is recorded in
-        the history, :func:`~flowsched.mongo.outcome.cancel_steps`); ``False`` if none."""
+        """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False
         before = await write_deadline_async(self._time, self._store, self._op_timeout)
-        first, again = async_cancel_attempts(self._store, item_id, before, self._history)
+        first, again = async_cancel_attempts(self._store, item_id, before)
         try:
             removed = await self._call(f"cancel({item_id!r})", first, write=True, again=again)
         finally:

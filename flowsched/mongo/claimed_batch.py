@@ -166,11 +166,7 @@ class BatchClaimer:
             if self.claims.history is not None:
                 recorded = [c for c in batch.deliver if c.started is not None]
                 self.claims.history.recorded(
-                    [
-                        (c.item.id, c.item.generation, c.started, c.token)
-                        for c in recorded
-                        if c.started
-                    ]
+                    [(c.item.id, c.item.generation, c.started) for c in recorded if c.started]
                 )
         starts = [claim for claim in batch.deliver if claim.suspect]
         if mark and starts:

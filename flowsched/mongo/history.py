@@ -26,21 +26,14 @@ One document per item id that has run::
   in whole milliseconds.
 
 A write that fails is kept and sent with the next settlement; one repeated after a lost reply
-may store an attempt twice, which :meth:`MongoHistory.read_steps` reads once (by ``k``: the
-later record of a key stands).
-
-* **The running attempt** is read from the item's claim: from ``claim.started``, the start
-  the claim recorded (database time: :mod:`flowsched.mongo.claim_start`), or, for a claim
-  that waited in the queue and was checked before its handler, from ``claim.at`` (when it
-  was claimed). A delivery whose start was recorded keeps that start when it ends
-  (:meth:`MongoHistory.recorded`), and its record is keyed by its claim's token.
-* **A cancel that finds a started delivery**: ``cancel`` removes the item and reads its
-  claim back in the same command; if the claim recorded a start, the cancel records that
-  attempt open under the claim's token (:meth:`MongoHistory.cancelled_steps`, one more
-  write in that case only), and the node running it writes its end under the same key. So
-  ``history`` lists a delivery that had started before the cancel returned: open, then
-  ended, ``started`` before the cancel. (A replacing ``schedule`` does not read the old
-  form back: that attempt is listed once its outcome is written.)
+may store an attempt twice, which :meth:`MongoHistory.read_steps` drops (by ``k``). The running
+attempt is read from the item's claim: from ``claim.started``, the start the claim recorded
+(database time: :mod:`flowsched.mongo.start_check`), or, for a claim that waited in the
+queue and was checked before its handler, from ``claim.at`` (when it was claimed). A
+delivery whose start was recorded keeps that start when it ends (:meth:`MongoHistory.recorded`),
+so a cancel or replace that returned after the claim finds it in ``history``: open while its
+item's claim is there, then, once its outcome is written, ended after the cancel and started
+before it.
 """
 
 from __future__ import annotations
@@ -104,19 +97,16 @@ class MongoHistory(Journal):
         self.policy = policy or HistoryPolicy()
         self._lock = threading.Lock()
         self._pending: list[Record] = []
-        self._recorded: dict[tuple[str, int | None], tuple[datetime, str]] = {}  # recorded()
-        self._keys: dict[int, str] = {}  # id(opened) -> the key of its record (the token)
+        self._recorded: dict[tuple[str, int | None], datetime] = {}  # see recorded()
         self.wall: Callable[[], datetime] = lambda: datetime.now(UTC)
         """The wall clock the expiry is counted from (see :func:`expires_at`)."""
 
-    def recorded(self, starts: Sequence[tuple[Any, int, datetime, str]]) -> None:
-        """The starts a claim recorded ((item id, generation, ``claim.started``, claim
-        token)): the attempt of each is opened at its recorded start, not when its handler
-        is called (CONTRACT section 15: ``started`` is when the node recorded the start),
-        and keyed by the claim's token (a cancel records it open under that key:
-        :meth:`cancelled_steps`)."""
-        for item_id, generation, started, token in starts:
-            self._recorded[(repr(item_id), generation)] = (started, token)
+    def recorded(self, starts: Sequence[tuple[Any, int, datetime]]) -> None:
+        """The starts a claim recorded ((item id, generation, ``claim.started``)): the
+        attempt of each is opened at its recorded start, not when its handler is called
+        (CONTRACT section 15: ``started`` is when the node recorded the start)."""
+        for item_id, generation, started in starts:
+            self._recorded[(repr(item_id), generation)] = started
 
     def settled(self, keys: Iterable[tuple[Any, int | None]]) -> None:
         """Forget the recorded starts of the claims settled ((item id, generation))."""
@@ -124,36 +114,12 @@ class MongoHistory(Journal):
             self._recorded.pop((repr(item_id), generation), None)
 
     def opened(self, item: ScheduleItem, attempt: int) -> OpenAttempt:
-        recorded = self._recorded.pop((repr(item.id), item.generation), None)
-        if recorded is None:
-            return OpenAttempt(item.id, item.generation, attempt, self.now())
-        opened = OpenAttempt(item.id, item.generation, attempt, recorded[0])
-        self._keys[id(opened)] = recorded[1]  # one dict store: atomic
-        return opened
-
-    def cancelled_steps(self, store: TimerStore, removed: Mapping[str, Any]) -> Steps[None]:
-        """A cancel removed ``removed`` (its ``claim``, ``generation``, ``attempts``): if
-        its claim had recorded a start, that delivery had started - record its attempt
-        open (one more write: :meth:`write_steps`), keyed by the claim's token, so that
-        ``history`` lists it until the node that runs it writes its end under that key."""
-        claim = removed.get("claim")
-        started = claim.get("started") if isinstance(claim, Mapping) else None
-        if not isinstance(claim, Mapping) or not isinstance(started, datetime):
-            return
-        generation, attempts = removed.get("generation"), removed.get("attempts")
-        attempt = Attempt(
-            str(claim.get("owner", "?")),
-            bson_utc(started),
-            generation=generation if isinstance(generation, int) else None,
-            attempt=attempts if isinstance(attempts, int) else 0,
-        )
-        key = str(claim.get("token", uuid.uuid4().hex))
-        yield from self.write_steps(store, [(removed["_id"], attempt_document(attempt, key))])
+        started = self._recorded.pop((repr(item.id), item.generation), None)
+        return OpenAttempt(item.id, item.generation, attempt, started or self.now())
 
     def closed(self, opened: OpenAttempt, outcome: Outcome) -> None:
         attempt = finished_attempt(opened, self.node, self.now(), outcome)
-        key = self._keys.pop(id(opened), None) or uuid.uuid4().hex
-        record = (opened.item_id, attempt_document(attempt, key))
+        record = (opened.item_id, attempt_document(attempt, uuid.uuid4().hex))
         with self._lock:
             self._pending.append(record)
 
@@ -248,20 +214,17 @@ class MongoHistory(Journal):
         fields = {"claim": 1, "generation": 1}
         document = yield Call("items", "find_one", (store.key(item_id), fields))
         attempts: list[Attempt] = []
-        seen: dict[str, int] = {}  # key -> its place in attempts: a later record replaces it
+        seen: set[str] = set()
         stored = found.get("attempts") if isinstance(found, Mapping) else None
         for entry in stored if isinstance(stored, list) else []:
             attempt = attempt_from_document(entry)
             mark = entry.get("k") if isinstance(entry, Mapping) else None
-            if attempt is None:
-                continue
-            if isinstance(mark, str) and mark in seen:  # repeated, or an open one ended
-                attempts[seen[mark]] = attempt
+            if attempt is None or (isinstance(mark, str) and mark in seen):
                 continue
             if isinstance(mark, str):
-                seen[mark] = len(attempts)
+                seen.add(mark)
             attempts.append(attempt)
-        running = _running(document, set(seen))
+        running = _running(document, seen)
         if running is not None:
             attempts.append(running)
         attempts.sort(key=lambda a: a.started)

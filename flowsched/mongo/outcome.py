@@ -26,7 +26,7 @@ out also answers ``True``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -41,14 +41,12 @@ from pymongo.errors import (
 
 from flowsched.clock import Clock
 from flowsched.mongo.commands import Call, Steps
-from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.server_clock import ServerClock
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import within
 
 __all__ = [
     "cancel_again_steps",
-    "cancel_steps",
     "async_cancel_attempts",
     "call_within",
     "cancel_attempts",
@@ -115,50 +113,24 @@ async def write_deadline_async(
     return write_deadline(clock, op_timeout)
 
 
-REMOVED_FIELDS = {"claim": 1, "generation": 1, "attempts": 1}
-"""What a cancel reads back of the item it removes (its claim: had a delivery started?)."""
-
-
-def cancel_steps(
-    store: TimerStore, item_id: str, before: datetime | None, history: MongoHistory | None
-) -> Steps[bool]:
-    """Remove the item (fenced by ``before``); whether it did. With ``history``, one
-    ``findAndModify`` that also reads the removed item's claim: if the claim recorded a
-    start, the delivery had started and ``history`` records it open
-    (:meth:`~flowsched.mongo.history.MongoHistory.cancelled_steps`)."""
-    if history is None:
-        return (yield from store.delete_steps(item_id, before))
-    query = {**store.key(item_id), **store.fence(before)}
-    options = {"projection": REMOVED_FIELDS}
-    removed = yield Call("items", "find_one_and_delete", (query,), options)
-    if not isinstance(removed, Mapping):
-        return False
-    yield from history.cancelled_steps(store, removed)
-    return True
-
-
 def async_cancel_attempts(
-    store: TimerStore,
-    item_id: str,
-    before: datetime | None,
-    history: MongoHistory | None = None,
+    store: TimerStore, item_id: str, before: datetime | None
 ) -> tuple[Callable[[], Steps[bool]], Callable[[], Steps[bool]]]:
-    """A cancel's first attempt (:func:`cancel_steps`, fenced by ``before``:
-    :func:`write_deadline_async`) and its retry after an attempt that may have been applied
-    (:func:`cancel_again_steps`)."""
+    """A cancel's first attempt (a delete fenced by ``before``, :func:`write_deadline_async`)
+    and its retry after an attempt that may have been applied (:func:`cancel_again_steps`)."""
     return (
-        lambda: cancel_steps(store, item_id, before, history),
-        lambda: cancel_again_steps(store, item_id, before, history),
+        lambda: store.delete_steps(item_id, before),
+        lambda: cancel_again_steps(store, item_id, before),
     )
 
 
 def cancel_attempts(
-    store: TimerStore, item_id: str, history: MongoHistory | None = None
+    store: TimerStore, item_id: str
 ) -> tuple[Callable[[datetime | None], bool], Callable[[datetime | None], bool]]:
     """:func:`async_cancel_attempts` for :func:`call_within`: each takes the fence."""
     return (
-        lambda before: store.run(cancel_steps(store, item_id, before, history)),
-        lambda before: store.run(cancel_again_steps(store, item_id, before, history)),
+        lambda before: store.run(store.delete_steps(item_id, before)),
+        lambda before: store.run(cancel_again_steps(store, item_id, before)),
     )
 
 
@@ -190,12 +162,10 @@ def call_within(
     return within(op_timeout, what, bound(operation), store.items, write=write, again=retry)
 
 
-def cancel_again_steps(
-    store: TimerStore, item_id: str, before: datetime | None, history: MongoHistory | None = None
-) -> Steps[bool]:
+def cancel_again_steps(store: TimerStore, item_id: str, before: datetime | None) -> Steps[bool]:
     """A cancel's retry after an attempt that may have removed the item (see the module's
     docstring): ``True`` if the item is gone or this removes it."""
     found = yield Call("items", "find_one", (store.key(item_id), {"_id": 1}))
     if found is None:
         return True  # removed by the attempt whose reply was lost (or meanwhile: see above)
-    return (yield from cancel_steps(store, item_id, before, history))
+    return (yield from store.delete_steps(item_id, before))

@@ -225,12 +225,11 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         return self._time.measured_now(self._op_timeout)  # offset measured when due
 
     def cancel(self, item_id: str) -> bool:
-        """Remove the item (one ``findAndModify``: a delivery it finds started is recorded in
-        the history, :func:`~flowsched.mongo.outcome.cancel_steps`); ``False`` if none."""
+        """Remove the item (one delete); ``False`` if there was none."""
         if not storable_id(item_id):
             return False  # an id no item can have (as in memory): no round trip
         try:
-            first, again = cancel_attempts(self._store, item_id, self._history)
+            first, again = cancel_attempts(self._store, item_id)
             removed = self._call(f"cancel({item_id!r})", first, again=again, write=True)
         finally:
             self._local_writes.touch(item_id)

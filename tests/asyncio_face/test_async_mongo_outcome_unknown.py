@@ -49,11 +49,11 @@ async def test_unknown_outcomes_and_late_cancels_on_the_async_face() -> None:
     wire.lose.clear()
     assert await a.exists("t")
 
-    wire.lose["find_one_and_delete"] = 1
+    wire.lose["delete_one"] = 1
     assert await a.cancel("t") is True  # its first reply lost
 
     await a.schedule(_item({"form": "old"}))
-    wire.hold.add("find_one_and_delete")
+    wire.hold.add("delete_one")
     with pytest.raises(OutcomeUnknown):
         await a.cancel("t")
     wire.hold.clear()

@@ -100,7 +100,7 @@ def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, 
 
 def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, wire: Wire) -> None:
     a = node("a")
-    wire.refuse.update({"replace_one", "find_one_and_delete"})
+    wire.refuse.update({"replace_one", "delete_one"})
     for call in (lambda: a.schedule(item()), lambda: a.cancel("t")):
         with pytest.raises(SchedulerUnavailable, match="did not take effect") as raised:
             call()
@@ -110,7 +110,7 @@ def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, 
 def test_a_cancel_whose_first_reply_was_lost_answers_true(node: Any, wire: Wire) -> None:
     a = node("a")
     a.schedule(item())
-    wire.lose["find_one_and_delete"] = 1  # applied, its reply lost; the retry finds it gone
+    wire.lose["delete_one"] = 1  # applied, its reply lost; the retry finds it gone
     assert a.cancel("t") is True
     assert not a.exists("t")
     assert a.cancel("t") is False  # and a cancel of nothing is still False
@@ -119,7 +119,7 @@ def test_a_cancel_whose_first_reply_was_lost_answers_true(node: Any, wire: Wire)
 def test_a_late_cancel_never_removes_the_newer_form(node: Any, wire: Wire) -> None:
     a, b = node("a"), node("b")
     a.schedule(item({"form": "old"}))
-    wire.hold.add("find_one_and_delete")  # a partition holds the cancel past its op_timeout
+    wire.hold.add("delete_one")  # a partition holds the cancel past its op_timeout
     with pytest.raises(OutcomeUnknown):
         a.cancel("t")
     wire.hold.clear()

@@ -56,8 +56,6 @@ def filters(name: str, command: dict[str, Any]) -> list[dict[str, Any]]:
         return [statement["q"] for statement in command["updates"]]
     if name == "delete":
         return [statement["q"] for statement in command["deletes"]]
-    if name == "findAndModify":  # cancel: removes the item and reads its claim back
-        return [command["query"]]
     if name == "insert":
         return list(command["documents"])
     if name == "aggregate":

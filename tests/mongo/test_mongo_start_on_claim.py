@@ -50,15 +50,12 @@ def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(mongo_db: An
         assert other.cancel("job")  # returns after the claim: the delivery had started
         cancel_returned = mongo_db.command("hello")["localTime"].replace(tzinfo=UTC)
         assert recorded <= cancel_returned  # by the database's clock
-        # The cancel read the claim back: the started delivery is listed, open, at once.
-        [listed] = other.history("job")
-        assert (listed.started, listed.ended, listed.node) == (recorded, None, "b")
         release.set()
         assert eventually(lambda: [a.ended is not None for a in other.history("job")] == [True])
         [attempt] = other.history("job")
         assert attempt.started == recorded  # the recorded start, not the handler's call
-        assert attempt.ended is not None and attempt.ended >= cancel_returned
-        assert attempt.outcome == "succeeded" and ran == ["job"]
+        assert attempt.ended is not None and attempt.ended >= recorded
+        assert ran == ["job"]
     finally:
         release.set()
         node.close()
@@ -138,27 +135,3 @@ def test_history_reads_the_recorded_start_before_the_claim_time() -> None:
     assert running_attempt({"claim": claim}).started == at  # queued, checked: claimed at
     recorded = running_attempt({"claim": {**claim, "started": started}})
     assert recorded is not None and recorded.started == started
-
-
-def test_a_cancel_of_a_queued_claim_records_no_attempt(make: Any, collection: Any) -> None:
-    # A claim waiting for a worker is not started: its cancel finds no recorded start.
-    node = make(clock=SystemClock(), workers=1, poll_interval=timedelta(milliseconds=50))
-    other = make(clock=SystemClock())
-    running, release = threading.Event(), threading.Event()
-
-    def handler(item: ScheduleItem, attempt: int) -> None:
-        running.set()
-        release.wait(WAIT)
-
-    node.subscribe(TIMER, handler)
-    now = SystemClock().now()
-    node.schedule(ScheduleItem("busy", TIMER, now - timedelta(seconds=1)))
-    node.schedule(ScheduleItem("queued", TIMER, now))
-    node.start()
-    try:
-        assert running.wait(WAIT)
-        assert eventually(lambda: bool(_claim(collection, "queued")))
-        assert other.cancel("queued")
-        assert other.history("queued") == []
-    finally:
-        release.set()
