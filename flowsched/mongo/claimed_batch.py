@@ -163,11 +163,13 @@ class BatchClaimer:
         if claimed.started:
             # The claims started at once go first, to the free slots (a stable sort).
             batch.deliver.sort(key=lambda claim: claim.started is None)
-            if self.claims.history is not None:
-                recorded = [c for c in batch.deliver if c.started is not None]
-                self.claims.history.recorded(
-                    [(c.item.id, c.item.generation, c.started) for c in recorded if c.started]
-                )
+            if self.claims.history is not None:  # their attempts start at the recorded start
+                starts_recorded = [
+                    (c.item.id, c.item.generation, c.started)
+                    for c in batch.deliver
+                    if c.started is not None
+                ]
+                self.claims.history.recorded(starts_recorded)
         starts = [claim for claim in batch.deliver if claim.suspect]
         if mark and starts:
             yield from self.claims.settle_steps([], self.clock.now(), starts)
