@@ -13,7 +13,12 @@ are reported to it. Printed per round and in total: operations, starts, and
   answered True) had returned - the check had answered before (see the module);
 * ``unchecked``: starts with no check, or on a check sent after the successor returned -
   the promise broken (must be 0);
-* ``unrecorded`` (PostgreSQL): stale starts that ``history`` does not list (must be 0).
+* ``unrecorded``: stale starts that ``history`` does not list (must be 0).
+
+On MongoDB a claim that records the start of the claims it won and starts at once
+(``flowsched.mongo.claim_start``) is reported as their check
+(``flowsched.testing.mongo_burst``): ``stale`` counts starts by the time the handler was
+called, ``unchecked`` by the recorded start (a claim sent after the successor returned).
 
 Writes ``bench/results/seam_burst.json``; exits 1 if ``unchecked`` or ``unrecorded`` is not 0.
 """
@@ -27,7 +32,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,7 @@ def mongo_nodes(burst_box: list[SeamBurst]) -> Iterator[list[SchedulerPort]]:
     from pymongo import MongoClient
 
     from flowsched import HistoryPolicy, MongoScheduler
-    from flowsched.mongo.start_check import StartChecks
+    from flowsched.testing.mongo_burst import reported_checks
 
     uri = os.environ.get("FLOWSCHED_MONGO_URI", MONGO_URI)
     name = f"fs_burst_{uuid.uuid4().hex[:10]}"
@@ -55,18 +60,15 @@ def mongo_nodes(burst_box: list[SeamBurst]) -> Iterator[list[SchedulerPort]]:
         MongoScheduler(c[name]["timers"], node_id=f"n{k}", poll_interval=POLL, history=history)
         for k, c in enumerate(clients)
     ]
-    check_steps = StartChecks.check_steps
 
-    def reported(self: StartChecks, batch: Sequence[Any]) -> Any:
-        for claim in batch:
-            burst_box[0].checked(claim.item.id, claim.item.generation)
-        return (yield from check_steps(self, batch))
+    class Burst:  # the burst is made once the nodes are: report to it then
+        def checked(self, item_id: str, generation: int | None, sent: float | None = None) -> None:
+            burst_box[0].checked(item_id, generation, sent)
 
-    StartChecks.check_steps = reported  # type: ignore[method-assign]
     try:
-        yield list(nodes)
+        with reported_checks(Burst()):  # a start check, or a claim recording the start
+            yield list(nodes)
     finally:
-        StartChecks.check_steps = check_steps  # type: ignore[method-assign]
         for node in nodes:
             node.close()
         clients[0].drop_database(name)

@@ -22,15 +22,17 @@ Each turn of the firing task:
 A delivery cancelled by shutdown is not settled: its claim is given back (``Release``:
 claimable at once, the delivery uncounted), so it is delivered again; so are the claims of a
 batch still being sorted (:meth:`~flowsched.mongo.claimed_batch.BatchClaimer.take_steps`
-pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). Right before a
-handler starts, its claim is checked in the database (:mod:`flowsched.mongo.start_check`:
-one ``find`` for every claim waiting for a slot), so a cancel or replace on any node wins
-over a claim still waiting. As on the threaded
-node (:mod:`flowsched.mongo.leases`, the same :class:`~flowsched.mongo.leases.HeldLeases`), no
-handler starts on a claim whose lease has (nearly) ended by the database's clock - the loop
-was blocked or the process paused past it, or a renewal found the claim taken over - it is
-given back unrun; and a run that completes after its lease ended is a late completion
-(logged, counted by the observer, settled fenced on its generation), not a failure.
+pauses between slices of it) or spawned (:data:`SPAWN_SLICE` at a time). The claims that
+have a free handler slot start at once: the claim records their start
+(:mod:`flowsched.mongo.claim_start`); right before any other handler starts, its claim is
+checked in the database (:mod:`flowsched.mongo.start_check`: one ``find`` for every claim
+waiting for a slot), so a cancel or replace on any node wins over a claim still waiting.
+As on the threaded node (:mod:`flowsched.mongo.leases`, the same
+:class:`~flowsched.mongo.leases.HeldLeases`), no handler starts on a claim whose lease has
+(nearly) ended by the database's clock - the loop was blocked or the process paused past it,
+or a renewal found the claim taken over - it is given back unrun; and a run that completes
+after its lease ended is a late completion (logged, counted by the observer, settled fenced
+on its generation), not a failure.
 """
 
 from __future__ import annotations
@@ -203,7 +205,8 @@ class AsyncSweeper:
         if free < max(1, min(self._batch_size, self._concurrency) // 2):
             return self._poll, behind, busy
         lookahead = claim_lookahead(self._poll_interval, behind=behind, busy=busy)
-        batch = await self._take(free, lookahead)
+        # As many as there are free handler slots start at once: the claim records it.
+        batch = await self._take(free, lookahead, start=self._concurrency - len(self.deliveries))
         if batch is None:
             return self._poll, behind, busy
         # Quarantined documents took places in the batch: more may be due behind them.
@@ -217,16 +220,26 @@ class AsyncSweeper:
         return wait_after_claim(ahead, lookahead, self._poll), behind, busy
 
     async def _take(
-        self, limit: int, lookahead: timedelta = timedelta(0), *, wait: bool = False
+        self,
+        limit: int,
+        lookahead: timedelta = timedelta(0),
+        *,
+        wait: bool = False,
+        start: int = 0,
     ) -> ClaimedBatch | None:
         """Claim up to ``limit`` items and spawn their deliveries (``wait``: await each in
-        turn, as virtual time does); the batch (``None``: no route served)."""
+        turn, as virtual time does, all started by the claim); the batch (``None``: no
+        route served). ``start``: how many start at once (free slots: the claim records
+        their start, :mod:`flowsched.mongo.claim_start`); the others are checked first."""
         if not self._claimer.core.routes():
             return None
         stamp = self._local_writes.open()
         try:
             give_back = self._finished.extend  # shut down while the claim sorts its batch
-            steps = self._claimer.take_steps(limit, lookahead, mark=True, give_back=give_back)
+            start = limit if wait else start
+            steps = self._claimer.take_steps(
+                limit, lookahead, mark=True, give_back=give_back, start=start
+            )
             batch = await self._run(steps)
             self._local_writes.hold(stamp, len(batch.deliver))  # closed by each delivery
         finally:

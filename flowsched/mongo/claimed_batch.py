@@ -88,10 +88,15 @@ class BatchClaimer:
             )
 
     def take(
-        self, limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
+        self,
+        limit: int,
+        lookahead: timedelta = timedelta(0),
+        *,
+        mark: bool = False,
+        start: int = 0,
     ) -> ClaimedBatch:
         """Claim up to ``limit`` due items, synchronously (:meth:`take_steps`)."""
-        return self.claims.store.run(self.take_steps(limit, lookahead, mark=mark))
+        return self.claims.store.run(self.take_steps(limit, lookahead, mark=mark, start=start))
 
     def take_steps(
         self,
@@ -100,6 +105,7 @@ class BatchClaimer:
         *,
         mark: bool = False,
         give_back: Callable[[list[Settlement]], None] | None = None,
+        start: int = 0,
     ) -> Steps[ClaimedBatch]:
         """Claim up to ``limit`` due items (one ``find`` per route served, then one round
         trip, two if some candidates were lost; none if nothing is subscribed or registered).
@@ -113,7 +119,12 @@ class BatchClaimer:
         The documents won are sorted :data:`SORT_SLICE` at a time with a :class:`Breather`
         between slices. Interrupted at a pause (the asyncio node shut down), the sort is
         finished without pausing and ``give_back`` gets the settlements to write: every claim
-        won released unrun, and what the sort settled (quarantines, lost deliveries)."""
+        won released unrun, and what the sort settled (quarantines, lost deliveries).
+
+        ``start``: how many of the claims the caller will start at once (free handler slots;
+        the whole batch for ``run_due``): the claim records their start
+        (:mod:`flowsched.mongo.claim_start`, :attr:`Claim.started`), no check is made before
+        their handlers, and they come first in ``batch.deliver``."""
         batch = ClaimedBatch()
         routes = self.core.routes()
         if not routes or limit < 1:
@@ -124,7 +135,7 @@ class BatchClaimer:
             # on the synchronous driver: the asyncio face judges by its own clock, for now).
             self.clock.refresh_when_due()
         now = due_now(self.clock)  # never ahead of the database: never early
-        claimed = yield from self.claims.claim_steps(routes, now, limit, lookahead)
+        claimed = yield from self.claims.claim_steps(routes, now, limit, lookahead, start)
         documents = claimed.documents
         batch.won, batch.due, batch.next_ready = (
             len(documents),
@@ -146,8 +157,19 @@ class BatchClaimer:
                     raise
             self._sort(document, claimed, batch, ticks)
         if ticks:
+            # Taking the slot is conditional on the claim too: a check right before the tick.
             fenced = yield from self.claims.fence_slots_steps([tick for _, tick in ticks])
             batch.deliver.extend(fenced)
+        if claimed.started:
+            # The claims started at once go first, to the free slots (a stable sort).
+            batch.deliver.sort(key=lambda claim: claim.started is None)
+            if self.claims.history is not None:  # their attempts start at the recorded start
+                starts_recorded = [
+                    (c.item.id, c.item.generation, c.started)
+                    for c in batch.deliver
+                    if c.started is not None
+                ]
+                self.claims.history.recorded(starts_recorded)
         starts = [claim for claim in batch.deliver if claim.suspect]
         if mark and starts:
             yield from self.claims.settle_steps([], self.clock.now(), starts)
@@ -171,10 +193,11 @@ class BatchClaimer:
             batch.settle.append(Settlement(document.get("_id"), None, token, action))
             return
         suspect = repr(stored.item.id) in claimed.suspects
+        started = claimed.at if repr(stored.item.id) in claimed.started else None
         if stored.item.recurrence is not None:
-            self._tick(stored, document, suspect, token, batch, ticks)
+            self._tick(stored, document, suspect, token, batch, ticks, started)
             return
-        claim = Claim(stored.item, stored.attempts, token, suspect)
+        claim = Claim(stored.item, stored.attempts, token, suspect, started)
         lost = stored.lost()
         if lost:
             failures = stored.attempts + lost
@@ -191,6 +214,7 @@ class BatchClaimer:
         token: str,
         batch: ClaimedBatch,
         ticks: list[tuple[Claim, Claim]],
+        started: datetime | None = None,
     ) -> None:
         if suspect:
             log.warning(
@@ -208,7 +232,7 @@ class BatchClaimer:
             batch.settle.append(Settlement.of(claim, ticked))
         else:
             as_claimed = Claim(stored.item, stored.attempts, token, suspect)
-            ticks.append((as_claimed, Claim(ticked, stored.attempts, token)))
+            ticks.append((as_claimed, Claim(ticked, stored.attempts, token, started=started)))
 
 
 def _given_back(batch: ClaimedBatch, ticks: list[tuple[Claim, Claim]]) -> list[Settlement]:

@@ -64,15 +64,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
-
-from pymongo.errors import BulkWriteError, WriteError
 
 from flowsched.clock import capped
 from flowsched.delivery import DeadLettered
 from flowsched.mongo.candidates import CandidateQuery
+from flowsched.mongo.claim_start import starting_ids, take_claims_steps, with_start
 from flowsched.mongo.commands import Breather, Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc,
@@ -91,8 +90,8 @@ from flowsched.mongo.settlement import (
     settlement_writes,
     start_mark,
 )
-from flowsched.mongo.store import Doc, TimerStore, Write, id_chunks
-from flowsched.mongo.transient import is_transient, refused_for_good
+from flowsched.mongo.store import Doc, TimerStore, Write
+from flowsched.mongo.transient import refused_for_good
 
 __all__ = ["Claimed", "Claims"]
 
@@ -118,6 +117,9 @@ class Claimed:
     suspects: frozenset[str] = frozenset()
     lease_until: datetime | None = None
     """When the leases of ``documents`` end (database time)."""
+    started: frozenset[str] = frozenset()
+    """``repr`` of the ids whose start the claim recorded, at ``at`` (those won started)."""
+    at: datetime | None = None
 
 
 def _same_instant(stored: object, slot: datetime) -> bool:
@@ -159,13 +161,16 @@ class Claims:
         now: datetime,
         limit: int,
         lookahead: timedelta = timedelta(0),
+        start: int = 0,
     ) -> Steps[Claimed]:
         """Claim up to ``limit`` items of ``routes`` due by ``now`` (see :class:`Claimed`).
 
         The first queries also look ``lookahead`` past ``now`` (same index range, same round
         trip), so the caller learns when the next item falls due and can wake for it. The
         claim counts nothing: the caller marks the suspect claims started with
-        :meth:`settle` ``starts`` before their handlers run."""
+        :meth:`settle` ``starts`` before their handlers run. The claim records the start of
+        the first ``start`` claims (not suspects) at ``now``: the caller calls their handlers
+        at once (:mod:`flowsched.mongo.claim_start`)."""
         token = uuid.uuid4().hex
         wanted = sorted(routes)
         if not wanted:
@@ -184,14 +189,17 @@ class Claims:
         where = {"route": {"$in": wanted}, "ready_at": {"$lte": now}}
         # Read before this claim replaced it: an earlier claim nobody settled.
         suspects = frozenset(repr(doc["_id"]) for doc in due if doc.get("claim") is not None)
-        taken, refused = yield from self._take(ids, where, update, due, now)
+        starting = starting_ids(due, start)
+        started = (with_start(update, at), starting) if starting else None
+        taken, refused = yield from self._take(ids, where, update, due, now, started)
         quarantined += refused
         if taken == len(ids):
             # Every candidate won, each still of the generation read (a replaced document
             # has a fresh random one: see _take): the documents read are the ones claimed.
             claimed = list(due)
             self._lapsed(due, suspects, claimed)
-            return Claimed(token, claimed, len(due), next_ready, quarantined, suspects, lease_until)
+            won = Claimed(token, claimed, len(due), next_ready, quarantined, suspects, lease_until)
+            return replace(won, started=starting, at=at)
         if not taken:
             return Claimed(token, [], len(due), next_ready, quarantined)
         query = {**self.store.keys(ids), "claim.token": token}
@@ -200,7 +208,8 @@ class Claims:
         position = {repr(item_id): n for n, item_id in enumerate(ids)}
         documents.sort(key=lambda doc: position.get(repr(doc.get("_id")), len(ids)))
         self._lapsed(due, suspects, documents)
-        return Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
+        won = Claimed(token, documents, len(due), next_ready, quarantined, suspects, lease_until)
+        return replace(won, started=starting, at=at)
 
     def _lapsed(self, read: Sequence[Doc], suspects: frozenset[str], won: Sequence[Doc]) -> None:
         """Tell the history of the earlier claims (as ``read``) of the suspect documents won."""
@@ -244,48 +253,18 @@ class Claims:
         update: dict[str, Any],
         due: Sequence[Doc],
         now: datetime,
+        started: tuple[dict[str, Any], frozenset[str]] | None = None,
     ) -> Steps[tuple[int, int]]:
-        """The claiming update: how many documents it claimed (``len(ids)`` only if it
-        certainly claimed each as read; else the caller reads back what it won), and how many
-        documents it quarantined.
-
-        One bulk write of ``update_many`` operations (ids in chunks, see
-        :data:`~flowsched.mongo.store.ID_CHUNK`), each also on the generations read: a
-        document replaced since (``schedule``: a fresh random generation) is not claimed as
-        read. If the server refuses it for good, one update per id, and the documents it
-        still refuses (one at the 16 MiB limit cannot take a claim) are quarantined with the
-        server's reason."""
-        generation = {repr(doc["_id"]): doc.get("generation") for doc in due}
-        writes = [
-            Write(
-                {
-                    **self.store.keys(chunk),
-                    "generation": {"$in": sorted({generation[repr(i)] for i in chunk}, key=repr)},
-                    **where,
-                },
-                update,
-                many=True,
+        """The claiming update of ``due`` (whose ids are ``ids``): ``update``, or for the ids
+        in ``started[1]`` ``started[0]``, which records the start
+        (:func:`~flowsched.mongo.claim_start.take_claims_steps`)."""
+        start_update, starting = started if started is not None else (update, frozenset())
+        updates = (update, start_update)
+        return (
+            yield from take_claims_steps(
+                self.store, self.poison, where, updates, starting, due, now
             )
-            for chunk in id_chunks(ids)
-        ]
-        try:
-            return (yield from self.store.write_steps("items", writes)), 0
-        except (BulkWriteError, WriteError) as exc:
-            if is_transient(exc):
-                raise
-            log.warning("claim refused by the server, claiming one by one: %s", exc)
-        refused: list[tuple[Doc, str]] = []
-        for doc in due:
-            try:
-                yield Call("items", "update_one", ({**self.store.key(doc["_id"]), **where}, update))
-            except WriteError as exc:
-                if is_transient(exc):
-                    raise
-                refused.append((doc, f"the server refused to claim it: {exc}"[:1000]))
-        removed = 0
-        if refused:
-            removed = yield from self.poison.unclaimed_steps(refused, CLAIM_FIELDS, now)
-        return -1, removed  # read back what was won (the first update may have won some)
+        )
 
     def fence_slots(self, claims: Sequence[Claim]) -> list[Claim]:
         """Take the slots of recurring claims (:meth:`fence_slots_steps`)."""
@@ -377,6 +356,8 @@ class Claims:
         writes = settlement_writes(settlements, self.store)
         writes.extend(start_mark(claim, self.store) for claim in starts)
         history = self.history
+        if history is not None:  # their attempts (if they ran) were opened already
+            history.settled((s.item_id, s.generation) for s in settlements)
         ended: list[Record] = history.take() if history is not None and settlements else []
         try:
             yield from self.store.write_steps("items", writes)

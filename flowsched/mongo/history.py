@@ -27,7 +27,13 @@ One document per item id that has run::
 
 A write that fails is kept and sent with the next settlement; one repeated after a lost reply
 may store an attempt twice, which :meth:`MongoHistory.read_steps` drops (by ``k``). The running
-attempt is read from the item's claim (``claim.at``, when it was claimed).
+attempt is read from the item's claim: from ``claim.started``, the start the claim recorded
+(database time: :mod:`flowsched.mongo.start_check`), or, for a claim that waited in the
+queue and was checked before its handler, from ``claim.at`` (when it was claimed). A
+delivery whose start was recorded keeps that start when it ends (:meth:`MongoHistory.recorded`),
+so a cancel or replace that returned after the claim finds it in ``history``: open while its
+item's claim is there, then, once its outcome is written, ended after the cancel and started
+before it.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,6 +51,7 @@ from flowsched.mongo.documents import bson_utc, truncate_ms
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.transient import is_transient
 from flowsched.outcomes import Outcome
+from flowsched.records import ScheduleItem
 from flowsched.steering import ATTEMPT_OUTCOMES, Attempt
 
 __all__ = [
@@ -90,8 +97,25 @@ class MongoHistory(Journal):
         self.policy = policy or HistoryPolicy()
         self._lock = threading.Lock()
         self._pending: list[Record] = []
+        self._recorded: dict[tuple[str, int | None], datetime] = {}  # see recorded()
         self.wall: Callable[[], datetime] = lambda: datetime.now(UTC)
         """The wall clock the expiry is counted from (see :func:`expires_at`)."""
+
+    def recorded(self, starts: Sequence[tuple[Any, int, datetime]]) -> None:
+        """The starts a claim recorded ((item id, generation, ``claim.started``)): the
+        attempt of each is opened at its recorded start, not when its handler is called
+        (CONTRACT section 15: ``started`` is when the node recorded the start)."""
+        for item_id, generation, started in starts:
+            self._recorded[(repr(item_id), generation)] = started
+
+    def settled(self, keys: Iterable[tuple[Any, int | None]]) -> None:
+        """Forget the recorded starts of the claims settled ((item id, generation))."""
+        for item_id, generation in keys:
+            self._recorded.pop((repr(item_id), generation), None)
+
+    def opened(self, item: ScheduleItem, attempt: int) -> OpenAttempt:
+        started = self._recorded.pop((repr(item.id), item.generation), None)
+        return OpenAttempt(item.id, item.generation, attempt, started or self.now())
 
     def closed(self, opened: OpenAttempt, outcome: Outcome) -> None:
         attempt = finished_attempt(opened, self.node, self.now(), outcome)
@@ -106,7 +130,7 @@ class MongoHistory(Journal):
             return
         try:
             ended = bson_utc(claim["lease_until"])
-            at = claim.get("at")
+            at = _start_of(claim)
             started = bson_utc(at) if isinstance(at, datetime) else ended - lease
             owner = str(claim.get("owner", "?"))
             token = str(claim.get("token", uuid.uuid4().hex))
@@ -257,6 +281,13 @@ def running_attempt(document: object) -> Attempt | None:
     return _running(document, set())
 
 
+def _start_of(claim: Mapping[str, Any]) -> object:
+    """When ``claim``'s attempt started: the start the claim recorded (``started``), else
+    when it was claimed (``at``: a queued claim, checked before its handler was called)."""
+    started = claim.get("started")
+    return started if isinstance(started, datetime) else claim.get("at")
+
+
 def _running(document: object, seen: set[str]) -> Attempt | None:
     """The attempt running on the item's current claim, if it has one with a start."""
     if not isinstance(document, Mapping):
@@ -264,7 +295,7 @@ def _running(document: object, seen: set[str]) -> Attempt | None:
     claim = document.get("claim")
     if not isinstance(claim, Mapping) or claim.get("token") in seen:
         return None
-    at = claim.get("at")
+    at = _start_of(claim)
     if not isinstance(at, datetime):
         return None
     generation = document.get("generation")

@@ -46,6 +46,10 @@ class LockedClaim:
     suspect: bool = False
     """The document carried an earlier claim that was never settled (its node died or was
     cut off, maybe mid-handler): mark this delivery started before its handler runs."""
+    started: datetime | None = None
+    """When the claim itself recorded this delivery's start (``claim.started``, database
+    time): it starts at once, unchecked (:mod:`flowsched.mongo.start_check`). ``None``: the
+    claim waits for a handler slot and is checked before it starts."""
 
 
 Claim = LockedClaim

@@ -1,6 +1,10 @@
 """Internal: the check before a handler starts - does this node's claim still hold?
 
-A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). Between
+A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). A claim
+whose handler starts at once - ``run_due``'s batch, or a claim for an idle worker or a free
+slot - needs no check: the claim itself recorded the start (:mod:`flowsched.mongo.claim_start`,
+:attr:`~flowsched.mongo.settlement.Claim.started`; :meth:`StartChecks.verdict` lets it
+start). The rest of this module is about the claims that wait. Between
 a claim and its handler's call, another node may cancel the item, replace it, or - the lease
 over - take it over; ``cancel()`` then returns ``True`` and the old form must never start.
 So right before a handler is called, the node makes sure its claim still holds in the
@@ -28,11 +32,19 @@ The audit of issue 37 (3 threaded nodes in one process, idle workers, replaces a
 
 **Cheaper designs tried, and why not.**
 
-* *The claim as the check* (its ``update_many`` is conditional on the generation read and
-  makes the document this claim's, so it confirms the same facts): no round trip when the
-  handlers start at once. But the claim answers before the batch is sorted and handed to
-  the workers, and that is the window the issue found: 33 of 1,379 starts (2.4 %) came after
-  a replace had returned, as many as with no check at all.
+* *The claim as the check, unrecorded* (its ``update_many`` is conditional on the
+  generation read and makes the document this claim's, so it confirms the same facts): no
+  round trip when the handlers start at once. But the claim answers before the batch is
+  sorted and handed to the workers: the audit counted 33 of 1,379 starts (2.4 %) that came
+  after a replace had returned, as many as with no check at all. That audit measured a
+  start by the time its *handler was called*. Section 15 defines a start as the moment the
+  node *records* it in the database, by the database's clock: a claim that records the start
+  (``claim.started``, now done for the claims that start at once) is ordered by the database
+  before every cancel or replace that returns after it, so none of those starts comes
+  after the cancel; the cancel finds a delivery that had already started, which ``history``
+  shows (open, or ended after the cancel, ``started`` before it) - the documented way to
+  learn of it. A claim that waits in the queue is not started, so it records nothing and
+  keeps the check.
 * *A conditional write as the check* (a start mark per wave, ``update_many`` fenced on id,
   generation and token; a ``find`` only when fewer matched): the database orders it where it
   orders the ``find``, and its answer travels back the same way, so it keeps the same
@@ -41,8 +53,8 @@ The audit of issue 37 (3 threaded nodes in one process, idle workers, replaces a
   batch of 100 in 13 waves (0.13 round trips per fired timer; measured 0.133 when waves
   outlast :data:`START_FRESH`, against 0.043 with a 30 s window).
 
-Cost: one ``find`` per claimed batch whose handlers start within :data:`START_FRESH` (idle
-workers), one per wave of starts otherwise.
+Cost: none for the claims started on the claim; for the claims that waited, one ``find``
+per batch whose handlers start within :data:`START_FRESH`, one per wave of starts otherwise.
 
 A claim found not holding is given back unrun (its fenced release matches nothing), and its
 lease is marked lost (:meth:`~flowsched.mongo.leases.HeldLeases.lost`: a replaced or
@@ -116,12 +128,18 @@ class StartChecks:
         if self._waiting.pop(key, None) is not None:
             self._in_hand[key] = claim
 
+    def in_hand(self) -> int:
+        """How many claims were taken from the queue and neither started nor given back."""
+        return len(self._in_hand)
+
     def waiting(self) -> list[Claim]:
         """The claims not started yet: waiting in the queue or taken from it."""
         return [*self._waiting.values(), *self._in_hand.values()]
 
     def verdict(self, claim: Claim) -> bool | None:
         """``True``: may start now; ``False``: must not start; ``None``: needs a check."""
+        if claim.started is not None:
+            return True  # the claim recorded its start: it was the check (claim_start)
         key = _key(claim)
         if key in self._refused:
             return False

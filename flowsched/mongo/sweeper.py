@@ -11,13 +11,14 @@ this node schedules an item due before the next poll; and at the due time of the
 the claim query saw coming within the poll interval (not sooner than 50 ms, so that items
 due close together share a claim): items fire within about 50 ms.
 
-A claim in the queue is checked in the database right before its handler starts
-(:mod:`flowsched.mongo.start_check`). No handler starts on a claim whose lease has (nearly)
-ended by the database's clock: it is given back, fenced, unrun; a run completed after its
-lease is a late completion, not a failure (:mod:`flowsched.mongo.leases`). A *suspect* claim
-(:attr:`Claim.suspect`) starts only once its start is marked: the loop writes every mark
-asked for with the outcomes (see :mod:`flowsched.mongo.claims`), so a handler that kills its
-node runs at most twice per counted attempt.
+Claims for idle workers start at once, their start recorded by the claim
+(:mod:`flowsched.mongo.claim_start`); a claim that waits in the queue is checked in the
+database right before its handler starts (:mod:`flowsched.mongo.start_check`). No handler
+starts on a claim whose lease has (nearly) ended by the database's clock: it is given back,
+fenced, unrun; a late completion is not a failure (:mod:`flowsched.mongo.leases`). A
+*suspect* claim (:attr:`Claim.suspect`) starts only once its start is marked: the loop
+writes every mark asked for with the outcomes (see :mod:`flowsched.mongo.claims`), so a
+handler that kills its node runs at most twice per counted attempt.
 
 Errors never end the loop: it logs once per outage (and its end), backs off (SWEEP_BACKOFF),
 keeps unwritten outcomes for the next turn (every write is fenced); a settle refused for
@@ -77,8 +78,7 @@ class Sweeper:
         heartbeat: Heartbeat | None = None,
         on_start: Callable[[], object] | None = None,
     ) -> None:
-        """``heartbeat``: renewed every poll, removed on stop. ``on_start``: called once
-        before the first turn, on the sweeper thread (errors logged)."""
+        """``heartbeat``: renewed each poll, removed on stop; ``on_start``: run first."""
         self._claimer = claimer
         self._heartbeat = heartbeat
         self._on_start = on_start
@@ -235,11 +235,12 @@ class Sweeper:
             return False
         lookahead = claim_lookahead(self._lookahead, behind=self._behind, busy=self._busy)
         with self._lock:
-            self._poked = math.inf
-            self._claimed_at = now
+            self._poked, self._claimed_at = math.inf, now
+            # Workers that take no claim now (running or about to): the others start at once.
+            idle = self._workers - self._running - self._queued - self._checks.in_hand()
         stamp = self._local_writes.open()
         try:
-            batch = self._claimer.take(free, lookahead=lookahead)
+            batch = self._claimer.take(free, lookahead=lookahead, start=idle)
             self._local_writes.hold(stamp, len(batch.deliver))  # released by each delivery
         finally:
             self._local_writes.close(stamp)
@@ -265,7 +266,6 @@ class Sweeper:
             self._next_poll = min(self._next_poll, self._poked)
             if batch.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
-        with self._lock:
             self._queued += len(batch.deliver)
         self._checks.queued(batch.deliver)
         for claim in batch.deliver:

@@ -104,10 +104,10 @@ class SimNode:
         real_take = harvester.take
 
         def take(
-            limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False
+            limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False, start: int = 0
         ) -> ClaimedBatch:
             before = before_take(self)
-            harvest = real_take(limit, lookahead, mark=mark)
+            harvest = real_take(limit, lookahead, mark=mark, start=start)
             self.held = list(harvest.deliver)
             on_take(self, harvest, before)
             return harvest

@@ -70,9 +70,14 @@ def _claim_ignores_lease() -> Iterator[None]:
         update: dict[str, Any],
         due: Sequence[Any],
         now: datetime,
+        started: tuple[dict[str, Any], frozenset[str]] | None = None,
     ) -> Steps[tuple[int, int]]:
-        changes = {k: v for k, v in update["$set"].items() if k != "ready_at"}
-        return (yield from real_take(self, ids, where, {"$set": changes}, due, now))
+        def unready(update: dict[str, Any]) -> dict[str, Any]:
+            return {"$set": {k: v for k, v in update["$set"].items() if k != "ready_at"}}
+
+        if started is not None:  # the claims it starts at once (their update records it)
+            started = (unready(started[0]), started[1])
+        return (yield from real_take(self, ids, where, unready(update), due, now, started))
 
     def renew(self: Claims, held: Sequence[tuple[Any, str]], now: datetime) -> int:
         if not held:
