@@ -66,7 +66,7 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
-from flowsched.mongo.server_clock import ServerClock, lease_now
+from flowsched.mongo.server_clock import ServerClock, due_now, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import AsyncStartChecks
 from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff
@@ -216,8 +216,8 @@ class AsyncSweeper:
             return 0.0, behind, busy
         ahead = None
         if batch.next_ready is not None:
-            ahead = (batch.next_ready - self._clock.now()).total_seconds()
-        return wait_after_claim(ahead, lookahead, self._poll), behind, busy
+            ahead = (batch.next_ready - due_now(self._clock)).total_seconds()
+        return wait_after_claim(ahead, lookahead, self._poll, found_due=busy), behind, busy
 
     async def _take(
         self,

@@ -7,9 +7,8 @@ lease) and the node's heartbeat (every poll, at once when its routes change:
 :mod:`flowsched.mongo.nodes`), and, when the poll is due and at least half the batch is free,
 claims a batch for the worker pool (after a full claim, all the room left in PIPELINE
 batches). The poll is due every ``poll_interval``; at once after a full batch; sooner when
-this node schedules an item due before the next poll; and at the due time of the next item
-the claim query saw coming within the poll interval (not sooner than 50 ms, so that items
-due close together share a claim): items fire within about 50 ms.
+this node schedules an item due before it; at the next item's due time (not sooner than 50
+ms, so items due together share a claim; just after it if the claim found nothing due).
 
 Claims for idle workers start at once, their start recorded by the claim
 (:mod:`flowsched.mongo.claim_start`); a claim that waits in the queue is checked in the
@@ -53,7 +52,7 @@ from flowsched.mongo.pacing import (
     claim_lookahead,
     wait_after_claim,
 )
-from flowsched.mongo.server_clock import lease_now
+from flowsched.mongo.server_clock import due_now, lease_now
 from flowsched.mongo.settlement import Claim, Release, Settlement
 from flowsched.mongo.start_check import ThreadStartChecks
 from flowsched.mongo.transient import OutageLog, refused_for_good, sweep_backoff, within
@@ -259,10 +258,11 @@ class Sweeper:
                 if self._behind:
                     self._next_poll = now
                 else:
-                    ahead = None
+                    ahead = None  # from the claim's end, on the never-early clock
                     if batch.next_ready is not None:
-                        ahead = (batch.next_ready - self._clock.now()).total_seconds()
-                    self._next_poll = now + wait_after_claim(ahead, lookahead, self._poll)
+                        ahead = (batch.next_ready - due_now(self._clock)).total_seconds()
+                    wait = wait_after_claim(ahead, lookahead, self._poll, found_due=self._busy)
+                    self._next_poll = self._clock.monotonic() + wait
             self._next_poll = min(self._next_poll, self._poked)
             if batch.deliver and self._next_renew <= now:
                 self._next_renew = now + self._renew_every
