@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from flowsched.drivers.base import DriverBase
+from flowsched.drivers.workers import HandlerThreads
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
@@ -40,7 +41,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         """The condition it waits on, its loop thread, its pools."""
         self.cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: HandlerThreads | None = None
         self._io: ThreadPoolExecutor | None = None  # the store calls, one thread per lane
         self._inline = threading.local()
 
@@ -65,7 +66,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             if self._thread is not None:
                 return
             workers = self.core.settings.workers
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-handler")
+            self._pool = HandlerThreads(workers, f"{name}-handler")
             self._io = ThreadPoolExecutor(LANES, thread_name_prefix=f"{name}-store")
             self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -77,15 +78,16 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
-                        for pool in (self._pool, self._io):
-                            if pool is not None:
-                                pool.shutdown(wait=False)
+                        if self._pool is not None:
+                            self._pool.shutdown()
+                        if self._io is not None:
+                            self._io.shutdown(wait=False)
                         return
                     cond.wait(self._timeout(action))
                     continue
                 if isinstance(action, StartHandler):
                     assert self._pool is not None
-                    self._pool.submit(self._run, action)
+                    self._pool.submit(self._run, action, len(self.core.running))
                     continue
                 assert self._io is not None
                 # Off the loop: the other lanes go on (the core keeps one call per lane).
@@ -182,7 +184,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     owed,
                 )
         if pool is not None:
-            pool.shutdown(wait=False)
+            pool.shutdown()
 
     def _await_inline(self) -> None:
         """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""
