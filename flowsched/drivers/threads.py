@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -23,7 +24,7 @@ from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
-from flowsched.store.records import Claim, Settlement
+from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["ThreadDriver"]
 
@@ -44,6 +45,9 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         self._pool: HandlerThreads | None = None
         self._io: ThreadPoolExecutor | None = None  # the store calls, one thread per lane
         self._inline = threading.local()
+        # Handlers that ended, for the core (read under the condition's lock: _take_ended).
+        self._ended: deque[tuple[int, Outcome, SettleResult | None]] = deque()
+        self._told = False  # the loop was notified of what _ended holds and has not taken it
 
     # -- waking --------------------------------------------------------------------
 
@@ -75,6 +79,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         cond = self.cond
         while True:
             with cond:
+                self._take_ended()
                 action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
@@ -112,9 +117,23 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 [settled] = self.store.settle([Settlement(action.claim, outcome)])
             except Exception:  # owed to the store as usual: the loop retries it
                 settled = None
-        with self.cond:
-            self.core.finished(action.ticket, outcome, settled=settled)
-            self.cond.notify_all()
+        # One append per handler; the lock and a notify only when the loop was not told yet
+        # (ended handlers reach the core in runs, on the loop's next pass).
+        self._ended.append((action.ticket, outcome, settled))
+        if not self._told:
+            with self.cond:
+                self._told = True
+                self.cond.notify_all()
+
+    def _take_ended(self) -> None:
+        """Give the core the handlers that ended (under the condition's lock). Every
+        ``_run`` either appended before ``_told`` was cleared here (taken now) or sees it
+        clear and notifies: none waits unseen."""
+        self._told = False
+        ended, finished = self._ended, self.core.finished
+        while ended:
+            ticket, outcome, settled = ended.popleft()
+            finished(ticket, outcome, settled=settled)
 
     def _perform(self, action: Action) -> None:
         try:
@@ -142,6 +161,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 self.core.wake()
             while True:
                 with self.cond:
+                    self._take_ended()
                     action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     return ran
@@ -173,6 +193,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             thread.join(self.shutdown_timeout.total_seconds())
             if thread.is_alive():
                 with self.cond:
+                    self._take_ended()
                     left = [claim.item.key for claim in self.core.running.values()]
                     owed = len(self.core.pending)
                 log.warning(
@@ -190,7 +211,10 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""
         deadline = self.clock.monotonic() + self.shutdown_timeout.total_seconds()
         with self.cond:
-            while self.core.running or self.core.starting:
+            while self._ended or self.core.running or self.core.starting:
+                self._take_ended()
+                if not (self.core.running or self.core.starting):
+                    return
                 left = deadline - self.clock.monotonic()
                 if left <= 0:
                     left_running = [claim.item.key for claim in self.core.running.values()]
