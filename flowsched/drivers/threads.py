@@ -92,7 +92,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     continue
                 if isinstance(action, StartHandler):
                     assert self._pool is not None
-                    self._pool.submit(self._run, action, len(self.core.running))
+                    self._pool.submit(self._run, action)
                     continue
                 assert self._io is not None
                 # Off the loop: the other lanes go on (the core keeps one call per lane).
