@@ -22,6 +22,7 @@ large part of a timer's CPU. What is guaranteed:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -104,7 +105,5 @@ class HandlerThreads:
                 log.debug("handler thread %s: job raised", self.prefix, exc_info=True)
 
     def _retract(self) -> None:
-        try:
+        with contextlib.suppress(IndexError):
             self._free.pop()
-        except IndexError:
-            pass

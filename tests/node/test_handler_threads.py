@@ -33,7 +33,12 @@ def test_a_free_thread_takes_the_next_job_and_no_new_one_starts() -> None:
     try:
         for _ in range(20):
             done = threading.Event()
-            pool.submit(lambda _: (names.append(threading.current_thread().name), done.set()), None)
+
+            def record(event: threading.Event) -> None:
+                names.append(threading.current_thread().name)
+                event.set()
+
+            pool.submit(record, done)
             assert done.wait(WAIT)
             # the thread comes back for the next job (its token) before it is handed in
             while not pool._free:
@@ -53,7 +58,7 @@ def test_it_starts_a_thread_for_every_job_handed_out_up_to_its_size() -> None:
         release.wait(WAIT)
 
     try:
-        for wanted in range(1, 6):
+        for _ in range(5):
             pool.submit(block, None)
         for _ in range(3):
             assert started.acquire(timeout=WAIT)
