@@ -41,7 +41,7 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         self.alarm = Alarm()
         self._task: asyncio.Task[None] | None = None
         self._home: asyncio.AbstractEventLoop | None = None
-        self._handlers: dict[int, asyncio.Task[None]] = {}  # by ticket: _run removes its own
+        self._handlers: set[asyncio.Task[None]] = set()
         self._calls: set[asyncio.Task[None]] = set()  # store calls in flight (one per lane)
         self._waiters: list[asyncio.Future[None]] = []
         self._inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -105,11 +105,14 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
 
     def _spawn(self, action: StartHandler) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run(action))
-        self._handlers[action.ticket] = task
+        self._handlers.add(task)
+        task.add_done_callback(self._ended)
         return task
 
-    def _ended(self, ticket: int) -> None:
-        self._handlers.pop(ticket, None)
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("handler task failed", exc_info=task.exception())
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -119,28 +122,23 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         self.alarm.ring()
 
     async def _run(self, action: StartHandler) -> None:
+        token = self._handling.set(True)
         try:
-            token = self._handling.set(True)
-            try:
-                outcome = await self.run_handler(action.claim)
-            except BaseException as exc:
-                self.core.abandoned(action.ticket)  # cancelled by shutdown: the claim lapses
-                self.alarm.ring()
-                if not isinstance(exc, asyncio.CancelledError):
-                    log.error("handler task failed", exc_info=exc)
-                raise
-            finally:
-                self._handling.reset(token)
-            settled = None
-            if self.settle_here:
-                try:
-                    [settled] = await self.store.settle([Settlement(action.claim, outcome)])
-                except Exception:  # owed to the store as usual: the loop retries it
-                    settled = None
-            self.core.finished(action.ticket, outcome, settled=settled)
+            outcome = await self.run_handler(action.claim)
+        except BaseException:
+            self.core.abandoned(action.ticket)  # cancelled by shutdown: the claim lapses
             self.alarm.ring()
+            raise
         finally:
-            self._ended(action.ticket)
+            self._handling.reset(token)
+        settled = None
+        if self.settle_here:
+            try:
+                [settled] = await self.store.settle([Settlement(action.claim, outcome)])
+            except Exception:  # owed to the store as usual: the loop retries it
+                settled = None
+        self.core.finished(action.ticket, outcome, settled=settled)
+        self.alarm.ring()
 
     async def _perform(self, action: Action) -> None:
         try:
@@ -199,14 +197,11 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
                 limit,
                 ", ".join(left) or "none",
             )
-            for handler in list(self._handlers.values()):
+            for handler in list(self._handlers):
                 handler.cancel()
             # At most CANCEL_GRACE for them to end: one that ignores its cancellation is
             # left running.
-            await asyncio.wait(set(self._handlers.values()), timeout=CANCEL_GRACE)
-            for ticket, handler in list(self._handlers.items()):
-                if handler.done():  # cancelled before it began: its _run never ran
-                    del self._handlers[ticket]
+            await asyncio.wait(set(self._handlers), timeout=CANCEL_GRACE)
         task = self._task
         if task is None:
             await self.run_inline()  # release queued claims, settle what ran
