@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from flowsched.drivers.base import DriverBase
+from flowsched.drivers.workers import HandlerThreads
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
 from flowsched.store.interface import TimerStore
-from flowsched.store.records import Claim, Settlement
+from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["ThreadDriver"]
 
@@ -40,9 +42,12 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         """The condition it waits on, its loop thread, its pools."""
         self.cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: HandlerThreads | None = None
         self._io: ThreadPoolExecutor | None = None  # the store calls, one thread per lane
         self._inline = threading.local()
+        # Handlers that ended, for the core (read under the condition's lock: _take_ended).
+        self._ended: deque[tuple[int, Outcome, SettleResult | None]] = deque()
+        self._told = False  # the loop was notified of what _ended holds and has not taken it
 
     # -- waking --------------------------------------------------------------------
 
@@ -65,7 +70,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             if self._thread is not None:
                 return
             workers = self.core.settings.workers
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-handler")
+            self._pool = HandlerThreads(workers, f"{name}-handler")
             self._io = ThreadPoolExecutor(LANES, thread_name_prefix=f"{name}-store")
             self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -74,12 +79,14 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
         cond = self.cond
         while True:
             with cond:
+                self._take_ended()
                 action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     if self.core.closing and action.idle:
-                        for pool in (self._pool, self._io):
-                            if pool is not None:
-                                pool.shutdown(wait=False)
+                        if self._pool is not None:
+                            self._pool.shutdown()
+                        if self._io is not None:
+                            self._io.shutdown(wait=False)
                         return
                     cond.wait(self._timeout(action))
                     continue
@@ -110,9 +117,23 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 [settled] = self.store.settle([Settlement(action.claim, outcome)])
             except Exception:  # owed to the store as usual: the loop retries it
                 settled = None
-        with self.cond:
-            self.core.finished(action.ticket, outcome, settled=settled)
-            self.cond.notify_all()
+        # One append per handler; the lock and a notify only when the loop was not told yet
+        # (ended handlers reach the core in runs, on the loop's next pass).
+        self._ended.append((action.ticket, outcome, settled))
+        if not self._told:
+            with self.cond:
+                self._told = True
+                self.cond.notify_all()
+
+    def _take_ended(self) -> None:
+        """Give the core the handlers that ended (under the condition's lock). Every
+        ``_run`` either appended before ``_told`` was cleared here (taken now) or sees it
+        clear and notifies: none waits unseen."""
+        self._told = False
+        ended, finished = self._ended, self.core.finished
+        while ended:
+            ticket, outcome, settled = ended.popleft()
+            finished(ticket, outcome, settled=settled)
 
     def _perform(self, action: Action) -> None:
         try:
@@ -140,6 +161,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 self.core.wake()
             while True:
                 with self.cond:
+                    self._take_ended()
                     action = self.core.next_action(self.now())
                 if isinstance(action, Sleep):
                     return ran
@@ -171,6 +193,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             thread.join(self.shutdown_timeout.total_seconds())
             if thread.is_alive():
                 with self.cond:
+                    self._take_ended()
                     left = [claim.item.key for claim in self.core.running.values()]
                     owed = len(self.core.pending)
                 log.warning(
@@ -182,13 +205,16 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     owed,
                 )
         if pool is not None:
-            pool.shutdown(wait=False)
+            pool.shutdown()
 
     def _await_inline(self) -> None:
         """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""
         deadline = self.clock.monotonic() + self.shutdown_timeout.total_seconds()
         with self.cond:
-            while self.core.running or self.core.starting:
+            while self._ended or self.core.running or self.core.starting:
+                self._take_ended()
+                if not (self.core.running or self.core.starting):
+                    return
                 left = deadline - self.clock.monotonic()
                 if left <= 0:
                     left_running = [claim.item.key for claim in self.core.running.values()]

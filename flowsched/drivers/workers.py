@@ -1,0 +1,109 @@
+"""Internal: the handler threads of :mod:`flowsched.drivers.threads` — one shared queue and
+at most ``size`` threads taking from it.
+
+A hand-off is one ``SimpleQueue.put`` (no future, no condition, no semaphore per delivery,
+as ``concurrent.futures.ThreadPoolExecutor`` makes): at the rates a node fires, those were a
+large part of a timer's CPU. What is guaranteed:
+
+* **A job never waits behind a slow one while fewer than ``size`` threads run jobs.** A
+  thread that ended a job leaves a token as it comes for the next; each job handed in takes
+  a token, or starts a new thread when there is none (the executor's idle semaphore, as a
+  ``deque``): so every job has its own taker that runs no other job, until ``size`` threads
+  are busy. Every
+  thread not running a job takes from the one queue. A node hands out at most ``workers``
+  jobs at once (its running handlers), so with ``size = workers`` none waits.
+* **At most ``size`` threads**, started only when none is free (fewer threads than the
+  executor kept: fewer wake-ups), named ``{prefix}_{n}`` as the executor's.
+* **Shutdown** (:meth:`shutdown`) lets each thread end its job and stop; it does not wait. A
+  thread left idle after the interpreter began to exit (a scheduler never closed) stops
+  within :data:`IDLE_CHECK` seconds; one running a job keeps the interpreter until the job
+  ends, as the executor's threads did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["HandlerThreads"]
+
+IDLE_CHECK = 1.0  # seconds an idle thread waits before it looks whether to stop
+
+log = logging.getLogger("flowsched.node")
+
+Job = tuple[Callable[[Any], None], Any]
+
+
+class HandlerThreads:
+    """At most ``size`` threads named ``{prefix}_{n}`` running ``fn(arg)`` jobs in order of
+    submission (a job starts as soon as a thread is free)."""
+
+    def __init__(self, size: int, prefix: str) -> None:
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size}")
+        self.size = size
+        self.prefix = prefix
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._free: deque[None] = deque()  # a token per thread come to take a job
+        self._closed = False
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """Run ``fn(arg)`` on a free thread (a new one if none is free and fewer than
+        ``size`` run). Called from one thread at a time."""
+        if self._closed:
+            raise RuntimeError(f"handler threads {self.prefix!r} are shut down")
+        self._jobs.put((fn, arg))
+        try:
+            self._free.pop()  # a thread come to take a job takes this one (or another)
+        except IndexError:
+            threads = self._threads
+            if len(threads) < self.size:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self.prefix}_{len(threads)}", daemon=False
+                )
+                threads.append(thread)
+                thread.start()
+
+    def shutdown(self) -> None:
+        """Stop each thread once the jobs queued before are taken and its job ends; do not
+        wait. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        # A new thread comes for the job that started it (no token); after each job it
+        # leaves a token and comes for the next: every token is a thread not running a job.
+        jobs, free, main = self._jobs, self._free, threading.main_thread()
+        fresh = True
+        while True:
+            if not fresh:
+                free.append(None)
+            fresh = False
+            while True:
+                try:
+                    job = jobs.get(timeout=IDLE_CHECK)
+                    break
+                except queue.Empty:
+                    if self._closed or not main.is_alive():
+                        self._retract()
+                        return  # the interpreter is exiting and nothing was handed out
+            if job is None:
+                return
+            fn, arg = job
+            try:
+                fn(arg)
+            except BaseException:  # the job's own (it reported what it could): go on
+                log.debug("handler thread %s: job raised", self.prefix, exc_info=True)
+
+    def _retract(self) -> None:
+        with contextlib.suppress(IndexError):
+            self._free.pop()
