@@ -96,7 +96,12 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     continue
                 assert self._io is not None
                 # Off the loop: the other lanes go on (the core keeps one call per lane).
-                self._io.submit(self._perform, action)
+                try:
+                    self._io.submit(self._perform, action)
+                except RuntimeError:  # the interpreter is exiting (a scheduler never closed)
+                    if threading.main_thread().is_alive():
+                        raise
+                    return
 
     def _run(self, action: StartHandler) -> None:
         local = self._inline
@@ -140,10 +145,12 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             result = store_call(action, self.store, self.core.settings, self.routes())
         except Exception as exc:
             with self.cond:
+                self._take_ended()  # handlers that ended first are the core's before this
                 self.core.failed(action, exc, self.now())
                 self.cond.notify_all()
             return
         with self.cond:
+            self._take_ended()  # e.g. a renewal answered after its handler's settle
             self.core.succeeded(action, result, self.now())
             self.cond.notify_all()
 

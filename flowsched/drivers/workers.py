@@ -14,10 +14,10 @@ large part of a timer's CPU. What is guaranteed:
   jobs at once (its running handlers), so with ``size = workers`` none waits.
 * **At most ``size`` threads**, started only when none is free (fewer threads than the
   executor kept: fewer wake-ups), named ``{prefix}_{n}`` as the executor's.
-* **Shutdown** (:meth:`shutdown`) lets each thread end its job and stop; it does not wait. A
-  thread left idle after the interpreter began to exit (a scheduler never closed) stops
-  within :data:`IDLE_CHECK` seconds; one running a job keeps the interpreter until the job
-  ends, as the executor's threads did.
+* **Shutdown** (:meth:`shutdown`) lets each thread end its job and stop; it does not wait.
+  When the interpreter exits with a scheduler never closed, every pool is shut down before
+  the interpreter waits for its threads (as the executor's are): idle threads stop at once,
+  one running a job keeps the interpreter until the job ends, as the executor's did.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import contextlib
 import logging
 import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,20 @@ IDLE_CHECK = 1.0  # seconds an idle thread waits before it looks whether to stop
 log = logging.getLogger("flowsched.node")
 
 Job = tuple[Callable[[Any], None], Any]
+
+_live: weakref.WeakSet[HandlerThreads] = weakref.WeakSet()
+
+
+def _exiting() -> None:
+    for threads in list(_live):
+        threads.shutdown()
+
+
+# Run as the interpreter exits, before it joins the threads (where concurrent.futures
+# registers its own: ``threading._register_atexit`` is that hook, private but stable).
+_register = getattr(threading, "_register_atexit", None)
+if _register is not None:
+    _register(_exiting)
 
 
 class HandlerThreads:
@@ -52,6 +67,7 @@ class HandlerThreads:
         self._threads: list[threading.Thread] = []
         self._free: deque[None] = deque()  # a token per thread come to take a job
         self._closed = False
+        _live.add(self)
 
     def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
         """Run ``fn(arg)`` on a free thread (a new one if none is free and fewer than

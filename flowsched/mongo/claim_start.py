@@ -1,15 +1,17 @@
 """Internal: the claiming update, and the starts it records (start on claim).
 
-A node that will call a claim's handler at once - ``run_due`` (the whole batch), or a
-running node with a free handler slot for it - has the claim itself record the start:
+A node that will call a claim's handler at once - a running node with a free handler slot
+for it, or ``run_due`` for the first claim of its batch (it calls the others one after
+another, so they wait and are checked) - has the claim itself record the start:
 ``claim.started`` is set by the same conditional ``update_many`` that takes the document
 (one more statement in the same ``update`` command: no round trip of its own). The claim
 then *is* the check before the start (:mod:`flowsched.mongo.start_check`): conditional on
 the generation read and on the document being claimable, it is ordered by the database
 before any cancel or replace that returns after it, and that cancel or replace finds a
-started delivery (``history``: its attempt open, or ended after the cancel, with this
-``started``). A claim that will wait for a slot records nothing and is checked before its
-handler, as before.
+delivery that had started: ``history`` lists it once its outcome is written (ended after the
+cancel, with this ``started``), not while it still runs (the cancel removed the document
+whose claim showed it open). A claim that will wait for a slot records nothing and is
+checked before its handler, as before.
 
 **The time recorded** is the claim's own ``now``: the time the claim's condition
 (``ready_at <= now``) was judged by, never ahead of the database's clock

@@ -303,12 +303,14 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         (a recurring item's tick counts as one). Sweeps until a claim finds nothing more, so
         items made due by the deliveries themselves (a redelivery or a new schedule due by
         now) run too. A started scheduler on a ManualClock is run this way by ``advance``."""
-        delivered, size = 0, self._batch_size  # all started at once: the claim records it
+        # Handlers run one after another: the first starts at once (the claim records its
+        # start), each of the others is checked right before it starts (start_check).
+        delivered, size = 0, self._batch_size
         while True:
             stamp = self._local_writes.open()
             try:
                 batch = self._call(
-                    "run_due claim", lambda: self._claimer.take(size, mark=True, start=size)
+                    "run_due claim", lambda: self._claimer.take(size, mark=True, start=1)
                 )
                 if not batch.won and not batch.quarantined:
                     return delivered

@@ -1,8 +1,8 @@
 """Internal: the check before a handler starts - does this node's claim still hold?
 
 A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). A claim
-whose handler starts at once - ``run_due``'s batch, or a claim for an idle worker or a free
-slot - needs no check: the claim itself recorded the start (:mod:`flowsched.mongo.claim_start`,
+whose handler starts at once - for an idle worker or a free slot, or the first of a
+``run_due`` batch - needs no check: the claim itself recorded the start (:mod:`flowsched.mongo.claim_start`,
 :attr:`~flowsched.mongo.settlement.Claim.started`; :meth:`StartChecks.verdict` lets it
 start). The rest of this module is about the claims that wait. Between
 a claim and its handler's call, another node may cancel the item, replace it, or - the lease
@@ -19,8 +19,8 @@ waited longer (busy workers, a claim queued behind a long handler) is checked ag
 turn comes. A delivery's start is thus at most :data:`START_FRESH` (plus the answer's way
 back) after a check that found its claim holding, by the database's order: a cancel or
 replace that returned before the check was sent always wins; one applied after it meets a
-delivery the node had already committed to start (``history`` shows the attempt open, or
-ended after the cancel).
+delivery the node had already committed to start (``history`` lists it once its outcome is
+written, ended after the cancel).
 
 **Why no check orders the call itself.** The handler is called on the node after an answer
 came back; a cancel applied just after the check can return to its caller before that call.
