@@ -30,7 +30,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from flowsched.async_timed import run_timed
@@ -86,13 +86,20 @@ def cancelled_from_outside() -> bool:
 class AsyncDelivery:
     """One delivery at a time, through ``core``, on the running loop.
 
-    ``executor``: where plain handlers run (``None``: the loop's default executor)."""
+    ``executor``: where plain handlers run; ``None``: a pool of this delivery's own of
+    ``threads`` threads (the node's handler slots, so that a plain handler whose start was
+    recorded never waits for a thread; closed by :meth:`close`), or without ``threads`` the
+    loop's default executor."""
 
-    def __init__(self, core: DeliveryCore, executor: Executor | None = None) -> None:
+    def __init__(
+        self, core: DeliveryCore, executor: Executor | None = None, *, threads: int | None = None
+    ) -> None:
         if not core.coroutines:
             raise ValueError("AsyncDelivery needs a DeliveryCore built with coroutines=True")
         self.core = core
         self._executor = executor
+        self._threads = threads
+        self._own: ThreadPoolExecutor | None = None
         # Route -> whether its handler is a coroutine function (routes are never re-bound).
         self._awaited: dict[str, bool] = {}
 
@@ -127,7 +134,7 @@ class AsyncDelivery:
                 result = handler(item, attempt)
             else:
                 thread = _ThreadCall(handler, (item, attempt))
-                result = await asyncio.get_running_loop().run_in_executor(self._executor, thread)
+                result = await asyncio.get_running_loop().run_in_executor(self._pool(), thread)
                 thread = None  # returned: nothing runs on
             if result is not None and inspect.isawaitable(result):
                 await result  # a plain function that returned a coroutine: run it too
@@ -144,6 +151,19 @@ class AsyncDelivery:
         finally:
             core.in_flight.tasks.pop(task, None)
         return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
+
+    def _pool(self) -> Executor | None:
+        if self._executor is not None or self._threads is None:
+            return self._executor
+        if self._own is None:  # threads start as handlers need them (at most ``threads``)
+            self._own = ThreadPoolExecutor(self._threads, thread_name_prefix="flowsched-handler")
+        return self._own
+
+    def close(self) -> None:
+        """Shut the own pool down (a thread still running goes on: ``StillRunning``)."""
+        if self._own is not None:
+            self._own.shutdown(wait=False)
+            self._own = None
 
 
 class Deliveries:

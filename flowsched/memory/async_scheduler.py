@@ -103,7 +103,7 @@ class AsyncInMemoryScheduler(MemoryFace, AsyncNodeScheduler):
         options = node_args(clock, redelivery, observer, concurrency, max_wait, waits)
         super().__init__(as_async(self._memory), **options)
         self._serve_all(self._run_or_release)
-        self._deliver = AsyncDelivery(self._delivery, executor)
+        self._deliver = AsyncDelivery(self._delivery, executor, threads=concurrency)
 
     @classmethod
     def from_config(

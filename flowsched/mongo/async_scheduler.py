@@ -126,7 +126,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         heartbeat = None if self._manual else Heartbeat(self._store.nodes, self.node_id, ttl)
         self._sweeper = AsyncSweeper(
             BatchClaimer(self._claims, self._core, self._time),
-            AsyncDelivery(self._core, executor),
+            AsyncDelivery(self._core, executor, threads=concurrency),
             self._time,
             concurrency=concurrency,
             batch_size=batch_size,
@@ -407,6 +407,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._sweeper.close(timeout)
+        self._sweeper._delivery.close()
         if self._owned_client is not None:
             await self._owned_client.close()
         if self._owned_executor is not None:  # a thread still running goes on (StillRunning)

@@ -2,9 +2,10 @@
 
 A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). A claim
 whose handler starts at once - for an idle worker or a free slot, or the first of a
-``run_due`` batch - needs no check: the claim itself recorded the start (:mod:`flowsched.mongo.claim_start`,
-:attr:`~flowsched.mongo.settlement.Claim.started`; :meth:`StartChecks.verdict` lets it
-start). The rest of this module is about the claims that wait. Between
+``run_due`` batch - needs no check: the claim itself recorded the start
+(:mod:`flowsched.mongo.claim_start`, :attr:`~flowsched.mongo.settlement.Claim.started`;
+:meth:`StartChecks.verdict` lets it start). The rest of this module is about the claims
+that wait. Between
 a claim and its handler's call, another node may cancel the item, replace it, or - the lease
 over - take it over; ``cancel()`` then returns ``True`` and the old form must never start.
 So right before a handler is called, the node makes sure its claim still holds in the

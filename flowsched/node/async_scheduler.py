@@ -46,7 +46,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
 
     def __init__(self, store: AsyncTimerStore, **options: Unpack[NodeArgs]) -> None:
         self._wire(store, options, AsyncioDriver, self._run, coroutines=True)
-        self._deliver = AsyncDelivery(self._delivery)
+        self._deliver = AsyncDelivery(self._delivery, threads=self._core.settings.workers)
         self._started = self._closed = False
         self._closing: asyncio.Future[None] | None = None
 
@@ -178,6 +178,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
                 self._clock.detach(self)  # type: ignore[attr-defined]
             await self._driver.close(timeout)
         finally:
+            self._deliver.close()
             self._closing.set_result(None)
 
     async def run_due(self) -> int:
