@@ -43,8 +43,8 @@ class AsyncInMemoryScheduler(MemoryFace, AsyncNodeScheduler):
     """Timers in process, for asyncio services: the port's calls as coroutines.
 
     ``async def`` handlers are awaited on the loop; plain handlers run in a worker thread
-    (``executor``, else the loop's default one). At most ``concurrency`` handlers run at
-    once. Two ways to run it, as :class:`~flowsched.InMemoryScheduler`:
+    (``executor``, else a pool of its own, a thread per slot). At most ``concurrency``
+    handlers run at once. Two ways to run it, as :class:`~flowsched.InMemoryScheduler`:
 
     * **Real time** (default :class:`~flowsched.clock.SystemClock`): ``async with
       scheduler:`` (or ``await scheduler.start()``) starts the node's task on the running

@@ -67,10 +67,10 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
     again once its lease has run out. Delivery is at least once.
 
     ``async def`` handlers are awaited on the loop, plain ones run in a worker thread
-    (``executor``, else the loop's default); at most ``concurrency`` run at once. The other
-    settings mean what they mean for :class:`~flowsched.MongoScheduler` (``poll_interval``,
-    ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``, ``buckets``,
-    ``serve_buckets``, ``max_clock_skew``, ``shutdown_timeout``).
+    (``executor``, else a pool of its own, a thread per slot); at most ``concurrency`` run
+    at once. The other settings mean what they mean for :class:`~flowsched.MongoScheduler`
+    (``poll_interval``, ``batch_size``, ``lease``, ``op_timeout``, ``push_wakeup``,
+    ``buckets``, ``serve_buckets``, ``max_clock_skew``, ``shutdown_timeout``).
 
     ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
     claimed, the handlers in flight finish (after ``timeout`` seconds, given to
