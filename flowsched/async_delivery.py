@@ -100,8 +100,16 @@ class AsyncDelivery:
         self._executor = executor
         self._threads = threads
         self._own: ThreadPoolExecutor | None = None
+        self._closed = False
         # Route -> whether its handler is a coroutine function (routes are never re-bound).
         self._awaited: dict[str, bool] = {}
+
+    @property
+    def threads_at_once(self) -> bool:
+        """Whether a plain handler always finds a thread at once (the own pool, a thread
+        per slot): only then may a claim's start be recorded before its handler is called.
+        A caller's ``executor`` may be smaller than the slots."""
+        return self._executor is None and self._threads is not None
 
     async def run(self, item: ScheduleItem, attempt: int) -> Outcome:
         """Deliver ``item`` (a recurring one as the slot it ticks for) and return what
@@ -153,14 +161,15 @@ class AsyncDelivery:
         return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
 
     def _pool(self) -> Executor | None:
-        if self._executor is not None or self._threads is None:
-            return self._executor
+        if self._executor is not None or self._threads is None or self._closed:
+            return self._executor  # after close (a late start): the loop's default
         if self._own is None:  # threads start as handlers need them (at most ``threads``)
             self._own = ThreadPoolExecutor(self._threads, thread_name_prefix="flowsched-handler")
         return self._own
 
     def close(self) -> None:
         """Shut the own pool down (a thread still running goes on: ``StillRunning``)."""
+        self._closed = True
         if self._own is not None:
             self._own.shutdown(wait=False)
             self._own = None

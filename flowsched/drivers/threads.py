@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from flowsched.drivers.base import DriverBase
-from flowsched.drivers.workers import HandlerThreads
+from flowsched.drivers.workers import HandlerThreads, interpreter_exiting
 from flowsched.node.actions import Action, Sleep, StartHandler
 from flowsched.node.core import store_call
 from flowsched.outcomes import Outcome
@@ -90,17 +90,19 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                         return
                     cond.wait(self._timeout(action))
                     continue
-                if isinstance(action, StartHandler):
-                    assert self._pool is not None
-                    self._pool.submit(self._run, action)
-                    continue
-                assert self._io is not None
-                # Off the loop: the other lanes go on (the core keeps one call per lane).
                 try:
+                    if isinstance(action, StartHandler):
+                        assert self._pool is not None
+                        self._pool.submit(self._run, action)
+                        continue
+                    assert self._io is not None
+                    # Off the loop: the other lanes go on (the core keeps one call per lane).
                     self._io.submit(self._perform, action)
-                except RuntimeError:  # the interpreter is exiting (a scheduler never closed)
-                    if threading.main_thread().is_alive():
+                except RuntimeError:  # pools shut down: the interpreter exits, never closed
+                    if not interpreter_exiting():
                         raise
+                    who = threading.current_thread().name
+                    log.warning("%s: the interpreter exits, never closed: stops firing", who)
                     return
 
     def _run(self, action: StartHandler) -> None:

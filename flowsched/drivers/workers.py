@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HandlerThreads"]
+__all__ = ["HandlerThreads", "interpreter_exiting"]
 
 IDLE_CHECK = 1.0  # seconds an idle thread waits before it looks whether to stop
 
@@ -40,9 +40,16 @@ log = logging.getLogger("flowsched.node")
 Job = tuple[Callable[[Any], None], Any]
 
 _live: weakref.WeakSet[HandlerThreads] = weakref.WeakSet()
+_exit = threading.Event()
+
+
+def interpreter_exiting() -> bool:
+    """Whether the interpreter has begun to exit (set before any executor is shut down)."""
+    return _exit.is_set()
 
 
 def _exiting() -> None:
+    _exit.set()
     for threads in list(_live):
         threads.shutdown()
 

@@ -106,6 +106,7 @@ class AsyncSweeper:
         self._claims = claimer.claims
         self._store = claimer.claims.store
         self._delivery = delivery
+        self._at_once = delivery.threads_at_once
         self._clock = clock
         self.alarm = Alarm()
         # Claimed deliveries may wait for a handler slot (up to two batches' worth per slot
@@ -206,7 +207,8 @@ class AsyncSweeper:
             return self._poll, behind, busy
         lookahead = claim_lookahead(self._poll_interval, behind=behind, busy=busy)
         # As many as there are free handler slots start at once: the claim records it.
-        batch = await self._take(free, lookahead, start=self._concurrency - len(self.deliveries))
+        slots = self._concurrency - len(self.deliveries)  # a caller's executor: checked
+        batch = await self._take(free, lookahead, start=slots if self._at_once else 0)
         if batch is None:
             return self._poll, behind, busy
         # Quarantined documents took places in the batch: more may be due behind them.

@@ -49,3 +49,39 @@ async def test_the_mongo_face_runs_every_slot_s_plain_handler_at_once() -> None:
 
     collection: Any = mongomock_collection()
     await _all_run_at_once(AsyncMongoScheduler(collection, concurrency=N))
+
+
+async def test_with_a_caller_s_executor_the_mongo_face_records_no_start_on_the_claim() -> None:
+    # A caller's executor (from_config's has `workers` threads) may be smaller than the
+    # slots: a plain handler may wait there for a thread, so no claim records its start
+    # before its handler is called; each is checked first (flowsched.mongo.start_check).
+    pytest.importorskip("mongomock")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from async_kit import mongomock_collection, until
+
+    from flowsched import AsyncMongoScheduler
+
+    collection: Any = mongomock_collection()
+    executor = ThreadPoolExecutor(2)
+    scheduler = AsyncMongoScheduler(collection, concurrency=6, executor=executor)
+    release = threading.Event()
+    called: list[str] = []
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        called.append(item.id)
+        release.wait(WAIT)
+
+    scheduler.subscribe(TIMER, handler)
+    for n in range(6):
+        await scheduler.schedule(ScheduleItem(f"t-{n}", TIMER, datetime.now(UTC)))
+    try:
+        async with scheduler:
+            assert await until(lambda: len(called) == 2)
+            recorded = collection.count_documents({"claim.started": {"$exists": True}})
+            release.set()
+            assert await until(lambda: len(called) == 6)
+        assert recorded == 0
+    finally:
+        release.set()
+        executor.shutdown(wait=False)

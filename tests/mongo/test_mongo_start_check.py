@@ -79,7 +79,7 @@ def test_run_due_checks_each_claim_before_its_handler(make: Any, clock: ManualCl
     def handler(item: ScheduleItem, attempt: int) -> None:
         ran.append(item.id)
         if item.id == "first":
-            other.cancel("second")  # another node, between the claim and the second start
+            assert other.cancel("second")  # another node, between the claim and the second start
 
     node.subscribe(TIMER, handler)
     node.schedule(ScheduleItem("first", TIMER, clock.now()))
