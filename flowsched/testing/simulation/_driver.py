@@ -13,7 +13,7 @@ import functools
 import heapq
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import mongomock
@@ -21,6 +21,7 @@ from pymongo.errors import PyMongoError
 
 from flowsched.errors import SchedulerUnavailable
 from flowsched.mongo.claimed_batch import ClaimedBatch
+from flowsched.mongo.documents import bson_utc
 from flowsched.records import ScheduleItem
 from flowsched.testing.simulation._clients import Clients
 from flowsched.testing.simulation._history import ClaimRecord, History, Run
@@ -280,7 +281,7 @@ class Simulation:
                 token,
                 before.seq,
                 now,
-                round(now + lease, 3),  # whole ms, as every time here
+                self._lease_end(now + lease, raw_claim.get("lease_until")),
                 raw_claim.get("lease_until"),
                 raw_token=claim.token,
             )
@@ -318,7 +319,18 @@ class Simulation:
                 continue
             if raw_claim.get("lease_until") != record.lease_raw:
                 record.lease_raw = raw_claim.get("lease_until")
-                record.lease_end = round(self.now + self.lease, 3)
+                record.lease_end = self._lease_end(self.now + self.lease, record.lease_raw)
+
+    @staticmethod
+    def _lease_end(nominal: float, stored: Any) -> float:
+        """When a claim's lease ends, in whole ms: the end the database stores, which is what
+        every node judges it by (a node writes it from its own clock estimate, on the safe
+        side: up to its error bound before ``nominal``, the claim's time by the reference
+        clock plus the lease); never later than ``nominal``."""
+        if isinstance(stored, datetime):
+            at = (bson_utc(stored) - EPOCH).total_seconds()
+            return round(min(nominal, at), 3)
+        return round(nominal, 3)
 
     def _token(self, token: str) -> int:
         return self._tokens.setdefault(token, len(self._tokens) + 1)
