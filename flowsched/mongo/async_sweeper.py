@@ -230,7 +230,7 @@ class AsyncSweeper:
         start: int = 0,
     ) -> ClaimedBatch | None:
         """Claim up to ``limit`` items and spawn their deliveries (``wait``: await each in
-        turn, as virtual time does: only the first starts at once); the batch (``None``: no
+        turn, as virtual time does: each checked before it starts); the batch (``None``: no
         route served). ``start``: how many start at once (free slots: the claim records
         their start, :mod:`flowsched.mongo.claim_start`); the others are checked first."""
         if not self._claimer.core.routes():
@@ -238,7 +238,7 @@ class AsyncSweeper:
         stamp = self._local_writes.open()
         try:
             give_back = self._finished.extend  # shut down while the claim sorts its batch
-            start = 1 if wait else start
+            start = 0 if wait else start
             steps = self._claimer.take_steps(
                 limit, lookahead, mark=True, give_back=give_back, start=start
             )

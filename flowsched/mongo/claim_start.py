@@ -1,8 +1,8 @@
 """Internal: the claiming update, and the starts it records (start on claim).
 
-A node that will call a claim's handler at once - a running node with a free handler slot
-for it, or ``run_due`` for the first claim of its batch (it calls the others one after
-another, so they wait and are checked) - has the claim itself record the start:
+A running node that will call a claim's handler at once (a free handler slot for it) has
+the claim itself record the start (``run_due`` records none: it calls its batch's handlers
+one after another, each checked first):
 ``claim.started`` is set by the same conditional ``update_many`` that takes the document
 (one more statement in the same ``update`` command: no round trip of its own). The claim
 then *is* the check before the start (:mod:`flowsched.mongo.start_check`): conditional on

@@ -303,14 +303,15 @@ class MongoScheduler(SchedulerPort, MongoSteering):
         (a recurring item's tick counts as one). Sweeps until a claim finds nothing more, so
         items made due by the deliveries themselves (a redelivery or a new schedule due by
         now) run too. A started scheduler on a ManualClock is run this way by ``advance``."""
-        # Handlers run one after another: the first starts at once (the claim records its
-        # start), each of the others is checked right before it starts (start_check).
+        # Handlers run one after another, in virtual time as a rule: no claim records its
+        # start; each is checked right before its handler (start_check), as before start on
+        # claim (the simulator's soak of this path holds only so: see the closing note).
         delivered, size = 0, self._batch_size
         while True:
             stamp = self._local_writes.open()
             try:
                 batch = self._call(
-                    "run_due claim", lambda: self._claimer.take(size, mark=True, start=1)
+                    "run_due claim", lambda: self._claimer.take(size, mark=True, start=0)
                 )
                 if not batch.won and not batch.quarantined:
                     return delivered

@@ -1,8 +1,8 @@
 """Internal: the check before a handler starts - does this node's claim still hold?
 
 A claim waiting in a node's queue is not a started delivery (CONTRACT section 15). A claim
-whose handler starts at once - for an idle worker or a free slot, or the first of a
-``run_due`` batch - needs no check: the claim itself recorded the start
+whose handler starts at once - for an idle worker or a free slot on a running node - needs
+no check: the claim itself recorded the start
 (:mod:`flowsched.mongo.claim_start`, :attr:`~flowsched.mongo.settlement.Claim.started`;
 :meth:`StartChecks.verdict` lets it start). The rest of this module is about the claims
 that wait. Between

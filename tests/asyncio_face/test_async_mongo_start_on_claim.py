@@ -90,9 +90,9 @@ async def test_a_claim_waiting_for_a_slot_records_no_start_and_is_checked() -> N
         assert checks.checks == 1  # the claim that waited for the slot was checked
 
 
-async def test_run_due_records_the_start_of_its_first_claim_only() -> None:
-    # Virtual time awaits the batch's deliveries one after another: only the first starts
-    # at once (recorded by the claim); the others wait, so they are checked first.
+async def test_run_due_records_no_start_on_the_claim() -> None:
+    # Virtual time awaits the batch's deliveries one after another: none starts on the
+    # claim, each is checked first.
     collection: Any = mongomock_collection()
     clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
     node = AsyncMongoScheduler(collection, node_id="b", clock=clock)
@@ -105,8 +105,7 @@ async def test_run_due_records_the_start_of_its_first_claim_only() -> None:
     for n in range(3):
         await node.schedule(ScheduleItem(f"t-{n}", TIMER, clock.now()))
     assert await node.run_due() == 3
-    assert {k: v is not None for k, v in seen.items()} == {"t-0": True, "t-1": False, "t-2": False}
-    assert bson_utc(seen["t-0"]) == clock.now()
-    assert node._sweeper._checks.checks >= 1  # the waiting claims were checked
+    assert seen == {"t-0": None, "t-1": None, "t-2": None}
+    assert node._sweeper._checks.checks >= 1  # the claims were checked
     assert [a.started for a in await node.history("t-0")] == [clock.now()]
     await node.aclose()

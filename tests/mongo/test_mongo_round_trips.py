@@ -59,9 +59,8 @@ def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
     seen = commands.take_names()
     assert len(set(fired)) == 200
     # Per batch of 100: find the documents, claim them (update; it won them all, so no
-    # read-back; the claim records the start of the first handler, which starts at once:
-    # flowsched.mongo.claim_start), check right before the next handlers that their claims
-    # still hold - run_due runs them one after another, so they waited (one find by ids
+    # read-back), check right before the handlers that their claims still hold - run_due
+    # runs them one after another, so it records no start on the claim (one find by ids
     # covers them all: flowsched.mongo.start_check) -, settle (one bulk write: all deletes
     # here) and, with the settle, the batch's attempts into the history (one bulk write of
     # upserts). Then one find that comes back empty. (A running node whose idle workers take
@@ -91,9 +90,9 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     # one-shot item: the same without taking the slot, and a delete to settle. Plus, an hour
     # having passed, this claim also audits the collection (every 5 minutes): one
     # findAndModify to take the collection's audit turn, and its find. The settle also
-    # writes the tick's attempt into the history (one update). No check before the handler:
-    # the claim recorded the start, and taking the slot is conditional on the claim.
-    assert seen == {"find": 3, "update": 3 + 1, "findAndModify": 1}
+    # writes the tick's attempt into the history (one update), and the check before the
+    # handler that the claim still holds is one find (run_due records no start on a claim).
+    assert seen == {"find": 4, "update": 3 + 1, "findAndModify": 1}
 
 
 def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
