@@ -1,10 +1,9 @@
 """Internal: the simulation loop — one seeded history of a cluster in virtual time.
 
 One thread, no real time. A heap of timed actions (each node's sweeps, the plan's events,
-lease renewals, client retries) is run in time order; a handler that takes time runs the
-heap itself until its end (so other nodes sweep, claim and run while it is "busy"), which
-is how interleavings inside a delivery arise: a node paused mid-batch, a handler outliving
-its lease while another node claims, a replace landing while a claim is held.
+lease renewals, client retries) is run in time order; a handler that takes time runs the heap
+until its end (other nodes sweep, claim and run while it is "busy"): so interleavings inside a
+delivery arise (a node paused mid-batch, a handler outliving its lease, a replace landing).
 """
 
 from __future__ import annotations
@@ -236,9 +235,8 @@ class Simulation:
             self.at(self.now + self.settings.poll, lambda: self._poll(node))
 
     def _before_take(self, node: SimNode) -> Before:
-        """When ``node``'s claim begins (its order among the calls, the time its lease is
-        counted from) and the claims on the items whose last known lease is live then: so
-        a claim that takes one of them can be told from one that takes a free one."""
+        """When ``node``'s claim begins (its order, its lease's start) and the claims whose
+        lease is live then (to tell a claim that takes one from one that takes a free one)."""
         seq, now = self.history.next_seq(), self.now
         live = [i for i, record in self._latest.items() if record.live_at(now)]
         if not live:
@@ -265,8 +263,7 @@ class Simulation:
             raw_claim = (docs.get(item) or {}).get("claim") or {}
             earlier = self._latest.get(item)
             # The lease it took was live if the document still carried the earlier claim as
-            # last written (not settled, released or moved since) and, by the reference
-            # clock, that lease had not run out.
+            # last written (not settled, released or moved since) and it had not run out.
             held_by = None
             if (
                 earlier is not None
@@ -323,14 +320,10 @@ class Simulation:
 
     @staticmethod
     def _lease_end(nominal: float, stored: Any) -> float:
-        """When a claim's lease ends, in whole ms: the end the database stores, which is what
-        every node judges it by (a node writes it from its own clock estimate, on the safe
-        side: up to its error bound before ``nominal``, the claim's time by the reference
-        clock plus the lease); never later than ``nominal``."""
-        if isinstance(stored, datetime):
-            at = (bson_utc(stored) - EPOCH).total_seconds()
-            return round(min(nominal, at), 3)
-        return round(nominal, 3)
+        """A lease's end (whole ms): as stored, which every node judges by (written from a
+        safe-side clock estimate: a few ms before ``nominal``), never after ``nominal``."""
+        at = (bson_utc(stored) - EPOCH).total_seconds() if isinstance(stored, datetime) else nominal
+        return round(min(nominal, at), 3)
 
     def _token(self, token: str) -> int:
         return self._tokens.setdefault(token, len(self._tokens) + 1)
