@@ -406,10 +406,7 @@ class AsyncMongoScheduler(AsyncSchedulerPort, AsyncMongoSteering):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        try:
-            await self._sweeper.close(timeout)
-        finally:
-            self._sweeper._delivery.close()
+        await self._sweeper.close(timeout)
         if self._owned_client is not None:
             await self._owned_client.close()
         if self._owned_executor is not None:  # a thread still running goes on (StillRunning)

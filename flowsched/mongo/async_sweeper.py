@@ -368,7 +368,8 @@ class AsyncSweeper:
 
     async def close(self, timeout: float | None) -> None:
         """Wait for the deliveries in flight (cancel those still running after ``timeout``
-        seconds), then write every outcome and withdraw the heartbeat."""
+        seconds), then write every outcome, withdraw the heartbeat and shut the handlers'
+        own thread pool (even if withdrawing fails)."""
         self.closing = True
         try:
             await self.deliveries.drain(timeout)
@@ -378,5 +379,8 @@ class AsyncSweeper:
                 log.warning("%s closing: could not write outcomes: %s", self._claims.owner, exc)
             self.closed = True
         finally:
-            if self._heartbeat is not None:  # withdrawn: the node no longer serves its routes
-                await self._run(self._heartbeat.remove_steps())  # bounded in an outage
+            try:
+                if self._heartbeat is not None:  # withdrawn: the node no longer serves its routes
+                    await self._run(self._heartbeat.remove_steps())  # bounded in an outage
+            finally:
+                self._delivery.close()
