@@ -180,8 +180,8 @@ async def test_a_run_whose_item_was_replaced_meanwhile_is_not_late_and_spares_th
 
 
 @pytest.mark.wire
-async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_claim_afresh(
-    mongo_uri: str, mongo_db: Any, caplog: pytest.LogCaptureFixture
+async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_claim_once(
+    mongo_uri: str, mongo_db: Any
 ) -> None:
     from pymongo import AsyncMongoClient
 
@@ -208,17 +208,19 @@ async def test_on_the_server_a_loop_blocked_past_the_lease_runs_the_waiting_clai
         # bound (a busy host: a due time judged on the safe side may miss one just stored).
         for ago, item_id in ((2, "a-blocks"), (1, "b-waits")):
             await node.schedule(ScheduleItem(item_id, TIMER, node.now() - timedelta(seconds=ago)))
-        with caplog.at_level(logging.WARNING, "flowsched.mongo"):
-            async with node:
-                assert await until(lambda: metrics.snapshot().completed == 2, 30)
+        async with node:
+            assert await until(lambda: metrics.snapshot().completed == 2, 30)
     finally:
         await client.close()
 
+    # After the block, two requests race to the server: the start check of 'b-waits' and the
+    # renewal of the leases held. A check first finds the lease ended: the claim is given
+    # back and claimed afresh (said in the log). A renewal first extends the lease (the
+    # claim's token still matched: nobody took it over), and the check finds it alive.
+    # Either way 'b-waits' runs once, on a live lease; the mongomock twin above pins the
+    # first path.
     assert ran == [("a-blocks", 0), ("b-waits", 0)]
-    assert any(
-        "'b-waits' lapsed before its handler started" in r.getMessage() for r in caplog.records
-    )
-    assert metrics.snapshot().late_completions == 1
+    assert metrics.snapshot().late_completions == 1  # 'a-blocks' ended past its lease
     assert mongo_db["timers"].count_documents({}) == 0
 
 
