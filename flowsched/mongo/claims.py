@@ -358,16 +358,12 @@ class Claims:
         history = self.history
         if history is not None:  # their attempts (if they ran) were opened already
             history.settled((s.item_id, s.generation) for s in settlements)
-        ended: list[Record] = history.take() if history is not None and settlements else []
-        try:
-            yield from self.store.write_steps("items", writes)
-        except BaseException:
-            if history is not None:
-                history.put_back(ended)
-            raise
         if history is not None:
             # The attempts that ended so far ride on this settle (flowsched.mongo.history).
-            yield from history.write_steps(self.store, ended)
+            ended: list[Record] = history.take() if settlements else []
+            yield from history.settle_steps(self.store, writes, ended)
+        else:
+            yield from self.store.write_steps("items", writes)
         if dead:
             yield from self._dead_letter(dead)
             self._tried.difference_update((s.item_id, s.token) for s in dead)

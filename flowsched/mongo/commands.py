@@ -46,6 +46,7 @@ __all__ = [
     "Find",
     "Op",
     "Steps",
+    "Together",
     "Write",
     "counted_write_steps",
     "drive",
@@ -85,7 +86,41 @@ class Breather:
     it holds before it lets the cancellation go on."""
 
 
-Op = Call | Find | Breather
+@dataclass(frozen=True, slots=True)
+class Together:
+    """The writes of several collections in one round trip: MongoDB 8's client-level
+    ``bulkWrite`` command, unordered (:mod:`flowsched.mongo.together`). Its result: the
+    :class:`Counts` of each part, in order. Raises pymongo's ``InvalidOperation`` before
+    sending anything to a server older than 8.0."""
+
+    parts: tuple[tuple[str, tuple[Write, ...]], ...]
+
+    def operations(self, store: Collections) -> list[Any]:
+        """The parts' writes as namespaced operations of ``MongoClient.bulk_write``."""
+        return [
+            write.operation(store.collection(role).full_name)
+            for role, writes in self.parts
+            for write in writes
+        ]
+
+    def counts(self, result: Any) -> list[Counts]:
+        """What each part did, from a verbose ``ClientBulkWriteResult``."""
+        updates, deletes = result.update_results, result.delete_results
+        counts, first = [], 0
+        for _, writes in self.parts:
+            span = range(first, first + len(writes))
+            first += len(writes)
+            counts.append(
+                Counts(
+                    sum(updates[n].matched_count for n in span if n in updates),
+                    sum(updates[n].modified_count for n in span if n in updates),
+                    sum(deletes[n].deleted_count for n in span if n in deletes),
+                )
+            )
+        return counts
+
+
+Op = Call | Find | Breather | Together
 Steps = Generator[Op, Any, T]
 """A procedure: yields operations, receives their results, returns its own."""
 
@@ -105,7 +140,11 @@ def _find(collection: Any, op: Find) -> Any:
     return cursor
 
 
-def _start(collection: Any, op: Call | Find) -> Any:
+def _start(store: Collections, op: Call | Find | Together) -> Any:
+    if isinstance(op, Together):
+        client = store.collection(op.parts[0][0]).database.client
+        return client.bulk_write(op.operations(store), ordered=False, verbose_results=True)
+    collection = store.collection(op.role)
     if isinstance(op, Find):
         return _find(collection, op)
     return getattr(collection, op.method)(*op.args, **op.kwargs)
@@ -120,9 +159,11 @@ def drive(steps: Steps[T], store: Collections) -> T:
                 op = steps.send(None)
                 continue
             try:
-                result = _start(store.collection(op.role), op)
+                result = _start(store, op)
                 if isinstance(op, Find):
                     result = list(result)
+                elif isinstance(op, Together):
+                    result = op.counts(result)
             except Exception as exc:  # into the procedure, which may handle it
                 op = steps.throw(exc)
             else:
@@ -146,7 +187,7 @@ async def drive_async(steps: Steps[T], store: Collections) -> T:
                     op = steps.send(None)
                 continue
             try:
-                result = _start(store.collection(op.role), op)
+                result = _start(store, op)
                 if isinstance(op, Find):
                     to_list = getattr(result, "to_list", None)
                     if to_list is not None and inspect.iscoroutinefunction(to_list):
@@ -155,6 +196,8 @@ async def drive_async(steps: Steps[T], store: Collections) -> T:
                         result = list(result)
                 elif inspect.isawaitable(result):
                     result = await result
+                if isinstance(op, Together):
+                    result = op.counts(result)
             except Exception as exc:
                 op = steps.throw(exc)
             else:
@@ -174,18 +217,22 @@ class Write:
     upsert: bool = False
     many: bool = False  # a delete or update of every document the filter matches
 
-    def operation(self) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
+    def operation(
+        self, namespace: str | None = None
+    ) -> DeleteOne | DeleteMany | UpdateOne | UpdateMany | ReplaceOne[Any]:
+        """This write as a pymongo operation (``namespace``: of a client-level bulk write)."""
         from pymongo import DeleteMany, DeleteOne, ReplaceOne, UpdateMany, UpdateOne
 
+        at: dict[str, Any] = {} if namespace is None else {"namespace": namespace}
         if self.replacement is not None:
-            return ReplaceOne(self.filter, self.replacement, upsert=self.upsert)
+            return ReplaceOne(self.filter, self.replacement, upsert=self.upsert, **at)
         if self.update is not None and self.many:
-            return UpdateMany(self.filter, self.update, upsert=self.upsert)
+            return UpdateMany(self.filter, self.update, upsert=self.upsert, **at)
         if self.update is not None:
-            return UpdateOne(self.filter, self.update, upsert=self.upsert)
+            return UpdateOne(self.filter, self.update, upsert=self.upsert, **at)
         if self.many:
-            return DeleteMany(self.filter)
-        return DeleteOne(self.filter)
+            return DeleteMany(self.filter, **at)
+        return DeleteOne(self.filter, **at)
 
 
 @dataclass(frozen=True, slots=True)

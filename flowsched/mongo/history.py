@@ -9,8 +9,10 @@ One document per item id that has run::
 * **No round trip of its own on the firing path.** The node records each finished attempt in
   memory (:class:`MongoHistory`, the delivery core's journal); :meth:`Claims.settle_steps
   <flowsched.mongo.claims.Claims.settle_steps>` sends the records gathered so far with the
-  settlements it writes anyway: one more command in the same settle (one upsert per item,
-  one ``bulk_write``), whatever the batch's size.
+  settlements it writes anyway: on MongoDB 8.0+ in the settle's own command (one
+  client-level ``bulkWrite`` for both collections, :mod:`flowsched.mongo.together`), on an
+  older server one more command in the same settle (one upsert per item, one
+  ``bulk_write``), whatever the batch's size.
 * **Bounded per item**: ``$push`` with ``$slice`` keeps the last ``limit`` attempts.
 * **Kept after the item is gone**: ``expires_at`` is the last attempt's end plus
   ``retention``; a TTL index (``history_ttl``) removes the document then. The TTL monitor
@@ -49,6 +51,7 @@ from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_atte
 from flowsched.mongo.commands import Call, Steps, Write
 from flowsched.mongo.documents import bson_utc, truncate_ms
 from flowsched.mongo.store import TimerStore
+from flowsched.mongo.together import together_steps
 from flowsched.mongo.transient import is_transient
 from flowsched.outcomes import Outcome
 from flowsched.records import ScheduleItem
@@ -202,6 +205,27 @@ class MongoHistory(Journal):
         except BaseException:
             self.put_back(records)
             raise
+
+    def settle_steps(
+        self, store: TimerStore, writes: Sequence[Write], records: Sequence[Record]
+    ) -> Steps[None]:
+        """A settle's ``writes`` to the items, then ``records`` (:meth:`write_steps`): in one
+        round trip where the server can (MongoDB 8.0+, :mod:`flowsched.mongo.together`), else
+        one after the other. An error of the items' writes puts ``records`` back and
+        propagates; the history's own never does."""
+        try:
+            history = self.writes(records) if writes and records else []
+            if history:
+                both = yield from together_steps(
+                    (("items", writes), ("history", history)), store.together
+                )
+                if both is not None:
+                    return
+            yield from store.write_steps("items", writes)
+        except BaseException:
+            self.put_back(records)
+            raise
+        yield from self.write_steps(store, records)
 
     def read(self, store: TimerStore, item_id: Any) -> list[Attempt]:
         """:meth:`read_steps` on ``store``'s synchronous collections."""

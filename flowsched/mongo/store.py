@@ -51,6 +51,7 @@ from flowsched.mongo.indexes import (  # re-exported: the names the mongo module
     recorded_buckets,
 )
 from flowsched.mongo.server_clock import ServerClock
+from flowsched.mongo.together import Capability
 
 __all__ = [
     "CLAIM_INDEX",
@@ -140,6 +141,8 @@ class MongoCollections:
         """The items' database (operations on it name the role ``database``)."""
         # pymongo's bulk_write (mongomock 4.3 cannot take pymongo 4.9+ bulk operations).
         self.bulk = isinstance(collection, Collection | AsyncCollection)
+        # Writes to several collections in one round trip (MongoDB 8.0+'s bulkWrite).
+        self.together = Capability(self.bulk)
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]

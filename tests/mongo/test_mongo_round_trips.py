@@ -61,12 +61,12 @@ def test_firing_costs_at_most_a_tenth_of_a_round_trip_per_item(counted):
     # Per batch of 100: find the documents, claim them (update; it won them all, so no
     # read-back), check right before the handlers that their claims still hold - run_due
     # runs them one after another, so it records no start on the claim (one find by ids
-    # covers them all: flowsched.mongo.start_check) -, settle (one bulk write: all deletes
-    # here) and, with the settle, the batch's attempts into the history (one bulk write of
-    # upserts). Then one find that comes back empty. (A running node whose idle workers take
-    # the whole batch needs no check: 4 per batch, bench/results/mongo_start_on_claim.md.)
-    assert seen == {"find": 2 * 2 + 1, "update": 2 + 2, "delete": 2}
-    assert sum(seen.values()) / 200 <= 0.06
+    # covers them all: flowsched.mongo.start_check) -, settle (all deletes here) and, in the
+    # same command, the batch's attempts into the history (MongoDB 8's client-level
+    # bulkWrite: flowsched.mongo.together). Then one find that comes back empty. (A running
+    # node whose idle workers take the whole batch needs no check: 3 per batch.)
+    assert seen == {"find": 2 * 2 + 1, "update": 2, "bulkWrite": 2}
+    assert sum(seen.values()) / 200 <= 0.05
     assert collection.count_documents({}) == 0
 
 
@@ -89,10 +89,11 @@ def test_a_recurring_tick_costs_one_round_trip_more_than_a_one_shot_delivery(cou
     # settle: move to the next slot (update); then one find that comes back empty. A
     # one-shot item: the same without taking the slot, and a delete to settle. Plus, an hour
     # having passed, this claim also audits the collection (every 5 minutes): one
-    # findAndModify to take the collection's audit turn, and its find. The settle also
-    # writes the tick's attempt into the history (one update), and the check before the
-    # handler that the claim still holds is one find (run_due records no start on a claim).
-    assert seen == {"find": 4, "update": 3 + 1, "findAndModify": 1}
+    # findAndModify to take the collection's audit turn, and its find. The settle writes the
+    # tick's attempt into the history in the same command (one bulkWrite for both
+    # collections), and the check before the handler that the claim still holds is one find
+    # (run_due records no start on a claim).
+    assert seen == {"find": 4, "update": 2, "bulkWrite": 1, "findAndModify": 1}
 
 
 def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
@@ -104,19 +105,23 @@ def test_a_completed_batch_is_settled_with_one_delete_by_claim_token(mongo_uri):
             scheduler.schedule(ScheduleItem(f"t-{n:02}", ScheduleKind.TIMER, clock.now()))
         assert scheduler.run_due() == 50
         assert database["timers"].count_documents({}) == 0
-        deletes = [
-            list(command["deletes"]) for name, _, command in commands.sent if name == "delete"
-        ]
-    # One delete command (one round trip) for the whole batch: statements of at most
-    # ID_CHUNK ids each (limit 0: every match), each fenced by the claim token.
-    [statements] = deletes
-    assert [len(s["q"]["_id"]["$in"]) for s in statements] == [ID_CHUNK, 50 - ID_CHUNK]
-    assert sorted(i for s in statements for i in s["q"]["_id"]["$in"]) == [
+        settles = [command for name, _, command in commands.sent if name == "bulkWrite"]
+    # One command (one round trip) settles the whole batch, and carries its history: delete
+    # statements on the items of at most ID_CHUNK ids each (multi: every match), each fenced
+    # by the claim token, and one history upsert per item.
+    [settle] = settles
+    namespaces = [info["ns"] for info in settle["nsInfo"]]
+    items = namespaces.index(database["timers"].full_name)
+    statements = [op for op in settle["ops"] if op.get("delete") == items]
+    assert [len(s["filter"]["_id"]["$in"]) for s in statements] == [ID_CHUNK, 50 - ID_CHUNK]
+    assert sorted(i for s in statements for i in s["filter"]["_id"]["$in"]) == [
         f"t-{n:02}" for n in range(50)
     ]
-    tokens = {s["q"]["claim.token"] for s in statements}
+    tokens = {s["filter"]["claim.token"] for s in statements}
     assert len(tokens) == 1
-    assert all(s["limit"] == 0 for s in statements)
+    assert all(s["multi"] for s in statements)
+    history = namespaces.index(database["timers_history"].full_name)
+    assert sum(op.get("update") == history for op in settle["ops"]) == 50
 
 
 def test_a_claim_that_lost_a_candidate_reads_back_what_it_won(mongo_uri):

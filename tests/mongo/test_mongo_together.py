@@ -1,0 +1,152 @@
+"""A settle and its history in one ``bulkWrite`` (MongoDB 8.0+), and every way back to one
+``bulk_write`` per collection: ``flowsched.mongo.together``, stepped by hand (no server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo.errors import AutoReconnect, ClientBulkWriteException, InvalidOperation
+
+from flowsched.mongo.commands import Call, Counts, Together, Write
+from flowsched.mongo.together import Capability, together_steps
+
+ITEMS = ("items", [Write({"_id": "a", "claim.token": "t"}, many=True)])
+HISTORY = ("history", [Write({"_id": "a"}, {"$push": {"attempts": 1}}, upsert=True)])
+
+
+def _refused(error: object = None) -> ClientBulkWriteException:
+    details: dict[str, Any] = {
+        "error": error,
+        "writeErrors": [] if error is not None else [{"idx": 1, "code": 2, "errmsg": "bad"}],
+        "writeConcernErrors": [],
+        "anySuccessful": False,
+    }
+    return ClientBulkWriteException(details, verbose=True)
+
+
+def _first(steps: Any) -> Any:
+    return next(steps)
+
+
+def test_both_parts_go_in_one_command_and_each_part_gets_its_counts() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    op = _first(steps)
+    assert isinstance(op, Together)
+    assert [role for role, _ in op.parts] == ["items", "history"]
+    with pytest.raises(StopIteration) as done:
+        steps.send([Counts(deleted=1), Counts(1, 0, 0)])
+    assert done.value.value == [Counts(deleted=1), Counts(1, 0, 0)]
+    assert capability.usable
+
+
+def test_a_server_before_8_0_turns_the_capability_off_for_good() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(InvalidOperation("MongoClient.bulk_write requires MongoDB server 8.0+."))
+    assert done.value.value is None  # the caller writes the parts one by one
+    assert not capability.usable
+    with pytest.raises(StopIteration) as again:
+        _first(together_steps([ITEMS, HISTORY], capability))  # never tried again
+    assert again.value.value is None
+
+
+def test_a_server_without_the_command_turns_the_capability_off_too() -> None:
+    from pymongo.errors import OperationFailure
+
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused(OperationFailure("no such command: 'bulkWrite'", 59)))
+    assert done.value.value is None
+    assert not capability.usable
+
+
+def test_a_refused_write_inside_the_command_has_the_parts_written_again_one_by_one() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused())
+    assert done.value.value is None
+    assert capability.usable  # the server can: only that batch goes the old way
+
+
+def test_the_commands_own_failure_is_raised_as_itself() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    lost = AutoReconnect("connection closed")
+    with pytest.raises(AutoReconnect) as raised:
+        steps.throw(_refused(lost))
+    assert raised.value is lost  # the caller's transient-outage rule sees what happened
+    assert capability.usable
+
+
+def test_a_history_whose_settle_went_the_old_way_still_rides_on_it() -> None:
+    from datetime import UTC, datetime
+
+    from flowsched.mongo.history import MongoHistory
+
+    class Store:
+        together = Capability(True)
+        bulk = True
+
+        @staticmethod
+        def write_steps(role: str, writes: Any) -> Any:
+            result = yield Call(role, "bulk_write", (writes,))
+            return result
+
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    history = MongoHistory(lambda: now, "node-a")
+    record = ("a", {"k": "x", "started": now, "ended": now})
+    writes = [Write({"_id": "a"}, many=True)]
+    steps = history.settle_steps(Store(), writes, [record])  # type: ignore[arg-type]
+    sent = [_first(steps)]
+    sent.append(steps.throw(InvalidOperation("requires MongoDB server version 8.0+")))
+    sent.append(steps.send(None))
+    with pytest.raises(StopIteration):
+        steps.send(None)
+    assert [type(op).__name__ for op in sent] == ["Together", "Call", "Call"]
+    assert [op.role for op in sent[1:]] == ["items", "history"]
+
+
+@pytest.mark.wire
+def test_on_the_server_a_history_write_refused_inside_the_command_loses_no_settle(
+    mongo_uri: str,
+) -> None:
+    # One item's stored history is not an array: its $push is refused inside the settle's
+    # bulkWrite. The batch goes again the old way: every item settled, the other histories
+    # written, the bad one dropped (logged), nothing fired twice.
+    from datetime import UTC, datetime
+
+    from commands import monitored_database
+
+    from flowsched.clock import ManualClock
+    from flowsched.mongo import MongoScheduler
+    from flowsched.port import ScheduleItem, ScheduleKind
+
+    with monitored_database(mongo_uri, "fs_tog") as (database, commands):
+        clock = ManualClock(datetime.now(UTC))
+        scheduler = MongoScheduler(database["timers"], clock=clock)
+        fired: list[str] = []
+        scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.append(item.id))
+        for n in range(3):
+            scheduler.schedule(ScheduleItem(f"t-{n}", ScheduleKind.TIMER, clock.now()))
+        database["timers_history"].insert_one({"_id": "t-1", "attempts": "not an array"})
+        commands.take()
+
+        assert scheduler.run_due() == 3
+
+        names = [name for name, _, _ in commands.take()]
+        assert names.count("bulkWrite") == 1  # tried together, then part by part:
+        assert names[names.index("bulkWrite") + 1 :][:2] == ["delete", "update"]
+        assert sorted(fired) == ["t-0", "t-1", "t-2"]
+        assert database["timers"].count_documents({}) == 0
+        assert [a.outcome for a in scheduler.history("t-0")] == ["succeeded"]
+        assert [a.outcome for a in scheduler.history("t-2")] == ["succeeded"]
+        assert scheduler.run_due() == 0
