@@ -188,6 +188,20 @@ class MongoHistory(Journal):
             writes.append(Write({"_id": item_id}, update, upsert=True))
         return writes
 
+    def kept(self, document: Mapping[str, Any]) -> Write | None:
+        """The upsert that keeps in the history the attempt ``document``'s claim recorded as
+        started (``claim.started``), open, keyed by the claim's token, for a cancel or
+        replace that removes the claim (:mod:`flowsched.mongo.keep_started`); ``None``
+        without a recorded start."""
+        claim = document.get("claim")
+        if not isinstance(claim, Mapping) or not isinstance(claim.get("started"), datetime):
+            return None
+        attempt = running_attempt(document)
+        if attempt is None:
+            return None
+        [write] = self.writes([(document["_id"], attempt_document(attempt, str(claim["token"])))])
+        return write
+
     def write_steps(self, store: TimerStore, records: Sequence[Record]) -> Steps[None]:
         """Write ``records`` (one ``bulk_write``). Never raises an ``Exception``: the history
         is a record, not a delivery, so the settle it rides on stands. A write that fails is
@@ -251,6 +265,11 @@ class MongoHistory(Journal):
         running = _running(document, seen)
         if running is not None:
             attempts.append(running)
+        # An attempt kept open by a cancel or replace is superseded by its outcome's record.
+        ended = {(a.generation, a.started) for a in attempts if a.ended is not None}
+        attempts = [
+            a for a in attempts if a.ended is not None or (a.generation, a.started) not in ended
+        ]
         attempts.sort(key=lambda a: a.started)
         return attempts[-self.policy.limit :]
 

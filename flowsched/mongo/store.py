@@ -16,9 +16,9 @@
   :meth:`TimerStore.check_buckets`), and ``{_id: "audit", next_at: <date>, by: <node>}``,
   whose turn the poison audit is (see :class:`flowsched.mongo.quarantine.Audit`).
 
-Every method is one server round trip (``ensure_indexes`` aside), raises the driver's errors
-unchanged and retries nothing: callers decide (bounded wait for user calls, back off and go on
-for the sweeper).
+Every method is one server round trip (``ensure_indexes`` aside, and a cancel or replace that
+meets a started delivery: :mod:`~flowsched.mongo.keep_started`), raises the driver's errors
+unchanged and retries nothing: callers decide (bounded wait for user calls, back off, go on).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from flowsched.errors import ConfigError
+from flowsched.mongo import keep_started as keeping
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
 from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
 from flowsched.mongo.indexes import (  # re-exported: the names the mongo modules import
@@ -143,6 +144,7 @@ class MongoCollections:
         self.bulk = isinstance(collection, Collection | AsyncCollection)
         # Writes to several collections in one round trip (MongoDB 8.0+'s bulkWrite).
         self.together = Capability(self.bulk)
+        self.keep_started: keeping.KeepStarted | None = None  # set where a history is kept
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]
@@ -281,9 +283,8 @@ class MongoCollections:
         """The filter of forms stored by ``before`` (or unstamped); ``{}`` without it. A write
         given up at ``before`` (:func:`flowsched.mongo.outcome.write_deadline`) that arrives
         later applies to no form stored after that: their stamps are later than ``before``.
-        ``$not``/``$gt`` rather than an ``$or`` with ``$exists``: the same forms, and a server
-        that scans for ``$or`` (the test server: 20 ms against 0.6 ms an upsert at 3,000
-        stored) does not scan."""
+        ``$not``/``$gt``, not an ``$or`` with ``$exists``: a server that scans for ``$or`` (the
+        test server: 20 ms against 0.6 ms an upsert at 3,000 stored) does not scan."""
         if before is None:
             return {}
         return {"stored_at": {"$not": {"$gt": before}}}
@@ -303,11 +304,9 @@ class MongoCollections:
         return self.run(self.find_steps(item_id))
 
     def unrouted_sample(self) -> Doc | None:
-        """One item document without a ``route`` (stored before routing), or ``None``.
-
-        ``route: null`` matches missing fields too, and is one range of the claim index."""
-        found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
-        return found
+        """One item document without a ``route`` (stored before routing), or ``None``
+        (``route: null`` matches missing fields too: one range of the claim index)."""
+        return self.items.find_one({"route": None}, {"_id": 1})  # type: ignore[no-any-return]
 
     def dead_letters(self) -> list[Doc]:
         return self.run(self.dead_letters_steps())
@@ -335,9 +334,13 @@ class MongoCollections:
         ``before``, only a form stored by then (:meth:`fence`): a newer one stays."""
         document = self.stamped(document)
         key = {**self.key(document["_id"]), **self.fence(before)}
+        keep = self.keep_started  # a started delivery's attempt stays in the history
         try:
-            yield Call("items", "replace_one", (key, document), {"upsert": True})
+            first = key if keep is None else {**key, **keeping.STARTED_UNRECORDED}
+            yield Call("items", "replace_one", (first, document), {"upsert": True})
         except DuplicateKeyError:
+            if keep is not None and (yield from keeping.replace_steps(self, key, document, keep)):
+                return
             # Two upserts of one new _id raced; the loser's retry now finds the document.
             # Or the stored one has no bucket yet (written before buckets; `flowsched
             # timers migrate` sets it): replaced by _id alone, as before. Or (``before``)
@@ -358,6 +361,8 @@ class MongoCollections:
     def delete_steps(self, item_id: str, before: datetime | None = None) -> Steps[bool]:
         """Remove the item (a form stored by ``before``: :meth:`fence`); whether it did."""
         query = {**self.key(item_id), **self.fence(before)}
+        if self.keep_started is not None:  # a started delivery's attempt stays in the history
+            return (yield from keeping.delete_steps(self, query, self.keep_started))
         result = yield Call("items", "delete_one", (query,))
         return bool(result.deleted_count > 0)
 

@@ -53,6 +53,7 @@ def store_parts(
     claims = Claims(store, node_id, lease)
     journal = MongoHistory(time.now, node_id, history)
     core.journal = claims.history = journal
+    store.keep_started = journal.kept  # a cancel or replace keeps a started attempt
     return StoreParts(store, claims, journal)
 
 

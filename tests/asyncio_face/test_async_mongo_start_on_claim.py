@@ -34,7 +34,8 @@ def _claim(collection: Any, item_id: str) -> dict[str, Any]:
     return (found or {}).get("claim") or {}
 
 
-async def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel() -> None:
+@pytest.mark.parametrize("by", ["another node", "the node itself"])
+async def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(by: str) -> None:
     collection: Any = mongomock_collection()
     running, release = asyncio.Event(), asyncio.Event()
 
@@ -51,8 +52,10 @@ async def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel() -> N
         recorded = bson_utc(_claim(collection, "job")["started"])
         [open_attempt] = await node.history("job")
         assert (open_attempt.started, open_attempt.ended) == (recorded, None)
-        assert other.cancel("job")
+        assert other.cancel("job") if by == "another node" else await node.cancel("job")
         assert recorded <= datetime.now(UTC)  # mongomock's clock is this host's
+        [kept] = await node.history("job")  # kept by the cancel that removed the claim
+        assert (kept.started, kept.ended) == (recorded, None)
         release.set()
         assert await until(lambda: [a.ended is not None for a in other.history("job")] == [True])
         [attempt] = other.history("job")

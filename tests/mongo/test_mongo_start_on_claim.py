@@ -50,12 +50,50 @@ def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(mongo_db: An
         assert other.cancel("job")  # returns after the claim: the delivery had started
         cancel_returned = mongo_db.command("hello")["localTime"].replace(tzinfo=UTC)
         assert recorded <= cancel_returned  # by the database's clock
+        # The cancel removed the claim the open attempt was read from: it kept the attempt.
+        [kept] = other.history("job")
+        assert (kept.started, kept.ended, kept.node) == (recorded, None, "b")
         release.set()
         assert eventually(lambda: [a.ended is not None for a in other.history("job")] == [True])
         [attempt] = other.history("job")
         assert attempt.started == recorded  # the recorded start, not the handler's call
         assert attempt.ended is not None and attempt.ended >= recorded
         assert ran == ["job"]
+    finally:
+        release.set()
+        node.close()
+        other.close()
+
+
+@pytest.mark.wire
+def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: Any) -> None:
+    collection = mongo_db["timers"]
+    node = MongoScheduler(collection, node_id="b", workers=2)
+    other = MongoScheduler(collection, node_id="a")
+    running, release = threading.Event(), threading.Event()
+    ran: list[tuple[str, object]] = []
+
+    def handler(item: ScheduleItem, attempt: int) -> None:
+        ran.append((item.id, item.payload))
+        running.set()
+        release.wait(WAIT)
+
+    node.subscribe(TIMER, handler)
+    node.schedule(ScheduleItem("job", TIMER, SystemClock().now(), payload={"v": 1}))
+    try:
+        node.start()
+        assert running.wait(WAIT)
+        recorded = bson_utc(_claim(collection, "job")["started"])
+        later = SystemClock().now() + timedelta(hours=1)
+        other.schedule(ScheduleItem("job", TIMER, later, payload={"v": 2}))  # the replace
+        assert collection.find_one({"_id": "job"})["payload"] == {"v": 2}
+        [kept] = other.history("job")  # the old form's attempt, still open
+        assert (kept.started, kept.ended) == (recorded, None)
+        release.set()
+        assert eventually(lambda: [a.ended is not None for a in other.history("job")] == [True])
+        [attempt] = other.history("job")  # its outcome's record took the open one's place
+        assert attempt.started == recorded
+        assert other.exists("job") and ran == [("job", {"v": 1})]
     finally:
         release.set()
         node.close()
