@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
 
 import psycopg
 
@@ -25,7 +25,7 @@ from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
 
-__all__ = ["Plan", "Row", "Statement", "outage", "run", "run_async"]
+__all__ = ["Answered", "Plan", "Row", "Statement", "ahead", "outage", "run", "run_async"]
 
 T = TypeVar("T")
 
@@ -69,6 +69,35 @@ def _step(plan: Plan[Any], rows: list[Row] | None) -> Statement | _Done:
         return next(plan) if rows is None else plan.send(rows)
     except StopIteration as stop:
         return _Done(stop.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Answered(Generic[T]):
+    """The result of a plan that needs no statement (see :func:`ahead`)."""
+
+    value: T
+
+
+def ahead(plan: Plan[T]) -> Answered[T] | Plan[T]:
+    """``plan`` run up to its first statement, before any connection is taken: its result
+    if it sends none (an id no item can have is "not there" without a round trip), else a
+    plan that sends that statement first, then the rest of ``plan``."""
+    step = _step(plan, None)
+    if isinstance(step, _Done):
+        return Answered(step.value)
+    return _resumed(step, plan)
+
+
+def _resumed(first: Statement, plan: Plan[T]) -> Plan[T]:
+    try:
+        step: Statement | _Done = first
+        while isinstance(step, Statement):
+            rows = yield step
+            step = _step(plan, rows)
+        result: T = step.value
+        return result
+    finally:
+        plan.close()
 
 
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
