@@ -112,25 +112,25 @@ def _start(collection: Any, op: Call | Find) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class _Done:
+class _Returned:
     value: Any
 
 
 def _resume(
     steps: Steps[Any], result: Any = None, error: BaseException | None = None
-) -> Op | _Done:
+) -> Op | _Returned:
     """Both drivers: the procedure's next operation once it is sent ``result`` (or has
     ``error`` thrown in), or its return value."""
     try:
         return steps.send(result) if error is None else steps.throw(error)
     except StopIteration as stop:
-        return _Done(stop.value)
+        return _Returned(stop.value)
 
 
 def drive(steps: Steps[T], store: Collections) -> T:
     """Run ``steps`` on synchronous collections; its return value."""
     op = _resume(steps)
-    while not isinstance(op, _Done):
+    while not isinstance(op, _Returned):
         result, error = None, None
         if not isinstance(op, Breather):
             try:
@@ -147,7 +147,7 @@ def drive(steps: Steps[T], store: Collections) -> T:
 async def drive_async(steps: Steps[T], store: Collections) -> T:
     """Run ``steps`` on asyncio collections (``AsyncCollection``; plain ones inline)."""
     op = _resume(steps)
-    while not isinstance(op, _Done):
+    while not isinstance(op, _Returned):
         result, error = None, None
         if isinstance(op, Breather):
             try:
