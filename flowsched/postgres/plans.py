@@ -58,24 +58,19 @@ def outage(exc: BaseException, *, what: str, sent: bool, write: bool) -> Schedul
 
 
 @dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
+class Answered(Generic[T]):
+    """A plan's result (returned by :func:`ahead` when the plan needs no statement)."""
+
+    value: T
 
 
-def _step(plan: Plan[Any], rows: list[Row] | None) -> Statement | _Done:
+def _step(plan: Plan[T], rows: list[Row] | None) -> Statement | Answered[T]:
     # The next statement, or the plan's result. StopIteration is caught here, inside the
     # transaction's block, which must see no exception when the plan ends normally.
     try:
         return next(plan) if rows is None else plan.send(rows)
     except StopIteration as stop:
-        return _Done(stop.value)
-
-
-@dataclass(frozen=True, slots=True)
-class Answered(Generic[T]):
-    """The result of a plan that needs no statement (see :func:`ahead`)."""
-
-    value: T
+        return Answered(stop.value)
 
 
 def ahead(plan: Plan[T]) -> Answered[T] | Plan[T]:
@@ -83,21 +78,13 @@ def ahead(plan: Plan[T]) -> Answered[T] | Plan[T]:
     if it sends none (an id no item can have is "not there" without a round trip), else a
     plan that sends that statement first, then the rest of ``plan``."""
     step = _step(plan, None)
-    if isinstance(step, _Done):
-        return Answered(step.value)
-    return _resumed(step, plan)
+    return step if isinstance(step, Answered) else _resumed(step, plan)
 
 
-def _resumed(first: Statement, plan: Plan[T]) -> Plan[T]:
-    try:
-        step: Statement | _Done = first
-        while isinstance(step, Statement):
-            rows = yield step
-            step = _step(plan, rows)
-        result: T = step.value
-        return result
-    finally:
-        plan.close()
+def _resumed(step: Statement | Answered[T], plan: Plan[T]) -> Plan[T]:
+    while isinstance(step, Statement):
+        step = _step(plan, (yield step))
+    return step.value
 
 
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
@@ -106,8 +93,7 @@ def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
         cursor = conn.execute(step.sql, step.params)
         rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
         step = _step(plan, rows)
-    result: T = step.value
-    return result
+    return step.value
 
 
 async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
@@ -116,8 +102,7 @@ async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
         cursor = await conn.execute(step.sql, step.params)
         rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
         step = _step(plan, rows)
-    result: T = step.value
-    return result
+    return step.value
 
 
 def run(conn: Connection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False) -> T:
