@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from flowsched.async_delivery import AsyncDelivery
 from flowsched.clock import Clock, SystemClock
-from flowsched.delivery import Observer, RedeliveryPolicy, redelivery_policy
+from flowsched.delivery import Observer, RedeliveryPolicy
 from flowsched.errors import SchedulerUnavailable
-from flowsched.history import HistoryPolicy, history_policy
+from flowsched.history import HistoryPolicy
 from flowsched.memory.face import MemoryFace, node_args
 from flowsched.memory.scheduler import check_pool_arguments, memory_store
 from flowsched.node.async_scheduler import AsyncNodeScheduler
@@ -118,17 +118,9 @@ class AsyncInMemoryScheduler(MemoryFace, AsyncNodeScheduler):
         ``redelivery { initial, maximum, factor }`` and ``max-attempts`` (``workers``, the
         synchronous scheduler's thread count, does not apply: see ``concurrency``), and the
         named ``calendars``."""
-        settings = config.scheduler_settings()
-        scheduler = cls(
-            clock=clock,
-            redelivery=redelivery_policy(settings),
-            observer=observer,
-            concurrency=concurrency,
-            shutdown_timeout=settings.shutdown_timeout,
-            history=history_policy(settings),
-        )
-        scheduler.calendars = settings.calendars
-        return scheduler
+        from flowsched.memory.from_config import build
+
+        return build(cls, config, clock, observer, concurrency=concurrency)
 
     def __repr__(self) -> str:
         mode = "manual" if self._manual else "loop"

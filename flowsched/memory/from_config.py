@@ -1,4 +1,4 @@
-"""Internal: ``InMemoryScheduler.from_config`` - the settings that apply in process.
+"""Internal: ``from_config`` of both in-memory faces - the settings that apply in process.
 
 Kept out of the scheduler module (as :mod:`flowsched.mongo.from_config` is) so that it stays
 thin: everything read and validated lives in :class:`~flowsched.config.SchedulerSettings`.
@@ -6,7 +6,8 @@ thin: everything read and validated lives in :class:`~flowsched.config.Scheduler
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from flowsched.clock import Clock
 from flowsched.delivery import Observer, redelivery_policy
@@ -14,29 +15,34 @@ from flowsched.history import history_policy
 
 if TYPE_CHECKING:
     from flowsched.config import SchedulingConfig
+    from flowsched.memory.async_scheduler import AsyncInMemoryScheduler
     from flowsched.memory.scheduler import InMemoryScheduler
 
 __all__ = ["build"]
 
+S = TypeVar("S", "InMemoryScheduler", "AsyncInMemoryScheduler")
+
 
 def build(
-    cls: type[InMemoryScheduler],
+    cls: Callable[..., S],
     config: SchedulingConfig,
     clock: Clock | None,
     observer: Observer | None,
-) -> InMemoryScheduler:
-    """``cls`` with ``redelivery``, ``max-attempts`` and ``workers`` of
-    ``ipf-scheduler.flowsched``, and the named ``ipf-scheduler.calendars`` (a recurrence's
-    ``calendar="name"`` resolves against them)."""
+    **pool: int,
+) -> S:
+    """``cls`` (either face) with ``redelivery``, ``max-attempts``, ``shutdown-timeout`` and
+    the history settings of ``ipf-scheduler.flowsched``, and the named
+    ``ipf-scheduler.calendars`` (a recurrence's ``calendar="name"`` resolves against them).
+    ``pool``: the face's own pool keyword (``concurrency=``), else ``workers`` from the
+    settings (the threaded face's)."""
     settings = config.scheduler_settings()
-    redelivery = redelivery_policy(settings)
     scheduler = cls(
         clock=clock,
-        redelivery=redelivery,
+        redelivery=redelivery_policy(settings),
         observer=observer,
-        workers=settings.workers,
         shutdown_timeout=settings.shutdown_timeout,
         history=history_policy(settings),
+        **(pool or {"workers": settings.workers}),
     )
     scheduler.calendars = settings.calendars
     return scheduler

@@ -150,14 +150,28 @@ def _start(store: Collections, op: Call | Find | Together) -> Any:
     return getattr(collection, op.method)(*op.args, **op.kwargs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Returned:
+    value: Any
+
+
+def _resume(
+    steps: Steps[Any], result: Any = None, error: BaseException | None = None
+) -> Op | _Returned:
+    """Both drivers: the procedure's next operation once it is sent ``result`` (or has
+    ``error`` thrown in), or its return value."""
+    try:
+        return steps.send(result) if error is None else steps.throw(error)
+    except StopIteration as stop:
+        return _Returned(stop.value)
+
+
 def drive(steps: Steps[T], store: Collections) -> T:
     """Run ``steps`` on synchronous collections; its return value."""
-    try:
-        op = next(steps)
-        while True:
-            if isinstance(op, Breather):
-                op = steps.send(None)
-                continue
+    op = _resume(steps)
+    while not isinstance(op, _Returned):
+        result, error = None, None
+        if not isinstance(op, Breather):
             try:
                 result = _start(store, op)
                 if isinstance(op, Find):
@@ -165,46 +179,42 @@ def drive(steps: Steps[T], store: Collections) -> T:
                 elif isinstance(op, Together):
                     result = op.counts(result)
             except Exception as exc:  # into the procedure, which may handle it
-                op = steps.throw(exc)
-            else:
-                op = steps.send(result)
-    except StopIteration as stop:
-        value: T = stop.value
-        return value
+                error = exc
+        op = _resume(steps, result, error)
+    value: T = op.value
+    return value
 
 
 async def drive_async(steps: Steps[T], store: Collections) -> T:
     """Run ``steps`` on asyncio collections (``AsyncCollection``; plain ones inline)."""
-    try:
-        op = next(steps)
-        while True:
-            if isinstance(op, Breather):
-                try:
-                    await asyncio.sleep(0)
-                except BaseException as exc:  # cancelled: the procedure gives back, re-raises
-                    op = steps.throw(exc)
-                else:
-                    op = steps.send(None)
-                continue
+    op = _resume(steps)
+    while not isinstance(op, _Returned):
+        result, error = None, None
+        if isinstance(op, Breather):
             try:
-                result = _start(store, op)
-                if isinstance(op, Find):
-                    to_list = getattr(result, "to_list", None)
-                    if to_list is not None and inspect.iscoroutinefunction(to_list):
-                        result = await to_list(None)
-                    else:
-                        result = list(result)
-                elif inspect.isawaitable(result):
-                    result = await result
-                if isinstance(op, Together):
-                    result = op.counts(result)
+                await asyncio.sleep(0)
+            except BaseException as exc:  # cancelled: the procedure gives back, re-raises
+                error = exc
+        else:
+            try:
+                result = await _result(_start(store, op), op)
             except Exception as exc:
-                op = steps.throw(exc)
-            else:
-                op = steps.send(result)
-    except StopIteration as stop:
-        value: T = stop.value
-        return value
+                error = exc
+        op = _resume(steps, result, error)
+    value: T = op.value
+    return value
+
+
+async def _result(started: Any, op: Call | Find | Together) -> Any:
+    """What an asyncio (or an inline, mongomock) collection answered to ``op``."""
+    if isinstance(op, Find):
+        to_list = getattr(started, "to_list", None)
+        if to_list is not None and inspect.iscoroutinefunction(to_list):
+            return await to_list(None)
+        return list(started)
+    if inspect.isawaitable(started):
+        started = await started
+    return op.counts(started) if isinstance(op, Together) else started
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,27 +62,20 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         with self._fence.bounded() as began:
             deadline = await self._fence.deadline_async(self._store.now, began)
             stored = await self._store.put(item, deadline=deadline)
-        self._delivery.scheduled(stored)
-        self._driver.wake_at(stored.due)
-        return stored
+        return self._put_done(stored)
 
     async def cancel(self, item_id: str) -> bool:
         """As :meth:`flowsched.node.scheduler.NodeScheduler.cancel`: once True, the old form
         never starts; ``history(item_id)`` shows a run that had already started."""
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
-            removed = await self._store.remove(item_id)
-            if removed:
-                self._delivery.cancelled(item_id)
-            return removed
+            return self._remove_done(item_id, await self._store.remove(item_id))
         with self._fence.bounded() as began:
             deadline = await self._fence.deadline_async(self._store.now, began)
             try:
                 removed = await self._store.remove(item_id, deadline=deadline)
             except OutcomeUnknown as unknown:  # its reply lost: was it applied?
                 removed = await cancel_again_async(self._store, item_id, deadline, unknown)
-        if removed:
-            self._delivery.cancelled(item_id)
-        return removed
+        return self._remove_done(item_id, removed)
 
     async def cancel_flow(self, flow_id: str) -> int:
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
@@ -91,10 +84,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
             with self._fence.bounded() as began:
                 deadline = await self._fence.deadline_async(self._store.now, began)
                 removed = await self._store.remove_flow(flow_id, deadline=deadline)
-        if self._delivery.observes_cancelled:
-            for item_id in removed:
-                self._delivery.cancelled(item_id)
-        return len(removed)
+        return self._remove_flow_done(removed)
 
     async def exists(self, item_id: str) -> bool:
         return await self._store.exists(item_id)
@@ -119,11 +109,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
 
     async def requeue(self, item_id: str, due: datetime | None = None) -> bool:
         when = self.now() if due is None else ensure_utc(due, "requeue due")
-        item = await self._store.requeue(item_id, when)
-        if item is None:
-            return False
-        self._driver.wake_at(item.due)
-        return True
+        return self._requeue_done(await self._store.requeue(item_id, when))
 
     # -- steering (CONTRACT section 18) --------------------------------------------
 
@@ -144,10 +130,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         return await self._store.pause(item_id)
 
     async def resume(self, item_id: str) -> bool:
-        resumed = await self._store.resume(item_id)
-        if resumed:
-            self._driver.wake()
-        return resumed
+        return self._resume_done(await self._store.resume(item_id))
 
     # -- lifecycle and virtual time ------------------------------------------------
 

@@ -127,9 +127,13 @@ def selection(
 
 
 class Driver(Protocol):
-    """What a face asks of its driver beyond waking it (its own calls differ by face)."""
+    """What a face asks of its driver (its own calls differ by face)."""
 
     def start(self, name: str) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def wake_at(self, when: datetime) -> None: ...
 
 
 S = TypeVar("S")
@@ -184,6 +188,40 @@ class NodeFace(Generic[S, D]):
 
     def now(self) -> datetime:
         return self._clock.now()
+
+    # -- what a port call does once the store has answered (the faces differ in the wait) --
+
+    def _put_done(self, stored: ScheduleItem) -> ScheduleItem:
+        """``stored`` is in the store: tell the observer, wake the driver by its due time."""
+        self._delivery.scheduled(stored)
+        self._driver.wake_at(stored.due)
+        return stored
+
+    def _remove_done(self, item_id: str, removed: bool) -> bool:
+        """Tell the observer if ``item_id`` was removed; ``removed``."""
+        if removed:
+            self._delivery.cancelled(item_id)
+        return removed
+
+    def _remove_flow_done(self, removed: list[str]) -> int:
+        """Tell the observer (if it listens) of each removed id; how many were removed."""
+        if self._delivery.observes_cancelled:
+            for item_id in removed:
+                self._delivery.cancelled(item_id)
+        return len(removed)
+
+    def _requeue_done(self, item: ScheduleItem | None) -> bool:
+        """Wake the driver by the due time of the requeued ``item``; whether there was one."""
+        if item is None:
+            return False
+        self._driver.wake_at(item.due)
+        return True
+
+    def _resume_done(self, resumed: bool) -> bool:
+        """Wake the driver if an item was resumed (it may be due); ``resumed``."""
+        if resumed:
+            self._driver.wake()
+        return resumed
 
     def _begin_firing(self) -> None:
         """On a manual clock attach to it (steps deliver inline), else start the driver."""

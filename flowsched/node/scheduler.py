@@ -70,9 +70,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         with self._fence.bounded() as began:
             deadline = self._fence.deadline(self._store.now, began)
             stored = self._store.put(item, deadline=deadline)
-        self._delivery.scheduled(stored)
-        self._driver.wake_at(stored.due)
-        return stored
+        return self._put_done(stored)
 
     def cancel(self, item_id: str) -> bool:
         """Remove the item; False if there was none. Once this returned True (or a
@@ -81,19 +79,14 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         already started may finish; ``history(item_id)`` shows it (its last attempt open, or
         ended after this call, ``started`` before it)."""
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
-            removed = self._store.remove(item_id)
-            if removed:
-                self._delivery.cancelled(item_id)
-            return removed
+            return self._remove_done(item_id, self._store.remove(item_id))
         with self._fence.bounded() as began:
             deadline = self._fence.deadline(self._store.now, began)
             try:
                 removed = self._store.remove(item_id, deadline=deadline)
             except OutcomeUnknown as unknown:  # its reply lost: was it applied?
                 removed = cancel_again(self._store, item_id, deadline, unknown)
-        if removed:
-            self._delivery.cancelled(item_id)
-        return removed
+        return self._remove_done(item_id, removed)
 
     def cancel_flow(self, flow_id: str) -> int:
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
@@ -102,10 +95,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
             with self._fence.bounded() as began:
                 deadline = self._fence.deadline(self._store.now, began)
                 removed = self._store.remove_flow(flow_id, deadline=deadline)
-        if self._delivery.observes_cancelled:
-            for item_id in removed:
-                self._delivery.cancelled(item_id)
-        return len(removed)
+        return self._remove_flow_done(removed)
 
     def exists(self, item_id: str) -> bool:
         return self._store.exists(item_id)
@@ -126,11 +116,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
 
     def requeue(self, item_id: str, due: datetime | None = None) -> bool:
         when = self.now() if due is None else ensure_utc(due, "requeue due")
-        item = self._store.requeue(item_id, when)
-        if item is None:
-            return False
-        self._driver.wake_at(item.due)
-        return True
+        return self._requeue_done(self._store.requeue(item_id, when))
 
     # -- steering (CONTRACT section 18) --------------------------------------------
 
@@ -149,10 +135,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         return self._store.pause(item_id)
 
     def resume(self, item_id: str) -> bool:
-        resumed = self._store.resume(item_id)
-        if resumed:
-            self._driver.wake()
-        return resumed
+        return self._resume_done(self._store.resume(item_id))
 
     # -- lifecycle and virtual time ------------------------------------------------
 

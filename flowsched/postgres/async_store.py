@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from flowsched.postgres.connections import check_conninfo, own_async_pool, pool_errors
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.plans import Plan, run_async
+from flowsched.postgres.plans import Answered, Plan, ahead, run_async
 from flowsched.postgres.schema import migrate_plan
 from flowsched.postgres.store_base import StoreBase
 from flowsched.postgres.time_limit import CallLimit
@@ -117,9 +117,12 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
                 return await run_async(conn, plan, what=what, write=write, atomic=atomic)
 
     async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        started = ahead(plan)  # a plan that needs no statement takes no connection
+        if isinstance(started, Answered):
+            return started.value
         if not self._ready:
             await self.open()
-        return await self._send(plan, what, write, atomic=atomic)
+        return await self._send(started, what, write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------
 
@@ -133,26 +136,18 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         return await self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
 
     async def get(self, item_id: str) -> ScheduleItem | None:
-        if not isinstance(item_id, str):
-            return None
         return await self._run(self.setup.get(item_id), f"get({item_id!r})", False)
 
     async def exists(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return await self._run(self.setup.exists(item_id), f"exists({item_id!r})", False)
 
     async def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
-        if not isinstance(item_id, str):
-            return False
         plan = self.setup.remove(item_id, generation, deadline)
         return await self._run(plan, f"remove({item_id!r})", True)
 
     async def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
-        if not isinstance(flow_id, str):
-            return []
         return await self._run(self.setup.remove_flow(flow_id, deadline), "remove_flow", True)
 
     async def claim_due(
@@ -192,8 +187,6 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         return await self._run(self.setup.dead_letters(), "dead_letters", False)
 
     async def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
-        if not isinstance(item_id, str):
-            return None
         return await self._run(self.setup.requeue(item_id, due), f"requeue({item_id!r})", True)
 
     async def quarantined(self) -> list[QuarantinedRecord]:
@@ -203,18 +196,12 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         return await self._run(self.setup.timers(query), "timers", False)
 
     async def history(self, item_id: str) -> list[Attempt]:
-        if not isinstance(item_id, str):
-            return []
         return await self._run(self.setup.history(item_id), f"history({item_id!r})", False)
 
     async def pause(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return await self._run(self.setup.pause(item_id), f"pause({item_id!r})", True)
 
     async def resume(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return await self._run(self.setup.resume(item_id), f"resume({item_id!r})", True)
 
     # -- beyond the interface: node heartbeats -----------------------------------------------

@@ -10,7 +10,7 @@ so two hosts deciding for one instance at once cannot lose either decision (one 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -27,6 +27,8 @@ from flowsched.postgres.plans import Plan, Statement, run, run_async
 from flowsched.postgres.queries import Queries
 
 __all__ = ["AsyncPostgresFlowStore", "PostgresFlowStore"]
+
+PoolT = TypeVar("PoolT")
 
 
 def _create(queries: Queries) -> Plan[None]:
@@ -74,7 +76,26 @@ def _update(queries: Queries, instance: FlowInstance) -> Plan[FlowInstance]:
     return instance.evolve(version=instance.version + 1)
 
 
-class PostgresFlowStore:
+class _FlowStoreBase(Generic[PoolT]):
+    """The arguments of both flow stores (the table's statements are the plans above)."""
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | PoolT,
+        *,
+        table: str = "flowsched_flows",
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
+        self.queries = Queries(table)
+        self._attach(conninfo_or_pool, pool_size)
+
+    def _attach(self, conninfo_or_pool: str | PoolT, pool_size: int) -> None:
+        """Take the pool given, or open (now or later) one of ``pool_size`` connections to
+        the conninfo given; create the table (now or later)."""
+        raise NotImplementedError
+
+
+class PostgresFlowStore(_FlowStoreBase[ConnectionPool[Any]]):
     """A :class:`~flowsched.flow.store.FlowStore` in a PostgreSQL table (default
     ``flowsched_flows``, created if missing). ``conninfo_or_pool``: a ``postgresql://`` URL
     (a pool of the store's own, closed by :meth:`close`) or a ``psycopg_pool.ConnectionPool``.
@@ -82,14 +103,7 @@ class PostgresFlowStore:
     >>> store = PostgresFlowStore("postgresql://app@db/app")  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        conninfo_or_pool: str | ConnectionPool[Any],
-        *,
-        table: str = "flowsched_flows",
-        pool_size: int = DEFAULT_POOL_SIZE,
-    ) -> None:
-        self.queries = Queries(table)
+    def _attach(self, conninfo_or_pool: str | ConnectionPool[Any], pool_size: int) -> None:
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool
             self._owned = False
@@ -97,7 +111,8 @@ class PostgresFlowStore:
             self.pool = own_pool(conninfo_or_pool, pool_size, None)
             self._owned = True
         with self.pool.connection() as conn:
-            run(conn, _create(self.queries), what=f"create {table}", write=True, atomic=True)
+            what = f"create {self.queries.table}"
+            run(conn, _create(self.queries), what=what, write=True, atomic=True)
 
     def load(self, flow_id: str) -> FlowInstance | None:
         with self.pool.connection() as conn:
@@ -117,19 +132,12 @@ class PostgresFlowStore:
             self.pool.close()
 
 
-class AsyncPostgresFlowStore:
+class AsyncPostgresFlowStore(_FlowStoreBase[AsyncConnectionPool[Any]]):
     """:class:`PostgresFlowStore` with coroutine calls (an
     :class:`~flowsched.flow.store.AsyncFlowStore`), on a ``psycopg_pool.AsyncConnectionPool``
     or a conninfo (its pool opened, and the table created, on the first call)."""
 
-    def __init__(
-        self,
-        conninfo_or_pool: str | AsyncConnectionPool[Any],
-        *,
-        table: str = "flowsched_flows",
-        pool_size: int = DEFAULT_POOL_SIZE,
-    ) -> None:
-        self.queries = Queries(table)
+    def _attach(self, conninfo_or_pool: str | AsyncConnectionPool[Any], pool_size: int) -> None:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._conninfo: str | None = None
         if isinstance(conninfo_or_pool, AsyncConnectionPool):

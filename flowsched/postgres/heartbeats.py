@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from flowsched.errors import SchedulerUnavailable
 
@@ -55,13 +55,15 @@ class _AsyncBeating(Protocol):
     async def leave(self, node: str) -> None: ...
 
 
-class Beats:
-    """A daemon thread that beats for ``node`` (routes from ``routes()``) until :meth:`stop`,
-    which removes the node's row."""
+S = TypeVar("S", bound=_Beating | _AsyncBeating)
+
+
+class _Beat(Generic[S]):
+    """What both heartbeats share: their arguments and the beat's interval and ttl."""
 
     def __init__(
         self,
-        store: _Beating,
+        store: S,
         node: str,
         routes: Callable[[], frozenset[str]],
         poll_interval: timedelta,
@@ -69,20 +71,27 @@ class Beats:
         self.store, self.node, self.routes = store, node, routes
         self.every = beat_interval(poll_interval).total_seconds()
         self.ttl = node_ttl(poll_interval)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"flowsched-beat-{node}", daemon=True
-        )
+
+
+class Beats(_Beat[_Beating]):
+    """A daemon thread that beats for ``node`` (routes from ``routes()``) until :meth:`stop`,
+    which removes the node's row."""
+
+    _thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Beat now and every interval, in a daemon thread."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"flowsched-beat-{self.node}", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
         """Stop beating; remove the node's row if it ever beat."""
-        self._stop.set()
-        if not self._thread.is_alive() and self._thread.ident is None:
+        if self._thread is None:
             return  # never started
+        self._stop.set()
         self._thread.join(self.every + 5)
         with contextlib.suppress(SchedulerUnavailable):
             self.store.leave(self.node)
@@ -94,20 +103,10 @@ class Beats:
             self._stop.wait(self.every)
 
 
-class AsyncBeats:
+class AsyncBeats(_Beat[_AsyncBeating]):
     """:class:`Beats` as an asyncio task."""
 
-    def __init__(
-        self,
-        store: _AsyncBeating,
-        node: str,
-        routes: Callable[[], frozenset[str]],
-        poll_interval: timedelta,
-    ) -> None:
-        self.store, self.node, self.routes = store, node, routes
-        self.every = beat_interval(poll_interval).total_seconds()
-        self.ttl = node_ttl(poll_interval)
-        self._task: asyncio.Task[None] | None = None
+    _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Beat now and every interval, in a task of the running loop."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
 
 import psycopg
 
@@ -25,7 +25,7 @@ from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
 
-__all__ = ["Plan", "Row", "Statement", "outage", "run", "run_async"]
+__all__ = ["Answered", "Plan", "Row", "Statement", "ahead", "outage", "run", "run_async"]
 
 T = TypeVar("T")
 
@@ -58,17 +58,33 @@ def outage(exc: BaseException, *, what: str, sent: bool, write: bool) -> Schedul
 
 
 @dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
+class Answered(Generic[T]):
+    """A plan's result (returned by :func:`ahead` when the plan needs no statement)."""
+
+    value: T
 
 
-def _step(plan: Plan[Any], rows: list[Row] | None) -> Statement | _Done:
+def _step(plan: Plan[T], rows: list[Row] | None) -> Statement | Answered[T]:
     # The next statement, or the plan's result. StopIteration is caught here, inside the
     # transaction's block, which must see no exception when the plan ends normally.
     try:
         return next(plan) if rows is None else plan.send(rows)
     except StopIteration as stop:
-        return _Done(stop.value)
+        return Answered(stop.value)
+
+
+def ahead(plan: Plan[T]) -> Answered[T] | Plan[T]:
+    """``plan`` run up to its first statement, before any connection is taken: its result
+    if it sends none (an id no item can have is "not there" without a round trip), else a
+    plan that sends that statement first, then the rest of ``plan``."""
+    step = _step(plan, None)
+    return step if isinstance(step, Answered) else _resumed(step, plan)
+
+
+def _resumed(step: Statement | Answered[T], plan: Plan[T]) -> Plan[T]:
+    while isinstance(step, Statement):
+        step = _step(plan, (yield step))
+    return step.value
 
 
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
@@ -77,8 +93,7 @@ def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
         cursor = conn.execute(step.sql, step.params)
         rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
         step = _step(plan, rows)
-    result: T = step.value
-    return result
+    return step.value
 
 
 async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
@@ -87,8 +102,7 @@ async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
         cursor = await conn.execute(step.sql, step.params)
         rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
         step = _step(plan, rows)
-    result: T = step.value
-    return result
+    return step.value
 
 
 def run(conn: Connection[Any], plan: Plan[T], *, what: str, write: bool, atomic: bool = False) -> T:

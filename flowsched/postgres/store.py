@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from flowsched.postgres.connections import own_pool, pool_errors
 from flowsched.postgres.heartbeats import LiveNode
-from flowsched.postgres.plans import Plan, run
+from flowsched.postgres.plans import Answered, Plan, ahead, run
 from flowsched.postgres.schema import migrate_plan
 from flowsched.postgres.store_base import StoreBase
 from flowsched.postgres.time_limit import CallLimit
@@ -75,13 +75,16 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         self.close()
 
     def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+        started = ahead(plan)  # a plan that needs no statement takes no connection
+        if isinstance(started, Answered):
+            return started.value
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
         with (
-            pool_errors(plan.close, what),
+            pool_errors(started.close, what),
             self.pool.connection(timeout=limit.left()) as conn,
             limit.on(conn, what, write),
         ):
-            return run(conn, plan, what=what, write=write, atomic=atomic)
+            return run(conn, started, what=what, write=write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------
 
@@ -95,26 +98,18 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         return self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
 
     def get(self, item_id: str) -> ScheduleItem | None:
-        if not isinstance(item_id, str):
-            return None
         return self._run(self.setup.get(item_id), f"get({item_id!r})", False)
 
     def exists(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return self._run(self.setup.exists(item_id), f"exists({item_id!r})", False)
 
     def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
-        if not isinstance(item_id, str):
-            return False
         plan = self.setup.remove(item_id, generation, deadline)
         return self._run(plan, f"remove({item_id!r})", True)
 
     def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
-        if not isinstance(flow_id, str):
-            return []
         return self._run(self.setup.remove_flow(flow_id, deadline), "remove_flow", True)
 
     def claim_due(
@@ -157,8 +152,6 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         return self._run(self.setup.dead_letters(), "dead_letters", False)
 
     def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
-        if not isinstance(item_id, str):
-            return None
         return self._run(self.setup.requeue(item_id, due), f"requeue({item_id!r})", True)
 
     def quarantined(self) -> list[QuarantinedRecord]:
@@ -168,18 +161,12 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         return self._run(self.setup.timers(query), "timers", False)
 
     def history(self, item_id: str) -> list[Attempt]:
-        if not isinstance(item_id, str):
-            return []
         return self._run(self.setup.history(item_id), f"history({item_id!r})", False)
 
     def pause(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return self._run(self.setup.pause(item_id), f"pause({item_id!r})", True)
 
     def resume(self, item_id: str) -> bool:
-        if not isinstance(item_id, str):
-            return False
         return self._run(self.setup.resume(item_id), f"resume({item_id!r})", True)
 
     # -- beyond the interface: node heartbeats -----------------------------------------------

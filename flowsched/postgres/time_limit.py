@@ -149,11 +149,8 @@ class CallLimit:
         cut = Cut(conn)
         WATCHDOG.add(self._end, cut)
         try:
-            yield
-        except Exception as exc:
-            if cut.finish():
-                raise given_up(what, write, self.limit or 0) from exc
-            raise
+            with self._given_up_if(cut, what, write):
+                yield
         finally:
             if cut.finish():
                 conn.close()  # cut (even as it answered): never handed out again
@@ -167,12 +164,19 @@ class CallLimit:
         cut = Cut(conn)
         handle = asyncio.get_running_loop().call_later(self.left() or 0, cut)
         try:
+            with self._given_up_if(cut, what, write):
+                yield
+        finally:
+            handle.cancel()
+            if cut.finish():
+                await conn.close()
+
+    @contextmanager
+    def _given_up_if(self, cut: Cut, what: str, write: bool) -> Iterator[None]:
+        """Both faces: the block's error becomes :func:`given_up`'s if ``cut`` fired."""
+        try:
             yield
         except Exception as exc:
             if cut.finish():
                 raise given_up(what, write, self.limit or 0) from exc
             raise
-        finally:
-            handle.cancel()
-            if cut.finish():
-                await conn.close()

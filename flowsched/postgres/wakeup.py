@@ -43,17 +43,42 @@ def _listen(channel: str) -> sql.Composed:
     return sql.SQL("LISTEN {}").format(sql.Identifier(channel))
 
 
-class Listener:
-    """A thread that LISTENs on ``channel`` and calls ``on_wake(route)`` for each
-    notification (``on_wake(None)`` after a reconnection). :meth:`stop` ends it."""
+class _Listening:
+    """What both listeners share: their arguments, and what they do once (re)connected and
+    once the connection is lost; they differ only in how they wait."""
 
     def __init__(self, conninfo: str, channel: str, on_wake: Callable[[str | None], None]) -> None:
         self.conninfo = conninfo
         self.channel = channel
         self.on_wake = on_wake
+
+    def _listening(self, failures: int) -> None:
+        """Listening again after ``failures`` lost connections: wake the node if any."""
+        if failures:
+            self.on_wake(None)  # notifications may have been missed meanwhile
+
+    def _lost(self, exc: psycopg.Error, failures: int) -> float:
+        """Seconds to wait before reconnecting after the ``failures``-th lost connection
+        (counted from 0); the loss is logged."""
+        delay = _BACKOFF[min(failures, len(_BACKOFF) - 1)]
+        log.warning(
+            "flowsched: LISTEN %s lost (%s); polling goes on, retrying in %.1f s",
+            self.channel,
+            exc,
+            delay,
+        )
+        return delay
+
+
+class Listener(_Listening):
+    """A thread that LISTENs on ``channel`` and calls ``on_wake(route)`` for each
+    notification (``on_wake(None)`` after a reconnection). :meth:`stop` ends it."""
+
+    _thread: threading.Thread | None = None
+
+    def __init__(self, conninfo: str, channel: str, on_wake: Callable[[str | None], None]) -> None:
+        super().__init__(conninfo, channel, on_wake)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._conn: psycopg.Connection[Any] | None = None
 
     def start(self) -> None:
         """Start listening (in a daemon thread)."""
@@ -74,32 +99,20 @@ class Listener:
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
                     conn.execute(_listen(self.channel))
-                    if failures:
-                        self.on_wake(None)  # notifications may have been missed meanwhile
+                    self._listening(failures)
                     failures = 0
                     while not self._stop.is_set():
                         for notify in conn.notifies(timeout=0.5):
                             self.on_wake(notify.payload)
             except psycopg.Error as exc:
-                delay = _BACKOFF[min(failures, len(_BACKOFF) - 1)]
+                self._stop.wait(self._lost(exc, failures))
                 failures += 1
-                log.warning(
-                    "flowsched: LISTEN %s lost (%s); polling goes on, retrying in %.1f s",
-                    self.channel,
-                    exc,
-                    delay,
-                )
-                self._stop.wait(delay)
 
 
-class AsyncListener:
+class AsyncListener(_Listening):
     """:class:`Listener` as an asyncio task (``on_wake`` is called in the loop)."""
 
-    def __init__(self, conninfo: str, channel: str, on_wake: Callable[[str | None], None]) -> None:
-        self.conninfo = conninfo
-        self.channel = channel
-        self.on_wake = on_wake
-        self._task: asyncio.Task[None] | None = None
+    _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start listening (a task of the running loop)."""
@@ -120,18 +133,10 @@ class AsyncListener:
                 conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
                 async with conn:
                     await conn.execute(_listen(self.channel))
-                    if failures:
-                        self.on_wake(None)
+                    self._listening(failures)
                     failures = 0
                     async for notify in conn.notifies():
                         self.on_wake(notify.payload)
             except psycopg.Error as exc:
-                delay = _BACKOFF[min(failures, len(_BACKOFF) - 1)]
+                await asyncio.sleep(self._lost(exc, failures))
                 failures += 1
-                log.warning(
-                    "flowsched: LISTEN %s lost (%s); polling goes on, retrying in %.1f s",
-                    self.channel,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
