@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flowsched.clock import capped
 from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_attempt
 from flowsched.mongo.commands import Call, Steps, Write
 from flowsched.mongo.documents import bson_utc, truncate_ms
@@ -85,8 +86,9 @@ def expires_at(
     """When the TTL index may remove a history whose last attempt ended at ``last`` (by
     the scheduler's clock): ``retention`` after the later of ``last`` and the wall clock's
     now. The TTL monitor goes by the server's wall clock, so an expiry counted from a
-    virtual clock in the past would remove the history at once."""
-    return max(last, wall()) + retention
+    virtual clock in the past would remove the history at once. Near the year 9999: the
+    last date (:func:`~flowsched.clock.capped`)."""
+    return capped(max(last, wall()), retention)
 
 
 class MongoHistory(Journal):
@@ -202,6 +204,13 @@ class MongoHistory(Journal):
         [write] = self.writes([(document["_id"], attempt_document(attempt, str(claim["token"])))])
         return write
 
+    def _writes_or_none(self, records: Sequence[Record]) -> list[Write]:
+        """:meth:`writes`, or none where they cannot be made (:meth:`write_steps` says why)."""
+        try:
+            return self.writes(records)
+        except Exception:
+            return []
+
     def write_steps(self, store: TimerStore, records: Sequence[Record]) -> Steps[None]:
         """Write ``records`` (one ``bulk_write``). Never raises an ``Exception``: the history
         is a record, not a delivery, so the settle it rides on stands. A write that fails is
@@ -228,7 +237,7 @@ class MongoHistory(Journal):
         one after the other. An error of the items' writes puts ``records`` back and
         propagates; the history's own never does."""
         try:
-            history = self.writes(records) if writes and records else []
+            history = self._writes_or_none(records) if writes else []
             if history:
                 both = yield from together_steps(
                     (("items", writes), ("history", history)), store.together
