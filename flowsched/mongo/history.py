@@ -44,6 +44,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -192,15 +193,19 @@ class MongoHistory(Journal):
 
     def kept(self, document: Mapping[str, Any]) -> Write | None:
         """The upsert that keeps in the history the attempt ``document``'s claim recorded as
-        started (``claim.started``), open, keyed by the claim's token, for a cancel or
-        replace that removes the claim (:mod:`flowsched.mongo.keep_started`); ``None``
-        without a recorded start."""
+        started (``claim.started``), keyed by the claim's token, for a cancel or replace that
+        removes the claim (:mod:`flowsched.mongo.keep_started`): open, or - its lease over
+        by this node's clock (its node died or was cut off) - ``"lapsed"`` at the lease's end,
+        as a claim that takes it over records it; ``None`` without a recorded start."""
         claim = document.get("claim")
         if not isinstance(claim, Mapping) or not isinstance(claim.get("started"), datetime):
             return None
         attempt = running_attempt(document)
         if attempt is None:
             return None
+        lease_until = claim.get("lease_until")
+        if isinstance(lease_until, datetime) and bson_utc(lease_until) <= self.now():
+            attempt = replace(attempt, ended=bson_utc(lease_until), outcome="lapsed")
         [write] = self.writes([(document["_id"], attempt_document(attempt, str(claim["token"])))])
         return write
 
@@ -274,7 +279,7 @@ class MongoHistory(Journal):
         running = _running(document, seen)
         if running is not None:
             attempts.append(running)
-        # An attempt kept open by a cancel or replace is superseded by its outcome's record.
+        # An attempt a cancel or replace kept open gives way to its outcome's record.
         ended = {(a.generation, a.started) for a in attempts if a.ended is not None}
         attempts = [
             a for a in attempts if a.ended is not None or (a.generation, a.started) not in ended

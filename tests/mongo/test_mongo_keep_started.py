@@ -27,7 +27,8 @@ def _document(item_id: str, claim: dict[str, Any] | None, generation: int = 7) -
 
 
 def _claim(started: datetime | None) -> dict[str, Any]:
-    claim: dict[str, Any] = {"token": "tok", "owner": "b", "at": STARTED, "lease_until": NOW}
+    claim: dict[str, Any] = {"token": "tok", "owner": "b", "at": STARTED}
+    claim["lease_until"] = NOW + timedelta(seconds=30)
     if started is not None:
         claim["started"] = started
     return claim
@@ -98,3 +99,19 @@ def test_the_outcome_of_a_kept_attempt_takes_its_place() -> None:
     assert [(a.started, a.ended, a.outcome) for a in _history(store, journal, "job")] == [
         (STARTED, NOW, "succeeded")
     ]
+
+
+def test_a_cancel_of_a_claim_whose_lease_ended_keeps_it_as_lapsed() -> None:
+    # Its node died mid-delivery (an operator cancels the stuck item): nobody will end it.
+    store, journal = _store()
+    claim = _claim(STARTED) | {"lease_until": NOW - timedelta(seconds=1)}
+    store.items.insert_one(_document("job", claim))
+
+    assert store.delete("job")
+
+    [kept] = _history(store, journal, "job")
+    assert (kept.started, kept.ended, kept.outcome) == (
+        STARTED,
+        NOW - timedelta(seconds=1),
+        "lapsed",
+    )
