@@ -50,8 +50,8 @@ def _bench() -> Any:
 def _postmaster(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    stat = Path(f"/proc/{row[0]}/stat").read_text()
+        assert row is not None
+        stat = Path(f"/proc/{row[0]}/stat").read_text()  # while the backend lives
     return int(stat.rsplit(")", 1)[1].split()[1])  # the backend's parent
 
 
@@ -73,11 +73,15 @@ def _our_ports() -> set[str]:
     return ports
 
 
+_SEEN: dict[str, float] = {}
+"""The last CPU seconds read of each backend that served this process (one that ended
+keeps its last reading: a connection closed in the window does not take its CPU along)."""
+
+
 def _server_cpu(postmaster: int) -> float:
     """CPU seconds of the server processes that serve this process's connections (the
     backends whose title names one of its ports; the shared server may serve others too)."""
     ports = _our_ports()
-    total = 0
     for pid in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -85,8 +89,8 @@ def _server_cpu(postmaster: int) -> float:
         except OSError:
             continue  # ended meanwhile
         if "(" in title and title.split("(", 1)[1].split(")", 1)[0] in ports:
-            total += int(fields[11]) + int(fields[12])
-    return total / _TICK
+            _SEEN[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+    return sum(_SEEN.values())
 
 
 def _traced(cls: type, name: str, calls: list[tuple[str, float, float, int]]) -> None:
