@@ -82,9 +82,12 @@ def ahead(plan: Plan[T]) -> Answered[T] | Plan[T]:
 
 
 def _resumed(step: Statement | Answered[T], plan: Plan[T]) -> Plan[T]:
-    while isinstance(step, Statement):
-        step = _step(plan, (yield step))
-    return step.value
+    try:
+        while isinstance(step, Statement):
+            step = _step(plan, (yield step))
+        return step.value
+    finally:
+        plan.close()  # closed with this one (a pool that handed out no connection)
 
 
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
