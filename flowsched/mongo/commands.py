@@ -89,9 +89,9 @@ class Breather:
 @dataclass(frozen=True, slots=True)
 class Together:
     """The writes of several collections in one round trip: MongoDB 8's client-level
-    ``bulkWrite`` command, unordered (:mod:`flowsched.mongo.together`). Its result: the
-    :class:`Counts` of each part, in order. Raises pymongo's ``InvalidOperation`` before
-    sending anything to a server older than 8.0."""
+    ``bulkWrite`` command, unordered, with the first collection's write concern
+    (:mod:`flowsched.mongo.together`). Its result: the :class:`Counts` of each part, in
+    order. A server older than 8.0: pymongo's ``InvalidOperation``."""
 
     parts: tuple[tuple[str, tuple[Write, ...]], ...]
 
@@ -141,9 +141,13 @@ def _find(collection: Any, op: Find) -> Any:
 
 
 def _start(store: Collections, op: Call | Find | Together) -> Any:
-    if isinstance(op, Together):
-        client = store.collection(op.parts[0][0]).database.client
-        return client.bulk_write(op.operations(store), ordered=False, verbose_results=True)
+    if isinstance(op, Together):  # with the first collection's write concern
+        first = store.collection(op.parts[0][0])
+        operations = op.operations(store)
+        concern = {"write_concern": first.write_concern}
+        return first.database.client.bulk_write(
+            operations, ordered=False, verbose_results=True, **concern
+        )
     collection = store.collection(op.role)
     if isinstance(op, Find):
         return _find(collection, op)

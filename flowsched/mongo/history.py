@@ -194,19 +194,24 @@ class MongoHistory(Journal):
     def kept(self, document: Mapping[str, Any]) -> Write | None:
         """The upsert that keeps in the history the attempt ``document``'s claim recorded as
         started (``claim.started``), keyed by the claim's token, for a cancel or replace that
-        removes the claim (:mod:`flowsched.mongo.keep_started`): open, or - its lease over
-        by this node's clock (its node died or was cut off) - ``"lapsed"`` at the lease's end,
-        as a claim that takes it over records it; ``None`` without a recorded start."""
+        removes the claim (:mod:`flowsched.mongo.keep_started`); ``None`` without a recorded
+        start. It is kept open, flagged ``kept``, with the claim's lease end: on reading, the
+        run's own record takes its place, and with none by the lease's end (its node died or
+        was cut off) it reads ``"lapsed"`` there, as a claim that takes an item over says."""
         claim = document.get("claim")
         if not isinstance(claim, Mapping) or not isinstance(claim.get("started"), datetime):
             return None
         attempt = running_attempt(document)
         if attempt is None:
             return None
+        number = document.get("attempts")
+        attempt = replace(attempt, attempt=number if isinstance(number, int) else 0)
+        record = attempt_document(attempt, str(claim.get("token")))
+        record["kept"] = True
         lease_until = claim.get("lease_until")
-        if isinstance(lease_until, datetime) and bson_utc(lease_until) <= self.now():
-            attempt = replace(attempt, ended=bson_utc(lease_until), outcome="lapsed")
-        [write] = self.writes([(document["_id"], attempt_document(attempt, str(claim["token"])))])
+        if isinstance(lease_until, datetime):
+            record["lease_until"] = truncate_ms(bson_utc(lease_until))
+        [write] = self.writes([(document["_id"], record)])
         return write
 
     def _writes_or_none(self, records: Sequence[Record]) -> list[Write]:
@@ -244,10 +249,15 @@ class MongoHistory(Journal):
         try:
             history = self._writes_or_none(records) if writes else []
             if history:
-                both = yield from together_steps(
+                done = yield from together_steps(
                     (("items", writes), ("history", history)), store.together
                 )
-                if both is not None:
+                if done is not None:
+                    refused_items, refused_history = done.refused
+                    if refused_items:  # on their own, for the old error (or outcome)
+                        yield from store.write_steps("items", refused_items)
+                    if refused_history:
+                        log.error("history: %d attempt writes refused", len(refused_history))
                     return
             yield from store.write_steps("items", writes)
         except BaseException:
@@ -265,7 +275,8 @@ class MongoHistory(Journal):
         found = yield Call("history", "find_one", ({"_id": item_id},))
         fields = {"claim": 1, "generation": 1}
         document = yield Call("items", "find_one", (store.key(item_id), fields))
-        attempts: list[Attempt] = []
+        now = self.now()
+        entries: list[tuple[Attempt, bool]] = []  # (attempt, kept by a cancel or replace)
         seen: set[str] = set()
         stored = found.get("attempts") if isinstance(found, Mapping) else None
         for entry in stored if isinstance(stored, list) else []:
@@ -275,17 +286,33 @@ class MongoHistory(Journal):
                 continue
             if isinstance(mark, str):
                 seen.add(mark)
-            attempts.append(attempt)
+            kept = bool(entry.get("kept"))
+            if kept and attempt.ended is None:
+                attempt = _lapsed_by(attempt, entry.get("lease_until"), now)
+            entries.append((attempt, kept))
         running = _running(document, seen)
         if running is not None:
-            attempts.append(running)
-        # An attempt a cancel or replace kept open gives way to its outcome's record.
-        ended = {(a.generation, a.started) for a in attempts if a.ended is not None}
+            entries.append((running, False))
+        # A kept attempt gives way to its run's own record; an open one to its end.
+        own = {(a.generation, a.started) for a, kept in entries if not kept and a.ended}
+        ends = {(a.generation, a.started) for a, _ in entries if a.ended is not None}
         attempts = [
-            a for a in attempts if a.ended is not None or (a.generation, a.started) not in ended
+            a
+            for a, kept in entries
+            if not (kept and (a.generation, a.started) in own)
+            and not (a.ended is None and (a.generation, a.started) in ends)
         ]
         attempts.sort(key=lambda a: a.started)
         return attempts[-self.policy.limit :]
+
+
+def _lapsed_by(attempt: Attempt, lease_until: object, now: datetime) -> Attempt:
+    """A kept open ``attempt`` as read at ``now``: ``"lapsed"`` at ``lease_until`` once that
+    has passed (no outcome came: its node died or was cut off), else open."""
+    if not isinstance(lease_until, datetime) or bson_utc(lease_until) > now:
+        return attempt
+    message = "its node's lease ran out before an outcome was written"
+    return replace(attempt, ended=bson_utc(lease_until), outcome="lapsed", error_message=message)
 
 
 def attempt_document(attempt: Attempt, key: str) -> dict[str, Any]:

@@ -17,8 +17,11 @@ written into the history as the document goes:
   and the removal (or replacement), fenced on that claim's token, together - one
   ``bulkWrite`` on MongoDB 8.0+ (:mod:`flowsched.mongo.together`), else the history first.
 
-When the node's outcome of that attempt arrives, its record (ended, same start and
-generation) supersedes the open one on reading. A claim waiting for a worker records no start:
+When the node's outcome of that attempt arrives, its record (same start and generation)
+takes the kept one's place on reading; with none by the claim's lease end (its node died), the
+kept attempt reads ``"lapsed"`` there (:meth:`~flowsched.mongo.history.MongoHistory.kept`).
+A cancel of an item that is not there costs two round trips (the conditional delete, then the
+read that finds nothing). A claim waiting for a worker records no start:
 it is checked before its handler (:mod:`flowsched.mongo.start_check`) and a cancel that came
 first wins, so there is no attempt to keep. Cancelling a whole flow (``cancel_flow``) does not
 read its documents first: an attempt it meets is listed once its outcome is written.
@@ -52,7 +55,7 @@ TRIES = 3
 """Reads of a document that changes under the fenced write (settled, claimed afresh) before
 the plain write of old is sent."""
 
-_CLAIM = {"claim": 1, "generation": 1}
+_CLAIM = {"claim": 1, "generation": 1, "attempts": 1}
 
 
 def delete_steps(store: TimerStore, query: Mapping[str, Any], keep: KeepStarted) -> Steps[bool]:
@@ -106,17 +109,26 @@ def _with(store: TimerStore, kept: Write | None, write: Write) -> Steps[int]:
     """``write`` to the items and ``kept`` to the history (together where the server can,
     else the history first); how many documents ``write`` matched or removed."""
     if kept is not None:
-        both = yield from together_steps((("items", [write]), ("history", [kept])), store.together)
-        if both is not None:
-            return both[0].matched + both[0].deleted
-        try:
-            yield from store.write_steps("history", [kept])
-        except Exception as exc:  # the history is a record: a refused one does not stop this
-            if is_transient(exc):
-                raise  # the caller's call is retried whole
-            log.error("history: the started attempt of a removed form is not kept: %s", exc)
+        done = yield from together_steps((("items", [write]), ("history", [kept])), store.together)
+        if done is not None:
+            if done.refused[1]:
+                log.error("history: the started attempt of a removed form was refused")
+            if not done.refused[0]:
+                return done.counts[0].matched + done.counts[0].deleted
+        else:
+            yield from _keep(store, kept)
     if write.replacement is not None:
         result = yield Call("items", "replace_one", (write.filter, write.replacement))
         return int(result.matched_count)
     result = yield Call("items", "delete_one", (write.filter,))
     return int(result.deleted_count)
+
+
+def _keep(store: TimerStore, kept: Write) -> Steps[None]:
+    """``kept`` on its own (before the write it keeps an attempt of)."""
+    try:
+        yield from store.write_steps("history", [kept])
+    except Exception as exc:  # the history is a record: a refused one does not stop this
+        if is_transient(exc):
+            raise  # the caller's call is retried whole
+        log.error("history: the started attempt of a removed form is not kept: %s", exc)

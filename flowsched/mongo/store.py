@@ -52,7 +52,7 @@ from flowsched.mongo.indexes import (  # re-exported: the names the mongo module
     recorded_buckets,
 )
 from flowsched.mongo.server_clock import ServerClock
-from flowsched.mongo.together import Capability
+from flowsched.mongo.together import Capability, encodes_alike
 
 __all__ = [
     "CLAIM_INDEX",
@@ -142,14 +142,14 @@ class MongoCollections:
         """The items' database (operations on it name the role ``database``)."""
         # pymongo's bulk_write (mongomock 4.3 cannot take pymongo 4.9+ bulk operations).
         self.bulk = isinstance(collection, Collection | AsyncCollection)
-        # Writes to several collections in one round trip (MongoDB 8.0+'s bulkWrite).
-        self.together = Capability(self.bulk)
         self.keep_started: keeping.KeepStarted | None = None  # set where a history is kept
         self.dead = database[f"{collection.name}_dead"]
         self.quarantine = database[f"{collection.name}_quarantine"]
         self.nodes = database[f"{collection.name}_nodes"]
         self.settings = database[f"{collection.name}_settings"]
         self.history = database[f"{collection.name}_history"]
+        # Writes to several collections in one round trip (MongoDB 8.0+'s bulkWrite).
+        self.together = Capability(self.bulk and encodes_alike(collection, self.history))
         self._indexed = False
         self.clock = clock  # stamps stored forms (stamped), once measured
         self._disagreement: ConfigError | None = None
@@ -304,9 +304,9 @@ class MongoCollections:
         return self.run(self.find_steps(item_id))
 
     def unrouted_sample(self) -> Doc | None:
-        """One item document without a ``route`` (stored before routing), or ``None``
-        (``route: null`` matches missing fields too: one range of the claim index)."""
-        return self.items.find_one({"route": None}, {"_id": 1})  # type: ignore[no-any-return]
+        """An item document with no ``route`` (stored before routing: one claim-index range)."""
+        found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
+        return found
 
     def dead_letters(self) -> list[Doc]:
         return self.run(self.dead_letters_steps())
@@ -361,7 +361,7 @@ class MongoCollections:
     def delete_steps(self, item_id: str, before: datetime | None = None) -> Steps[bool]:
         """Remove the item (a form stored by ``before``: :meth:`fence`); whether it did."""
         query = {**self.key(item_id), **self.fence(before)}
-        if self.keep_started is not None:  # a started delivery's attempt stays in the history
+        if self.keep_started:  # a started delivery's attempt stays in the history
             return (yield from keeping.delete_steps(self, query, self.keep_started))
         result = yield Call("items", "delete_one", (query,))
         return bool(result.deleted_count > 0)

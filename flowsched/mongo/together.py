@@ -1,81 +1,137 @@
-"""Internal: a settle and the history it carries in one round trip, where the server can.
+"""Internal: writes to two collections in one round trip, where the server can.
 
 A settle writes the outcomes to the items collection and the attempts that ended to
-``<name>_history`` (:mod:`flowsched.mongo.history`): two collections, so two ``bulk_write``
-commands, two round trips per batch, on a server before MongoDB 8.0. MongoDB 8.0's
-client-level ``bulkWrite`` takes writes to several collections in one command:
-:func:`together_steps` sends both parts that way (:class:`~flowsched.mongo.commands.Together`)
-and falls back to one ``bulk_write`` per part where it cannot:
+``<name>_history`` (:mod:`flowsched.mongo.history`); a cancel that meets a started delivery
+removes the item and keeps its attempt (:mod:`flowsched.mongo.keep_started`). Two
+collections: two ``bulk_write`` commands on a server before MongoDB 8.0. MongoDB 8.0's
+client-level ``bulkWrite`` takes writes to several collections in one command, and
+:func:`together_steps` sends the parts that way (:class:`~flowsched.mongo.commands.Together`,
+unordered: a part never waits for the other to succeed), with the items collection's write
+concern. What comes back:
 
-* a server older than 8.0 (pymongo refuses before sending anything), or one that has no such
-  command: from then on this store writes its parts one after the other
-  (:attr:`Capability.usable` turns false, once);
-* a stand-in collection (mongomock) that has no client-level ``bulk_write``: never tried;
-* a write refused inside the command (a write error, a write concern error): both parts are
-  written again one after the other, which raises what the old path raises (every write of a
-  settle is idempotent, and a history record written twice is dropped on reading, by its
-  key);
-* an error of the whole command (the connection, the server's answer): the error itself is
-  raised, as from a ``bulk_write`` of one collection, so the caller tells a transient outage
-  from a refusal as before; what the command did is unknown, and the settle repeats safely.
+* **all applied**: each part's counts;
+* **some writes refused** (write errors, say a history document the server will not
+  update): the counts of what applied, and per part the writes refused, which the caller
+  sends again on their own, the old way, to get the old error or outcome
+  (:class:`Together`'s result; nothing applied is sent twice);
+* **a write concern error**: raised as pymongo's ``WriteConcernError`` (``WTimeoutError``
+  for a time-out), as a single-collection write raises it: it may have been applied;
+* **an error of the whole command**: a transient one (the connection, a step-down) is
+  raised as itself, so the caller's outage rules and "the outcome is unknown" apply as
+  before; a refusal of the command itself before anything applied (no such command, not
+  authorised on the history) turns this store to one ``bulk_write`` per collection, as
+  does a server older than 8.0 (pymongo's ``InvalidOperation``). ``None`` is returned
+  then: nothing was applied, the caller writes the parts the old way.
 
-The parts are unordered either way: a part never waits for the other to succeed.
+A store never tries when its collections encode differently from their client (a codec
+option such as ``uuid_representation`` set on the collection only: the client-level
+command encodes with the client's), or when they are not pymongo's (mongomock).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from pymongo.errors import ClientBulkWriteException, InvalidOperation, OperationFailure
+from pymongo.errors import (
+    ClientBulkWriteException,
+    InvalidOperation,
+    OperationFailure,
+    WriteConcernError,
+    WTimeoutError,
+)
 
 from flowsched.mongo.commands import Counts, Steps, Together, Write
+from flowsched.mongo.transient import is_transient
 
-__all__ = ["NOT_SUPPORTED", "Capability", "together_steps"]
+__all__ = ["Capability", "Done", "encodes_alike", "together_steps"]
 
 log = logging.getLogger("flowsched.mongo")
 
-NOT_SUPPORTED = frozenset({59, 115})
-"""``CommandNotFound`` and ``CommandNotSupported``: a server that speaks MongoDB 8.0's wire
-version without its ``bulkWrite`` command (a compatible database)."""
+_TOO_OLD = "requires MongoDB server version 8.0"
 
 
 class Capability:
     """Whether a store's writes to several collections may go in one ``bulkWrite``: a real
-    pymongo collection, until the server is found older than MongoDB 8.0."""
+    pymongo collection that encodes as its client does, until the server refuses it."""
 
     def __init__(self, usable: bool) -> None:
         self.usable = usable
 
     def refused(self, exc: Exception) -> None:
-        """The server is older than 8.0 (said once in the log): one write per collection."""
+        """The server cannot take it (said once in the log): one write per collection."""
         if self.usable:
-            log.info("one bulk write per collection (%s)", exc)
+            log.info("one bulk write per collection from now on (%s)", exc)
         self.usable = False
+
+
+def encodes_alike(*collections: Any) -> bool:
+    """Whether ``collections`` encode documents as their client does (the client-level
+    ``bulkWrite`` encodes with the client's codec options)."""
+    for collection in collections:
+        mine, client = collection.codec_options, collection.database.client.codec_options
+        if (mine.uuid_representation, mine.type_registry) != (
+            client.uuid_representation,
+            client.type_registry,
+        ):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """What one command did: each part's counts, and each part's writes the server refused
+    (to be sent again on their own)."""
+
+    counts: list[Counts]
+    refused: list[list[Write]]
 
 
 def together_steps(
     parts: Sequence[tuple[str, Sequence[Write]]], capability: Capability
-) -> Steps[list[Counts] | None]:
+) -> Steps[Done | None]:
     """Apply each part's writes to its collection (role, writes) in one round trip (see the
-    module); what each part did, in order. ``None``: nothing is known to be written, the
-    caller writes the parts one ``bulk_write`` each, as before MongoDB 8.0 (the server is
-    older, or a write was refused inside the command)."""
+    module); ``None`` when nothing was applied and the caller writes the parts the old way."""
     if not capability.usable:
         return None
     sent = tuple((role, tuple(writes)) for role, writes in parts)
+    op = Together(sent)
     try:
-        counts: list[Counts] = yield Together(sent)
-    except InvalidOperation as exc:  # nothing was sent
+        counts: list[Counts] = yield op
+    except InvalidOperation as exc:
+        if _TOO_OLD not in str(exc):
+            raise  # a closed client, say: as from any write
         capability.refused(exc)
         return None
     except ClientBulkWriteException as exc:
-        error = exc.error
-        if isinstance(error, OperationFailure) and error.code in NOT_SUPPORTED:
-            capability.refused(error)  # a server that says 8.0 but has no such command
+        return _partly(op, exc, capability)
+    return Done(counts, [[] for _ in sent])
+
+
+def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability) -> Done | None:
+    error = exc.error
+    if isinstance(error, Exception):
+        applied = exc.partial_result is not None
+        if isinstance(error, OperationFailure) and not is_transient(error) and not applied:
+            capability.refused(error)  # the command itself refused: nothing applied
             return None
-        if isinstance(error, Exception):
-            raise error from exc  # the command's own failure: as from one collection
-        log.debug("a write of a settle was refused, written again part by part: %s", exc)
-        return None
-    return counts
+        raise error from exc  # the command's own failure: as from one collection
+    details: Mapping[str, Any] = exc.details  # the server's documents, as sent back
+    concern = details.get("writeConcernErrors") or []
+    if concern:  # it may have been applied: as a single-collection write raises it
+        first = concern[0]
+        code, message = first.get("code"), str(first.get("errmsg", "write concern error"))
+        timed_out = code == 64 or bool((first.get("errInfo") or {}).get("wtimeout"))
+        raise (WTimeoutError if timed_out else WriteConcernError)(message, code, first) from exc
+    refused = {int(error["idx"]) for error in details.get("writeErrors") or []}
+    result = exc.partial_result
+    counts = op.counts(result) if result is not None else [Counts() for _ in op.parts]
+    per_part, first_index = [], 0
+    for _, writes in op.parts:
+        indexes = range(first_index, first_index + len(writes))
+        per_part.append([writes[n - first_index] for n in indexes if n in refused])
+        first_index += len(writes)
+    log.debug("%d writes refused inside a bulkWrite, sent again on their own", len(refused))
+    return Done(counts, per_part)

@@ -121,7 +121,11 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         if isinstance(started, Answered):
             return started.value
         if not self._ready:
-            await self.open()
+            try:
+                await self.open()
+            except BaseException:
+                plan.close()  # the plan itself: ``started`` has not run
+                raise
         return await self._send(started, what, write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------

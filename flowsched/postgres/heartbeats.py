@@ -80,7 +80,9 @@ class Beats(_Beat[_Beating]):
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Beat now and every interval, in a daemon thread."""
+        """Beat now and every interval, in a daemon thread (once)."""
+        if self._thread is not None:
+            raise RuntimeError(f"the heartbeat of {self.node!r} has started already")
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"flowsched-beat-{self.node}", daemon=True

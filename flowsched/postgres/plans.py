@@ -87,7 +87,7 @@ def _resumed(step: Statement | Answered[T], plan: Plan[T]) -> Plan[T]:
             step = _step(plan, (yield step))
         return step.value
     finally:
-        plan.close()  # closed with this one (a pool that handed out no connection)
+        plan.close()  # closed with this one once it has run (else the caller closes ``plan``)
 
 
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:

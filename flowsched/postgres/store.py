@@ -80,7 +80,7 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
             return started.value
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
         with (
-            pool_errors(started.close, what),
+            pool_errors(plan.close, what),  # the plan itself: ``started`` may not have run
             self.pool.connection(timeout=limit.left()) as conn,
             limit.on(conn, what, write),
         ):

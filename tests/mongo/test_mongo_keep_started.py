@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mongomock
+import pytest
 
 from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.store import TimerStore
@@ -115,3 +116,60 @@ def test_a_cancel_of_a_claim_whose_lease_ended_keeps_it_as_lapsed() -> None:
         NOW - timedelta(seconds=1),
         "lapsed",
     )
+
+
+@pytest.mark.wire
+def test_on_the_server_a_cancel_whose_kept_attempt_is_refused_still_says_true(
+    mongo_db: Any,
+) -> None:
+    # The history document cannot take the kept attempt (not an array): inside the one
+    # bulkWrite the delete applies and the upsert is refused. The cancel removed the item.
+    store = TimerStore(mongo_db["timers"], node="a")
+    journal = MongoHistory(lambda: NOW, "a")
+    store.keep_started = journal.kept
+    store.items.insert_one(_document("job", _claim(STARTED)))
+    store.history.insert_one({"_id": "job", "attempts": "not an array"})
+
+    assert store.delete("job")
+    assert store.items.count_documents({}) == 0
+
+
+@pytest.mark.wire
+def test_on_the_server_a_replace_keeps_the_attempt_in_one_command(mongo_db: Any) -> None:
+    store = TimerStore(mongo_db["timers"], node="a")
+    journal = MongoHistory(lambda: NOW, "a")
+    store.keep_started = journal.kept
+    store.items.insert_one(_document("job", _claim(STARTED)))
+
+    store.put(_document("job", None, generation=8) | {"v": 2})
+
+    assert store.items.find_one({"_id": "job"})["v"] == 2
+    [kept] = _history(store, journal, "job")
+    assert (kept.started, kept.ended, kept.generation) == (STARTED, None, 7)
+
+
+def test_a_kept_attempt_reads_lapsed_once_its_lease_passed_with_no_outcome() -> None:
+    store, _ = _store()
+    store.items.insert_one(_document("job", _claim(STARTED)) | {"attempts": 2})
+    assert store.delete("job")
+    later = MongoHistory(lambda: NOW + timedelta(minutes=5), "reader")  # its node died
+
+    [kept] = later.read(store, "job")
+
+    lease_end = NOW + timedelta(seconds=30)
+    assert (kept.ended, kept.outcome, kept.attempt) == (lease_end, "lapsed", 2)
+
+
+def test_a_late_outcome_of_a_kept_attempt_that_read_lapsed_takes_its_place() -> None:
+    from flowsched.mongo.history import attempt_document
+    from flowsched.steering import Attempt
+
+    store, journal = _store()
+    store.items.insert_one(_document("job", _claim(STARTED)))
+    assert store.delete("job")
+    done = NOW + timedelta(minutes=1)  # past the lease: the run completed late
+    ended = Attempt("b", STARTED, done, "succeeded", generation=7, attempt=0)
+    store.run(journal.write_steps(store, [("job", attempt_document(ended, "other-key"))]))
+    later = MongoHistory(lambda: NOW + timedelta(minutes=5), "reader")
+
+    assert [(a.ended, a.outcome) for a in later.read(store, "job")] == [(done, "succeeded")]

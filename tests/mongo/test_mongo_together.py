@@ -6,21 +6,44 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pymongo.errors import AutoReconnect, ClientBulkWriteException, InvalidOperation
+from pymongo.errors import (
+    AutoReconnect,
+    ClientBulkWriteException,
+    InvalidOperation,
+    OperationFailure,
+    WriteConcernError,
+    WTimeoutError,
+)
+from pymongo.results import DeleteResult
 
 from flowsched.mongo.commands import Call, Counts, Together, Write
-from flowsched.mongo.together import Capability, together_steps
+from flowsched.mongo.together import Capability, Done, together_steps
+
+TOO_OLD = "MongoClient.bulk_write requires MongoDB server version 8.0+."
 
 ITEMS = ("items", [Write({"_id": "a", "claim.token": "t"}, many=True)])
 HISTORY = ("history", [Write({"_id": "a"}, {"$push": {"attempts": 1}}, upsert=True)])
 
 
-def _refused(error: object = None) -> ClientBulkWriteException:
+def _refused(
+    error: object = None, *, write_errors: list[int] = (), concern: dict[str, Any] | None = None
+) -> ClientBulkWriteException:
+    """What pymongo raises: ``error`` of the whole command, or the writes at ``write_errors``
+    refused (the others applied: a delete of 1 at index 0 if it is not refused)."""
+    applied = error is None and 0 not in write_errors
     details: dict[str, Any] = {
         "error": error,
-        "writeErrors": [] if error is not None else [{"idx": 1, "code": 2, "errmsg": "bad"}],
-        "writeConcernErrors": [],
-        "anySuccessful": False,
+        "writeErrors": [{"idx": n, "code": 2, "errmsg": "bad"} for n in write_errors],
+        "writeConcernErrors": [concern] if concern else [],
+        "anySuccessful": applied,
+        "nInserted": 0,
+        "nUpserted": 0,
+        "nMatched": 0,
+        "nModified": 0,
+        "nDeleted": 1 if applied else 0,
+        "insertResults": {},
+        "updateResults": {},
+        "deleteResults": {0: DeleteResult({"n": 1, "idx": 0}, True)} if applied else {},
     }
     return ClientBulkWriteException(details, verbose=True)
 
@@ -37,7 +60,7 @@ def test_both_parts_go_in_one_command_and_each_part_gets_its_counts() -> None:
     assert [role for role, _ in op.parts] == ["items", "history"]
     with pytest.raises(StopIteration) as done:
         steps.send([Counts(deleted=1), Counts(1, 0, 0)])
-    assert done.value.value == [Counts(deleted=1), Counts(1, 0, 0)]
+    assert done.value.value == Done([Counts(deleted=1), Counts(1, 0, 0)], [[], []])
     assert capability.usable
 
 
@@ -46,7 +69,7 @@ def test_a_server_before_8_0_turns_the_capability_off_for_good() -> None:
     steps = together_steps([ITEMS, HISTORY], capability)
     _first(steps)
     with pytest.raises(StopIteration) as done:
-        steps.throw(InvalidOperation("MongoClient.bulk_write requires MongoDB server 8.0+."))
+        steps.throw(InvalidOperation(TOO_OLD))
     assert done.value.value is None  # the caller writes the parts one by one
     assert not capability.usable
     with pytest.raises(StopIteration) as again:
@@ -55,8 +78,6 @@ def test_a_server_before_8_0_turns_the_capability_off_for_good() -> None:
 
 
 def test_a_server_without_the_command_turns_the_capability_off_too() -> None:
-    from pymongo.errors import OperationFailure
-
     capability = Capability(True)
     steps = together_steps([ITEMS, HISTORY], capability)
     _first(steps)
@@ -66,14 +87,46 @@ def test_a_server_without_the_command_turns_the_capability_off_too() -> None:
     assert not capability.usable
 
 
-def test_a_refused_write_inside_the_command_has_the_parts_written_again_one_by_one() -> None:
+def test_a_refused_write_inside_the_command_is_handed_back_and_what_applied_is_counted() -> None:
     capability = Capability(True)
     steps = together_steps([ITEMS, HISTORY], capability)
     _first(steps)
     with pytest.raises(StopIteration) as done:
-        steps.throw(_refused())
+        steps.throw(_refused(write_errors=[1]))  # the history's upsert refused
+    # The delete applied (a cancel must still say True): counted, not sent again.
+    assert done.value.value == Done([Counts(deleted=1), Counts()], [[], HISTORY[1]])
+    assert capability.usable  # the server can: only that write goes the old way
+
+
+def test_a_write_concern_error_may_have_applied_and_is_raised_as_one_collection_raises_it() -> None:
+    for concern, kind in (
+        ({"code": 91, "errmsg": "shutting down"}, WriteConcernError),
+        ({"code": 64, "errmsg": "waiting for replication timed out"}, WTimeoutError),
+    ):
+        steps = together_steps([ITEMS, HISTORY], Capability(True))
+        _first(steps)
+        with pytest.raises(kind) as raised:
+            steps.throw(_refused(concern=concern))
+        assert raised.value.code == concern["code"]
+
+
+def test_an_invalid_operation_that_is_not_the_servers_age_is_raised() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(InvalidOperation):
+        steps.throw(InvalidOperation("Cannot use MongoClient after close"))
+    assert capability.usable
+
+
+def test_a_refusal_of_the_whole_command_before_anything_applied_falls_back_for_good() -> None:
+    capability = Capability(True)  # say, a role with no rights on the history collection
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused(OperationFailure("not authorized on db to execute command", 13)))
     assert done.value.value is None
-    assert capability.usable  # the server can: only that batch goes the old way
+    assert not capability.usable
 
 
 def test_the_commands_own_failure_is_raised_as_itself() -> None:
@@ -107,7 +160,7 @@ def test_a_history_whose_settle_went_the_old_way_still_rides_on_it() -> None:
     writes = [Write({"_id": "a"}, many=True)]
     steps = history.settle_steps(Store(), writes, [record])  # type: ignore[arg-type]
     sent = [_first(steps)]
-    sent.append(steps.throw(InvalidOperation("requires MongoDB server version 8.0+")))
+    sent.append(steps.throw(InvalidOperation(TOO_OLD)))
     sent.append(steps.send(None))
     with pytest.raises(StopIteration):
         steps.send(None)
@@ -120,8 +173,8 @@ def test_on_the_server_a_history_write_refused_inside_the_command_loses_no_settl
     mongo_uri: str,
 ) -> None:
     # One item's stored history is not an array: its $push is refused inside the settle's
-    # bulkWrite. The batch goes again the old way: every item settled, the other histories
-    # written, the bad one dropped (logged), nothing fired twice.
+    # bulkWrite. Every item is settled, the other histories written, the bad one dropped
+    # (logged), nothing fired twice.
     from datetime import UTC, datetime
 
     from commands import monitored_database
@@ -143,8 +196,9 @@ def test_on_the_server_a_history_write_refused_inside_the_command_loses_no_settl
         assert scheduler.run_due() == 3
 
         names = [name for name, _, _ in commands.take()]
-        assert names.count("bulkWrite") == 1  # tried together, then part by part:
-        assert names[names.index("bulkWrite") + 1 :][:2] == ["delete", "update"]
+        # One command settled the batch; the refused upsert was not sent again (logged),
+        # and nothing applied was sent twice.
+        assert names.count("bulkWrite") == 1 and "delete" not in names
         assert sorted(fired) == ["t-0", "t-1", "t-2"]
         assert database["timers"].count_documents({}) == 0
         assert [a.outcome for a in scheduler.history("t-0")] == ["succeeded"]
