@@ -204,3 +204,42 @@ def test_on_the_server_a_history_write_refused_inside_the_command_loses_no_settl
         assert [a.outcome for a in scheduler.history("t-0")] == ["succeeded"]
         assert [a.outcome for a in scheduler.history("t-2")] == ["succeeded"]
         assert scheduler.run_due() == 0
+
+
+@pytest.mark.wire
+def test_on_the_server_the_command_carries_the_collections_write_concern(mongo_uri: str) -> None:
+    from datetime import UTC, datetime
+
+    from commands import monitored_database
+    from pymongo import WriteConcern
+
+    from flowsched.clock import ManualClock
+    from flowsched.mongo import MongoScheduler
+    from flowsched.port import ScheduleItem, ScheduleKind
+
+    with monitored_database(mongo_uri, "fs_tog") as (database, commands):
+        concern = WriteConcern(w=1, j=True)
+        collection = database.get_collection("timers", write_concern=concern)
+        clock = ManualClock(datetime.now(UTC))
+        scheduler = MongoScheduler(collection, clock=clock)
+        scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+        scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now()))
+        commands.take()
+        assert scheduler.run_due() == 1
+        [settle] = [c for name, _, c in commands.take() if name == "bulkWrite"]
+    assert settle["writeConcern"] == {"w": 1, "j": True}
+
+
+def test_a_collection_that_encodes_unlike_its_client_never_tries() -> None:
+    from bson.binary import UuidRepresentation
+    from bson.codec_options import CodecOptions
+    from pymongo import MongoClient
+
+    from flowsched.mongo.store import TimerStore
+
+    client: Any = MongoClient(connect=False)  # never connects: only its options are read
+    plain = TimerStore(client.db.timers)
+    options = CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
+    odd = TimerStore(client.db.get_collection("timers", codec_options=options))
+    assert plain.together.usable and not odd.together.usable
+    client.close()
