@@ -18,10 +18,11 @@ concern. What comes back:
   for a time-out), as a single-collection write raises it: it may have been applied;
 * **an error of the whole command**: a transient one (the connection, a step-down) is
   raised as itself, so the caller's outage rules and "the outcome is unknown" apply as
-  before; a refusal of the command itself before anything applied (no such command, not
-  authorised on the history) turns this store to one ``bulk_write`` per collection, as
-  does a server older than 8.0 (pymongo's ``InvalidOperation``). ``None`` is returned
-  then: nothing was applied, the caller writes the parts the old way.
+  before; a refusal of the command itself before anything applied returns ``None``: nothing
+  was applied, the caller writes the parts the old way (which tells which write the server
+  refused). A refusal that will not change (no such command, not authorised: :data:`NEVER`)
+  turns this store to one ``bulk_write`` per collection for good, as does a server older
+  than 8.0 (pymongo's ``InvalidOperation``).
 
 A store never tries when its collections encode differently from their client (a codec
 option such as ``uuid_representation`` set on the collection only: the client-level
@@ -46,11 +47,15 @@ from pymongo.errors import (
 from flowsched.mongo.commands import Counts, Steps, Together, Write
 from flowsched.mongo.transient import is_transient
 
-__all__ = ["Capability", "Done", "encodes_alike", "together_steps"]
+__all__ = ["NEVER", "Capability", "Done", "encodes_alike", "together_steps"]
 
 log = logging.getLogger("flowsched.mongo")
 
 _TOO_OLD = "requires MongoDB server version 8.0"
+
+NEVER = frozenset({13, 59, 115})
+"""``Unauthorized`` (say, no rights on the history collection), ``CommandNotFound`` and
+``CommandNotSupported`` (a compatible server without the command): this store stops trying."""
 
 
 class Capability:
@@ -115,8 +120,9 @@ def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability)
     if isinstance(error, Exception):
         applied = exc.partial_result is not None
         if isinstance(error, OperationFailure) and not is_transient(error) and not applied:
-            capability.refused(error)  # the command itself refused: nothing applied
-            return None
+            if error.code in NEVER:
+                capability.refused(error)  # the command itself refused: nothing applied
+            return None  # this batch the old way, which tells which write the server refused
         raise error from exc  # the command's own failure: as from one collection
     details: Mapping[str, Any] = exc.details  # the server's documents, as sent back
     concern = details.get("writeConcernErrors") or []

@@ -243,3 +243,13 @@ def test_a_collection_that_encodes_unlike_its_client_never_tries() -> None:
     odd = TimerStore(client.db.get_collection("timers", codec_options=options))
     assert plain.together.usable and not odd.together.usable
     client.close()
+
+
+def test_a_refusal_of_one_batch_before_anything_applied_keeps_trying_the_next() -> None:
+    capability = Capability(True)
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused(OperationFailure("object to insert too large", 10334)))
+    assert done.value.value is None  # this batch the old way, which names the bad write
+    assert capability.usable
