@@ -131,7 +131,7 @@ def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability)
         code, message = first.get("code"), str(first.get("errmsg", "write concern error"))
         timed_out = code == 64 or bool((first.get("errInfo") or {}).get("wtimeout"))
         raise (WTimeoutError if timed_out else WriteConcernError)(message, code, first) from exc
-    refused = {int(error["idx"]) for error in details.get("writeErrors") or []}
+    refused = {int(write["idx"]) for write in details.get("writeErrors") or []}
     result = exc.partial_result
     counts = op.counts(result) if result is not None else [Counts() for _ in op.parts]
     per_part, first_index = [], 0
