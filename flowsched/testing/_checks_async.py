@@ -112,6 +112,17 @@ async def _handlers_await_the_scheduler(t: AsyncTrial) -> None:
     assert got == [("first", S), ("follow-up", 3 * S)], f"delivered {got}"
 
 
+_DRIVER_READS = frozenset({"_poll_cancellation", "PyMongoProtocol.read"})
+
+
+def _drivers_own(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` is one of the two that pymongo's network layer starts for every reply
+    it awaits: its server monitor's heartbeat (a task of the client's, from before the check)
+    starts a pair whenever a reply comes. A command of the scheduler's own still in flight
+    shows as the task that awaits it, which this does not pass over."""
+    return getattr(task.get_coro(), "__qualname__", "") in _DRIVER_READS
+
+
 async def _no_task_left_behind(t: AsyncTrial) -> None:
     before = asyncio.all_tasks()
     done: list[str] = []
@@ -129,7 +140,7 @@ async def _no_task_left_behind(t: AsyncTrial) -> None:
     await t.scheduler.aclose()
     assert done == ["t"], "aclose() returned before the handler in flight had finished"
     await advancing
-    left = asyncio.all_tasks() - before
+    left = {task for task in asyncio.all_tasks() - before if not _drivers_own(task)}
     assert not left, f"tasks left behind after aclose(): {sorted(map(repr, left))}"
     assert not await t.scheduler.exists("t"), "the finished handler's item was not settled"
 
