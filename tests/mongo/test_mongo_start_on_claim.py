@@ -7,8 +7,10 @@ before its handler (flowsched.mongo.start_check)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from mongo_nodes import WAIT, eventually
@@ -26,48 +28,19 @@ def _claim(collection: Any, item_id: str) -> dict[str, Any]:
     return (found or {}).get("claim") or {}
 
 
-@pytest.mark.wire
-def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(mongo_db: Any) -> None:
-    collection = mongo_db["timers"]
-    node = MongoScheduler(collection, node_id="b", workers=2)
-    other = MongoScheduler(collection, node_id="a")
-    running, release = threading.Event(), threading.Event()
-    ran: list[str] = []
+class Running(NamedTuple):
+    """A delivery of "job" under way on node "b" (its start recorded by the claim), and node
+    "a" beside it; ``release`` lets the handler return, ``ran`` is what it was given."""
 
-    def handler(item: ScheduleItem, attempt: int) -> None:
-        ran.append(item.id)
-        running.set()
-        release.wait(WAIT)
-
-    node.subscribe(TIMER, handler)
-    node.schedule(ScheduleItem("job", TIMER, SystemClock().now()))
-    try:
-        node.start()
-        assert running.wait(WAIT)
-        recorded = bson_utc(_claim(collection, "job")["started"])  # by the claim itself
-        [open_attempt] = node.history("job")
-        assert (open_attempt.started, open_attempt.ended) == (recorded, None)
-        assert other.cancel("job")  # returns after the claim: the delivery had started
-        cancel_returned = mongo_db.command("hello")["localTime"].replace(tzinfo=UTC)
-        assert recorded <= cancel_returned  # by the database's clock
-        # The cancel removed the claim the open attempt was read from: it kept the attempt.
-        [kept] = other.history("job")
-        assert (kept.started, kept.ended, kept.node) == (recorded, None, "b")
-        release.set()
-        assert eventually(lambda: [a.ended is not None for a in other.history("job")] == [True])
-        [attempt] = other.history("job")
-        assert attempt.started == recorded  # the recorded start, not the handler's call
-        assert attempt.ended is not None and attempt.ended >= recorded
-        assert ran == ["job"]
-    finally:
-        release.set()
-        node.close()
-        other.close()
+    node: MongoScheduler
+    other: MongoScheduler
+    recorded: datetime
+    release: threading.Event
+    ran: list[tuple[str, object]]
 
 
-@pytest.mark.wire
-def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: Any) -> None:
-    collection = mongo_db["timers"]
+@contextmanager
+def _running_job(collection: Any) -> Iterator[Running]:
     node = MongoScheduler(collection, node_id="b", workers=2)
     other = MongoScheduler(collection, node_id="a")
     running, release = threading.Event(), threading.Event()
@@ -83,7 +56,37 @@ def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: 
     try:
         node.start()
         assert running.wait(WAIT)
-        recorded = bson_utc(_claim(collection, "job")["started"])
+        recorded = bson_utc(_claim(collection, "job")["started"])  # by the claim itself
+        yield Running(node, other, recorded, release, ran)
+    finally:
+        release.set()
+        node.close()
+        other.close()
+
+
+@pytest.mark.wire
+def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(mongo_db: Any) -> None:
+    with _running_job(mongo_db["timers"]) as (node, other, recorded, release, ran):
+        [open_attempt] = node.history("job")
+        assert (open_attempt.started, open_attempt.ended) == (recorded, None)
+        assert other.cancel("job")  # returns after the claim: the delivery had started
+        cancel_returned = mongo_db.command("hello")["localTime"].replace(tzinfo=UTC)
+        assert recorded <= cancel_returned  # by the database's clock
+        # The cancel removed the claim the open attempt was read from: it kept the attempt.
+        [kept] = other.history("job")
+        assert (kept.started, kept.ended, kept.node) == (recorded, None, "b")
+        release.set()
+        assert eventually(lambda: [a.ended is not None for a in other.history("job")] == [True])
+        [attempt] = other.history("job")
+        assert attempt.started == recorded  # the recorded start, not the handler's call
+        assert attempt.ended is not None and attempt.ended >= recorded
+        assert ran == [("job", {"v": 1})]
+
+
+@pytest.mark.wire
+def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: Any) -> None:
+    collection = mongo_db["timers"]
+    with _running_job(collection) as (_, other, recorded, release, ran):
         later = SystemClock().now() + timedelta(hours=1)
         other.schedule(ScheduleItem("job", TIMER, later, payload={"v": 2}))  # the replace
         assert collection.find_one({"_id": "job"})["payload"] == {"v": 2}
@@ -94,10 +97,6 @@ def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: 
         [attempt] = other.history("job")  # its outcome's record took the open one's place
         assert attempt.started == recorded
         assert other.exists("job") and ran == [("job", {"v": 1})]
-    finally:
-        release.set()
-        node.close()
-        other.close()
 
 
 def test_a_claim_waiting_for_a_busy_worker_records_no_start_and_is_checked(

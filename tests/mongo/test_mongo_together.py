@@ -52,6 +52,17 @@ def _first(steps: Any) -> Any:
     return next(steps)
 
 
+def _answer(error: Exception, capability: Capability) -> Done | None:
+    """What ``together_steps`` returns when its command raises ``error`` (anything else it
+    raises, raised)."""
+    steps = together_steps([ITEMS, HISTORY], capability)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(error)
+    answer: Done | None = done.value.value
+    return answer
+
+
 def test_both_parts_go_in_one_command_and_each_part_gets_its_counts() -> None:
     capability = Capability(True)
     steps = together_steps([ITEMS, HISTORY], capability)
@@ -66,11 +77,8 @@ def test_both_parts_go_in_one_command_and_each_part_gets_its_counts() -> None:
 
 def test_a_server_before_8_0_turns_the_capability_off_for_good() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
-    with pytest.raises(StopIteration) as done:
-        steps.throw(InvalidOperation(TOO_OLD))
-    assert done.value.value is None  # the caller writes the parts one by one
+    answer = _answer(InvalidOperation(TOO_OLD), capability)
+    assert answer is None  # the caller writes the parts one by one
     assert not capability.usable
     with pytest.raises(StopIteration) as again:
         _first(together_steps([ITEMS, HISTORY], capability))  # never tried again
@@ -79,22 +87,16 @@ def test_a_server_before_8_0_turns_the_capability_off_for_good() -> None:
 
 def test_a_server_without_the_command_turns_the_capability_off_too() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
-    with pytest.raises(StopIteration) as done:
-        steps.throw(_refused(OperationFailure("no such command: 'bulkWrite'", 59)))
-    assert done.value.value is None
+    answer = _answer(_refused(OperationFailure("no such command: 'bulkWrite'", 59)), capability)
+    assert answer is None
     assert not capability.usable
 
 
 def test_a_refused_write_inside_the_command_is_handed_back_and_what_applied_is_counted() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
-    with pytest.raises(StopIteration) as done:
-        steps.throw(_refused(write_errors=[1]))  # the history's upsert refused
+    answer = _answer(_refused(write_errors=[1]), capability)  # the history's upsert refused
     # The delete applied (a cancel must still say True): counted, not sent again.
-    assert done.value.value == Done([Counts(deleted=1), Counts()], [[], HISTORY[1]])
+    assert answer == Done([Counts(deleted=1), Counts()], [[], HISTORY[1]])
     assert capability.usable  # the server can: only that write goes the old way
 
 
@@ -103,39 +105,32 @@ def test_a_write_concern_error_may_have_applied_and_is_raised_as_one_collection_
         ({"code": 91, "errmsg": "shutting down"}, WriteConcernError),
         ({"code": 64, "errmsg": "waiting for replication timed out"}, WTimeoutError),
     ):
-        steps = together_steps([ITEMS, HISTORY], Capability(True))
-        _first(steps)
         with pytest.raises(kind) as raised:
-            steps.throw(_refused(concern=concern))
+            _answer(_refused(concern=concern), Capability(True))
         assert raised.value.code == concern["code"]
 
 
 def test_an_invalid_operation_that_is_not_the_servers_age_is_raised() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
     with pytest.raises(InvalidOperation):
-        steps.throw(InvalidOperation("Cannot use MongoClient after close"))
+        _answer(InvalidOperation("Cannot use MongoClient after close"), capability)
     assert capability.usable
 
 
 def test_a_refusal_of_the_whole_command_before_anything_applied_falls_back_for_good() -> None:
     capability = Capability(True)  # say, a role with no rights on the history collection
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
-    with pytest.raises(StopIteration) as done:
-        steps.throw(_refused(OperationFailure("not authorized on db to execute command", 13)))
-    assert done.value.value is None
+    answer = _answer(
+        _refused(OperationFailure("not authorized on db to execute command", 13)), capability
+    )
+    assert answer is None
     assert not capability.usable
 
 
 def test_the_commands_own_failure_is_raised_as_itself() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
     lost = AutoReconnect("connection closed")
     with pytest.raises(AutoReconnect) as raised:
-        steps.throw(_refused(lost))
+        _answer(_refused(lost), capability)
     assert raised.value is lost  # the caller's transient-outage rule sees what happened
     assert capability.usable
 
@@ -247,9 +242,6 @@ def test_a_collection_that_encodes_unlike_its_client_never_tries() -> None:
 
 def test_a_refusal_of_one_batch_before_anything_applied_keeps_trying_the_next() -> None:
     capability = Capability(True)
-    steps = together_steps([ITEMS, HISTORY], capability)
-    _first(steps)
-    with pytest.raises(StopIteration) as done:
-        steps.throw(_refused(OperationFailure("object to insert too large", 10334)))
-    assert done.value.value is None  # this batch the old way, which names the bad write
+    answer = _answer(_refused(OperationFailure("object to insert too large", 10334)), capability)
+    assert answer is None  # this batch the old way, which names the bad write
     assert capability.usable
