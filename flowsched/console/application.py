@@ -74,7 +74,8 @@ def app(
     from ``trusted_proxies`` only. With any of them every page needs a sign-in (a session
     lasting ``session_ttl``); with none the console is open and read-only. Operators may
     cancel, run now, requeue and work in bulk; everything done or refused is recorded in
-    ``<collection>_audit`` (in memory over a scheduler or a store). ``allowed_hosts``: the ``Host``
+    ``<collection>_audit`` (on PostgreSQL ``<table>_audit``; in memory over a scheduler or a
+    store object). ``allowed_hosts``: the ``Host``
     names served (default: any; ``flowsched console`` passes the loopback names when it
     binds loopback). ``hide_payloads``: payloads shown as sizes. Every read is stopped
     after ``query_budget_ms``. A users or token file others can read is named in a warning.
@@ -99,7 +100,10 @@ def app(
     shown = ""
     source: MongoSource | MemorySource | StoreSource
     if isinstance(target, str) and target.lower().startswith(("postgresql://", "postgres://")):
-        source = StoreSource(_postgres_store(target, table, query_budget_ms), clock, table)
+        from flowsched.console.postgres_audit import PostgresAudit
+
+        store = _postgres_store(target, table, query_budget_ms)
+        source = StoreSource(store, clock, table, PostgresAudit(store))
         shown = f"{redact(target)} table {table}"
     elif isinstance(target, str):
         client, mongo = _client(target, query_budget_ms)

@@ -26,7 +26,7 @@ from flowsched.console.queries import (
     TimerQuery,
     slots,
 )
-from flowsched.console.source import COUNT_LIMIT, Audited, Operator, Outcome, item_fields
+from flowsched.console.source import COUNT_LIMIT, A, Audited, Operator, Outcome, item_fields
 from flowsched.mongo.documents import dead_letter_document
 from flowsched.port import DeadLetter, ScheduleItem
 
@@ -37,7 +37,7 @@ async def _maybe(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class ListedSource(Audited[MemoryAudit]):
+class ListedSource(Audited[A]):
     """A source whose dead letters come as one list (:meth:`_letters`, its scheduler's or
     store's ``dead_letters()``): served by id and in pages as the MongoDB source serves
     its collection; its audit log kept in memory."""
@@ -84,7 +84,7 @@ class ListedSource(Audited[MemoryAudit]):
         return documents[: page.limit], spec
 
 
-class MemorySource(ListedSource):
+class MemorySource(ListedSource[MemoryAudit]):
     """A running scheduler's own view: its timers, dead letters and the operator actions."""
 
     needs_mongo = True

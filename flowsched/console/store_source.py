@@ -18,8 +18,9 @@ store's states (``waiting``/``overdue``: scheduled and due after / before now; `
 ``stale``: claimed with a live / ended lease; ``retrying``: attempts above 0), the last three
 checked here page by page; a ``previous`` page and the count read forward through
 ``timers()`` (the count stops at :data:`COUNT_CAP`); the charts read the timers of their
-window, at most :data:`CHART_CAP`; the audit is kept in memory (lost on restart); routes per
-node and the bucket count are MongoDB's.
+window, at most :data:`CHART_CAP`; the audit is the one given (on PostgreSQL
+:class:`~flowsched.console.postgres_audit.PostgresAudit`, ``<table>_audit``), else kept in
+memory (lost on restart); routes per node and the bucket count are MongoDB's.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ _PAGE = 500
 _TINY = timedelta(microseconds=1)
 
 
-class StoreSource(ListedSource):
+class StoreSource(ListedSource[Any]):
     """The console's reads and actions over ``store``'s calls (sync or coroutines)."""
 
     needs_mongo = False
@@ -61,11 +62,13 @@ class StoreSource(ListedSource):
     runs_now = True
     count_limit = COUNT_CAP
 
-    def __init__(self, store: Any, clock: Clock, name: str | None = None) -> None:
+    def __init__(
+        self, store: Any, clock: Clock, name: str | None = None, audit: Any = None
+    ) -> None:
         self.store = store
         self.name = name or str(getattr(store, "table", type(store).__name__))
         self._clock = clock
-        self.audit_log = MemoryAudit()
+        self.audit_log = MemoryAudit() if audit is None else audit
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         method = getattr(self.store, name)

@@ -98,6 +98,10 @@ def _names(table: str) -> dict[str, str]:
         "dead_at": quoted(f"{table}_dead_at"),
         "history_item": quoted(f"{table}_history_item"),
         "history_ended": quoted(f"{table}_history_ended"),
+        "audit": quoted(f"{table}_audit"),
+        "audit_at": quoted(f"{table}_audit_at"),
+        "audit_item": quoted(f"{table}_audit_item"),
+        "audit_ids": quoted(f"{table}_audit_ids"),
         "now": NOW,
         "relaxed": RELAXED,
     }

@@ -1,7 +1,7 @@
 -- Every SQL statement of flowsched's PostgreSQL adapter, each under a "-- name:" line
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
---   {table} {dead} {quarantine} {history} {nodes} {schema} {generations}   identifiers
+--   {table} {dead} {quarantine} {history} {nodes} {schema} {generations} {audit}   identifiers
 --   {claimable} {timer_filter}   the text of the "-- name: fragment_x" blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
@@ -126,7 +126,7 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS claim_token text;
 
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
-DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema};
+DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema}, {audit};
 DROP SEQUENCE IF EXISTS {generations};
 
 -- ---- the port's writes --------------------------------------------------------------------
@@ -598,3 +598,47 @@ RETURNING version;
 UPDATE {table} SET version = version + 1, document = %(document)s
 WHERE flow_id = %(flow_id)s AND version = %(version)s
 RETURNING version;
+
+-- ---- the console's audit (flowsched/console/postgres_audit.py) -----------------------------
+
+-- name: audit_table
+-- Who did or tried what in the console, from where, and how it ended: one row an entry,
+-- newest first by (at, seq). Made by a console on its first entry, not by the migrations (a
+-- table whose console never acts has none); IF NOT EXISTS: any console may.
+CREATE TABLE IF NOT EXISTS {audit} (
+    seq     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at      timestamptz NOT NULL,
+    who     text,
+    role    text,
+    client  text NOT NULL,
+    action  text NOT NULL,
+    item_id text,
+    ids     text[],
+    count   integer,
+    what    text,
+    done    boolean NOT NULL,
+    outcome text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {audit_at} ON {audit} (at DESC, seq DESC);
+CREATE INDEX IF NOT EXISTS {audit_item} ON {audit} (item_id, at DESC) WHERE item_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {audit_ids} ON {audit} USING gin (ids) WHERE ids IS NOT NULL;
+
+-- name: audit_insert
+INSERT INTO {audit} (at, who, role, client, action, item_id, ids, count, what, done, outcome)
+VALUES (%(at)s, %(who)s, %(role)s, %(client)s, %(action)s, %(item_id)s, %(ids)s, %(count)s,
+        %(what)s, %(done)s, %(outcome)s);
+
+-- name: audit_find
+-- One page, newest first, every filter optional (NULL: not filtered); an item matches its
+-- own entries and the bulk entries that list it. (at, seq) < the cursor's: the next page.
+SELECT seq, at, who, role, client, action, item_id, ids, count, what, done, outcome
+FROM {audit}
+WHERE (%(who)s::text IS NULL OR who = %(who)s)
+  AND (%(action)s::text IS NULL OR action = %(action)s)
+  AND (%(done)s::boolean IS NULL OR done = %(done)s)
+  AND (%(item_id)s::text IS NULL OR item_id = %(item_id)s OR ids @> ARRAY[%(item_id)s::text])
+  AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR at < %(until)s)
+  AND (%(at)s::timestamptz IS NULL OR (at, seq) < (%(at)s, %(seq)s::bigint))
+ORDER BY at DESC, seq DESC
+LIMIT %(limit)s;

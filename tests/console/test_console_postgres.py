@@ -190,3 +190,55 @@ def test_flowsched_console_takes_a_postgresql_uri_and_a_table(
         assert ids(client.get("/timers").text) == ["cli-1"]
     missing = CliRunner().invoke(build_app(), [*args[:3], "--table", "fs_not_a_table"])
     assert missing.exit_code == 2 and "no flowsched timers table fs_not_a_table" in missing.output
+
+
+def test_the_audit_is_a_table_that_outlives_the_console(
+    store: PostgresTimerStore, console: Callable[..., TestClient]
+) -> None:
+    """The audit on PostgreSQL is ``<table>_audit``: a console started later (a restart, or
+    another replica) lists what an earlier one recorded, filtered and paged like MongoDB's;
+    a bulk entry is found by any id it lists."""
+    now = store.now()
+    for n in range(3):
+        store.put(ScheduleItem(f"a-{n}", ScheduleKind.TIMER, now + HOUR, "flow-a", handler="h"))
+    first = console(users=USERS)
+    assert "a-0" not in first.get("/audit").text  # no table yet: an empty list, no error
+    sign_in(first, "alice")
+    page = first.get("/timer?id=a-0").text
+    generation = re.search(r'name="generation" value="(\d+)"', page)
+    assert generation is not None
+    form = {"csrf": csrf_of(page), "id": "a-0", "generation": generation.group(1)}
+    assert first.post("/timer/cancel", data=form).status_code == 200
+    from test_console_bulk import confirm_form
+
+    preview = first.get("/bulk/cancel-flow?flow=flow-a").text
+    assert first.post("/bulk/cancel-flow", data=confirm_form(preview)).status_code == 200
+    first.close()
+
+    later = console(users=USERS)
+    sign_in(later, "alice")
+    audit = later.get("/audit?action=cancel").text
+    assert "a-0" in audit and "alice" in audit
+    assert "a-2" not in audit  # the bulk cancel is another action
+    by_item = later.get("/audit?item_id=a-2").text
+    assert "2 ids" in by_item and "bulk_cancel" in by_item  # found by an id it lists
+    entries = store_audit(store)
+    assert [e[0] for e in entries] == sorted(e[0] for e in entries)  # seq grows with time
+    assert {e[1] for e in entries} >= {"sign_in", "cancel"}
+    assert any(e[1].startswith("bulk_cancel") for e in entries), entries
+    refused = later.get("/audit?outcome=refused").text
+    assert "a-0" not in refused
+    # Paging: one entry a page, newest first, continued by the 'next' cursor.
+    one = later.get("/audit?limit=1").text
+    following = re.search(r'href="(/audit\?[^"]+)" id="next-page"', one)
+    assert following is not None, one
+    second = later.get(following.group(1).replace("&amp;", "&"))
+    assert second.status_code == 200 and second.text != one
+    forged = "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiwgImFiYyJd"  # a cursor with a text key
+    assert later.get(f"/audit?after={forged}").status_code == 400
+
+
+def store_audit(store: PostgresTimerStore) -> list[tuple[int, str]]:
+    with store.pool.connection() as conn:
+        rows = conn.execute(f'SELECT seq, action FROM "{store.table}_audit" ORDER BY at, seq')
+        return [(int(row[0]), str(row[1])) for row in rows.fetchall()]
