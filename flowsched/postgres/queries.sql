@@ -181,20 +181,21 @@ started_at IS NOT NULL AND owner IS NOT NULL
 -- unclaimed, unpaused, no failures; its dead letter (if any) goes. Nothing at all when the
 -- caller's deadline has passed by the store's clock (no row comes back). A row due within
 -- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit). A replaced form
--- whose delivery had started keeps its attempt in the history, open (old: read and locked
--- before the row is replaced, so a claim that committed first is seen).
+-- whose delivery had started keeps its attempt in the history, open (old: the row read and
+-- locked by its id alone before it is replaced, so that a claim which held it and committed
+-- first is seen: a condition on started_at would be judged on the statement's snapshot).
 WITH gate AS (
     SELECT nextval('{generations}') AS generation
     WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
 ), old AS (
     SELECT id, generation, attempts, owner, started_at FROM {table}
-    WHERE id = %(id)s AND {started} AND EXISTS (SELECT FROM gate)
+    WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
     FOR UPDATE
 ), writes AS (
     SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
            NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
            NULL::text AS error_message, NULL::text AS traceback
-    FROM old
+    FROM old WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
 ), undead AS (
@@ -543,13 +544,13 @@ WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
 ), old AS (
     SELECT id, generation, attempts, owner, started_at FROM {table}
-    WHERE id = %(id)s AND {started} AND EXISTS (SELECT FROM d)
+    WHERE id = %(id)s AND EXISTS (SELECT FROM d)
     FOR UPDATE
 ), writes AS (
     SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
            NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
            NULL::text AS error_message, NULL::text AS traceback
-    FROM old
+    FROM old WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
 ), stored AS (
