@@ -132,7 +132,7 @@ def test_a_lapsed_started_claim_is_written_lapsed_once_when_claimed_again(
 ) -> None:
     store.put(_item("x"))
     store.put(_item("queued"))
-    [dead, queued] = store.claim_due(ROUTES, "dead-node", LEASE, 10)
+    [dead, _queued] = store.claim_due(ROUTES, "dead-node", LEASE, 10)
     assert store.confirm_start([dead]) == [dead]  # "queued" never starts
     _clock(store).advance(LEASE + timedelta(seconds=1))
     assert len(store.claim_started(ROUTES, "n2", LEASE, 10)) == 2
