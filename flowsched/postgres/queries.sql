@@ -2,8 +2,8 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations}   identifiers
---   {claimable} {timer_filter} {trim} {log} {started}   the text of the "-- name: fragment_x" blocks below
---              (shared SQL)
+--   {claimable} {timer_filter} {trim} {log} {started}   the text of the "-- name: fragment_x"
+--              blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -134,7 +134,7 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS claim_token text;
 -- "lapsed" by the next claim). The version keeps an older flowsched, which would not see the
 -- running attempts, off the table. Idempotent.
 COMMENT ON TABLE {history} IS
-    'flowsched: attempts of the timers in the table without this suffix, written when they end (schema version 4)';
+    'flowsched: the attempts of its timers, each written when it ends (schema version 4)';
 
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
@@ -425,10 +425,9 @@ WITH s AS (
                          %(tokens)b::text[], %(actions)s::text[], %(dues)s::timestamptz[],
                          %(attempts)b::int[], %(errors)s::text[], %(applied)s::timestamptz[],
                          %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
-                         %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
-                         %(claim_attempts)b::int[], %(runs)s::int[])
+                         %(tracebacks)s::text[], %(dead_at)s::timestamptz[], %(runs)s::int[])
              AS s(id, generation, owner, token, action, due, attempt, error, applied,
-                  outcome, error_type, message, traceback, dead_at, claim_attempt, runs)
+                  outcome, error_type, message, traceback, dead_at, runs)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner

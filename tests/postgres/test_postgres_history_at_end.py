@@ -208,7 +208,7 @@ def _version_3_table(postgres_url: str, table: str) -> None:
             "('old', 7, 1, 'old-node', %(start)s, NULL, NULL)",
             {"before": START - timedelta(seconds=5), "start": START},
         )
-        assert migrate(conn, table) == SCHEMA_VERSION == 4
+        assert migrate(conn, table) == SCHEMA_VERSION >= 4
 
 
 @pytest.mark.parametrize("then", ["lapse", "cancel"])
