@@ -113,6 +113,7 @@ class Setup:
             deadline=_aware(deadline, "deadline"),
             notify_within=self.notify_within,
             channel=self.queries.channel,
+            keep=self.history_limit,
             **params,
         )
         if not rows:
@@ -141,7 +142,11 @@ class Setup:
         if _unusable(item_id):
             return False
         rows = yield self.statement(
-            "remove", id=item_id, generation=generation, deadline=_aware(deadline, "deadline")
+            "remove",
+            id=item_id,
+            generation=generation,
+            deadline=_aware(deadline, "deadline"),
+            keep=self.history_limit,
         )
         return bool(rows)
 
@@ -149,7 +154,10 @@ class Setup:
         if _unusable(flow_id):
             return []
         rows = yield self.statement(
-            "remove_flow", flow_id=flow_id, deadline=_aware(deadline, "deadline")
+            "remove_flow",
+            flow_id=flow_id,
+            deadline=_aware(deadline, "deadline"),
+            keep=self.history_limit,
         )
         return sorted(str(row[0]) for row in rows)
 
@@ -176,9 +184,13 @@ class Setup:
             raise ValueError(f"{name}: limit must be at least 1, got {limit!r}")
         if not routes:
             return []
-        extra = {"keep": self.history_limit} if name == "claim_started" else {}
         rows = yield self.statement(
-            name, routes=sorted(routes), owner=owner, lease=lease, limit=limit, **extra
+            name,
+            routes=sorted(routes),
+            owner=owner,
+            lease=lease,
+            limit=limit,
+            keep=self.history_limit,
         )
         claims: list[Claim] = []
         bad: dict[str, str] = {}
@@ -198,7 +210,11 @@ class Setup:
             claims.append(claim)
         if bad:
             yield self.statement(
-                "quarantine_claimed", ids=list(bad), reasons=list(bad.values()), owner=owner
+                "quarantine_claimed",
+                ids=list(bad),
+                reasons=list(bad.values()),
+                owner=owner,
+                keep=self.history_limit,
             )
         claims.sort(key=lambda claim: (claim.item.due, claim.generation))
         return claims
@@ -206,12 +222,7 @@ class Setup:
     def confirm_start(self, claims: Sequence[Claim]) -> Plan[list[Claim]]:
         if not claims:
             return []
-        rows = yield self.statement(
-            "confirm_start",
-            keep=self.history_limit,
-            **fences(claims),
-            attempts=[claim.attempt for claim in claims],
-        )
+        rows = yield self.statement("confirm_start", **fences(claims))
         held = {(row[0], row[1]) for row in rows}  # a claim is named by (id, token)
         return [claim for claim in claims if (claim.item.id, claim.token) in held]
 
@@ -237,16 +248,10 @@ class Setup:
             return []
         fenced = fences([s.claim for s in settlements])
         if all(plainly_completed(s) for s in settlements):
-            rows = yield self.statement(
-                "settle_completed",
-                claim_attempts=[s.claim.attempt for s in settlements],
-                **fenced,
-            )
+            rows = yield self.statement("settle_completed", keep=self.history_limit, **fenced)
         else:
             rows = yield self.statement(
-                "settle",
-                **fenced,
-                **settle_columns(settlements),
+                "settle", keep=self.history_limit, **fenced, **settle_columns(settlements)
             )
         # Each applied row: when, and its stored lease end (a renewal whose reply was lost
         # may have moved it past the claim's): "late" is measured from that one.
@@ -304,6 +309,7 @@ class Setup:
             due=due,
             notify_within=self.notify_within,
             channel=self.queries.channel,
+            keep=self.history_limit,
         )
         return item_from_row(rows[0]) if rows else None
 
@@ -351,7 +357,7 @@ class Setup:
     def history(self, item_id: str) -> Plan[list[Attempt]]:
         if _unusable(item_id):
             return []
-        rows = yield self.statement("history", id=item_id)
+        rows = yield self.statement("history", id=item_id, keep=self.history_limit)
         return [attempt_from_row(row, item_id) for row in rows]
 
     def pause(self, item_id: str) -> Plan[bool]:

@@ -2,7 +2,8 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations} {audit}   identifiers
---   {claimable} {timer_filter}   the text of the "-- name: fragment_x" blocks below (shared SQL)
+--   {claimable} {timer_filter} {trim} {log} {started}   the text of the "-- name: fragment_x"
+--              blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -124,6 +125,17 @@ ALTER TABLE {dead} ADD COLUMN IF NOT EXISTS runs integer NOT NULL DEFAULT 0;
 -- (delivered again). IF NOT EXISTS: idempotent.
 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS claim_token text;
 
+-- name: migration_4
+-- History attempts are written once, when they end (settled, quarantined, lapsed at a
+-- re-claim), or when a cancel or replace meets a started row (kept open): the attempt a node
+-- is running is read from its live row (started_at, owner, attempts, generation). Nothing to
+-- convert: an open attempt an older flowsched wrote at its start still reads (history()
+-- shows it once, its closed twin first) and still closes (by that node's settle, or
+-- "lapsed" by the next claim). The version keeps an older flowsched, which would not see the
+-- running attempts, off the table. Idempotent.
+COMMENT ON TABLE {history} IS
+    'flowsched: the attempts of its timers, each written when it ends (schema version 4)';
+
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
 DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema}, {audit};
@@ -134,14 +146,58 @@ DROP SEQUENCE IF EXISTS {generations};
 -- name: now
 SELECT {now};
 
+-- name: fragment_trim
+-- Not a statement: the text of {trim} and {log}, two CTEs' bodies in every statement that
+-- writes history attempts: its CTE "writes" holds them (at most one per item), as the
+-- columns of {log}'s SELECT. {trim} (the CTE "trimmed") deletes each item's attempts beyond
+-- the %(keep)s - 1 newest, so with the one written it keeps %(keep)s; {log} writes them, after
+-- {trim} has run (it reads trimmed's count), so the trim's probe of index {history_item}
+-- meets no entry of the rows being written (an item with no history: one descent, no heap).
+DELETE FROM {history} h
+USING (SELECT w.id,
+              (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = w.id
+               ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1) AS cutoff
+       FROM writes w) AS x
+WHERE h.item_id = x.id AND h.seq <= x.cutoff
+RETURNING 1
+
+-- name: fragment_log
+-- Not a statement: the text of {log} (see fragment_trim).
+INSERT INTO {history} (item_id, generation, attempt, node, started, ended, outcome,
+                       error_type, error_message, traceback)
+SELECT id, generation, attempt, node, started, ended, outcome, error_type, error_message,
+       traceback
+FROM writes
+WHERE (SELECT count(*) FROM trimmed) >= 0
+
+-- name: fragment_started
+-- Not a statement: the text of {started}, the condition under which a row (of {table}, or a
+-- CTE returning its columns) has a started delivery: its attempt is open, and a cancel or
+-- replace keeps it in {history}, open (its late outcome is stale and never closes it).
+started_at IS NOT NULL AND owner IS NOT NULL
+
 -- name: put
 -- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
 -- unclaimed, unpaused, no failures; its dead letter (if any) goes. Nothing at all when the
 -- caller's deadline has passed by the store's clock (no row comes back). A row due within
--- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit).
+-- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit). A replaced form
+-- whose delivery had started keeps its attempt in the history, open (old: the row read and
+-- locked by its id alone before it is replaced, so that a claim which held it and committed
+-- first is seen: a condition on started_at would be judged on the statement's snapshot).
 WITH gate AS (
     SELECT nextval('{generations}') AS generation
     WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
+), old AS (
+    SELECT id, generation, attempts, owner, started_at FROM {table}
+    WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
+    FOR UPDATE
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM old WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
 ), undead AS (
     DELETE FROM {dead} WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
 ), stored AS (
@@ -152,6 +208,7 @@ WITH gate AS (
            %(flow_id)s::text, %(due)s::timestamptz, %(payload)s::jsonb, %(recurrence)s::jsonb,
            %(previous)s::timestamptz, %(runs)s::int, 0, NULL, NULL, NULL, NULL, false, {now}
     FROM gate
+    WHERE (SELECT count(*) FROM old) >= 0  -- old is read (and locked) before the insert
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
@@ -175,18 +232,40 @@ SELECT EXISTS (SELECT FROM {table} WHERE id = %(id)s);
 
 -- name: remove
 -- Fenced by the caller's deadline (by the store's clock) and, when given, the generation:
--- a cancel that arrives late never removes a form scheduled meanwhile.
-DELETE FROM {table}
-WHERE id = %(id)s
-  AND (%(generation)s::bigint IS NULL OR generation = %(generation)s::bigint)
-  AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
-RETURNING id;
+-- a cancel that arrives late never removes a form scheduled meanwhile. A removed row whose
+-- delivery had started keeps its attempt in the history, open (same statement).
+WITH gone AS (
+    DELETE FROM {table}
+    WHERE id = %(id)s
+      AND (%(generation)s::bigint IS NULL OR generation = %(generation)s::bigint)
+      AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
+    RETURNING id, generation, attempts, owner, started_at
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM gone WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
+)
+SELECT id FROM gone;
 
 -- name: remove_flow
-DELETE FROM {table}
-WHERE flow_id = %(flow_id)s
-  AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
-RETURNING id;
+-- remove of every row of a flow (started deliveries kept open in the history alike).
+WITH gone AS (
+    DELETE FROM {table}
+    WHERE flow_id = %(flow_id)s
+      AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
+    RETURNING id, generation, attempts, owner, started_at
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM gone WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
+)
+SELECT id FROM gone;
 
 -- ---- claims, starts, leases, settlements --------------------------------------------------
 
@@ -194,7 +273,8 @@ RETURNING id;
 -- Not a statement: the text of {claimable} in claim_due and claim_started. The rows they
 -- claim: %(limit)s at most, soonest due first, of the unclaimed due rows (fresh) and the held
 -- ones whose lease has ended (lapsed), skipped if another node is claiming them (picked);
--- the lapsed claims' open history attempts closed "lapsed" (closed).
+-- the attempts of the lapsed claims that had started written to the history, ended "lapsed"
+-- at their lease end (logged; the item's oldest beyond %(keep)s trimmed).
 fresh AS (
     SELECT x.id, x.due
     FROM unnest(%(routes)s::text[]) AS r(route)
@@ -206,10 +286,11 @@ fresh AS (
         FOR UPDATE SKIP LOCKED
     ) AS x
 ), lapsed AS (
-    SELECT x.id, x.due, x.generation, x.lease_until, x.owner, x.attempts
+    SELECT x.id, x.due, x.generation, x.lease_until, x.owner, x.attempts, x.started_at
     FROM unnest(%(routes)s::text[]) AS r(route)
     CROSS JOIN LATERAL (
-        SELECT t.id, t.due, t.generation, t.lease_until, t.owner, t.attempts FROM {table} t
+        SELECT t.id, t.due, t.generation, t.lease_until, t.owner, t.attempts, t.started_at
+        FROM {table} t
         WHERE t.route = r.route AND t.owner IS NOT NULL AND t.lease_until <= {now}
           AND NOT t.paused AND t.due <= {now}
         ORDER BY t.lease_until
@@ -220,12 +301,13 @@ fresh AS (
     SELECT id, due FROM (SELECT id, due FROM fresh UNION ALL SELECT id, due FROM lapsed) AS u
     ORDER BY due, id
     LIMIT %(limit)s
-), closed AS (
-    UPDATE {history} h SET ended = lapsed.lease_until, outcome = 'lapsed'
-    FROM lapsed
-    WHERE h.item_id = lapsed.id AND h.generation = lapsed.generation AND h.ended IS NULL
-      AND h.node = lapsed.owner AND h.attempt = lapsed.attempts
-      AND lapsed.id IN (SELECT id FROM picked)
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           lease_until AS ended, 'lapsed' AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM lapsed WHERE {started} AND id IN (SELECT id FROM picked)
+), trimmed AS ({trim}
+), logged AS ({log}
 )
 
 -- name: claim_due
@@ -233,7 +315,7 @@ fresh AS (
 -- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
 -- another node is claiming are skipped, not waited for. Each claimed row gets this owner, a
 -- lease and a fresh random token (a re-claim by the same owner too: the lapsed claim is
--- stale); an ended claim's open history attempt is closed "lapsed".
+-- stale); an ended claim's started attempt is written to the history, ended "lapsed".
 WITH {claimable}
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL,
@@ -245,47 +327,37 @@ RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.
 -- name: claim_started
 -- claim_due and confirm_start in one statement, for a node that starts every claim it gets at
 -- once (it has a free handler slot for each, and queues none): the rows claim_due would claim
--- are claimed, their starts stamped and their history attempts opened (the item's oldest
--- attempts beyond %(keep)s trimmed), all in one transaction. So no claim of it ever waits
--- unstarted: a cancel or replace that committed first took the row away (the claim does not
--- see it), one that commits after finds a started delivery (its attempt open, started
--- before the cancel, by the store's clock).
-WITH {claimable}, claimed AS (
-    UPDATE {table} t
-    SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
-        claim_token = gen_random_uuid()::text
-    WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
-    RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
-              t.recurrence, t.previous, t.runs, t.attempts, t.lease_until, t.route,
-              t.claim_token, t.started_at
-), opened AS (
-    INSERT INTO {history} (item_id, generation, attempt, node, started)
-    SELECT id, generation, attempts, %(owner)s, started_at FROM claimed
-), trimmed AS (
-    DELETE FROM {history} h
-    USING claimed
-    WHERE h.item_id = claimed.id
-      AND h.seq <= (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = claimed.id
-                    ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1)
-)
-SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previous, runs,
-       attempts, lease_until, route, claim_token
-FROM claimed;
+-- are claimed and their starts stamped, in one transaction: each one's attempt is open
+-- in the history from then on (read from the row: started_at, owner, attempts, generation;
+-- nothing is written to {history} until it ends). So no claim of it ever waits unstarted: a
+-- cancel or replace that committed first took the row away (the claim does not see it), one
+-- that commits after finds a started delivery (its attempt kept open, started before the
+-- cancel, by the store's clock).
+WITH {claimable}
+UPDATE {table} t
+SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
+    claim_token = gen_random_uuid()::text
+WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
+RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
+          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
 
 -- name: quarantine_claimed
 -- Rows a claim returned that are not valid items: moved aside with the reason, atomically;
--- the attempt a claim_started opened for one is closed "failed" with the reason.
+-- one a claim_started started has its attempt written to the history, "failed" with the
+-- reason.
 WITH bad AS (
     SELECT * FROM unnest(%(ids)s::text[], %(reasons)s::text[]) AS b(id, reason)
 ), gone AS (
     DELETE FROM {table} t USING bad
     WHERE t.id = bad.id AND t.owner = %(owner)s
     RETURNING t.*, bad.reason
-), closed AS (
-    UPDATE {history} h SET ended = {now}, outcome = 'failed', error_message = gone.reason
-    FROM gone
-    WHERE h.item_id = gone.id AND h.generation = gone.generation AND h.ended IS NULL
-      AND h.node = %(owner)s AND gone.started_at IS NOT NULL
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           {now} AS ended, 'failed' AS outcome, NULL::text AS error_type,
+           reason AS error_message, NULL::text AS traceback
+    FROM gone WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
 )
 INSERT INTO {quarantine} AS q (id, reason, record, node, quarantined_at)
 SELECT gone.id, gone.reason, to_jsonb(gone) - 'reason', %(owner)s, {now} FROM gone
@@ -295,31 +367,19 @@ ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.recor
 -- name: confirm_start
 -- The check right before handlers start: the claims whose identity (id, generation, owner,
 -- token) still holds and whose *stored* lease has not ended by the store's clock (a renewal
--- whose reply was lost moved it past the claim's), unpaused. Each start is stamped and opens an attempt in the history (the
--- item's oldest attempts beyond %(keep)s trimmed), in the same statement.
+-- whose reply was lost moved it past the claim's), unpaused. Each start is stamped: its
+-- attempt is open in the history from then on (read from the row; written when it ends).
 WITH c AS (
     SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
-                         %(tokens)b::text[], %(attempts)b::int[])
-             AS c(id, generation, owner, token, attempt)
-), ok AS (
-    UPDATE {table} t SET started_at = {now}
-    FROM c
-    WHERE t.id = ANY (%(ids)b::text[])
-      AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
-      AND t.claim_token = c.token AND t.lease_until > {now} AND NOT t.paused
-      AND {relaxed}
-    RETURNING t.id, t.generation, t.owner, t.started_at, c.attempt, c.token
-), opened AS (
-    INSERT INTO {history} (item_id, generation, attempt, node, started)
-    SELECT id, generation, attempt, owner, started_at FROM ok
-), trimmed AS (
-    DELETE FROM {history} h
-    USING ok
-    WHERE h.item_id = ok.id
-      AND h.seq <= (SELECT h2.seq FROM {history} h2 WHERE h2.item_id = ok.id
-                    ORDER BY h2.seq DESC OFFSET %(keep)s - 1 LIMIT 1)
+                         %(tokens)b::text[]) AS c(id, generation, owner, token)
 )
-SELECT id, token FROM ok;
+UPDATE {table} t SET started_at = {now}
+FROM c
+WHERE t.id = ANY (%(ids)b::text[])
+  AND t.id = c.id AND t.generation = c.generation AND t.owner = c.owner
+  AND t.claim_token = c.token AND t.lease_until > {now} AND NOT t.paused
+  AND {relaxed}
+RETURNING t.id, c.token;
 
 -- name: renew
 -- The claims whose identity holds and whose stored lease has not ended get a new lease end
@@ -358,16 +418,16 @@ RETURNING t.id;
 --   next       a recurring row's next slot: due, previous (the applied slot), runs (the
 --              outcome's count; NULL: unchanged), failures reset.
 -- A redelivery keeps previous and runs (the slot was not applied).
--- Each applied outcome closes the item's open history attempt. A stale claim matches no row.
+-- Each applied outcome of a started claim writes its attempt to the history, ended now (the
+-- item's oldest beyond %(keep)s trimmed). A stale claim matches no row and writes nothing.
 WITH s AS (
     SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
                          %(tokens)b::text[], %(actions)s::text[], %(dues)s::timestamptz[],
                          %(attempts)b::int[], %(errors)s::text[], %(applied)s::timestamptz[],
                          %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
-                         %(tracebacks)s::text[], %(dead_at)s::timestamptz[],
-                         %(claim_attempts)b::int[], %(runs)s::int[])
+                         %(tracebacks)s::text[], %(dead_at)s::timestamptz[], %(runs)s::int[])
              AS s(id, generation, owner, token, action, due, attempt, error, applied,
-                  outcome, error_type, message, traceback, dead_at, claim_attempt, runs)
+                  outcome, error_type, message, traceback, dead_at, runs)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation AND t.owner = s.owner
@@ -386,7 +446,7 @@ WITH s AS (
     WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.claim_token = s.token AND o.id = t.id
       AND s.action IN ('redeliver', 'next') AND {relaxed}
-    RETURNING t.id, o.lease_until, s.token
+    RETURNING t.id, o.lease_until, s.token, o.generation, o.attempts, o.owner, o.started_at
 ), buried AS (
     INSERT INTO {dead} AS d (id, generation, kind, handler, flow_id, due, payload, recurrence,
                              previous, runs, attempts, error, dead_at)
@@ -410,37 +470,40 @@ WITH s AS (
     ON CONFLICT (id) DO UPDATE SET reason = EXCLUDED.reason, record = EXCLUDED.record,
         node = EXCLUDED.node, quarantined_at = EXCLUDED.quarantined_at
 ), applied AS (
-    SELECT id, lease_until, claim_token AS token FROM gone
-    UNION ALL SELECT id, lease_until, token FROM moved
-), closed AS (
-    UPDATE {history} h
-    SET ended = {now}, outcome = s.outcome, error_type = s.error_type,
-        error_message = s.message, traceback = s.traceback
-    FROM s
-    WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
-      AND h.node = s.owner AND h.attempt = s.claim_attempt
-      AND (s.id, s.token) IN (SELECT id, token FROM applied)
+    SELECT id, lease_until, claim_token AS token, generation, attempts, owner, started_at
+    FROM gone
+    UNION ALL SELECT id, lease_until, token, generation, attempts, owner, started_at FROM moved
+), writes AS (
+    SELECT a.id, a.generation, a.attempts AS attempt, a.owner AS node,
+           a.started_at AS started, {now} AS ended, s.outcome, s.error_type,
+           s.message AS error_message, s.traceback
+    FROM applied a JOIN s ON s.id = a.id AND s.token = a.token
+    WHERE a.started_at IS NOT NULL AND a.owner IS NOT NULL
+), trimmed AS ({trim}
+), logged AS ({log}
 )
 SELECT id, {now}, lease_until, token FROM applied;
 
 -- name: settle_completed
 -- The common batch, every handler returned: the settle statement with deletes only (fewer
--- arrays to send, nothing to plan for the outcomes that are not there).
+-- arrays to send, nothing to plan for the outcomes that are not there). Each started
+-- attempt is written "succeeded", from the deleted row.
 WITH s AS (
     SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
-                         %(tokens)b::text[], %(claim_attempts)b::int[])
-             AS s(id, generation, owner, token, claim_attempt)
+                         %(tokens)b::text[]) AS s(id, generation, owner, token)
 ), gone AS (
     DELETE FROM {table} t USING s
     WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.claim_token = s.token AND {relaxed}
-    RETURNING t.id, t.lease_until, t.claim_token
-), closed AS (
-    UPDATE {history} h SET ended = {now}, outcome = 'succeeded'
-    FROM s
-    WHERE h.item_id = s.id AND h.generation = s.generation AND h.ended IS NULL
-      AND h.node = s.owner AND h.attempt = s.claim_attempt
-      AND (s.id, s.token) IN (SELECT id, claim_token FROM gone)
+    RETURNING t.id, t.lease_until, t.claim_token, t.generation, t.attempts, t.owner,
+              t.started_at
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           {now} AS ended, 'succeeded' AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM gone WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
 )
 SELECT id, {now}, lease_until, claim_token FROM gone;
 
@@ -475,8 +538,20 @@ SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previou
 FROM {dead} ORDER BY dead_at, id;
 
 -- name: requeue
+-- A live row of the same id is replaced (as by put: a started delivery's attempt is kept).
 WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
+), old AS (
+    SELECT id, generation, attempts, owner, started_at FROM {table}
+    WHERE id = %(id)s AND EXISTS (SELECT FROM d)
+    FOR UPDATE
+), writes AS (
+    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback
+    FROM old WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
 ), stored AS (
     INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
                               recurrence, previous, runs, attempts, last_error, owner,
@@ -486,6 +561,7 @@ WITH d AS (
            d.flow_id, %(due)s::timestamptz, d.payload, d.recurrence, d.previous, d.runs, 0,
            NULL, NULL, NULL, NULL, false, {now}
     FROM d
+    WHERE (SELECT count(*) FROM old) >= 0  -- old is read (and locked) before the insert
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
@@ -542,9 +618,38 @@ ORDER BY due, id
 LIMIT %(limit)s + 1;
 
 -- name: history
+-- The item's %(keep)s newest attempts, oldest first: those ended (or kept open by a cancel or
+-- replace) in {history}, in the order written, then the one its live row has started, open.
+-- An open attempt an older flowsched wrote at its start (schema version 3 and before) shows
+-- once: not when {history} also has it ended (or open, written earlier), nor again as the
+-- live row's.
+WITH logged AS (
+    SELECT h.seq, h.node, h.started, h.ended, h.outcome, h.error_type, h.error_message,
+           h.traceback, h.generation, h.attempt
+    FROM {history} h
+    WHERE h.item_id = %(id)s
+      AND NOT (h.ended IS NULL AND EXISTS (
+          SELECT FROM {history} c
+          WHERE c.item_id = h.item_id AND c.seq <> h.seq AND c.generation = h.generation
+            AND c.attempt = h.attempt AND c.node = h.node AND c.started = h.started
+            AND (c.ended IS NOT NULL OR c.seq < h.seq)))
+), running AS (
+    SELECT NULL::bigint AS seq, t.owner AS node, t.started_at AS started,
+           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+           NULL::text AS error_message, NULL::text AS traceback, t.generation,
+           t.attempts AS attempt
+    FROM {table} t
+    WHERE t.id = %(id)s AND t.started_at IS NOT NULL AND t.owner IS NOT NULL
+      AND NOT EXISTS (
+          SELECT FROM logged l
+          WHERE l.generation = t.generation AND l.attempt = t.attempts AND l.node = t.owner
+            AND l.started = t.started_at)
+)
 SELECT node, started, ended, outcome, error_type, error_message, traceback, generation,
        attempt
-FROM {history} WHERE item_id = %(id)s ORDER BY seq;
+FROM (SELECT * FROM logged UNION ALL SELECT * FROM running
+      ORDER BY seq DESC NULLS FIRST LIMIT %(keep)s) AS recent
+ORDER BY seq NULLS LAST;
 
 -- name: pause
 UPDATE {table} SET paused = true WHERE id = %(id)s RETURNING id;

@@ -67,7 +67,6 @@ def settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
             "messages",
             "tracebacks",
             "dead_at",
-            "claim_attempts",
             "runs",
         )
     }
@@ -92,7 +91,6 @@ def settle_columns(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
             ("messages", message),
             ("tracebacks", settlement.traceback),
             ("dead_at", dead_at),
-            ("claim_attempts", settlement.claim.attempt),
             ("runs", _runs_of(outcome)),
         ):
             columns[name].append(value)

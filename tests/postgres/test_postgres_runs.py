@@ -44,7 +44,7 @@ def test_a_version_1_table_is_upgraded_and_its_rows_read_as_0_runs(
             "%(recurrence)s, %(due)s, %(due)s)",
             {"due": START, "recurrence": psycopg.types.json.Jsonb(every.to_json())},
         )
-        assert migrate(conn, table) == SCHEMA_VERSION == 3
+        assert migrate(conn, table) == SCHEMA_VERSION >= 3
         assert migrate(conn, table) == SCHEMA_VERSION  # idempotent
     store = PostgresTimerStore(postgres_url, table=table)
     try:

@@ -83,6 +83,7 @@ def test_the_claim_reads_the_partial_index_not_the_table(
             "owner": "n",
             "lease": "30 s",
             "limit": 100,
+            "keep": 20,
             "now": None,
             "firing_commit": None,
         }
@@ -136,6 +137,7 @@ def test_the_firing_paths_writes_set_synchronous_commit_for_their_own_transactio
             "owner": "n",
             "lease": "30 s",
             "limit": 10,
+            "keep": 20,
             "now": None,
             "firing_commit": firing_commit,
         }
