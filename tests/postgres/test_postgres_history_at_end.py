@@ -4,7 +4,8 @@ A claim or a start writes nothing to ``<table>_history``: the attempt a node is 
 read from its live row (``started_at``, owner, attempts, generation). Its end writes it: a
 settle, a quarantine, a lapse (by the next claim, ended at the old lease end). A cancel,
 replace or ``remove_flow`` that meets a started row keeps its attempt, open, in the same
-statement; the late settle of that run is stale and never closes it (as before version 4).
+statement; the late settle of that run is stale for the row but ends that kept attempt with
+its outcome (as the run truly ended, after the cancel).
 A version-3 table keeps its open attempts readable (each shown once) after the upgrade."""
 
 from __future__ import annotations
@@ -110,10 +111,13 @@ def test_a_cancel_or_replace_of_a_started_row_keeps_its_attempt_open(
     [kept] = store.history("x")
     assert (kept.node, kept.started, kept.ended) == ("n1", START, None), kept
     assert kept.generation == claim.generation
+    _clock(store).advance(timedelta(seconds=3))
     [late] = store.settle([Settlement(claim, Completed())])
     assert not late.applied, "the run of the old form settled over the cancel or replace"
-    _clock(store).advance(LEASE * 10)
-    assert [a.ended for a in store.history("x")] == [None], "the kept attempt was closed"
+    [ended] = store.history("x")  # the run's outcome ends the kept attempt, after the cancel
+    assert (ended.started, ended.ended, ended.outcome) == (START, START + timedelta(seconds=5),
+                                                           "succeeded"), ended  # fmt: skip
+    assert _written(store, "x") == [("n1", START + timedelta(seconds=5), "succeeded")]
     if how == "replace":  # the new form runs as a new attempt after the kept one
         [again] = store.claim_started(ROUTES, "n2", LEASE, 10)
         assert again.generation != claim.generation
@@ -178,10 +182,13 @@ def test_the_async_store_keeps_a_cancelled_started_attempt(
             [running] = await s.history("x")
             assert (running.node, running.ended) == ("n1", None)
             assert await s.remove("x")
-            [result] = await s.settle([Settlement(claim, Completed())])
-            assert not result.applied
             [kept] = await s.history("x")
             assert (kept.node, kept.started, kept.ended) == ("n1", START, None)
+            clock.advance(timedelta(seconds=1))
+            [result] = await s.settle([Settlement(claim, Completed())])
+            assert not result.applied
+            [ended] = await s.history("x")  # the run's outcome ends the kept attempt
+            assert (ended.ended, ended.outcome) == (START + timedelta(seconds=1), "succeeded")
 
     asyncio.run(scenario())
 
@@ -261,3 +268,29 @@ def test_a_cancel_or_replace_waiting_on_a_claim_that_commits_first_keeps_its_sta
         replaced.join()
     [kept] = store.history("x")
     assert (kept.node, kept.ended, kept.generation) == ("n1", None, row[1]), kept
+
+
+def test_a_failed_run_of_a_cancelled_row_ends_its_kept_attempt_failed(
+    store: PostgresTimerStore,
+) -> None:
+    """The general settle (a retry's outcome) ends a kept attempt with its error too."""
+    store.put(_item("y"))
+    [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
+    assert store.remove("y")
+    _clock(store).advance(timedelta(seconds=4))
+    failure = Failure("failed", "TimeoutError", "gateway down", 'File "pay.py", line 7')
+    retry = Redeliver(START + LEASE, 1, "TimeoutError: gateway down", failure)
+    [late] = store.settle([Settlement(claim, retry)])
+    assert not late.applied
+    [ended] = store.history("y")
+    assert (ended.ended, ended.outcome, ended.error_type) == (
+        START + timedelta(seconds=4),
+        "failed",
+        "TimeoutError",
+    ), ended
+    # A stale settle of a claim that never started (nothing kept) writes nothing.
+    store.put(_item("z"))
+    [queued] = store.claim_due(ROUTES, "n1", LEASE, 10)
+    assert store.remove("z")
+    assert not store.settle([Settlement(queued, Completed())])[0].applied
+    assert _written(store, "z") == [] and store.history("z") == []
