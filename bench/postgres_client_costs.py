@@ -61,6 +61,15 @@ class _Cursor:
         return self.rows
 
 
+class _AsyncCursor:
+    def __init__(self, cursor: _Cursor) -> None:
+        self.rows = cursor.rows
+        self.description = cursor.description
+
+    async def fetchall(self) -> list[tuple[object, ...]]:
+        return self.rows
+
+
 class Answers:
     """A connection that answers the firing path's statements from memory: ``timers`` rows
     due, claimed in order, every settle applied. Parameters are dumped as psycopg would."""
@@ -120,16 +129,8 @@ class AsyncAnswers:
     def fileno(self) -> int:
         return self.answers.fileno()
 
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
-        cursor = self.answers.execute(sql, params)
-
-        class Async:
-            description = cursor.description
-
-            async def fetchall(self) -> Any:
-                return cursor.rows
-
-        return Async()
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _AsyncCursor:
+        return _AsyncCursor(self.answers.execute(sql, params))
 
     @contextlib.asynccontextmanager
     async def connection(self, timeout: float | None = None) -> AsyncIterator[AsyncAnswers]:
