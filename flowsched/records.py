@@ -319,6 +319,17 @@ class ScheduleItem(_ItemSlots):
 
 _new_object = object.__new__
 _set_class = object.__dict__["__class__"].__set__  # past ScheduleItem's frozen __setattr__
+
+
+def item_of_checked(state: tuple[Any, ...]) -> ScheduleItem:
+    """For stores decoding their records: the item of ``(id, kind, due, flow_id,
+    generation, handler, extra)``, values the caller has checked as the constructor checks
+    them (``kind`` a ScheduleKind, ``due`` in UTC, ``handler`` interned, ``extra`` None or
+    the payload's :func:`~flowsched.limits.payload_text`: a one-shot item), with no check
+    made again (the firing path builds one per timer fired)."""
+    return _rebuild(state)
+
+
 _set_generation = _ItemSlots.__dict__["generation"].__set__
 
 

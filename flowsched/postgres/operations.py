@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock, ensure_utc
-from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import check_id
+from flowsched.postgres.claim_rows import claims_from_rows
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
@@ -28,7 +29,6 @@ from flowsched.postgres.rows import (
     dead_letter_from_row,
     item_from_row,
     item_params,
-    text,
     timer_info_from_row,
     utc,
     utc_or_none,
@@ -180,27 +180,11 @@ class Setup:
         rows = yield self.statement(
             name, routes=sorted(routes), owner=owner, lease=lease, limit=limit, **extra
         )
-        claims: list[Claim] = []
-        bad: dict[str, str] = {}
-        for row in rows:
-            try:
-                item = item_from_row(row)
-                claim = Claim(
-                    item,
-                    whole(row[10], "attempts", item.id),
-                    owner,
-                    utc(row[11], "lease_until", item.id),
-                    text(row[13], "claim_token", item.id),
-                )
-            except MalformedDocument as exc:
-                bad[str(row[0])] = exc.reason
-                continue
-            claims.append(claim)
+        claims, bad = claims_from_rows(rows, owner)
         if bad:
             yield self.statement(
                 "quarantine_claimed", ids=list(bad), reasons=list(bad.values()), owner=owner
             )
-        claims.sort(key=lambda claim: (claim.item.due, claim.generation))
         return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> Plan[list[Claim]]:
