@@ -34,7 +34,12 @@ from flowsched.postgres.rows import (
     utc_or_none,
     whole,
 )
-from flowsched.postgres.settle_columns import fences, plainly_completed, settle_columns
+from flowsched.postgres.settle_columns import (
+    completed_columns,
+    fences,
+    settle_columns,
+    settled,
+)
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.recurrence import Recurrence
 from flowsched.steering import Attempt, TimerPage
@@ -219,36 +224,16 @@ class Setup:
     def settle(self, settlements: Sequence[Settlement]) -> Plan[list[SettleResult]]:
         if not settlements:
             return []
-        fenced = fences([s.claim for s in settlements])
-        if all(plainly_completed(s) for s in settlements):
-            rows = yield self.statement(
-                "settle_completed",
-                claim_attempts=[s.claim.attempt for s in settlements],
-                **fenced,
-            )
+        completed = completed_columns(settlements)
+        if completed is not None:
+            rows = yield self.statement("settle_completed", **completed)
         else:
             rows = yield self.statement(
                 "settle",
-                **fenced,
+                **fences([s.claim for s in settlements]),
                 **settle_columns(settlements),
             )
-        # Each applied row: when, and its stored lease end (a renewal whose reply was lost
-        # may have moved it past the claim's): "late" is measured from that one.
-        # Keyed by (id, token): a batch may settle a lapsed claim and its re-claim together.
-        applied = {
-            (row[0], row[3]): (utc(row[1], "now"), utc_or_none(row[2], "lease_until", row[0]))
-            for row in rows
-        }
-        results = []
-        for settlement in settlements:
-            claim = settlement.claim
-            found = applied.get((claim.item.id, claim.token))
-            if found is None:
-                results.append(SettleResult(claim, False))
-            else:
-                at, ends = found[0], found[1] or claim.lease_until
-                results.append(SettleResult(claim, True, at - ends if at > ends else None))
-        return results
+        return settled(settlements, rows)
 
     def next_due(
         self, routes: Collection[str], after: datetime | None = None
