@@ -52,10 +52,18 @@ from flowsched.postgres.store import PostgresTimerStore
 LEASE = timedelta(seconds=30)
 
 
+class _Result:
+    """The ``pgresult`` of a statement that returned rows (every one answered here)."""
+
+    nfields = 1
+    status = 2  # TUPLES_OK
+
+
 class _Cursor:
     def __init__(self, rows: list[tuple[object, ...]]) -> None:
         self.rows = rows
-        self.description = () if rows is not None else None
+        self.description = ()  # what the node read before (the columns: none built here)
+        self.pgresult = _Result()
 
     def fetchall(self) -> list[tuple[object, ...]]:
         return self.rows
@@ -65,6 +73,7 @@ class _AsyncCursor:
     def __init__(self, cursor: _Cursor) -> None:
         self.rows = cursor.rows
         self.description = cursor.description
+        self.pgresult = cursor.pgresult
 
     async def fetchall(self) -> list[tuple[object, ...]]:
         return self.rows

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
 
 import psycopg
+from psycopg.pq import ExecStatus
 
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
+    from psycopg.pq.abc import PGresult
 
 __all__ = ["Answered", "Plan", "Row", "Statement", "ahead", "outage", "run", "run_async"]
 
@@ -90,11 +92,30 @@ def _resumed(step: Statement | Answered[T], plan: Plan[T]) -> Plan[T]:
         plan.close()  # closed with this one once it has run (else the caller closes ``plan``)
 
 
+_RESULT_SETS = frozenset(
+    status
+    for status in (
+        ExecStatus.TUPLES_OK,
+        ExecStatus.SINGLE_TUPLE,
+        getattr(ExecStatus, "TUPLES_CHUNK", 0),
+    )
+    if status
+)
+
+
+def _has_rows(result: PGresult | None) -> bool:
+    """Whether a statement's ``result`` is a result set (``cursor.description is not None``,
+    without building the description's columns: once per statement of the firing path)."""
+    if not result:
+        return False
+    return result.nfields > 0 or result.status in _RESULT_SETS
+
+
 def _sync_steps(conn: Connection[Any], plan: Plan[T]) -> T:
     step = _step(plan, None)
     while isinstance(step, Statement):
         cursor = conn.execute(step.sql, step.params)
-        rows: list[Row] = cursor.fetchall() if cursor.description is not None else []
+        rows: list[Row] = cursor.fetchall() if _has_rows(cursor.pgresult) else []
         step = _step(plan, rows)
     return step.value
 
@@ -103,7 +124,7 @@ async def _async_steps(conn: AsyncConnection[Any], plan: Plan[T]) -> T:
     step = _step(plan, None)
     while isinstance(step, Statement):
         cursor = await conn.execute(step.sql, step.params)
-        rows: list[Row] = await cursor.fetchall() if cursor.description is not None else []
+        rows: list[Row] = await cursor.fetchall() if _has_rows(cursor.pgresult) else []
         step = _step(plan, rows)
     return step.value
 
