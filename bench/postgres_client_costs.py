@@ -119,6 +119,10 @@ class Answers:
             return _Cursor([(None, now)])  # nothing else due; the store's time of the answer
         return _Cursor([])
 
+    def cursor(self) -> _Statements:
+        """A cursor on this connection (the plans keep one per connection)."""
+        return _Statements(self)
+
     @contextlib.contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[Answers]:
         """The pool's ``connection()``: this connection, at once."""
@@ -127,6 +131,33 @@ class Answers:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         yield
+
+
+class _Statements:
+    """A cursor of :class:`Answers`: each statement's rows, as psycopg's cursor keeps them."""
+
+    closed = False
+
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+        self.last = _Cursor([])
+        self.pgresult = self.last.pgresult
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _Statements:
+        self.last = self.answers.execute(sql, params)
+        return self
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self.last.rows
+
+
+class _AsyncStatements(_Statements):
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _Statements:  # type: ignore[override]
+        self.last = self.answers.execute(sql, params)
+        return self
+
+    async def fetchall(self) -> list[tuple[object, ...]]:  # type: ignore[override]
+        return self.last.rows
 
 
 class AsyncAnswers:
@@ -140,6 +171,9 @@ class AsyncAnswers:
 
     async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _AsyncCursor:
         return _AsyncCursor(self.answers.execute(sql, params))
+
+    def cursor(self) -> _AsyncStatements:
+        return _AsyncStatements(self.answers)
 
     @contextlib.asynccontextmanager
     async def connection(self, timeout: float | None = None) -> AsyncIterator[AsyncAnswers]:
