@@ -319,17 +319,6 @@ class ScheduleItem(_ItemSlots):
 
 _new_object = object.__new__
 _set_class = object.__dict__["__class__"].__set__  # past ScheduleItem's frozen __setattr__
-
-
-def item_of_checked(state: tuple[Any, ...]) -> ScheduleItem:
-    """For stores decoding their records: the item of ``(id, kind, due, flow_id,
-    generation, handler, extra)``, values the caller has checked as the constructor checks
-    them (``kind`` a ScheduleKind, ``due`` in UTC, ``handler`` interned, ``extra`` None or
-    the payload's :func:`~flowsched.limits.payload_text`: a one-shot item), with no check
-    made again (the firing path builds one per timer fired)."""
-    return _rebuild(state)
-
-
 _set_generation = _ItemSlots.__dict__["generation"].__set__
 
 
@@ -358,6 +347,9 @@ def _rebuild(state: tuple[Any, ...]) -> ScheduleItem:
     ) = state
     item.__class__ = ScheduleItem
     return item
+
+
+item_of_checked = _rebuild  # a store's one-shot item of fields it checked as __init__ does
 
 
 # -- the constructor's slow paths: a value that is not already of the usual type -----------
