@@ -1,7 +1,8 @@
 """Where a timer's time goes on the client, between its row and its handler: the PostgreSQL
 scheduler's firing path with no server, on both faces.
 
-    python bench/postgres_client_costs.py [--timers 20000] [--profile sync|async]
+    python bench/postgres_client_costs.py [--timers 20000] [--faces sync,async]
+        [--profile sync|async [--top 40]] [--threads]
 
 The node (``NodeScheduler`` / ``AsyncNodeScheduler`` over the PostgreSQL stores, as
 ``bench/postgres_bench.py`` runs them: ``workers=64, batch_size=100``, a handler that records
@@ -15,7 +16,9 @@ the wire and the decoding of rows aside). ``--profile sync|async`` profiles one 
 thread (the node's loop, its store-call and handler threads, the event loop) and prints the
 functions by own and by cumulative time, in microseconds per fired timer (wall time on a
 running thread, so a function that waits for another thread shows that wait; the profiler's
-own cost inflates every figure, the shares are what to read).
+own cost inflates every figure, the shares are what to read). ``--threads`` runs each face
+once and prints its CPU per timer by thread: the loop, the store calls, the handlers (the
+asyncio face runs them all on the calling thread).
 
 Prints, per face, timers fired per second and CPU microseconds per fired timer (medians of
 3 runs); the ratio to the server-bound rates of ``postgres_bench.py`` says how much of a
@@ -324,13 +327,64 @@ def print_profile(stats: pstats.Stats, timers: int, top: int) -> None:
             )
 
 
+class ThreadCPU:
+    """The CPU time of each thread started while it is on, summed by role: the node's loop,
+    its store-call threads, its handler threads, and the calling thread (the asyncio face's
+    event loop). Read each thread's own CPU clock as it ends (no profiler)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._run = threading.Thread.run
+
+    def __enter__(self) -> ThreadCPU:
+        seconds, run = self.seconds, self._run
+
+        def counted(thread: threading.Thread) -> None:
+            try:
+                run(thread)
+            finally:
+                role = _role(thread.name)
+                seconds[role] = seconds.get(role, 0.0) + time.thread_time()
+
+        threading.Thread.run = counted  # type: ignore[method-assign,assignment]
+        self._began = time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds["calling thread"] = time.thread_time() - self._began
+        threading.Thread.run = self._run  # type: ignore[method-assign]
+
+
+def _role(name: str) -> str:
+    if not name.startswith("flowsched-node-"):
+        return "other threads"
+    return next((r for r in ("handler", "store") if f"-{r}" in name), "loop") + " threads"
+
+
+def print_threads(timers: int) -> None:
+    """Each face once: its CPU per timer in each role of thread."""
+    for face, run in FACES.items():
+        with ThreadCPU() as cpu:
+            run(timers)
+            time.sleep(IDLE_WAIT)  # the handler threads told to stop end (and are counted)
+        shares = ", ".join(
+            f"{role} {1e6 * seconds / timers:.1f}"
+            for role, seconds in sorted(cpu.seconds.items(), key=lambda kv: -kv[1])
+        )
+        print(f"{face:6s} us CPU per timer by thread: {shares}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--timers", type=int, default=20_000)
     parser.add_argument("--profile", choices=list(FACES))
     parser.add_argument("--top", type=int, default=40, help="profile lines per table")
     parser.add_argument("--faces", default=",".join(FACES), help="faces to time, by comma")
+    parser.add_argument("--threads", action="store_true", help="CPU per timer by thread")
     args = parser.parse_args()
+    if args.threads:
+        print_threads(args.timers)
+        return
     if args.profile:
         with ThreadProfiles() as profiles:
             FACES[args.profile](args.timers)
