@@ -31,6 +31,7 @@ import logging
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
+from types import CoroutineType
 from typing import Any
 
 from flowsched.async_timed import run_timed
@@ -144,8 +145,10 @@ class AsyncDelivery:
                 thread = _ThreadCall(handler, (item, attempt))
                 result = await asyncio.get_running_loop().run_in_executor(self._pool(), thread)
                 thread = None  # returned: nothing runs on
-            if result is not None and inspect.isawaitable(result):
-                await result  # a plain function that returned a coroutine: run it too
+            if result is not None and (
+                type(result) is CoroutineType or inspect.isawaitable(result)
+            ):
+                await result  # an async def's coroutine, or a plain function's awaitable
         except KeyboardInterrupt:
             raise
         except asyncio.CancelledError as exc:
@@ -158,7 +161,8 @@ class AsyncDelivery:
             return close_attempt(core.journal, opened, core.outcome(item, attempt, exc))
         finally:
             core.in_flight.tasks.pop(task, None)
-        return close_attempt(core.journal, opened, core.outcome(item, attempt, None))
+        outcome = core.outcome(item, attempt, None)
+        return outcome if opened is None else close_attempt(core.journal, opened, outcome)
 
     def _pool(self) -> Executor | None:
         if self._executor is not None or self._threads is None or self._closed:

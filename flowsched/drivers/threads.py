@@ -93,7 +93,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 try:
                     if isinstance(action, StartHandler):
                         assert self._pool is not None
-                        self._pool.submit(self._run, action)
+                        self._start_all(action, self._pool)
                         continue
                     assert self._io is not None
                     # Off the loop: the other lanes go on (the core keeps one call per lane).
@@ -104,6 +104,18 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     who = threading.current_thread().name
                     log.warning("%s: the interpreter exits, never closed: stops firing", who)
                     return
+
+    def _start_all(self, action: StartHandler, pool: HandlerThreads) -> None:
+        """Hand ``action`` and every start the core holds after it (a claim's batch) to the
+        handler threads, in one hold of the lock: the handlers that end meanwhile are told
+        to the loop once (``_told``), not once for each start."""
+        core, run, submit = self.core, self._run, pool.submit
+        submit(run, action)
+        starting, now = core.starting, self.now()
+        while starting:
+            more = core.next_action(now)  # a start: the core gives those first, at any now
+            assert isinstance(more, StartHandler)
+            submit(run, more)
 
     def _run(self, action: StartHandler) -> None:
         local = self._inline

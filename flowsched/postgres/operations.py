@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowsched.clock import Clock, ensure_utc
-from flowsched.errors import MalformedDocument, SchedulerUnavailable
+from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import check_id
+from flowsched.postgres.claim_rows import claims_from_rows
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
@@ -28,13 +29,17 @@ from flowsched.postgres.rows import (
     dead_letter_from_row,
     item_from_row,
     item_params,
-    text,
     timer_info_from_row,
     utc,
     utc_or_none,
     whole,
 )
-from flowsched.postgres.settle_columns import fences, plainly_completed, settle_columns
+from flowsched.postgres.settle_columns import (
+    completed_columns,
+    fences,
+    settle_columns,
+    settled,
+)
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.recurrence import Recurrence
 from flowsched.steering import Attempt, TimerPage
@@ -192,22 +197,7 @@ class Setup:
             limit=limit,
             keep=self.history_limit,
         )
-        claims: list[Claim] = []
-        bad: dict[str, str] = {}
-        for row in rows:
-            try:
-                item = item_from_row(row)
-                claim = Claim(
-                    item,
-                    whole(row[10], "attempts", item.id),
-                    owner,
-                    utc(row[11], "lease_until", item.id),
-                    text(row[13], "claim_token", item.id),
-                )
-            except MalformedDocument as exc:
-                bad[str(row[0])] = exc.reason
-                continue
-            claims.append(claim)
+        claims, bad = claims_from_rows(rows, owner)
         if bad:
             yield self.statement(
                 "quarantine_claimed",
@@ -216,7 +206,6 @@ class Setup:
                 owner=owner,
                 keep=self.history_limit,
             )
-        claims.sort(key=lambda claim: (claim.item.due, claim.generation))
         return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> Plan[list[Claim]]:
@@ -246,30 +235,17 @@ class Setup:
     def settle(self, settlements: Sequence[Settlement]) -> Plan[list[SettleResult]]:
         if not settlements:
             return []
-        fenced = fences([s.claim for s in settlements])
-        if all(plainly_completed(s) for s in settlements):
-            rows = yield self.statement("settle_completed", keep=self.history_limit, **fenced)
+        completed = completed_columns(settlements)
+        if completed is not None:
+            rows = yield self.statement("settle_completed", keep=self.history_limit, **completed)
         else:
             rows = yield self.statement(
-                "settle", keep=self.history_limit, **fenced, **settle_columns(settlements)
+                "settle",
+                keep=self.history_limit,
+                **fences([s.claim for s in settlements]),
+                **settle_columns(settlements),
             )
-        # Each applied row: when, and its stored lease end (a renewal whose reply was lost
-        # may have moved it past the claim's): "late" is measured from that one.
-        # Keyed by (id, token): a batch may settle a lapsed claim and its re-claim together.
-        applied = {
-            (row[0], row[3]): (utc(row[1], "now"), utc_or_none(row[2], "lease_until", row[0]))
-            for row in rows
-        }
-        results = []
-        for settlement in settlements:
-            claim = settlement.claim
-            found = applied.get((claim.item.id, claim.token))
-            if found is None:
-                results.append(SettleResult(claim, False))
-            else:
-                at, ends = found[0], found[1] or claim.lease_until
-                results.append(SettleResult(claim, True, at - ends if at > ends else None))
-        return results
+        return settled(settlements, rows)
 
     def next_due(
         self, routes: Collection[str], after: datetime | None = None
