@@ -35,6 +35,7 @@ from flowsched.postgres.rows import (
     whole,
 )
 from flowsched.postgres.settle_columns import (
+    CLOSE_COLUMNS,
     completed_columns,
     fences,
     settle_columns,
@@ -245,7 +246,20 @@ class Setup:
                 **fences([s.claim for s in settlements]),
                 **settle_columns(settlements),
             )
-        return settled(settlements, rows)
+        results = settled(settlements, rows)
+        stale = [s for s, result in zip(settlements, results, strict=True) if not result.applied]
+        if stale:
+            # Rare: a run whose row was cancelled or replaced while it ran (its attempt kept
+            # open in the history), or a lost lease. One more statement ends the kept ones.
+            columns = settle_columns(stale)
+            yield self.statement(
+                "close_kept",
+                ids=[s.claim.item.id for s in stale],
+                generations=[s.claim.generation for s in stale],
+                owners=[s.claim.owner for s in stale],
+                **{name: columns[name] for name in CLOSE_COLUMNS},
+            )
+        return results
 
     def next_due(
         self, routes: Collection[str], after: datetime | None = None

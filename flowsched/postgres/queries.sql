@@ -2,8 +2,8 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations} {audit}   identifiers
---   {claimable} {timer_filter} {trim} {log} {started} {kept_succeeded}   the text of the
---              "-- name: fragment_x" blocks below (shared SQL)
+--   {claimable} {timer_filter} {trim} {log} {started}   the text of the "-- name: fragment_x"
+--              blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -175,19 +175,6 @@ WHERE (SELECT count(*) FROM trimmed) >= 0
 -- CTE returning its columns) has a started delivery: its attempt is open, and a cancel or
 -- replace keeps it in {history}, open (its late outcome is stale and never closes it).
 started_at IS NOT NULL AND owner IS NOT NULL
-
--- name: fragment_kept_succeeded
--- Not a statement: the text of {kept_succeeded}, the CTE "kept" of settle_completed (settle
--- has its twin with the outcome's columns). A run whose row a cancel or replace removed or
--- rewrote while it ran had its attempt kept in {history}, open: its outcome, stale for the
--- row, still ends that attempt, as it truly ended (after the cancel). A settlement that
--- applied (in "gone") has no kept attempt: nothing to probe for it.
-UPDATE {history} h
-SET ended = {now}, outcome = 'succeeded'
-FROM s
-WHERE h.item_id = s.id AND h.generation = s.generation AND h.node = s.owner
-  AND h.ended IS NULL
-  AND NOT EXISTS (SELECT FROM gone g WHERE g.id = s.id AND g.claim_token = s.token)
 
 -- name: put
 -- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
@@ -432,8 +419,7 @@ RETURNING t.id;
 --              outcome's count; NULL: unchanged), failures reset.
 -- A redelivery keeps previous and runs (the slot was not applied).
 -- Each applied outcome of a started claim writes its attempt to the history, ended now (the
--- item's oldest beyond %(keep)s trimmed). A stale claim matches no row; if a cancel or
--- replace kept its started attempt open in the history, its outcome ends it there (kept).
+-- item's oldest beyond %(keep)s trimmed). A stale claim matches no row (see close_kept).
 WITH s AS (
     SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
                          %(tokens)b::text[], %(actions)s::text[], %(dues)s::timestamptz[],
@@ -495,22 +481,13 @@ WITH s AS (
     WHERE a.started_at IS NOT NULL AND a.owner IS NOT NULL
 ), trimmed AS ({trim}
 ), logged AS ({log}
-), kept AS (
-    UPDATE {history} h
-    SET ended = {now}, outcome = s.outcome, error_type = s.error_type,
-        error_message = s.message, traceback = s.traceback
-    FROM s
-    WHERE h.item_id = s.id AND h.generation = s.generation AND h.node = s.owner
-      AND h.ended IS NULL
-      AND NOT EXISTS (SELECT FROM applied a WHERE a.id = s.id AND a.token = s.token)
 )
 SELECT id, {now}, lease_until, token FROM applied;
 
 -- name: settle_completed
 -- The common batch, every handler returned: the settle statement with deletes only (fewer
 -- arrays to send, nothing to plan for the outcomes that are not there). Each started
--- attempt is written "succeeded", from the deleted row; one a cancel or replace kept open
--- ends "succeeded" (kept).
+-- attempt is written "succeeded", from the deleted row (a stale one: see close_kept).
 WITH s AS (
     SELECT * FROM unnest(%(ids)b::text[], %(generations)b::bigint[], %(owners)b::text[],
                          %(tokens)b::text[]) AS s(id, generation, owner, token)
@@ -527,9 +504,27 @@ WITH s AS (
     FROM gone WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
-), kept AS ({kept_succeeded}
 )
 SELECT id, {now}, lease_until, claim_token FROM gone;
+
+-- name: close_kept
+-- After a settle some of whose outcomes matched no row (stale), those outcomes: a run whose
+-- row a cancel or replace took while it ran had its attempt kept in {history}, open; its
+-- outcome ends it, as it truly ended (after the cancel). Sent only then (rare), so the
+-- settle itself never looks in {history} for them; found by item id (index {history_item}).
+WITH s AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
+                         %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
+                         %(tracebacks)s::text[])
+             AS s(id, generation, owner, outcome, error_type, message, traceback)
+)
+UPDATE {history} h
+SET ended = {now}, outcome = s.outcome, error_type = s.error_type, error_message = s.message,
+    traceback = s.traceback
+FROM s
+WHERE h.item_id = ANY (%(ids)s::text[]) AND h.item_id = s.id
+  AND h.generation = s.generation AND h.node = s.owner AND h.ended IS NULL
+RETURNING h.item_id;
 
 -- name: next_due
 -- Asked when a claim came back short (the node has time): history attempts that ended more

@@ -23,7 +23,17 @@ from flowsched.postgres.plans import Row
 from flowsched.postgres.rows import utc
 from flowsched.store.records import Claim, Settlement, SettleResult
 
-__all__ = ["completed_columns", "fences", "plainly_completed", "settle_columns", "settled"]
+__all__ = [
+    "CLOSE_COLUMNS",
+    "completed_columns",
+    "fences",
+    "plainly_completed",
+    "settle_columns",
+    "settled",
+]
+
+CLOSE_COLUMNS = ("outcomes", "error_types", "messages", "tracebacks")
+"""The columns of :func:`settle_columns` that say how an attempt ended (``close_kept``)."""
 
 
 def fences(claims: Sequence[Claim]) -> dict[str, list[Any]]:
