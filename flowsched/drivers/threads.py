@@ -71,6 +71,7 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 return
             workers = self.core.settings.workers
             self._pool = HandlerThreads(workers, f"{name}-handler")
+            self._pool.prestart()  # the first burst's handlers start without a thread start
             self._io = ThreadPoolExecutor(LANES, thread_name_prefix=f"{name}-store")
             self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()

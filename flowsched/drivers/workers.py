@@ -12,8 +12,9 @@ large part of a timer's CPU. What is guaranteed:
   are busy. Every
   thread not running a job takes from the one queue. A node hands out at most ``workers``
   jobs at once (its running handlers), so with ``size = workers`` none waits.
-* **At most ``size`` threads**, started only when none is free (fewer threads than the
-  executor kept: fewer wake-ups), named ``{prefix}_{n}`` as the executor's.
+* **At most ``size`` threads**, started when none is free, or all at once ahead of the
+  first job (:meth:`prestart`: a node's start, so that its first burst of deliveries does
+  not wait for ``size`` thread starts), named ``{prefix}_{n}`` as the executor's.
 * **Shutdown** (:meth:`shutdown`) lets each thread end its job and stop; it does not wait.
   When the interpreter exits with a scheduler never closed, every pool is shut down before
   the interpreter waits for its threads (as the executor's are): idle threads stop at once,
@@ -93,6 +94,20 @@ class HandlerThreads:
                 threads.append(thread)
                 thread.start()
 
+    def prestart(self) -> None:
+        """Start every thread now, each waiting for a job (a node's start: the first burst
+        of deliveries then hands its jobs to waiting threads instead of starting ``size``
+        threads one after another - ``Thread.start`` waits for each - between a claim's
+        answer and its handlers). Called before the first :meth:`submit`."""
+        threads = self._threads
+        while len(threads) < self.size and not self._closed:
+            thread = threading.Thread(
+                target=self._work, args=(False,), name=f"{self.prefix}_{len(threads)}",
+                daemon=False,
+            )  # fmt: skip
+            threads.append(thread)
+            thread.start()
+
     def shutdown(self) -> None:
         """Stop each thread once the jobs queued before are taken and its job ends; do not
         wait. Idempotent."""
@@ -102,11 +117,11 @@ class HandlerThreads:
         for _ in self._threads:
             self._jobs.put(None)
 
-    def _work(self) -> None:
+    def _work(self, fresh: bool = True) -> None:
         # A new thread comes for the job that started it (no token); after each job it
         # leaves a token and comes for the next: every token is a thread not running a job.
+        # A thread started ahead (prestart, ``fresh`` False) has no job: it leaves one first.
         jobs, free, main = self._jobs, self._free, threading.main_thread()
-        fresh = True
         while True:
             if not fresh:
                 free.append(None)

@@ -112,3 +112,34 @@ def test_a_job_that_raises_does_not_end_its_thread() -> None:
 def test_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="size must be at least 1, got 0"):
         HandlerThreads(0, "t-bad")
+
+
+def test_prestarted_threads_take_the_first_jobs_and_none_more_start() -> None:
+    """A node's start starts every thread ahead: the first burst (``size`` jobs at once,
+    each blocking until all have started) runs on those threads, none started for it."""
+    pool = HandlerThreads(4, "t-pre")
+    try:
+        pool.prestart()
+        started = set(pool._threads)
+        assert len(started) == 4 and all(t.is_alive() for t in started)
+        barrier = threading.Barrier(4, timeout=WAIT)
+        names: list[str] = []
+        done = threading.Semaphore(0)
+
+        def job(_: object) -> None:
+            barrier.wait()  # only if 4 threads run jobs at once
+            names.append(threading.current_thread().name)
+            done.release()
+
+        for _ in range(4):
+            pool.submit(job, None)
+        for _ in range(4):
+            assert done.acquire(timeout=WAIT)
+        assert set(pool._threads) == started and len(set(names)) == 4
+        pool.prestart()  # all there already: nothing more
+        assert len(pool._threads) == 4
+    finally:
+        pool.shutdown()
+    for thread in started:
+        thread.join(WAIT)
+        assert not thread.is_alive()
