@@ -25,7 +25,7 @@ from flowsched.postgres.rows import item_from_row, text, utc, whole
 from flowsched.records import ScheduleKind, item_of_checked
 from flowsched.store.records import Claim
 
-__all__ = ["claims_from_rows"]
+__all__ = ["checked_claim", "claims_from_rows"]
 
 _KINDS = {kind.value: kind for kind in ScheduleKind}
 
@@ -102,17 +102,24 @@ def claims_from_rows(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str
                 keyed.append((due, generation, index, claim))
                 continue
         try:
-            item = item_from_row(row)
-            claim = Claim(
-                item,
-                whole(row[10], "attempts", item.id),
-                owner,
-                utc(row[11], "lease_until", item.id),
-                text(row[13], "claim_token", item.id),
-            )
+            claim = checked_claim(row, owner)
         except MalformedDocument as exc:
             bad[str(raw_id)] = exc.reason
             continue
-        keyed.append((item.due, item.generation, index, claim))
+        keyed.append((claim.item.due, claim.item.generation, index, claim))
     keyed.sort()  # by due, generation, index: unique, so claims are never compared
     return [entry[3] for entry in keyed], bad
+
+
+def checked_claim(row: Row, owner: str) -> Claim:
+    """The claim of one claim row, every field checked the slow way (the item as
+    :func:`~flowsched.postgres.rows.item_from_row` builds it); :class:`MalformedDocument`
+    naming what is wrong."""
+    item = item_from_row(row)
+    return Claim(
+        item,
+        whole(row[10], "attempts", item.id),
+        owner,
+        utc(row[11], "lease_until", item.id),
+        text(row[13], "claim_token", item.id),
+    )

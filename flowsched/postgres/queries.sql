@@ -2,8 +2,8 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations} {audit}   identifiers
---   {claimable} {timer_filter} {trim} {log} {started}   the text of the "-- name: fragment_x"
---              blocks below (shared SQL)
+--   {claimable} {timer_filter} {trim} {log} {started} {kept_open}   the text of the
+--              "-- name: fragment_x" blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -173,8 +173,17 @@ WHERE (SELECT count(*) FROM trimmed) >= 0
 -- name: fragment_started
 -- Not a statement: the text of {started}, the condition under which a row (of {table}, or a
 -- CTE returning its columns) has a started delivery: its attempt is open, and a cancel or
--- replace keeps it in {history}, open (its late outcome is stale and never closes it).
+-- replace keeps it in {history}, open (its late outcome, stale for the row, ends it there:
+-- close_kept).
 started_at IS NOT NULL AND owner IS NOT NULL
+
+-- name: fragment_kept_open
+-- Not a statement: the text of {kept_open}, the columns of the attempt a cancel, replace,
+-- remove_flow or requeue keeps in {history}, open, for a row whose delivery had started (the
+-- CTE "writes" of fragment_trim; FROM and WHERE {started} follow).
+SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
+       NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
+       NULL::text AS error_message, NULL::text AS traceback
 
 -- name: put
 -- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
@@ -192,9 +201,7 @@ WITH gate AS (
     WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
     FOR UPDATE
 ), writes AS (
-    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
-           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+    {kept_open}
     FROM old WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -241,9 +248,7 @@ WITH gone AS (
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
     RETURNING id, generation, attempts, owner, started_at
 ), writes AS (
-    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
-           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+    {kept_open}
     FROM gone WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -258,9 +263,7 @@ WITH gone AS (
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
     RETURNING id, generation, attempts, owner, started_at
 ), writes AS (
-    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
-           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+    {kept_open}
     FROM gone WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -565,9 +568,7 @@ WITH d AS (
     WHERE id = %(id)s AND EXISTS (SELECT FROM d)
     FOR UPDATE
 ), writes AS (
-    SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
-           NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+    {kept_open}
     FROM old WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}

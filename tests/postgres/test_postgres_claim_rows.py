@@ -10,9 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from flowsched.errors import MalformedDocument
-from flowsched.postgres.claim_rows import claims_from_rows
+from flowsched.postgres.claim_rows import checked_claim, claims_from_rows
 from flowsched.postgres.plans import Row
-from flowsched.postgres.rows import item_from_row, text, utc, whole
 from flowsched.store.records import Claim
 
 DUE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -47,14 +46,7 @@ def _checked(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str, str]]:
     bad: dict[str, str] = {}
     for row in rows:
         try:
-            item = item_from_row(row)
-            claim = Claim(
-                item,
-                whole(row[10], "attempts", item.id),
-                owner,
-                utc(row[11], "lease_until", item.id),
-                text(row[13], "claim_token", item.id),
-            )
+            claim = checked_claim(row, owner)
         except MalformedDocument as exc:
             bad[str(row[0])] = exc.reason
             continue
