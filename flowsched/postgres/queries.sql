@@ -2,8 +2,8 @@
 -- (procrastinate's queries.sql style): flowsched/postgres/queries.py loads this file and
 -- fills the table names in. Placeholders:
 --   {table} {dead} {quarantine} {history} {nodes} {schema} {generations} {audit}   identifiers
---   {claimable} {timer_filter} {trim} {log} {started} {kept_open}   the text of the
---              "-- name: fragment_x" blocks below (shared SQL)
+--   {claimable} {timer_filter} {trim} {log} {started} {kept_open} {keep_met}   the text of
+--              the "-- name: fragment_x" blocks below (shared SQL)
 --   {now}      the store's clock: the parameter %(now)s when a clock= was given (tests),
 --              else the server's statement_timestamp() - due times and leases are compared
 --              here, in SQL, never estimated on the client.
@@ -185,27 +185,34 @@ SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started
        NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
        NULL::text AS error_message, NULL::text AS traceback
 
+-- name: fragment_keep_met
+-- Not a statement: the text of {keep_met}, the CTEs of put, requeue, remove and remove_flow
+-- that keep the attempt of each row they met (their CTE "met": the row replaced, read and
+-- locked by id, or the rows deleted) whose delivery had started: written open to
+-- {history}, the item's oldest beyond %(keep)s trimmed.
+writes AS (
+    {kept_open}
+    FROM met WHERE {started}
+), trimmed AS ({trim}
+), logged AS ({log}
+)
+
 -- name: put
 -- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
 -- unclaimed, unpaused, no failures; its dead letter (if any) goes. Nothing at all when the
 -- caller's deadline has passed by the store's clock (no row comes back). A row due within
 -- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit). A replaced form
--- whose delivery had started keeps its attempt in the history, open (old: the row read and
+-- whose delivery had started keeps its attempt in the history, open (met: the row read and
 -- locked by its id alone before it is replaced, so that a claim which held it and committed
 -- first is seen: a condition on started_at would be judged on the statement's snapshot).
 WITH gate AS (
     SELECT nextval('{generations}') AS generation
     WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
-), old AS (
+), met AS (
     SELECT id, generation, attempts, owner, started_at FROM {table}
     WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
     FOR UPDATE
-), writes AS (
-    {kept_open}
-    FROM old WHERE {started}
-), trimmed AS ({trim}
-), logged AS ({log}
-), undead AS (
+), {keep_met}, undead AS (
     DELETE FROM {dead} WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
 ), stored AS (
     INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
@@ -215,7 +222,7 @@ WITH gate AS (
            %(flow_id)s::text, %(due)s::timestamptz, %(payload)s::jsonb, %(recurrence)s::jsonb,
            %(previous)s::timestamptz, %(runs)s::int, 0, NULL, NULL, NULL, NULL, false, {now}
     FROM gate
-    WHERE (SELECT count(*) FROM old) >= 0  -- old is read (and locked) before the insert
+    WHERE (SELECT count(*) FROM met) >= 0  -- met is read (and locked) before the insert
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
@@ -241,34 +248,24 @@ SELECT EXISTS (SELECT FROM {table} WHERE id = %(id)s);
 -- Fenced by the caller's deadline (by the store's clock) and, when given, the generation:
 -- a cancel that arrives late never removes a form scheduled meanwhile. A removed row whose
 -- delivery had started keeps its attempt in the history, open (same statement).
-WITH gone AS (
+WITH met AS (
     DELETE FROM {table}
     WHERE id = %(id)s
       AND (%(generation)s::bigint IS NULL OR generation = %(generation)s::bigint)
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
     RETURNING id, generation, attempts, owner, started_at
-), writes AS (
-    {kept_open}
-    FROM gone WHERE {started}
-), trimmed AS ({trim}
-), logged AS ({log}
-)
-SELECT id FROM gone;
+), {keep_met}
+SELECT id FROM met;
 
 -- name: remove_flow
 -- remove of every row of a flow (started deliveries kept open in the history alike).
-WITH gone AS (
+WITH met AS (
     DELETE FROM {table}
     WHERE flow_id = %(flow_id)s
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
     RETURNING id, generation, attempts, owner, started_at
-), writes AS (
-    {kept_open}
-    FROM gone WHERE {started}
-), trimmed AS ({trim}
-), logged AS ({log}
-)
-SELECT id FROM gone;
+), {keep_met}
+SELECT id FROM met;
 
 -- ---- claims, starts, leases, settlements --------------------------------------------------
 
@@ -563,16 +560,11 @@ FROM {dead} ORDER BY dead_at, id;
 -- A live row of the same id is replaced (as by put: a started delivery's attempt is kept).
 WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
-), old AS (
+), met AS (
     SELECT id, generation, attempts, owner, started_at FROM {table}
     WHERE id = %(id)s AND EXISTS (SELECT FROM d)
     FOR UPDATE
-), writes AS (
-    {kept_open}
-    FROM old WHERE {started}
-), trimmed AS ({trim}
-), logged AS ({log}
-), stored AS (
+), {keep_met}, stored AS (
     INSERT INTO {table} AS t (id, generation, kind, handler, route, flow_id, due, payload,
                               recurrence, previous, runs, attempts, last_error, owner,
                               lease_until, started_at, paused, scheduled_at)
@@ -581,7 +573,7 @@ WITH d AS (
            d.flow_id, %(due)s::timestamptz, d.payload, d.recurrence, d.previous, d.runs, 0,
            NULL, NULL, NULL, NULL, false, {now}
     FROM d
-    WHERE (SELECT count(*) FROM old) >= 0  -- old is read (and locked) before the insert
+    WHERE (SELECT count(*) FROM met) >= 0  -- met is read (and locked) before the insert
     ON CONFLICT (id) DO UPDATE SET
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,

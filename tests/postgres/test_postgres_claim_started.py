@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from pg_kit import START, clock_of, clocked_store
 
 from flowsched import AsyncPostgresScheduler, ManualClock, PostgresScheduler
 from flowsched.outcomes import Completed
@@ -20,7 +21,6 @@ from flowsched.postgres.store import PostgresTimerStore
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.store.records import Settlement
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 ROUTES = {"h:h"}
 
@@ -31,15 +31,8 @@ def _item(item_id: str, **payload: Any) -> ScheduleItem:
 
 @pytest.fixture
 def store(postgres_url: str, fresh_table: Callable[[], str]) -> Iterator[PostgresTimerStore]:
-    with PostgresTimerStore(
-        postgres_url, table=fresh_table(), clock=ManualClock(START), pool_size=2
-    ) as store:
+    with clocked_store(postgres_url, fresh_table()) as store:
         yield store
-
-
-def _clock(store: PostgresTimerStore) -> ManualClock:
-    assert isinstance(store.clock, ManualClock)
-    return store.clock
 
 
 def test_what_it_claims_is_started_by_the_store_clock(store: PostgresTimerStore) -> None:
@@ -75,7 +68,7 @@ def test_a_cancel_after_the_claim_finds_the_start_recorded_before_it(
 ) -> None:
     store.put(_item("x"))
     [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
-    _clock(store).advance(timedelta(seconds=2))
+    clock_of(store).advance(timedelta(seconds=2))
     assert store.remove("x") is True
     [attempt] = store.history("x")
     assert attempt.started == START and attempt.ended is None, attempt
@@ -89,7 +82,7 @@ def test_a_lapsed_started_claim_is_closed_lapsed_by_the_next_claim(
     store.put(_item("x"))
     [dead] = store.claim_started(ROUTES, "dead-node", LEASE, 10)
     assert store.claim_started(ROUTES, "n2", LEASE, 10) == [], "claimed while held"
-    _clock(store).advance(LEASE + timedelta(seconds=1))
+    clock_of(store).advance(LEASE + timedelta(seconds=1))
     [again] = store.claim_started(ROUTES, "n2", LEASE, 10)
     assert again.token != dead.token and again.attempt == dead.attempt
     first, second = store.history("x")

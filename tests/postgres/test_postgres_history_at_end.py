@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import psycopg
 import pytest
+from pg_kit import START, clock_of, clocked_store
 
 from flowsched import ManualClock
 from flowsched.outcomes import Completed, Failure, NextSlot, Redeliver
@@ -27,7 +28,6 @@ from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.store.records import Settlement
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 ROUTES = {"h:h"}
 
@@ -38,15 +38,8 @@ def _item(item_id: str, flow_id: str | None = None) -> ScheduleItem:
 
 @pytest.fixture
 def store(postgres_url: str, fresh_table: Callable[[], str]) -> Iterator[PostgresTimerStore]:
-    with PostgresTimerStore(
-        postgres_url, table=fresh_table(), clock=ManualClock(START), pool_size=2
-    ) as store:
+    with clocked_store(postgres_url, fresh_table()) as store:
         yield store
-
-
-def _clock(store: PostgresTimerStore) -> ManualClock:
-    assert isinstance(store.clock, ManualClock)
-    return store.clock
 
 
 def _written(store: PostgresTimerStore, item_id: str) -> list[tuple[object, ...]]:
@@ -69,7 +62,7 @@ def test_a_running_attempt_is_read_from_its_row_and_written_once_when_it_ends(
     assert (attempt.node, attempt.started, attempt.ended) == ("n1", START, None), attempt
     assert (attempt.generation, attempt.attempt) == (claim.generation, 0)
     assert _written(store, "x") == [], "the claim wrote a history row"
-    _clock(store).advance(timedelta(seconds=3))
+    clock_of(store).advance(timedelta(seconds=3))
     failure = Failure("failed", "ValueError", "boom")
     again = START + timedelta(minutes=1)
     [result] = store.settle([Settlement(claim, Redeliver(again, 1, "ValueError: boom", failure))])
@@ -100,7 +93,7 @@ def test_a_cancel_or_replace_of_a_started_row_keeps_its_attempt_open(
 ) -> None:
     store.put(_item("x", flow_id="f"))
     [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
-    _clock(store).advance(timedelta(seconds=2))
+    clock_of(store).advance(timedelta(seconds=2))
     if how == "cancel":
         assert store.remove("x")
     elif how == "replace":
@@ -111,7 +104,7 @@ def test_a_cancel_or_replace_of_a_started_row_keeps_its_attempt_open(
     [kept] = store.history("x")
     assert (kept.node, kept.started, kept.ended) == ("n1", START, None), kept
     assert kept.generation == claim.generation
-    _clock(store).advance(timedelta(seconds=3))
+    clock_of(store).advance(timedelta(seconds=3))
     [late] = store.settle([Settlement(claim, Completed())])
     assert not late.applied, "the run of the old form settled over the cancel or replace"
     [ended] = store.history("x")  # the run's outcome ends the kept attempt, after the cancel
@@ -138,7 +131,7 @@ def test_a_lapsed_started_claim_is_written_lapsed_once_when_claimed_again(
     store.put(_item("queued"))
     [dead, _queued] = store.claim_due(ROUTES, "dead-node", LEASE, 10)
     assert store.confirm_start([dead]) == [dead]  # "queued" never starts
-    _clock(store).advance(LEASE + timedelta(seconds=1))
+    clock_of(store).advance(LEASE + timedelta(seconds=1))
     assert len(store.claim_started(ROUTES, "n2", LEASE, 10)) == 2
     assert _written(store, "x") == [("dead-node", START + LEASE, "lapsed")]
     assert _written(store, "queued") == [], "a claim that never started was written lapsed"
@@ -277,7 +270,7 @@ def test_a_failed_run_of_a_cancelled_row_ends_its_kept_attempt_failed(
     store.put(_item("y"))
     [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
     assert store.remove("y")
-    _clock(store).advance(timedelta(seconds=4))
+    clock_of(store).advance(timedelta(seconds=4))
     failure = Failure("failed", "TimeoutError", "gateway down", 'File "pay.py", line 7')
     retry = Redeliver(START + LEASE, 1, "TimeoutError: gateway down", failure)
     [late] = store.settle([Settlement(claim, retry)])
