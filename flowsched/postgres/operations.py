@@ -257,6 +257,7 @@ class Setup:
                 ids=[s.claim.item.id for s in stale],
                 generations=[s.claim.generation for s in stale],
                 owners=[s.claim.owner for s in stale],
+                attempts=[s.claim.attempt for s in stale],  # that run's, not a later one's
                 **{name: columns[name] for name in CLOSE_COLUMNS},
             )
         return results

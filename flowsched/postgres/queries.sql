@@ -514,16 +514,17 @@ SELECT id, {now}, lease_until, claim_token FROM gone;
 -- settle itself never looks in {history} for them; found by item id (index {history_item}).
 WITH s AS (
     SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[], %(owners)s::text[],
-                         %(outcomes)s::text[], %(error_types)s::text[], %(messages)s::text[],
-                         %(tracebacks)s::text[])
-             AS s(id, generation, owner, outcome, error_type, message, traceback)
+                         %(attempts)s::int[], %(outcomes)s::text[], %(error_types)s::text[],
+                         %(messages)s::text[], %(tracebacks)s::text[])
+             AS s(id, generation, owner, attempt, outcome, error_type, message, traceback)
 )
 UPDATE {history} h
 SET ended = {now}, outcome = s.outcome, error_type = s.error_type, error_message = s.message,
     traceback = s.traceback
 FROM s
 WHERE h.item_id = ANY (%(ids)s::text[]) AND h.item_id = s.id
-  AND h.generation = s.generation AND h.node = s.owner AND h.ended IS NULL
+  AND h.generation = s.generation AND h.node = s.owner AND h.attempt = s.attempt
+  AND h.ended IS NULL
 RETURNING h.item_id;
 
 -- name: next_due

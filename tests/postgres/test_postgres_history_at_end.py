@@ -287,3 +287,24 @@ def test_a_failed_run_of_a_cancelled_row_ends_its_kept_attempt_failed(
     assert store.remove("z")
     assert not store.settle([Settlement(queued, Completed())])[0].applied
     assert _written(store, "z") == [] and store.history("z") == []
+
+
+def test_a_retried_stale_settle_ends_only_its_own_attempt(store: PostgresTimerStore) -> None:
+    """A settle sent again (its first reply lost) is stale: it must not end the attempt a
+    cancel kept open for a later attempt of the same item, generation and node."""
+    store.put(_item("w"))
+    [first] = store.claim_started(ROUTES, "n1", LEASE, 10)
+    failure = Failure("failed", "TimeoutError", "gateway down", None)
+    retry = Settlement(first, Redeliver(START, 1, "TimeoutError: gateway down", failure))
+    assert store.settle([retry])[0].applied
+    clock_of(store).advance(timedelta(seconds=2))
+    [second] = store.claim_started(ROUTES, "n1", LEASE, 10)
+    assert (second.attempt, second.generation) == (1, first.generation)
+    assert store.remove("w")
+    assert not store.settle([retry])[0].applied  # the first outcome again: stale
+    assert [(a.attempt, a.ended) for a in store.history("w")] == [(0, START), (1, None)], (
+        "the retried settle ended the later attempt"
+    )
+    clock_of(store).advance(timedelta(seconds=1))
+    assert not store.settle([Settlement(second, Completed())])[0].applied
+    assert [(a.attempt, a.outcome) for a in store.history("w")] == [(0, "failed"), (1, "succeeded")]
