@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from flowsched.postgres.connections import check_conninfo, own_async_pool, pool_errors
+from flowsched.postgres.connections import (
+    check_conninfo,
+    firing_async_pool,
+    own_async_pool,
+    pool_errors,
+)
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run_async
 from flowsched.postgres.schema import migrate_plan
@@ -64,6 +69,7 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         self._migrate = migrate
         self._ready = False
         self._opening: asyncio.Lock | None = None
+        self._firing: AsyncConnectionPool[Any] | None = None  # own pool: opened at first use
         self.version: int | None = None
 
     def __repr__(self) -> str:
@@ -90,6 +96,9 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     async def aclose(self) -> None:
         """Close the pool if this store opened it (a pool given is left to its owner)."""
         if self._owned and self._pool is not None:
+            if self._firing is not None:
+                await self._firing.close()
+                self._firing = None
             await self._pool.close()
             self._pool = None
             self._ready = False
@@ -107,16 +116,37 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
             raise RuntimeError("AsyncPostgresTimerStore: not opened yet (await store.open())")
         return self._pool
 
-    async def _send(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+    async def _firing_pool(self) -> AsyncConnectionPool[Any]:
+        """The firing connections (:data:`~flowsched.postgres.connections.FIRING_SETTINGS`)
+        of a store with its own pool, opened (without waiting) at the first call; the pool
+        given to a store that was given one."""
+        if not self._owned:
+            return self.pool
+        if self._firing is None:
+            assert self._conninfo is not None
+            firing = firing_async_pool(self._conninfo, self._timeout)
+            await firing.open(wait=False)
+            if self._firing is None:
+                self._firing = firing
+            else:  # another task opened one while this one was opening
+                await firing.close()
+        return self._firing
+
+    async def _send(
+        self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False, firing: bool = False
+    ) -> T:
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
+        pool = await self._firing_pool() if firing else self.pool
         with pool_errors(plan.close, what):
             async with (
-                self.pool.connection(timeout=limit.left()) as conn,
+                pool.connection(timeout=limit.left()) as conn,
                 limit.on_async(conn, what, write),
             ):
                 return await run_async(conn, plan, what=what, write=write, atomic=atomic)
 
-    async def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+    async def _run(
+        self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False, firing: bool = False
+    ) -> T:
         started = ahead(plan)  # a plan that needs no statement takes no connection
         if isinstance(started, Answered):
             return started.value
@@ -126,7 +156,7 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
             except BaseException:
                 plan.close()  # the plan itself: ``started`` has not run
                 raise
-        return await self._send(started, what, write, atomic=atomic)
+        return await self._send(started, what, write, atomic=atomic, firing=firing)
 
     # -- the interface ---------------------------------------------------------------------
 
@@ -157,35 +187,39 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     async def claim_due(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
-        return await self._run(self.setup.claim_due(routes, owner, lease, limit), "claim", True)
+        return await self._run(
+            self.setup.claim_due(routes, owner, lease, limit), "claim", True, firing=True
+        )
 
     async def claim_started(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
         """As :meth:`PostgresTimerStore.claim_started`: the claims returned are started."""
         plan = self.setup.claim_started(routes, owner, lease, limit)
-        return await self._run(plan, "claim_started", True)
+        return await self._run(plan, "claim_started", True, firing=True)
 
     async def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
-        return await self._run(self.setup.confirm_start(claims), "confirm_start", True)
+        return await self._run(self.setup.confirm_start(claims), "confirm_start", True, firing=True)
 
     async def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
-        return await self._run(self.setup.renew(claims, lease), "renew", True)
+        return await self._run(self.setup.renew(claims, lease), "renew", True, firing=True)
 
     async def release(self, claims: Sequence[Claim]) -> int:
-        return await self._run(self.setup.release(claims), "release", True)
+        return await self._run(self.setup.release(claims), "release", True, firing=True)
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
-        return await self._run(self.setup.settle(settlements), "settle", True)
+        return await self._run(self.setup.settle(settlements), "settle", True, firing=True)
 
     async def next_due(
         self, routes: Collection[str], after: datetime | None = None
     ) -> datetime | None:
-        return await self._run(self.setup.next_due(routes, after), "next_due", False)
+        return await self._run(self.setup.next_due(routes, after), "next_due", False, firing=True)
 
     async def next_wake(self, routes: Collection[str]) -> datetime | None:
         """As :meth:`PostgresTimerStore.next_wake`."""
-        return self._wake(*await self._run(self.setup.next_due_seen(routes), "next_due", False))
+        return self._wake(
+            *await self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
+        )
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from flowsched.postgres.connections import own_pool, pool_errors
+from flowsched.postgres.connections import firing_pool, own_pool, pool_errors
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run
 from flowsched.postgres.schema import migrate_plan
@@ -33,7 +33,9 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     """Timers in a PostgreSQL table, for a node core's thread driver and the port's calls.
 
     ``conninfo_or_pool``: a ``postgresql://`` URL (the store opens and closes a pool of
-    ``pool_size`` connections) or a ``psycopg_pool.ConnectionPool`` the application owns.
+    ``pool_size`` connections, and at its first firing call, the firing connections:
+    :data:`~flowsched.postgres.connections.FIRING_SETTINGS`) or a
+    ``psycopg_pool.ConnectionPool`` the application owns (every call runs on it).
     ``table`` names the timers table (its companions add suffixes; see
     :mod:`flowsched.postgres.schema`), created or upgraded at construction unless
     ``migrate=False``. ``clock``: compare due times and leases with this clock's ``now()``
@@ -52,9 +54,11 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         if isinstance(conninfo_or_pool, ConnectionPool):
             self.pool: ConnectionPool[Any] = conninfo_or_pool
             self._owned = False
+            self._firing: ConnectionPool[Any] = self.pool  # the application's: used as it is
         else:
             self.pool = own_pool(conninfo_or_pool, pool_size, self._timeout)
             self._owned = True
+            self._firing = firing_pool(conninfo_or_pool, self._timeout)
         if migrate:
             self.version = self._run(
                 migrate_plan(self.setup.queries), f"migrate {self.table}", True, atomic=True
@@ -66,6 +70,7 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     def close(self) -> None:
         """Close the pool if this store opened it (a pool given is left to its owner)."""
         if self._owned:
+            self._firing.close()
             self.pool.close()
 
     def __enter__(self) -> PostgresTimerStore:
@@ -74,14 +79,22 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False) -> T:
+    def _run(
+        self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False, firing: bool = False
+    ) -> T:
+        """Run ``plan`` on a connection of the pool (``firing``: of the firing connections,
+        :data:`~flowsched.postgres.connections.FIRING_SETTINGS`, opened at the first)."""
         started = ahead(plan)  # a plan that needs no statement takes no connection
         if isinstance(started, Answered):
             return started.value
+        pool = self.pool
+        if firing:
+            pool = self._firing
+            pool.open(wait=False)  # once; a no-op on an open pool
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
         with (
             pool_errors(plan.close, what),  # the plan itself: ``started`` may not have run
-            self.pool.connection(timeout=limit.left()) as conn,
+            pool.connection(timeout=limit.left()) as conn,
             limit.on(conn, what, write),
         ):
             return run(conn, started, what=what, write=write, atomic=atomic)
@@ -115,7 +128,9 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     def claim_due(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
-        return self._run(self.setup.claim_due(routes, owner, lease, limit), "claim", True)
+        return self._run(
+            self.setup.claim_due(routes, owner, lease, limit), "claim", True, firing=True
+        )
 
     def claim_started(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
@@ -125,28 +140,30 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         ``start_on_claim``). The claims returned are started: each has its start recorded
         (an open attempt in the history), and the caller must start them now."""
         plan = self.setup.claim_started(routes, owner, lease, limit)
-        return self._run(plan, "claim_started", True)
+        return self._run(plan, "claim_started", True, firing=True)
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
-        return self._run(self.setup.confirm_start(claims), "confirm_start", True)
+        return self._run(self.setup.confirm_start(claims), "confirm_start", True, firing=True)
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
-        return self._run(self.setup.renew(claims, lease), "renew", True)
+        return self._run(self.setup.renew(claims, lease), "renew", True, firing=True)
 
     def release(self, claims: Sequence[Claim]) -> int:
-        return self._run(self.setup.release(claims), "release", True)
+        return self._run(self.setup.release(claims), "release", True, firing=True)
 
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
-        return self._run(self.setup.settle(settlements), "settle", True)
+        return self._run(self.setup.settle(settlements), "settle", True, firing=True)
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
-        return self._run(self.setup.next_due(routes, after), "next_due", False)
+        return self._run(self.setup.next_due(routes, after), "next_due", False, firing=True)
 
     def next_wake(self, routes: Collection[str]) -> datetime | None:
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
         server's time judges due (no ``clock=``): what a node sleeps until, so that it never
         wakes before the server says due (:mod:`flowsched.postgres.host_clock`)."""
-        return self._wake(*self._run(self.setup.next_due_seen(routes), "next_due", False))
+        return self._wake(
+            *self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
+        )
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run(self.setup.dead_letters(), "dead_letters", False)

@@ -1,0 +1,100 @@
+"""The node's firing statements run on connections of their own, set to plan once and by index
+only (``FIRING_SETTINGS``); the application's calls keep the server's planning; a pool the
+application gives is used as it is; settings in the URL's ``options`` are kept."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from flowsched.postgres import AsyncPostgresTimerStore, PostgresTimerStore
+from flowsched.postgres.connections import FIRING_SETTINGS, firing_options
+
+SETTINGS = "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
+SETTINGS += "current_setting('enable_bitmapscan'), current_setting('statement_timeout')"
+LEASE = timedelta(seconds=30)
+
+
+def _claim_plan(conn: psycopg.Connection[Any], store: PostgresTimerStore) -> list[str]:
+    step = next(store.setup.claim_started(["k:TIMER"], "node-a", LEASE, 64))
+    sql = step.sql if isinstance(step.sql, bytes) else step.sql.encode()
+    return [str(row[0]) for row in conn.execute(b"EXPLAIN " + sql, step.params).fetchall()]
+
+
+def test_firing_statements_have_their_own_connections_and_settings(
+    postgres_url: str, fresh_table: Any
+) -> None:
+    # The URL's own options (a statement timeout) stay, on both kinds of connection.
+    url = postgres_url + ("&" if "?" in postgres_url else "?")
+    url += "options=-c%20statement_timeout%3D7000"
+    with PostgresTimerStore(url, table=fresh_table()) as store:
+        assert store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []
+        with store._firing.connection() as conn:
+            assert conn.execute(SETTINGS).fetchone() == ("force_generic_plan", "off", "off", "7s")
+            plan = "\n".join(_claim_plan(conn, store))
+        # The table is empty: without the settings the claim's update reads it by a seq
+        # scan and the history trim by a bitmap (a plan that, made generic now, would scan
+        # the whole table at every claim once it has grown).
+        assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+        assert f"Index Scan using {store.table}_claim" in plan, plan
+        with store.pool.connection() as conn:
+            assert conn.execute(SETTINGS).fetchone() == ("auto", "on", "on", "7s")
+            assert "Seq Scan" in "\n".join(_claim_plan(conn, store))
+
+
+def test_a_store_used_only_for_calls_opens_no_firing_connection(
+    postgres_url: str, fresh_table: Any
+) -> None:
+    with PostgresTimerStore(postgres_url, table=fresh_table()) as store:
+        assert store.exists("nothing") is False
+        assert store._firing.closed  # never opened
+        assert store.next_due(["k:TIMER"]) is None
+        assert not store._firing.closed
+    assert store._firing.closed and store.pool.closed
+
+
+def test_a_pool_given_serves_the_firing_statements_as_it_is(
+    postgres_url: str, fresh_table: Any
+) -> None:
+    with ConnectionPool(postgres_url, kwargs={"autocommit": True}, open=True) as pool:
+        store = PostgresTimerStore(pool, table=fresh_table())
+        assert store._firing is pool
+        assert store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []
+        with pool.connection() as conn:
+            assert conn.execute(SETTINGS).fetchone()[:3] == ("auto", "on", "on")  # type: ignore[index]
+        store.close()
+        assert not pool.closed  # the application's
+
+
+def test_the_async_store_has_them_too(postgres_url: str, fresh_table: Any) -> None:
+    async def main() -> None:
+        async with AsyncPostgresTimerStore(postgres_url, table=fresh_table()) as store:
+            assert await store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []
+            assert store._firing is not None
+            async with store._firing.connection() as conn:
+                row = await (await conn.execute(SETTINGS)).fetchone()
+                assert row is not None and row[:3] == ("force_generic_plan", "off", "off")
+            async with store.pool.connection() as conn:
+                row = await (await conn.execute(SETTINGS)).fetchone()
+                assert row is not None and row[:3] == ("auto", "on", "on")
+        assert store._firing is None
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "given"),
+    [
+        ("postgresql://a@h/d", ""),
+        ("postgresql://a@h/d?options=-c%20work_mem%3D8MB", "-c work_mem=8MB"),
+        ("host=h options='-c search_path=app'", "-c search_path=app"),
+    ],
+)
+def test_firing_options_keep_the_given_ones_first(conninfo: str, given: str) -> None:
+    ours = " ".join(f"-c {name}={value}" for name, value in FIRING_SETTINGS.items())
+    assert firing_options(conninfo) == f"{given} {ours}".strip()
