@@ -213,7 +213,11 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     async def next_due(
         self, routes: Collection[str], after: datetime | None = None
     ) -> datetime | None:
-        return await self._run(self.setup.next_due(routes, after), "next_due", False, firing=True)
+        # The node asks with no ``after`` (firing); a ManualClock harness with one (its
+        # optional filter keeps the server's planning).
+        return await self._run(
+            self.setup.next_due(routes, after), "next_due", False, firing=after is None
+        )
 
     async def next_wake(self, routes: Collection[str]) -> datetime | None:
         """As :meth:`PostgresTimerStore.next_wake`."""

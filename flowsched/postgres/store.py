@@ -155,7 +155,11 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         return self._run(self.setup.settle(settlements), "settle", True, firing=True)
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
-        return self._run(self.setup.next_due(routes, after), "next_due", False, firing=True)
+        # The node asks with no ``after`` (firing); a ManualClock harness with one (its
+        # optional filter keeps the server's planning).
+        return self._run(
+            self.setup.next_due(routes, after), "next_due", False, firing=after is None
+        )
 
     def next_wake(self, routes: Collection[str]) -> datetime | None:
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the

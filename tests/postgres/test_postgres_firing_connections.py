@@ -5,7 +5,7 @@ application gives is used as it is; settings in the URL's ``options`` are kept."
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -52,6 +52,8 @@ def test_a_store_used_only_for_calls_opens_no_firing_connection(
 ) -> None:
     with PostgresTimerStore(postgres_url, table=fresh_table()) as store:
         assert store.exists("nothing") is False
+        # A ManualClock harness's question (with ``after``: an optional filter) is not one.
+        assert store.next_due(["k:TIMER"], datetime.now(UTC)) is None
         assert store._firing.closed  # never opened
         assert store.next_due(["k:TIMER"]) is None
         assert not store._firing.closed
