@@ -35,7 +35,10 @@ class Server:
     """A throwaway PostgreSQL server in ``home`` (stopped and removed at the end)."""
 
     def __init__(self, home: str) -> None:
+        # Its own port (picked free, then remembered in ``home``): not a PG_PORT given to
+        # ``make test`` for the suite's server.
         self.env = {**os.environ, "PG_HOME": home}
+        self.env.pop("PG_PORT", None)
         self.url = self._script("start")
 
     def _script(self, command: str) -> str:
