@@ -111,7 +111,7 @@ $(DBOS_VENV)/.installed:
 # APScheduler 4's SQLAlchemyDataStore on PostgreSQL (bench/postgres_peer_apscheduler4.py).
 $(APS4_VENV)/.installed-postgres: $(APS4_VENV)/.installed
 	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check \
-		'sqlalchemy[asyncio]==2.0.44' 'asyncpg==0.32.0'
+		'sqlalchemy[asyncio]==2.0.44' 'asyncpg==0.32.0' 'sniffio==1.3.1'
 	touch $@
 
 PG_PEER_VENVS := $(PGQ_VENV)/.installed $(PCR_VENV)/.installed $(DBOS_VENV)/.installed \
