@@ -10,9 +10,11 @@ over 1 s from a lead of 3 s; pgqueuer's own schema (``Queries.install``) in a fr
 PostgreSQL schema (``PGQUEUER_SCHEMA``) with a fresh prefix (so its NOTIFY channel is its
 own too), dropped afterwards. One worker: a ``QueueManager`` on one asyncpg connection
 (``AsyncpgDriver``), ``run(batch_size=100, dequeue_timeout=1 s)`` (the floor's and
-flowsched's claim size and poll), no concurrency cap (its ``max_concurrent_tasks`` must be at
-least twice the batch, and the handlers are coroutines that do nothing, so a cap of 64 could
-only slow it), ``on_failure="delete"``. The handler, an ``async def`` entrypoint, records
+flowsched's claim size and poll; pgqueuer's default batch is 10:
+``FLOWSCHED_BENCH_PGQ_BATCH=10`` sets that), no concurrency cap (its
+``max_concurrent_tasks`` must be at least twice the batch, and the handlers are coroutines
+that do nothing, so a cap of 64 could only slow it), ``on_failure="delete"``. The handler,
+an ``async def`` entrypoint, records
 ``time.time()`` minus the job's own ``execute_after`` (the due time the server stored: the
 enqueue's ``now()`` plus the delay) first thing. The first due time is the earliest stored
 ``execute_after``. Statements are counted at the driver (every ``fetch``, ``execute`` and
@@ -46,6 +48,7 @@ from pgqueuer.adapters.persistence.queries import (  # noqa: E402
 from pgqueuer.core.qm import QueueManager  # noqa: E402
 
 LEAD_S = 3.0
+BATCH = int(os.environ.get("FLOWSCHED_BENCH_PGQ_BATCH", "100"))
 
 
 class CountingDriver(AsyncpgDriver):  # type: ignore[misc]
@@ -95,7 +98,9 @@ async def main() -> None:
             seen.record(str(job.id), job.execute_after.timestamp())
 
         CountingDriver.statements = 0
-        running = asyncio.create_task(qm.run(batch_size=100, dequeue_timeout=timedelta(seconds=1)))
+        running = asyncio.create_task(
+            qm.run(batch_size=BATCH, dequeue_timeout=timedelta(seconds=1))
+        )
         deadline = start + ARGS.limit
         while not seen.done.is_set() and time.time() < deadline and not running.done():
             await asyncio.sleep(0.05)
