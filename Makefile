@@ -15,7 +15,7 @@ export MONGO_PORT ?= 27017
 # and stops only what it started. Set FLOWSCHED_POSTGRES_URL to use an existing server.
 export PG_HOME ?= /tmp/flowsched-pg
 
-.PHONY: demo test lint docs bench soak seam-soak mutations venv mongo-start mongo-stop postgres-start postgres-stop clean browser console-screenshots console-bench
+.PHONY: demo test lint docs bench pg-peers soak seam-soak mutations venv mongo-start mongo-stop postgres-start postgres-stop clean browser console-screenshots console-bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,8 +86,40 @@ $(VENV)/.installed-sqlalchemy: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check 'SQLAlchemy>=2'
 	touch $@
 
+# bench/postgres_peers.py's other peers, each in a virtualenv of its own (exact pins; the
+# run skips, with a note, a peer whose virtualenv is missing).
+PGQ_VENV  := bench/.venv-pgqueuer
+PCR_VENV  := bench/.venv-procrastinate
+DBOS_VENV := bench/.venv-dbos
+$(PGQ_VENV)/.installed:
+	$(PYTHON) -m venv $(PGQ_VENV)
+	$(PGQ_VENV)/bin/python -m pip install -q --disable-pip-version-check 'pgqueuer==1.6.0' \
+		'asyncpg==0.32.0'
+	touch $@
+
+$(PCR_VENV)/.installed:
+	$(PYTHON) -m venv $(PCR_VENV)
+	$(PCR_VENV)/bin/python -m pip install -q --disable-pip-version-check \
+		'procrastinate==3.10.0' 'psycopg[binary,pool]==3.3.9'
+	touch $@
+
+$(DBOS_VENV)/.installed:
+	$(PYTHON) -m venv $(DBOS_VENV)
+	$(DBOS_VENV)/bin/python -m pip install -q --disable-pip-version-check 'dbos==3.4.0'
+	touch $@
+
+# APScheduler 4's SQLAlchemyDataStore on PostgreSQL (bench/postgres_peer_apscheduler4.py).
+$(APS4_VENV)/.installed-postgres: $(APS4_VENV)/.installed
+	$(APS4_VENV)/bin/python -m pip install -q --disable-pip-version-check \
+		'sqlalchemy[asyncio]==2.0.44' 'asyncpg==0.32.0' 'sniffio==1.3.1'
+	touch $@
+
+PG_PEER_VENVS := $(PGQ_VENV)/.installed $(PCR_VENV)/.installed $(DBOS_VENV)/.installed \
+		$(APS4_VENV)/.installed-postgres
+pg-peers: $(PG_PEER_VENVS)
+
 bench: $(STAMP) $(PEER_VENV)/.installed $(APS4_VENV)/.installed $(APS4_VENV)/.installed-pymongo \
-		$(VENV)/.installed-sqlalchemy
+		$(VENV)/.installed-sqlalchemy $(PG_PEER_VENVS)
 	$(PY) bench/import_bench.py
 	$(PY) bench/config_bench.py
 	$(PY) bench/memory_bench.py

@@ -1,12 +1,15 @@
-"""PostgresScheduler (both faces) against APScheduler 3 and the floor, on one PostgreSQL.
+"""PostgresScheduler (both faces) against the floor and five peers, on one PostgreSQL.
 
     bash tools/with-postgres.sh .venv/bin/python bench/postgres_peers.py [--timers 20000]
+        [--rounds 3] [--only floor,flowsched,...]
 
 Needs SQLAlchemy in the venv (a bench-only requirement: ``make bench`` installs it; it is not
-a dependency of flowsched).
+a dependency of flowsched) and, for the four peers that run in virtualenvs of their own,
+those virtualenvs (``make pg-peers`` builds them; a peer whose virtualenv is missing is
+skipped with a note).
 
-Contenders, each in a fresh process and a fresh table, ``--timers`` timers (default 20,000)
-due within 1 s, on one node:
+Contenders, each in a fresh process and a fresh table or schema, ``--timers`` timers
+(default 20,000) due within 1 s, on one node:
 
 * ``floor``, ``flowsched`` and ``flowsched-async``: exactly the runs of
   ``bench/postgres_bench.py`` (imported from it: raw psycopg 3 claim + fenced delete, and
@@ -17,6 +20,11 @@ due within 1 s, on one node:
   are written beforehand in one bulk ``INSERT`` of the rows its own ``add_job`` would write
   (the pickled job state), so that, as for the others, the figures are firing only. Its
   statements are counted with SQLAlchemy's ``before_cursor_execute`` event.
+* ``pgqueuer`` (1.6.0), ``procrastinate`` (3.10.0), ``dbos`` (3.4.0, delayed queued
+  workflows) and ``apscheduler4`` (4.0.0a6, ``SQLAlchemyDataStore``): run as
+  ``bench/.venv-NAME/bin/python bench/postgres_peer_NAME.py --url URL --timers N``; each
+  module's docstring says how the peer is configured. They stop 60 s after the first due
+  time and report what fired by then (``finished`` false).
 
 Fired per second (first due time to last handler start), p50/p99 lateness (handler start
 minus due), statements per fired timer. Rounds alternate the contenders (the order rotates
@@ -137,18 +145,46 @@ CONTENDERS = {
 }
 
 
-def _one(name: str, timers: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--one", name, "--timers", str(timers)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
+BENCH = Path(__file__).parent
+PEERS = ("pgqueuer", "procrastinate", "dbos", "apscheduler4")
+"""The peers that run in virtualenvs of their own (bench/.venv-NAME)."""
+KEYS = ("fired", "fired_per_s", "p50_ms", "p99_ms", "statements_per_timer")
+
+
+def _peer_python(name: str) -> Path:
+    return BENCH / f".venv-{name}" / "bin" / "python"
+
+
+def _one(name: str, timers: int, url: str) -> dict[str, Any] | None:
+    """One contender's run in a fresh process: its figures, or None (with the reason on
+    stderr) when a peer's process failed."""
+    if name in PEERS:
+        command = [
+            str(_peer_python(name)),
+            str(BENCH / f"postgres_peer_{name}.py"),
+            *("--url", url, "--timers", str(timers)),
+        ]
+    else:
+        command = [sys.executable, __file__, "--one", name, "--timers", str(timers)]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if out.stderr.strip():
-        print(out.stderr.strip(), file=sys.stderr)
-    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(out.stderr.strip()[-2000:], file=sys.stderr)
+    if out.returncode != 0:
+        if name not in PEERS:
+            raise SystemExit(f"{name} failed (exit {out.returncode})")
+        print(f"{name}: its process failed (exit {out.returncode})", file=sys.stderr)
+        return None
+    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
+
+
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    medians: dict[str, Any] = {}
+    for key in KEYS:
+        values = [r[key] for r in results]
+        medians[key] = None if None in values else statistics.median(values)
+    medians["finished"] = all(r.get("finished", True) for r in results)
+    return medians
 
 
 def main() -> None:
@@ -156,6 +192,7 @@ def main() -> None:
     parser.add_argument("--timers", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--one", choices=list(CONTENDERS))
+    parser.add_argument("--only", help="comma-separated contenders (default: all)")
     args = parser.parse_args()
     url = pb._url()
     if args.one:
@@ -169,43 +206,66 @@ def main() -> None:
             for name in ("server_version", "fsync", "synchronous_commit")
         }
     print(f"PostgreSQL {settings}; {args.timers} timers due within 1 s; {args.rounds} rounds")
-    names = list(CONTENDERS)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    names = [*CONTENDERS, *PEERS]
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            parser.error(f"--only: unknown contenders {unknown}; known: {names}")
+        names = [name for name in names if name in wanted]
+    skipped = [name for name in names if name in PEERS and not _peer_python(name).exists()]
+    for name in skipped:
+        print(f"{name}: skipped, no {_peer_python(name)} (make pg-peers builds it)")
+    names = [name for name in names if name not in skipped]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for round_ in range(args.rounds):
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
-            runs[name].append(_one(name, args.timers))
-            print(f"round {round_ + 1} {name}: {runs[name][-1]}", file=sys.stderr)
-    medians = {
-        name: {key: statistics.median(r[key] for r in results) for key in results[0]}
-        for name, results in runs.items()
-    }
-    floor = medians["floor"]
+            figures = _one(name, args.timers, url)
+            if figures is not None:
+                runs[name].append(figures)
+            print(f"round {round_ + 1} {name}: {figures}", file=sys.stderr)
+    medians = {name: _median(results) for name, results in runs.items() if results}
+    floor = medians.get("floor")
     ratios = {
         name: {
             "fired_per_s_vs_floor": m["fired_per_s"] / floor["fired_per_s"],
             "p99_vs_floor": m["p99_ms"] / floor["p99_ms"],
         }
         for name, m in medians.items()
+        if floor
     }
-    aps = medians["apscheduler3"]
-    vs_aps = {
-        name: medians[name]["fired_per_s"] / aps["fired_per_s"]
-        for name in ("flowsched", "flowsched-async")
+    others = [name for name in ("apscheduler3", *PEERS) if name in medians]
+    vs_peers = {
+        ours: {peer: medians[ours]["fired_per_s"] / medians[peer]["fired_per_s"] for peer in others}
+        for ours in ("flowsched", "flowsched-async")
+        if ours in medians
     }
     print(
-        f"{'contender':<16}{'fired':>7}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>9}"
-        f"{'p99 ms':>9}{'p99 vs':>8}{'stmts/timer':>13}"
+        f"{'contender':<16}{'fired':>7}{'fired/s':>10}{'vs floor':>10}{'p50 ms':>10}"
+        f"{'p99 ms':>10}{'p99 vs':>9}{'stmts/timer':>13}"
     )
     for name, m in medians.items():
+        ratio = ratios.get(name, {})
+        stmts = m["statements_per_timer"]
         print(
             f"{name:<16}{m['fired']:>7.0f}{m['fired_per_s']:>10.0f}"
-            f"{ratios[name]['fired_per_s_vs_floor']:>10.3f}{m['p50_ms']:>9.1f}"
-            f"{m['p99_ms']:>9.1f}{ratios[name]['p99_vs_floor']:>8.2f}"
-            f"{m['statements_per_timer']:>13.3f}"
+            f"{ratio.get('fired_per_s_vs_floor', float('nan')):>10.3f}{m['p50_ms']:>10.1f}"
+            f"{m['p99_ms']:>10.1f}{ratio.get('p99_vs_floor', float('nan')):>9.2f}"
+            + (f"{stmts:>13.3f}" if stmts is not None else f"{'-':>13}")
+            + ("" if m["finished"] else f"  ({args.timers - m['fired']:.0f} not fired)")
         )
-    for name, ratio in vs_aps.items():
-        print(f"{name} fires {ratio:.1f}x as many timers per second as APScheduler 3")
+    for ours, ratios_to in vs_peers.items():
+        print(f"{ours} fires " + ", ".join(f"{r:.1f}x {p}" for p, r in ratios_to.items()))
+    vs_aps = {
+        ours: by_peer["apscheduler3"]
+        for ours, by_peer in vs_peers.items()
+        if "apscheduler3" in by_peer
+    }
+    ahead = {
+        ours: all(r > 1.0 for p, r in by_peer.items() if p != "apscheduler3")
+        for ours, by_peer in vs_peers.items()
+    }
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
     (results / "postgres_peers.json").write_text(
@@ -216,6 +276,9 @@ def main() -> None:
                 "medians": medians,
                 "ratios_to_floor": ratios,
                 "fired_per_s_vs_apscheduler3": vs_aps,
+                "fired_per_s_vs_peers": vs_peers,
+                "ahead_of_every_other_peer": ahead,
+                "skipped": skipped,
                 "runs": runs,
             },
             indent=2,
