@@ -16,8 +16,11 @@ asyncio face (``AsyncPostgresScheduler``, an ``async def`` handler): fired per s
 first due time to the last handler start), p50/p99 lateness (handler start minus due) and
 statements per fired timer (``pg_stat_statements`` is not assumed: the contenders count
 their own statements). Medians of 3 rounds, the
-contenders taking turns. PostgresScheduler runs with ``workers=64, batch_size=100`` (a
-handler that does nothing needs no more threads; ``--workers N`` for N slots). Then
+contenders taking turns. PostgresScheduler runs with ``workers=100, batch_size=100``: a node
+claims for its free handler slots only (it starts what it claims at once), so 100 slots make
+its claims the floor's 100 rows (with 64, the claims of 64 rows cycle at about the rate the
+timers fall due, and any pause leaves lateness behind: session 7 measured p99 3.5x the
+floor's with 64, 1.2-1.5x with 100; ``--workers N`` for N slots). Then
 ``schedule()``'s cost (2,000 calls) and the cross-node wake-up (30 timers due 300 ms after
 another node schedules them, fired by a node that polls every 5 s: p50/p99 lateness).
 Prints the server's ``fsync`` and ``synchronous_commit``, a table, and writes
@@ -47,9 +50,10 @@ LEAD_S = 1.5  # rows are due from this long after they are written
 BACKLOG = os.environ.get("FLOWSCHED_BENCH_BACKLOG") == "1"
 """``--backlog``: every row already due (over the second before it is written); the rate is
 counted from when firing may begin, lateness is not reported."""
-WORKERS = int(os.environ.get("FLOWSCHED_BENCH_WORKERS", "64"))
-"""``--workers``: the handler slots of the flowsched node (default 64). A node that starts
-its claims as it claims them claims for free slots only, so its batches are at most this."""
+WORKERS = int(os.environ.get("FLOWSCHED_BENCH_WORKERS", "100"))
+"""``--workers``: the handler slots of the flowsched node (default 100, the floor's batch). A
+node that starts its claims as it claims them claims for free slots only, so its batches are
+at most this."""
 
 
 def _due_from() -> float:
@@ -380,7 +384,7 @@ def main() -> None:
         "--backlog", action="store_true", help="every timer already due when firing starts"
     )
     parser.add_argument("--one", choices=[*CONTENDERS, "schedule", "wakeup"])
-    parser.add_argument("--workers", type=int, help="handler slots of the node (default 64)")
+    parser.add_argument("--workers", type=int, help="handler slots of the node (default 100)")
     args = parser.parse_args()
     url = _url()
     if args.workers:

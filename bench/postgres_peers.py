@@ -13,7 +13,7 @@ Contenders, each in a fresh process and a fresh table or schema, ``--timers`` ti
 
 * ``floor``, ``flowsched`` and ``flowsched-async``: exactly the runs of
   ``bench/postgres_bench.py`` (imported from it: raw psycopg 3 claim + fenced delete, and
-  ``PostgresScheduler`` / ``AsyncPostgresScheduler`` with ``workers=64, batch_size=100``).
+  ``PostgresScheduler`` / ``AsyncPostgresScheduler`` with ``workers=100, batch_size=100``).
 * ``apscheduler3``: APScheduler 3's ``BackgroundScheduler`` with a ``SQLAlchemyJobStore``
   (``postgresql+psycopg://``, psycopg 3, the same server), a 64-thread executor,
   ``misfire_grace_time=None`` (run every job however late) and ``coalesce=False``. Its jobs

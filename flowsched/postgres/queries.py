@@ -98,6 +98,7 @@ def _names(table: str) -> dict[str, str]:
         "dead_at": quoted(f"{table}_dead_at"),
         "history_item": quoted(f"{table}_history_item"),
         "history_ended": quoted(f"{table}_history_ended"),
+        "history_kept": quoted(f"{table}_history_kept"),
         "audit": quoted(f"{table}_audit"),
         "audit_at": quoted(f"{table}_audit_at"),
         "audit_item": quoted(f"{table}_audit_item"),

@@ -136,6 +136,17 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS claim_token text;
 COMMENT ON TABLE {history} IS
     'flowsched: the attempts of its timers, each written when it ends (schema version 4)';
 
+-- name: migration_5
+-- A kept attempt (a cancel or replace met its started delivery) keeps its claim's lease end:
+-- with no outcome by then (its node died), history() reads it "lapsed" there, and retention
+-- removes it the history retention after it, as an ended one (index {history_kept}, the open ones
+-- only). Its run's own outcome, however late, still ends it (close_kept). Kept attempts
+-- written before version 5 have none and stay open. IF NOT EXISTS: idempotent.
+ALTER TABLE {history} ADD COLUMN IF NOT EXISTS lease_until timestamptz;
+CREATE INDEX IF NOT EXISTS {history_kept} ON {history} (lease_until) WHERE ended IS NULL;
+COMMENT ON TABLE {history} IS
+    'flowsched: the attempts of its timers, each written when it ends (schema version 5)';
+
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
 DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema}, {audit};
@@ -164,9 +175,9 @@ RETURNING 1
 -- name: fragment_log
 -- Not a statement: the text of {log} (see fragment_trim).
 INSERT INTO {history} (item_id, generation, attempt, node, started, ended, outcome,
-                       error_type, error_message, traceback)
+                       error_type, error_message, traceback, lease_until)
 SELECT id, generation, attempt, node, started, ended, outcome, error_type, error_message,
-       traceback
+       traceback, lease
 FROM writes
 WHERE (SELECT count(*) FROM trimmed) >= 0
 
@@ -183,7 +194,7 @@ started_at IS NOT NULL AND owner IS NOT NULL
 -- CTE "writes" of fragment_trim; FROM and WHERE {started} follow).
 SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
        NULL::timestamptz AS ended, NULL::text AS outcome, NULL::text AS error_type,
-       NULL::text AS error_message, NULL::text AS traceback
+       NULL::text AS error_message, NULL::text AS traceback, lease_until AS lease
 
 -- name: fragment_keep_met
 -- Not a statement: the text of {keep_met}, the CTEs of put, requeue, remove and remove_flow
@@ -209,7 +220,7 @@ WITH gate AS (
     SELECT nextval('{generations}') AS generation
     WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
 ), met AS (
-    SELECT id, generation, attempts, owner, started_at FROM {table}
+    SELECT id, generation, attempts, owner, started_at, lease_until FROM {table}
     WHERE id = %(id)s AND EXISTS (SELECT FROM gate)
     FOR UPDATE
 ), {keep_met}, undead AS (
@@ -253,7 +264,7 @@ WITH met AS (
     WHERE id = %(id)s
       AND (%(generation)s::bigint IS NULL OR generation = %(generation)s::bigint)
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
-    RETURNING id, generation, attempts, owner, started_at
+    RETURNING id, generation, attempts, owner, started_at, lease_until
 ), {keep_met}
 SELECT id FROM met;
 
@@ -263,7 +274,7 @@ WITH met AS (
     DELETE FROM {table}
     WHERE flow_id = %(flow_id)s
       AND (%(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz)
-    RETURNING id, generation, attempts, owner, started_at
+    RETURNING id, generation, attempts, owner, started_at, lease_until
 ), {keep_met}
 SELECT id FROM met;
 
@@ -304,7 +315,7 @@ fresh AS (
 ), writes AS (
     SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
            lease_until AS ended, 'lapsed' AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+           NULL::text AS error_message, NULL::text AS traceback, NULL::timestamptz AS lease
     FROM lapsed WHERE {started} AND id IN (SELECT id FROM picked)
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -354,7 +365,7 @@ WITH bad AS (
 ), writes AS (
     SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
            {now} AS ended, 'failed' AS outcome, NULL::text AS error_type,
-           reason AS error_message, NULL::text AS traceback
+           reason AS error_message, NULL::text AS traceback, NULL::timestamptz AS lease
     FROM gone WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -476,7 +487,7 @@ WITH s AS (
 ), writes AS (
     SELECT a.id, a.generation, a.attempts AS attempt, a.owner AS node,
            a.started_at AS started, {now} AS ended, s.outcome, s.error_type,
-           s.message AS error_message, s.traceback
+           s.message AS error_message, s.traceback, NULL::timestamptz AS lease
     FROM applied a JOIN s ON s.id = a.id AND s.token = a.token
     WHERE a.started_at IS NOT NULL AND a.owner IS NOT NULL
 ), trimmed AS ({trim}
@@ -500,7 +511,7 @@ WITH s AS (
 ), writes AS (
     SELECT id, generation, attempts AS attempt, owner AS node, started_at AS started,
            {now} AS ended, 'succeeded' AS outcome, NULL::text AS error_type,
-           NULL::text AS error_message, NULL::text AS traceback
+           NULL::text AS error_message, NULL::text AS traceback, NULL::timestamptz AS lease
     FROM gone WHERE {started}
 ), trimmed AS ({trim}
 ), logged AS ({log}
@@ -529,13 +540,19 @@ RETURNING h.item_id;
 
 -- name: next_due
 -- Asked when a claim came back short (the node has time): history attempts that ended more
--- than %(retention)s ago go too, a bounded bite each time (index {history_ended}). With the
+-- than %(retention)s ago go too, and kept ones whose lease ended that long ago, a bounded
+-- bite each time (indexes {history_ended} and {history_kept}). With the
 -- store's time of the answer (a node translates the due time into its own clock by it).
 WITH r AS (SELECT unnest(%(routes)s::text[]) AS route), expired AS (
     DELETE FROM {history}
-    WHERE seq = ANY (ARRAY(SELECT seq FROM {history}
-                           WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
-                           ORDER BY ended LIMIT 100))
+    WHERE seq = ANY (ARRAY(
+        (SELECT seq FROM {history}
+         WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
+         ORDER BY ended LIMIT 100)
+        UNION ALL
+        (SELECT seq FROM {history}
+         WHERE ended IS NULL AND lease_until < {now} - %(retention)s::interval
+         ORDER BY lease_until LIMIT 100)))
 )
 SELECT least(
     (SELECT min(x.due) FROM r CROSS JOIN LATERAL (
@@ -562,7 +579,7 @@ FROM {dead} ORDER BY dead_at, id;
 WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
 ), met AS (
-    SELECT id, generation, attempts, owner, started_at FROM {table}
+    SELECT id, generation, attempts, owner, started_at, lease_until FROM {table}
     WHERE id = %(id)s AND EXISTS (SELECT FROM d)
     FOR UPDATE
 ), {keep_met}, stored AS (
@@ -633,12 +650,17 @@ LIMIT %(limit)s + 1;
 -- name: history
 -- The item's %(keep)s newest attempts, oldest first: those ended (or kept open by a cancel or
 -- replace) in {history}, in the order written, then the one its live row has started, open.
+-- A kept attempt with no outcome by its lease end (its node died) reads "lapsed" there.
 -- An open attempt an older flowsched wrote at its start (schema version 3 and before) shows
 -- once: not when {history} also has it ended (or open, written earlier), nor again as the
 -- live row's.
 WITH logged AS (
-    SELECT h.seq, h.node, h.started, h.ended, h.outcome, h.error_type, h.error_message,
-           h.traceback, h.generation, h.attempt
+    SELECT h.seq, h.node, h.started,
+           CASE WHEN h.ended IS NULL AND h.lease_until <= {now} THEN h.lease_until
+                ELSE h.ended END AS ended,
+           CASE WHEN h.ended IS NULL AND h.lease_until <= {now} THEN 'lapsed'
+                ELSE h.outcome END AS outcome,
+           h.error_type, h.error_message, h.traceback, h.generation, h.attempt
     FROM {history} h
     WHERE h.item_id = %(id)s
       AND NOT (h.ended IS NULL AND EXISTS (

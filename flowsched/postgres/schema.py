@@ -33,7 +33,13 @@ __all__ = [
     "migrate_plan",
 ]
 
-MIGRATIONS: tuple[str, ...] = ("migration_1", "migration_2", "migration_3", "migration_4")
+MIGRATIONS: tuple[str, ...] = (
+    "migration_1",
+    "migration_2",
+    "migration_3",
+    "migration_4",
+    "migration_5",
+)
 """The migrations in order: migration ``n`` (1-based) takes a table from version ``n - 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
