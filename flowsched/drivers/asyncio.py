@@ -50,6 +50,10 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         self._handling: contextvars.ContextVar[bool] = contextvars.ContextVar(
             f"flowsched-handling-{id(self)}", default=False
         )
+        # The context each handler task the loop starts gets a copy of: the loop task's, with
+        # _handling set (made at its first; a copy per task: what a handler sets stays its own).
+        self._handler_context: contextvars.Context | None = None
+        self._on_ended = self._ended  # one bound method, not one per task
 
     def wake(self) -> None:
         """Look again now; callable from any thread (a listener's, say)."""
@@ -103,10 +107,20 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             self._calls.add(call)
             call.add_done_callback(self._answered)
 
-    def _spawn(self, action: StartHandler) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(self._run(action))
+    def _spawn(self, action: StartHandler, *, here: bool = False) -> asyncio.Task[None]:
+        """A handler task in a copy of the caller's context with ``_handling`` set: the loop
+        task's is made once and copied for each (``here``: the caller's own, made now)."""
+        base = None if here else self._handler_context
+        if base is None:
+            base = contextvars.copy_context()
+            base.run(self._handling.set, True)
+            if not here:
+                self._handler_context = base
+        # One copy of a ready context, where setting the flag in each task would add a
+        # token and a new context mapping per timer (objects for the collector to trace).
+        task = asyncio.get_running_loop().create_task(self._run(action), context=base.copy())
         self._handlers.add(task)
-        task.add_done_callback(self._ended)
+        task.add_done_callback(self._on_ended, context=base)  # else a context copied each
         return task
 
     def _ended(self, task: asyncio.Task[None]) -> None:
@@ -122,15 +136,12 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         self.alarm.ring()
 
     async def _run(self, action: StartHandler) -> None:
-        token = self._handling.set(True)
         try:
             outcome = await self.run_handler(action.claim)
         except BaseException:
             self.core.abandoned(action.ticket)  # cancelled by shutdown: the claim lapses
             self.alarm.ring()
             raise
-        finally:
-            self._handling.reset(token)
         settled = None
         if self.settle_here:
             try:
@@ -163,7 +174,7 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
                     return ran
                 if isinstance(action, StartHandler):
                     # A task of its own, so that a bounded close can cancel it.
-                    await asyncio.wait({self._spawn(action)})
+                    await asyncio.wait({self._spawn(action, here=True)})
                     ran += 1
                     continue
                 await self._perform(action)

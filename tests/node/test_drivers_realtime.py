@@ -4,6 +4,7 @@ that wins over a claim waiting in a busy node's queue (CONTRACT section 15)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from datetime import timedelta
@@ -100,3 +101,41 @@ def test_asyncio_delivers_and_a_cancel_beats_a_queued_claim() -> None:
 
     ran = asyncio.run(main())
     assert sorted(ran[:2]) == [("busy1", 0), ("busy2", 0)] and ran[2:] == [("replaced", 2)], ran
+
+
+def test_asyncio_handlers_each_have_their_own_context_and_know_they_are_handlers() -> None:
+    """A context variable a handler sets stays its own (each handler task runs in a copy of
+    one prepared context), and the driver knows its handlers (and their own tasks) for what
+    they are: a handler's ``aclose()`` does not wait for itself."""
+    request: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="-")
+
+    async def main() -> list[tuple[str, str, bool, bool]]:
+        scheduler = AsyncNodeScheduler(
+            as_async(MemoryTimerStore()), workers=4, poll_interval=timedelta(milliseconds=50)
+        )
+        both = asyncio.Barrier(2)
+        seen: list[tuple[str, str, bool, bool]] = []
+
+        async def work(item: ScheduleItem, attempt: int) -> None:
+            before = request.get()
+            request.set(item.id)
+            await asyncio.wait_for(both.wait(), WAIT)  # the other handler runs meanwhile
+            child = await asyncio.create_task(_in_handler(scheduler))
+            seen.append((item.id, before, scheduler._driver.in_handler(), child))
+
+        scheduler.register("work", work)
+        async with scheduler:
+            await scheduler.schedule(_item(scheduler, "a"))
+            await scheduler.schedule(_item(scheduler, "b"))
+            deadline = time.monotonic() + WAIT
+            while len(seen) < 2:
+                assert time.monotonic() < deadline, "timed out waiting"
+                await asyncio.sleep(0.005)
+            assert scheduler._driver.in_handler() is False
+        return sorted(seen)
+
+    assert asyncio.run(main()) == [("a", "-", True, True), ("b", "-", True, True)]
+
+
+async def _in_handler(scheduler: AsyncNodeScheduler) -> bool:
+    return scheduler._driver.in_handler()
