@@ -56,10 +56,12 @@ def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_d
     assert sorted(r["item"] for r in rescued) == sorted(ids)
     assert {r["attempt"] for r in rescued} == {0}
     assert started in ids
-    # ... as soon as the victim's lease ran out: no redelivery backoff on top.
-    latest = max(r["at"] for r in rescued) - killed_at
-    # (a redelivery backoff would add at least 3 s; 2 s of slack for a loaded host)
-    assert latest <= LEASE + POLL + 2.0, f"last redelivery {latest:.2f}s after the kill"
+    # ... as soon as the victim's lease ran out: no redelivery backoff on top. A backoff
+    # moves an item's due time past the failure (by at least 3 s); each rescued delivery
+    # still carries the due time it was scheduled with, before the kill. (Its wall time is
+    # not asserted: on a loaded host the wire server's claims take seconds.)
+    moved = [r for r in rescued if r["due"] >= killed_at]
+    assert moved == [], f"redelivered with a due time moved past the kill: {moved}"
 
 
 def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(
