@@ -87,17 +87,13 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         started = ahead(plan)  # a plan that needs no statement takes no connection
         if isinstance(started, Answered):
             return started.value
-        pool = self.pool
-        if firing:
-            pool = self._firing
-            pool.open(wait=False)  # once; a no-op on an open pool
+        pool = self._firing if firing else self.pool
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
-        with (
-            pool_errors(plan.close, what),  # the plan itself: ``started`` may not have run
-            pool.connection(timeout=limit.left()) as conn,
-            limit.on(conn, what, write),
-        ):
-            return run(conn, started, what=what, write=write, atomic=atomic)
+        with pool_errors(plan.close, what):  # the plan itself: ``started`` may not have run
+            if firing:
+                pool.open(wait=False)  # once; a no-op on an open pool (closed: an error)
+            with pool.connection(timeout=limit.left()) as conn, limit.on(conn, what, write):
+                return run(conn, started, what=what, write=write, atomic=atomic)
 
     # -- the interface ---------------------------------------------------------------------
 
