@@ -53,6 +53,7 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         # The context each handler task the loop starts gets a copy of: the loop task's, with
         # _handling set (made at its first; a copy per task: what a handler sets stays its own).
         self._handler_context: contextvars.Context | None = None
+        self._ended_context: contextvars.Context | None = None  # the done callbacks' own
         self._on_ended = self._ended  # one bound method, not one per task
 
     def wake(self) -> None:
@@ -116,11 +117,14 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             base.run(self._handling.set, True)
             if not here:
                 self._handler_context = base
+                self._ended_context = base.copy()
         # One copy of a ready context, where setting the flag in each task would add a
         # token and a new context mapping per timer (objects for the collector to trace).
         task = asyncio.get_running_loop().create_task(self._run(action), context=base.copy())
         self._handlers.add(task)
-        task.add_done_callback(self._on_ended, context=base)  # else a context copied each
+        # Else a context copied per task; not ``base``: what the callback's code (a logging
+        # handler, say) sets must not reach the handlers that start later.
+        task.add_done_callback(self._on_ended, context=self._ended_context or base.copy())
         return task
 
     def _ended(self, task: asyncio.Task[None]) -> None:

@@ -10,6 +10,7 @@ belongs to the event loop it was opened in); ``await store.open()`` does it eage
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -20,8 +21,11 @@ from psycopg_pool import AsyncConnectionPool
 from flowsched.postgres.connections import (
     check_conninfo,
     firing_async_pool,
+    firing_refused,
     own_async_pool,
     pool_errors,
+    probe_firing_async,
+    refused_warning,
 )
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run_async
@@ -35,6 +39,8 @@ from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, 
 __all__ = ["AsyncPostgresTimerStore"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("flowsched.postgres")
 
 
 class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
@@ -70,6 +76,7 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         self._ready = False
         self._opening: asyncio.Lock | None = None
         self._firing: AsyncConnectionPool[Any] | None = None  # own pool: opened at first use
+        self._firing_lock: asyncio.Lock | None = None
         self.version: int | None = None
 
     def __repr__(self) -> str:
@@ -96,12 +103,12 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     async def aclose(self) -> None:
         """Close the pool if this store opened it (a pool given is left to its owner)."""
         if self._owned and self._pool is not None:
-            if self._firing is not None:
-                await self._firing.close()
-                self._firing = None
+            self._ready = False  # first: a call meanwhile opens the store again, whole
+            firing, self._firing = self._firing, None
+            if firing is not None and firing is not self._pool:
+                await firing.close()
             await self._pool.close()
             self._pool = None
-            self._ready = False
 
     async def __aenter__(self) -> AsyncPostgresTimerStore:
         return await self.open()
@@ -117,27 +124,39 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         return self._pool
 
     async def _firing_pool(self) -> AsyncConnectionPool[Any]:
-        """The firing connections (:data:`~flowsched.postgres.connections.FIRING_SETTINGS`)
-        of a store with its own pool, opened (without waiting) at the first call; the pool
-        given to a store that was given one."""
+        """As :meth:`PostgresTimerStore._firing_pool`: the firing connections of a store
+        with its own pool, opened at the first call after one connection with their settings
+        was tried (refused: the pool, with one warning); the pool given to a store that was
+        given one."""
         if not self._owned:
             return self.pool
-        if self._firing is None:
-            assert self._conninfo is not None
-            firing = firing_async_pool(self._conninfo, self._timeout)
-            await firing.open(wait=False)
+        if self._firing is not None:
+            return self._firing
+        if self._firing_lock is None:
+            self._firing_lock = asyncio.Lock()
+        async with self._firing_lock:
             if self._firing is None:
-                self._firing = firing
-            else:  # another task opened one while this one was opening
-                await firing.close()
-        return self._firing
+                pool, conninfo = self.pool, self._conninfo
+                assert conninfo is not None
+                try:
+                    await probe_firing_async(conninfo, self._timeout)
+                except Exception as exc:  # unreachable: an error, tried again next call
+                    if not firing_refused(exc):
+                        raise
+                    log.warning("%s", refused_warning(conninfo, exc))
+                    self._firing = pool
+                else:
+                    firing = firing_async_pool(conninfo, self._timeout)
+                    await firing.open(wait=False)
+                    self._firing = firing
+            return self._firing
 
     async def _send(
         self, plan: Plan[T], what: str, write: bool, *, atomic: bool = False, firing: bool = False
     ) -> T:
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
-        pool = await self._firing_pool() if firing else self.pool
         with pool_errors(plan.close, what):
+            pool = await self._firing_pool() if firing else self.pool
             async with (
                 pool.connection(timeout=limit.left()) as conn,
                 limit.on_async(conn, what, write),

@@ -8,6 +8,7 @@ it). Every operation borrows one connection for one transaction and gives it bac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -27,7 +28,12 @@ __all__ = [
     "check_conninfo",
     "describe",
     "firing_async_pool",
+    "firing_options",
     "firing_pool",
+    "firing_refused",
+    "probe_firing",
+    "probe_firing_async",
+    "refused_warning",
     "own_async_pool",
     "own_pool",
     "pool_errors",
@@ -131,12 +137,14 @@ class _AsyncPool(AsyncConnectionPool):
 
 
 def firing_options(conninfo: str) -> str:
-    """The ``options`` of ``conninfo`` (the server settings given at connection) with
+    """The ``options`` of ``conninfo`` (the server settings given at connection; else
+    libpq's ``PGOPTIONS``, which an explicit ``options`` would replace) with
     :data:`FIRING_SETTINGS` after them (so they win)."""
     try:
         given = libpq_conninfo.conninfo_to_dict(conninfo).get("options") or ""
     except Exception:  # libpq will name what is wrong with it at the first connection
         given = ""
+    given = given or os.environ.get("PGOPTIONS", "")
     ours = " ".join(f"-c {name}={value}" for name, value in FIRING_SETTINGS.items())
     return f"{given} {ours}".strip()
 
@@ -157,6 +165,48 @@ def _pool_arguments(
         "timeout": timeout or 30.0,
         "name": "flowsched-firing" if firing else "flowsched",
     }
+
+
+_REFUSED = ("startup parameter", "unrecognized configuration parameter", "invalid value for")
+"""What a connection refused for its options says: PgBouncer ("unsupported startup
+parameter ..."), a server that does not know a setting or value."""
+
+
+def firing_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (a failed connection with :data:`FIRING_SETTINGS`) is a refusal of
+    those settings (a pooler in between, an old server), not an unreachable server."""
+    text = str(exc).lower()
+    return any(mark in text for mark in _REFUSED)
+
+
+def refused_warning(conninfo: str, exc: BaseException) -> str:
+    """The one warning a store logs when it runs its firing statements on its pool."""
+    return (
+        f"PostgreSQL at {describe(conninfo)} refused the firing connections' settings "
+        f"({str(exc).strip()[:200]}): the node's claims and settles run on the pool, "
+        "planned by the server at every claim (slower; see the PostgreSQL guide's "
+        "scaling notes)"
+    )
+
+
+def probe_firing(conninfo: str, timeout: float | None) -> None:
+    """One connection with :data:`FIRING_SETTINGS`, closed at once: it raises what the
+    server (or a pooler) says of them."""
+    psycopg.connect(
+        conninfo, autocommit=True, options=firing_options(conninfo), connect_timeout=_whole(timeout)
+    ).close()
+
+
+async def probe_firing_async(conninfo: str, timeout: float | None) -> None:
+    """:func:`probe_firing` for asyncio."""
+    conn = await psycopg.AsyncConnection.connect(
+        conninfo, autocommit=True, options=firing_options(conninfo), connect_timeout=_whole(timeout)
+    )
+    await conn.close()
+
+
+def _whole(timeout: float | None) -> int:
+    return max(2, round(timeout or 30.0))  # libpq: whole seconds (it treats 1 as 2)
 
 
 def firing_pool(conninfo: str, timeout: float | None) -> ConnectionPool:

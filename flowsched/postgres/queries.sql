@@ -650,15 +650,20 @@ LIMIT %(limit)s + 1;
 -- name: history
 -- The item's %(keep)s newest attempts, oldest first: those ended (or kept open by a cancel or
 -- replace) in {history}, in the order written, then the one its live row has started, open.
--- A kept attempt with no outcome by its lease end (its node died) reads "lapsed" there.
+-- A kept attempt with no outcome by its lease end whose node is not alive (no heartbeat in
+-- {nodes}: it died) reads "lapsed" there; a live node's is still running, open.
 -- An open attempt an older flowsched wrote at its start (schema version 3 and before) shows
 -- once: not when {history} also has it ended (or open, written earlier), nor again as the
 -- live row's.
-WITH logged AS (
+WITH lapsed AS (
+    SELECT h.seq FROM {history} h
+    WHERE h.item_id = %(id)s AND h.ended IS NULL AND h.lease_until <= {now}
+      AND NOT EXISTS (SELECT FROM {nodes} n WHERE n.node_id = h.node AND n.expires_at > {now})
+), logged AS (
     SELECT h.seq, h.node, h.started,
-           CASE WHEN h.ended IS NULL AND h.lease_until <= {now} THEN h.lease_until
+           CASE WHEN h.seq IN (SELECT seq FROM lapsed) THEN h.lease_until
                 ELSE h.ended END AS ended,
-           CASE WHEN h.ended IS NULL AND h.lease_until <= {now} THEN 'lapsed'
+           CASE WHEN h.seq IN (SELECT seq FROM lapsed) THEN 'lapsed'
                 ELSE h.outcome END AS outcome,
            h.error_type, h.error_message, h.traceback, h.generation, h.attempt
     FROM {history} h

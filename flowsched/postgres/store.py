@@ -8,13 +8,22 @@ Every method is one transaction on one pooled connection, and almost always one 
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from flowsched.postgres.connections import firing_pool, own_pool, pool_errors
+from flowsched.postgres.connections import (
+    firing_pool,
+    firing_refused,
+    own_pool,
+    pool_errors,
+    probe_firing,
+    refused_warning,
+)
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run
 from flowsched.postgres.schema import migrate_plan
@@ -25,6 +34,8 @@ from flowsched.steering import Attempt, TimerPage
 from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, TimerSelection
 
 __all__ = ["PostgresTimerStore"]
+
+log = logging.getLogger("flowsched.postgres")
 
 T = TypeVar("T")
 
@@ -59,6 +70,10 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
             self.pool = own_pool(conninfo_or_pool, pool_size, self._timeout)
             self._owned = True
             self._firing = firing_pool(conninfo_or_pool, self._timeout)
+            self._conninfo = conninfo_or_pool
+        self._firing_ready = not self._owned  # own: checked and opened at the first use
+        self._firing_lock = threading.Lock()
+        self._closed = False
         if migrate:
             self.version = self._run(
                 migrate_plan(self.setup.queries), f"migrate {self.table}", True, atomic=True
@@ -69,6 +84,7 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
 
     def close(self) -> None:
         """Close the pool if this store opened it (a pool given is left to its owner)."""
+        self._closed = True
         if self._owned:
             self._firing.close()
             self.pool.close()
@@ -87,13 +103,32 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         started = ahead(plan)  # a plan that needs no statement takes no connection
         if isinstance(started, Answered):
             return started.value
-        pool = self._firing if firing else self.pool
         limit = CallLimit(self._timeout)  # the pool's wait and the statements', together
         with pool_errors(plan.close, what):  # the plan itself: ``started`` may not have run
-            if firing:
-                pool.open(wait=False)  # once; a no-op on an open pool (closed: an error)
+            pool = self._firing_pool() if firing else self.pool
             with pool.connection(timeout=limit.left()) as conn, limit.on(conn, what, write):
                 return run(conn, started, what=what, write=write, atomic=atomic)
+
+    def _firing_pool(self) -> ConnectionPool[Any]:
+        """The firing connections, opened (without waiting) at the first call after one
+        connection with their settings was tried: refused (a pooler in between, an old
+        server), the firing statements run on the pool from then on, with one warning. A
+        closed store opens nothing again."""
+        if self._firing_ready or self._closed:
+            return self._firing
+        with self._firing_lock:
+            if not self._firing_ready and not self._closed:
+                try:
+                    probe_firing(self._conninfo, self._timeout)
+                except Exception as exc:  # unreachable: an error, tried again next call
+                    if not firing_refused(exc):
+                        raise
+                    log.warning("%s", refused_warning(self._conninfo, exc))
+                    self._firing = self.pool
+                else:
+                    self._firing.open(wait=False)
+                self._firing_ready = True
+        return self._firing
 
     # -- the interface ---------------------------------------------------------------------
 

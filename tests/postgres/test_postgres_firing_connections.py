@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from flowsched import SchedulerUnavailable
 from flowsched.postgres import AsyncPostgresTimerStore, PostgresTimerStore
 from flowsched.postgres.connections import FIRING_SETTINGS, firing_options
 
@@ -97,6 +98,73 @@ def test_the_async_store_has_them_too(postgres_url: str, fresh_table: Any) -> No
         ("host=h options='-c search_path=app'", "-c search_path=app"),
     ],
 )
-def test_firing_options_keep_the_given_ones_first(conninfo: str, given: str) -> None:
+def test_firing_options_keep_the_given_ones_first(
+    conninfo: str, given: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PGOPTIONS", raising=False)
     ours = " ".join(f"-c {name}={value}" for name, value in FIRING_SETTINGS.items())
     assert firing_options(conninfo) == f"{given} {ours}".strip()
+
+
+def test_the_claim_is_planned_once_on_a_firing_connection(
+    postgres_url: str, fresh_table: Any
+) -> None:
+    """psycopg prepares a statement at its fifth use; from then on the server keeps one
+    (generic) plan of the claim on a firing connection, never a custom plan per claim."""
+    from flowsched.postgres.plans import run
+
+    with PostgresTimerStore(postgres_url, table=fresh_table()) as store:
+        assert store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []  # opens them
+        with store._firing.connection() as conn:
+            for _ in range(8):
+                plan = store.setup.claim_started(["k:TIMER"], "node-a", LEASE, 64)
+                assert run(conn, plan, what="claim", write=True) == []
+            rows = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%%claim_token = gen_random_uuid()%%'"
+            ).fetchall()
+    assert rows and all(custom == 0 and generic >= 1 for generic, custom in rows), rows
+
+
+def test_settings_refused_at_connection_leave_the_firing_statements_on_the_pool(
+    postgres_url: str, fresh_table: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """A pooler in between (PgBouncer refuses these startup options) or an old server: one
+    warning naming the refusal, and the node's statements run on the pool (never a node
+    that waits for connections that can never open)."""
+    from flowsched.postgres import connections
+
+    monkeypatch.setitem(connections.FIRING_SETTINGS, "plan_cache_mode", "bogus")
+    with PostgresTimerStore(postgres_url, table=fresh_table(), op_timeout=5) as store:
+        with caplog.at_level("WARNING", logger="flowsched.postgres"):
+            assert store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []
+            assert store.next_due(["k:TIMER"]) is None
+        assert store._firing is store.pool
+        [warning] = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+        assert "plan_cache_mode" in warning and "run on the pool" in warning, warning
+
+    async def main() -> None:
+        async with AsyncPostgresTimerStore(postgres_url, table=fresh_table()) as store:
+            assert await store.claim_started(["k:TIMER"], "node-a", LEASE, 64) == []
+            assert store._firing is store.pool
+
+    asyncio.run(main())
+
+
+def test_a_closed_store_opens_no_firing_connection_again(
+    postgres_url: str, fresh_table: Any
+) -> None:
+    store = PostgresTimerStore(postgres_url, table=fresh_table())
+    store.close()
+    with pytest.raises(SchedulerUnavailable):
+        store.claim_started(["k:TIMER"], "node-a", LEASE, 64)
+    assert store._firing.closed
+
+
+def test_firing_options_fall_back_on_pgoptions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libpq reads PGOPTIONS only when no ``options`` is given, and the firing connections
+    give one: it carries PGOPTIONS' settings (a search_path, say) then."""
+    monkeypatch.setenv("PGOPTIONS", "-c search_path=app")
+    assert firing_options("postgresql://a@h/d").startswith("-c search_path=app -c ")
+    given = "postgresql://a@h/d?options=-c%20work_mem%3D8MB"
+    assert firing_options(given).startswith("-c work_mem=8MB -c plan_cache_mode")

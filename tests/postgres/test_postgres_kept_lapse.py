@@ -1,6 +1,7 @@
 """A kept attempt (a cancel or replace met its started delivery) whose node died (schema
-version 5): it reads ``lapsed`` at its claim's lease end, goes with the history retention
-counted from then, and an outcome that still comes ends it as the run truly ended."""
+version 5): past its claim's lease end, with no heartbeat of its node, it reads ``lapsed``
+there, and goes with the history retention counted from then. A live node's is still
+running (open); an outcome that still comes ends it as the run truly ended."""
 
 from __future__ import annotations
 
@@ -63,14 +64,16 @@ def test_a_kept_attempt_with_no_outcome_lapses_at_its_lease_end_and_then_goes(
     assert _rows(store) == 0 and store.history("x") == []
 
 
-def test_an_outcome_after_the_lease_end_still_ends_the_kept_attempt(
+def test_a_live_nodes_kept_attempt_stays_open_and_its_outcome_ends_it(
     store: PostgresTimerStore,
 ) -> None:
     store.put(ScheduleItem("y", ScheduleKind.TIMER, START, handler="h"))
     [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
     assert store.remove("y")
-    clock_of(store).advance(LEASE + timedelta(seconds=5))  # a slow node, not a dead one
-    assert store.history("y")[0].outcome == "lapsed"
+    clock_of(store).advance(LEASE + timedelta(seconds=5))  # a slow handler on a live node
+    store.heartbeat("n1", ROUTES, timedelta(seconds=10))
+    [running] = store.history("y")
+    assert (running.ended, running.outcome) == (None, None), running
     [late] = store.settle([Settlement(claim, Completed())])
     assert not late.applied  # stale for the row
     [ended] = store.history("y")
@@ -78,6 +81,21 @@ def test_an_outcome_after_the_lease_end_still_ends_the_kept_attempt(
     clock_of(store).advance(RETENTION - timedelta(seconds=1))
     store.next_due(ROUTES)  # ended: counted from its end, not from its lease end
     assert _rows(store) == 1
+
+
+def test_a_kept_attempt_lapses_once_its_nodes_heartbeat_expired(
+    store: PostgresTimerStore,
+) -> None:
+    store.put(ScheduleItem("z", ScheduleKind.TIMER, START, handler="h"))
+    [claim] = store.claim_started(ROUTES, "n1", LEASE, 10)
+    store.heartbeat("n1", ROUTES, timedelta(seconds=10))
+    assert store.remove("z")
+    clock_of(store).advance(LEASE)
+    store.heartbeat("n1", ROUTES, timedelta(seconds=10))
+    assert store.history("z")[0].outcome is None  # past the lease, its node alive
+    clock_of(store).advance(timedelta(seconds=11))  # no heartbeat since: it died
+    [lapsed] = store.history("z")
+    assert (lapsed.ended, lapsed.outcome) == (claim.lease_until, "lapsed"), lapsed
 
 
 def test_version_5_adds_the_lease_column_and_its_index_idempotently(
