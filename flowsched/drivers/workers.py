@@ -86,27 +86,25 @@ class HandlerThreads:
         try:
             self._free.pop()  # a thread come to take a job takes this one (or another)
         except IndexError:
-            threads = self._threads
-            if len(threads) < self.size:
-                thread = threading.Thread(
-                    target=self._work, name=f"{self.prefix}_{len(threads)}", daemon=False
-                )
-                threads.append(thread)
-                thread.start()
+            if len(self._threads) < self.size:
+                self._start(fresh=True)
 
     def prestart(self) -> None:
         """Start every thread now, each waiting for a job (a node's start: the first burst
         of deliveries then hands its jobs to waiting threads instead of starting ``size``
         threads one after another - ``Thread.start`` waits for each - between a claim's
         answer and its handlers). Called before the first :meth:`submit`."""
+        while len(self._threads) < self.size and not self._closed:
+            self._start(fresh=False)
+
+    def _start(self, fresh: bool) -> None:
+        """One more thread (``fresh``: for the job just queued; else it waits for one)."""
         threads = self._threads
-        while len(threads) < self.size and not self._closed:
-            thread = threading.Thread(
-                target=self._work, args=(False,), name=f"{self.prefix}_{len(threads)}",
-                daemon=False,
-            )  # fmt: skip
-            threads.append(thread)
-            thread.start()
+        thread = threading.Thread(
+            target=self._work, args=(fresh,), name=f"{self.prefix}_{len(threads)}", daemon=False
+        )
+        threads.append(thread)
+        thread.start()
 
     def shutdown(self) -> None:
         """Stop each thread once the jobs queued before are taken and its job ends; do not

@@ -10,7 +10,6 @@ belongs to the event loop it was opened in); ``await store.open()`` does it eage
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -21,11 +20,10 @@ from psycopg_pool import AsyncConnectionPool
 from flowsched.postgres.connections import (
     check_conninfo,
     firing_async_pool,
-    firing_refused,
     own_async_pool,
     pool_errors,
     probe_firing_async,
-    refused_warning,
+    settings_refused,
 )
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run_async
@@ -39,8 +37,6 @@ from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, 
 __all__ = ["AsyncPostgresTimerStore"]
 
 T = TypeVar("T")
-
-log = logging.getLogger("flowsched.postgres")
 
 
 class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
@@ -140,10 +136,8 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
                 assert conninfo is not None
                 try:
                     await probe_firing_async(conninfo, self._timeout)
-                except Exception as exc:  # unreachable: an error, tried again next call
-                    if not firing_refused(exc):
-                        raise
-                    log.warning("%s", refused_warning(conninfo, exc))
+                except Exception as exc:  # unreachable: raised, tried again next call
+                    settings_refused(conninfo, exc)
                     self._firing = pool
                 else:
                     firing = firing_async_pool(conninfo, self._timeout)

@@ -8,6 +8,7 @@ it). Every operation borrows one connection for one transaction and gives it bac
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,15 +31,16 @@ __all__ = [
     "firing_async_pool",
     "firing_options",
     "firing_pool",
-    "firing_refused",
     "probe_firing",
     "probe_firing_async",
-    "refused_warning",
+    "settings_refused",
     "own_async_pool",
     "own_pool",
     "pool_errors",
     "seconds",
 ]
+
+log = logging.getLogger("flowsched.postgres")
 
 DEFAULT_POOL_SIZE = 4
 """Connections of the pool a store opens itself for the application's calls (``schedule()``,
@@ -172,20 +174,18 @@ _REFUSED = ("startup parameter", "unrecognized configuration parameter", "invali
 parameter ..."), a server that does not know a setting or value."""
 
 
-def firing_refused(exc: BaseException) -> bool:
-    """Whether ``exc`` (a failed connection with :data:`FIRING_SETTINGS`) is a refusal of
-    those settings (a pooler in between, an old server), not an unreachable server."""
-    text = str(exc).lower()
-    return any(mark in text for mark in _REFUSED)
-
-
-def refused_warning(conninfo: str, exc: BaseException) -> str:
-    """The one warning a store logs when it runs its firing statements on its pool."""
-    return (
-        f"PostgreSQL at {describe(conninfo)} refused the firing connections' settings "
-        f"({str(exc).strip()[:200]}): the node's claims and settles run on the pool, "
-        "planned by the server at every claim (slower; see the PostgreSQL guide's "
-        "scaling notes)"
+def settings_refused(conninfo: str, exc: Exception) -> None:
+    """``exc`` failed a probe (:func:`probe_firing`): raise it again unless it is a refusal
+    of :data:`FIRING_SETTINGS` (a pooler in between, an old server) rather than an
+    unreachable server; a refusal is logged, once, and the store falls back on its pool."""
+    if not any(mark in str(exc).lower() for mark in _REFUSED):
+        raise exc
+    log.warning(
+        "PostgreSQL at %s refused the firing connections' settings (%s): the node's claims "
+        "and settles run on the pool, planned by the server at every claim (slower; see the "
+        "PostgreSQL guide's scaling notes)",
+        describe(conninfo),
+        str(exc).strip()[:200],
     )
 
 

@@ -8,7 +8,6 @@ Every method is one transaction on one pooled connection, and almost always one 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
@@ -18,11 +17,10 @@ from psycopg_pool import ConnectionPool
 
 from flowsched.postgres.connections import (
     firing_pool,
-    firing_refused,
     own_pool,
     pool_errors,
     probe_firing,
-    refused_warning,
+    settings_refused,
 )
 from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run
@@ -34,8 +32,6 @@ from flowsched.steering import Attempt, TimerPage
 from flowsched.store import Claim, QuarantinedRecord, Settlement, SettleResult, TimerSelection
 
 __all__ = ["PostgresTimerStore"]
-
-log = logging.getLogger("flowsched.postgres")
 
 T = TypeVar("T")
 
@@ -120,10 +116,8 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
             if not self._firing_ready and not self._closed:
                 try:
                     probe_firing(self._conninfo, self._timeout)
-                except Exception as exc:  # unreachable: an error, tried again next call
-                    if not firing_refused(exc):
-                        raise
-                    log.warning("%s", refused_warning(self._conninfo, exc))
+                except Exception as exc:  # unreachable: raised, tried again next call
+                    settings_refused(self._conninfo, exc)
                     self._firing = self.pool
                 else:
                     self._firing.open(wait=False)
