@@ -78,3 +78,64 @@ def test_history_past_its_retention_goes_when_the_node_has_time(
     clock.advance(timedelta(days=2))
     store.next_due({"h:h"})
     assert store.history("x") == [], "history past its retention was kept"
+
+
+def test_a_short_started_claim_looks_ahead_in_the_same_round_trip(
+    postgres_url: str, fresh_table: Callable[[], str], stores: list[PostgresTimerStore]
+) -> None:
+    """A claim_started that takes fewer rows than asked answers what next_due would answer
+    after it (the later row's due, or a held row's lease end), so the node sends no
+    next_due of its own; a full claim says nothing of what comes next."""
+    from datetime import UTC, datetime, timedelta
+
+    from flowsched.records import ScheduleItem, ScheduleKind
+    from flowsched.store import ClaimsAhead
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    store = PostgresTimerStore(postgres_url, table=fresh_table(), clock=clock)
+    stores.append(store)
+    lease = timedelta(seconds=30)
+    for name, after in (("a", 0), ("b", 0), ("later", 5)):
+        store.put(
+            ScheduleItem(
+                name, ScheduleKind.TIMER, clock.now() + timedelta(seconds=after), handler="h"
+            )
+        )
+    full = store.claim_started({"h:h"}, "n", lease, 1)
+    assert [c.item.id for c in full] == ["a"] and not isinstance(full, ClaimsAhead)
+    short = store.claim_started({"h:h"}, "n", lease, 10)
+    assert [c.item.id for c in short] == ["b"]
+    assert isinstance(short, ClaimsAhead) and short.next_due == clock.now() + timedelta(seconds=5)
+    assert short.next_due == store.next_due({"h:h"}, after=clock.now())
+    store.remove("later")
+    empty = store.claim_started({"h:h"}, "n", lease, 10)
+    assert isinstance(empty, ClaimsAhead) and empty.next_due == full[0].lease_until  # a held row
+    store.remove("a")
+    store.remove("b")
+    nothing = store.claim_started({"h:h"}, "n", lease, 10)
+    assert isinstance(nothing, ClaimsAhead) and nothing.next_due is None
+
+
+def test_a_short_started_claim_takes_the_bite_of_expired_history(
+    postgres_url: str, fresh_table: Callable[[], str], stores: list[PostgresTimerStore]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from flowsched.outcomes import Completed
+    from flowsched.records import ScheduleItem, ScheduleKind
+    from flowsched.store.records import Settlement
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    store = PostgresTimerStore(
+        postgres_url, table=fresh_table(), clock=clock, history_retention=timedelta(days=7)
+    )
+    stores.append(store)
+    store.put(ScheduleItem("x", ScheduleKind.TIMER, clock.now(), handler="h"))
+    [claim] = store.claim_started({"h:h"}, "n", timedelta(seconds=30), 10)
+    store.settle([Settlement(claim, Completed())])
+    clock.advance(timedelta(days=6))
+    store.claim_started({"h:h"}, "n", timedelta(seconds=30), 10)
+    assert [a.outcome for a in store.history("x")] == ["succeeded"], "purged too soon"
+    clock.advance(timedelta(days=2))
+    store.claim_started({"h:h"}, "n", timedelta(seconds=30), 10)
+    assert store.history("x") == [], "history past its retention was kept"
