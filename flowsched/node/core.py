@@ -104,6 +104,7 @@ class NodeCore:
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = False
         self.closing = False
+        self.inline = 0  # callers driving it until it sleeps (run_due): owe them nothing
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
         self.claimed_last = 0  # claims the last ClaimDue returned
@@ -227,9 +228,9 @@ class NodeCore:
     def _settle_now(self, now: datetime) -> bool:
         """Whether the outcomes owed go now. While a confirm is on its way they gather to a
         batch (fewer statements) and go as soon as it answers; starting on claim, they gather
-        until no handler runs, or for at most the gather window."""
+        to a batch for at most the gather window (unless driven ``inline``: then at once)."""
         if self.settings.start_on_claim:
-            full = len(self.pending) >= self._batch() or not self.running
+            full = len(self.pending) >= self._batch() or self.inline > 0
             return self.settle_gather.ready(now, full)
         return len(self.pending) >= 2 * self._half() or CONFIRM not in self.busy
 

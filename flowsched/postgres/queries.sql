@@ -360,9 +360,8 @@ UNION ALL
 -- what next_due would be asked next (one round trip, not two), as one more row whose id is
 -- NULL: the soonest due of the rows left unclaimed (all later than now) and the soonest
 -- lease end of the held ones (all after now: the ended ones were just claimed), and the
--- server's time as this last row is made (clock_timestamp(), not the statement's start: the
--- node translates the due time into its own clock by the time from it to the answer, so it
--- must be read as late as it can be); and it takes next_due's bite of expired history.
+-- store's time (the node translates the due time into its own clock by it); and it takes
+-- next_due's bite of expired history.
 WITH {claimable}, claimed AS (
     UPDATE {table} t
     SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
@@ -392,7 +391,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
             WHERE t.route = r.route AND t.owner IS NOT NULL AND NOT t.paused
               AND t.lease_until > {now}
             ORDER BY t.lease_until LIMIT 1) AS x)),
-    coalesce(%(now)s::timestamptz, clock_timestamp())
+    {now}
 WHERE (SELECT yes FROM short);
 
 -- name: quarantine_claimed

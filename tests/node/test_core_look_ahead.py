@@ -1,5 +1,7 @@
-"""A claim whose answer looked ahead (:class:`~flowsched.store.ClaimsAhead`) saves the node
-its next-due call: it sleeps until the time it was told, as if it had asked."""
+"""Fewer statements per timer for a node that starts on claim: a claim whose answer looked
+ahead (:class:`~flowsched.store.ClaimsAhead`) saves the node its next-due call (it sleeps
+until the time it was told, as if it had asked), and outcomes gather to a batch (or for the
+gather window) before they are settled - at once when the node is driven inline."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flowsched.node.actions import ClaimDue, FindNextDue, Sleep, StartHandler
+from flowsched import ScheduleItem, ScheduleKind
+from flowsched.node.actions import ClaimDue, FindNextDue, SettleBatch, Sleep, StartHandler
 from flowsched.node.core import NodeCore, NodeSettings
-from flowsched.store import ClaimsAhead
+from flowsched.node.gather import GATHER
+from flowsched.outcomes import Completed
+from flowsched.store import Claim, ClaimsAhead
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 ROUTES = frozenset({"h:work"})
@@ -17,7 +22,7 @@ POLL = timedelta(seconds=1)
 
 
 def _core() -> NodeCore:
-    settings = NodeSettings("n1", workers=4, batch_size=8, poll_interval=POLL, start_on_claim=True)
+    settings = NodeSettings("n1", workers=4, batch_size=4, poll_interval=POLL, start_on_claim=True)
     return NodeCore(settings, lambda: ROUTES)
 
 
@@ -57,3 +62,44 @@ def test_a_short_claim_that_did_not_look_ahead_asks_for_the_next_due() -> None:
     actions = _after_a_short_claim([])
     assert isinstance(actions[0], FindNextDue), actions
     assert actions[-1] == Sleep(START + POLL, True)
+
+
+def _ran(core: NodeCore, claims: int) -> None:
+    """``claims`` claims came back (short: nothing more due within the poll) and their
+    handlers ran and ended."""
+    claim = core.next_action(START)
+    assert isinstance(claim, ClaimDue)
+    core.succeeded(claim, ClaimsAhead([_claim(n) for n in range(claims)], None), START)
+    for _ in range(claims):
+        action = core.next_action(START)
+        assert isinstance(action, StartHandler)
+        core.finished(action.ticket, Completed())
+
+
+def test_outcomes_short_of_a_batch_wait_for_the_gather_window() -> None:
+    core = _core()
+    _ran(core, 2)
+    wait = core.next_action(START)
+    assert isinstance(wait, Sleep) and wait.until == START + GATHER, wait
+    settle = core.next_action(START + GATHER)
+    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 2
+
+
+def test_a_batch_of_outcomes_is_settled_at_once() -> None:
+    core = _core()
+    _ran(core, 4)
+    settle = core.next_action(START)
+    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 4
+
+
+def test_a_node_driven_inline_settles_at_once() -> None:
+    core = _core()
+    core.inline += 1
+    _ran(core, 2)
+    settle = core.next_action(START)
+    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 2
+
+
+def _claim(n: int) -> Claim:
+    item = ScheduleItem(f"t{n}", ScheduleKind.TIMER, START, handler="work")
+    return Claim(item, 0, "n1", START + timedelta(seconds=30), f"token-{n}")
