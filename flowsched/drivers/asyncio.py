@@ -170,7 +170,6 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             return 0
         token = self._inline.set(True)
         ran = 0
-        self.core.inline += 1  # its outcomes are settled before it returns
         try:
             self.core.wake()
             while True:
@@ -184,7 +183,6 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
                     continue
                 await self._perform(action)
         finally:
-            self.core.inline -= 1
             self._inline.reset(token)
 
     async def close(self, timeout: timedelta | None = None) -> None:

@@ -178,8 +178,6 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             return 0
         self._inline.active = True
         ran = 0
-        with self.cond:
-            self.core.inline += 1  # its outcomes are settled before it returns
         try:
             with self.cond:
                 self.core.wake()
@@ -195,8 +193,6 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                     continue
                 self._perform(action)
         finally:
-            with self.cond:
-                self.core.inline -= 1
             self._inline.active = False
 
     # -- closing -------------------------------------------------------------------

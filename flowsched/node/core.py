@@ -21,7 +21,8 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   has returned wins over every claim not yet confirmed. **Start on claim**
   (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
   store call, so nothing waits unstarted; the node claims for free slots only (even as the
-  last batch settles) and gathers a fuller batch a little (:mod:`flowsched.node.gather`).
+  last batch settles), gathers a fuller batch a little, and after a short claim paces the
+  next (``pace``, :data:`~flowsched.node.gather.PACE`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
@@ -47,7 +48,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
@@ -77,6 +78,7 @@ from flowsched.store.records import Claim, ClaimsAhead, Settlement, SettleResult
 __all__ = ["NodeCore", "NodeSettings", "lane", "store_call"]
 
 log = logging.getLogger("flowsched.node")
+EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 class NodeCore:
@@ -104,10 +106,10 @@ class NodeCore:
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = False
         self.closing = False
-        self.inline = 0  # callers driving it until it sleeps (run_due): owe them nothing
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
         self.claimed_last = 0  # claims the last ClaimDue returned
+        self.claim_at = self.paced_until = EPOCH  # the last claim sent; no claim before
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
         width = min(GATHER, settings.poll_interval)
@@ -178,9 +180,9 @@ class NodeCore:
             wake.append(renew_at)
         if self.settle_gather.at is not None and MAIN not in busy:
             wake.append(self.settle_gather.at)
-        look_at = self.look_at
+        look_at = max(self.look_at or now, self.paced_until)
         claimable = not self.closing and CLAIM not in busy and self._room() > 0
-        if look_at is not None and look_at > now and claimable and self.routes():
+        if look_at > now and claimable and self.routes():
             wake.append(look_at)
         if self.claim_gather.at is not None and claimable:
             wake.append(self.claim_gather.at)
@@ -228,9 +230,9 @@ class NodeCore:
     def _settle_now(self, now: datetime) -> bool:
         """Whether the outcomes owed go now. While a confirm is on its way they gather to a
         batch (fewer statements) and go as soon as it answers; starting on claim, they gather
-        to a batch for at most the gather window (unless driven ``inline``: then at once)."""
+        until no handler runs, or for at most the gather window."""
         if self.settings.start_on_claim:
-            full = len(self.pending) >= self._batch() or self.inline > 0
+            full = len(self.pending) >= self._batch() or not self.running
             return self.settle_gather.ready(now, full)
         return len(self.pending) >= 2 * self._half() or CONFIRM not in self.busy
 
@@ -250,10 +252,11 @@ class NodeCore:
         limit, start = self._room(), self.settings.start_on_claim
         if (
             limit > 0
-            and (self.look_at is None or self.look_at <= now)
+            and max(self.look_at or now, self.paced_until) <= now
             # Starting on claim: a full batch at once, a partial one after the window.
             and (not start or self.claim_gather.ready(now, limit >= self._batch()))
         ):
+            self.claim_at = now
             return ClaimDue(limit, start=start)
         if self.need_next_due:
             return FindNextDue()
@@ -308,6 +311,7 @@ class NodeCore:
             self.claimed_last = len(claims)
             if action.start:  # started by the store as it claimed them: start them now
                 self.claim_gather.clear()
+                self.paced_until = self.claim_at + self.settings.pace * (len(claims) < action.limit)
                 for claim in claims:
                     self._tickets += 1
                     self.starting.append((self._tickets, claim))

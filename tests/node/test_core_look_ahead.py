@@ -1,7 +1,7 @@
-"""Fewer statements per timer for a node that starts on claim: a claim whose answer looked
-ahead (:class:`~flowsched.store.ClaimsAhead`) saves the node its next-due call (it sleeps
-until the time it was told, as if it had asked), and outcomes gather to a batch (or for the
-gather window) before they are settled - at once when the node is driven inline."""
+"""After a claim that came back short: a claim whose answer looked ahead
+(:class:`~flowsched.store.ClaimsAhead`) saves the node its next-due call (it sleeps until the
+time it was told, as if it had asked), and a node that starts on claim paces its next claim
+(``pace``), so that timers falling due in a stream are claimed a few at a time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from flowsched import ScheduleItem, ScheduleKind
 from flowsched.node.actions import ClaimDue, FindNextDue, SettleBatch, Sleep, StartHandler
 from flowsched.node.core import NodeCore, NodeSettings
-from flowsched.node.gather import GATHER
 from flowsched.outcomes import Completed
 from flowsched.store import Claim, ClaimsAhead
 
@@ -21,8 +20,10 @@ ROUTES = frozenset({"h:work"})
 POLL = timedelta(seconds=1)
 
 
-def _core() -> NodeCore:
-    settings = NodeSettings("n1", workers=4, batch_size=4, poll_interval=POLL, start_on_claim=True)
+def _core(pace: timedelta = timedelta(0)) -> NodeCore:
+    settings = NodeSettings(
+        "n1", workers=4, batch_size=8, poll_interval=POLL, start_on_claim=True, pace=pace
+    )
     return NodeCore(settings, lambda: ROUTES)
 
 
@@ -64,40 +65,40 @@ def test_a_short_claim_that_did_not_look_ahead_asks_for_the_next_due() -> None:
     assert actions[-1] == Sleep(START + POLL, True)
 
 
-def _ran(core: NodeCore, claims: int) -> None:
-    """``claims`` claims came back (short: nothing more due within the poll) and their
-    handlers ran and ended."""
+PACE = timedelta(milliseconds=3)
+
+
+def test_after_a_short_claim_the_next_one_waits_for_the_pace_even_when_woken() -> None:
+    core = _core(PACE)
     claim = core.next_action(START)
     assert isinstance(claim, ClaimDue)
-    core.succeeded(claim, ClaimsAhead([_claim(n) for n in range(claims)], None), START)
-    for _ in range(claims):
-        action = core.next_action(START)
-        assert isinstance(action, StartHandler)
-        core.finished(action.ticket, Completed())
+    at = START + timedelta(milliseconds=1)  # the answer came 1 ms after the claim went
+    core.succeeded(claim, ClaimsAhead([], START), at)  # short; something due already
+    core.wake()  # a schedule, say
+    assert core.next_action(at) == Sleep(START + PACE, True)
+    assert isinstance(core.next_action(START + PACE), ClaimDue)
 
 
-def test_outcomes_short_of_a_batch_wait_for_the_gather_window() -> None:
-    core = _core()
-    _ran(core, 2)
-    wait = core.next_action(START)
-    assert isinstance(wait, Sleep) and wait.until == START + GATHER, wait
-    settle = core.next_action(START + GATHER)
-    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 2
+def test_a_full_claim_is_not_paced() -> None:
+    core = _core(PACE)
+    claim = core.next_action(START)
+    assert isinstance(claim, ClaimDue)
+    core.succeeded(claim, ClaimsAhead([_claim(n) for n in range(claim.limit)], None), START)
+    for _ in range(claim.limit):
+        assert isinstance(core.next_action(START), StartHandler)
+    assert isinstance(core.next_action(START), Sleep), "no room: it waits for a slot"
+    for ticket in range(1, claim.limit + 1):
+        core.finished(ticket, Completed())
+    assert isinstance(core.next_action(START), SettleBatch)
+    assert isinstance(core.next_action(START), ClaimDue), "a full claim's next one waited"
 
 
-def test_a_batch_of_outcomes_is_settled_at_once() -> None:
-    core = _core()
-    _ran(core, 4)
-    settle = core.next_action(START)
-    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 4
+def test_a_node_on_a_manual_clock_does_not_pace() -> None:
+    from flowsched.clock import ManualClock
+    from flowsched.node.common import NodeOptions, is_manual
 
-
-def test_a_node_driven_inline_settles_at_once() -> None:
-    core = _core()
-    core.inline += 1
-    _ran(core, 2)
-    settle = core.next_action(START)
-    assert isinstance(settle, SettleBatch) and len(settle.settlements) == 2
+    clock = ManualClock(START)
+    assert NodeOptions(clock=clock).settings(is_manual(clock), object()).pace == timedelta(0)
 
 
 def _claim(n: int) -> Claim:
