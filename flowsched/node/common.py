@@ -15,7 +15,6 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import NodeCore
-from flowsched.node.gather import PACE
 from flowsched.node.settings import LateHook, NodeSettings
 from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
@@ -81,7 +80,6 @@ class NodeOptions:
             lease=self.lease,
             poll_interval=self.poll_interval,
             start_on_claim=callable(getattr(store, "claim_started", None)),
-            pace=timedelta(0) if manual else PACE,  # stepped by hand: every claim when asked
         )
 
 

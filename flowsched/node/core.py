@@ -3,17 +3,20 @@
 h11-style: the driver asks :meth:`NodeCore.next_action` what to do at ``now`` (by the
 node's clock), performs it (a store call, a handler start, a sleep) and feeds the result
 back with :meth:`NodeCore.succeeded` / :meth:`NodeCore.failed` (store calls) and
-:meth:`NodeCore.finished` (a handler ended); :func:`store_call` maps an action to the store
-method a driver calls or awaits. The drivers differ only in how they wait. The rules:
+:meth:`NodeCore.finished` (a handler ended). :func:`store_call` maps an action to the store
+method a driver calls or awaits: the drivers differ only in how they wait.
 
-* **Lanes** (:func:`lane`): claims, confirms, and the rest (settle, renew, release): one
-  call of each lane may be in flight at once (the next claim goes while the last claims
-  are confirmed and settled); within a lane, calls go one at a time.
+The rules, written once:
+
+* **Lanes.** Store calls go in three lanes (:func:`lane`): claims, confirms, and the rest
+  (settle, renew, release). A driver may have one call of each lane in flight at once, so
+  the next claim is on its way while the current claims are confirmed and their outcomes
+  settled; within a lane, calls go one at a time.
 * **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
-  confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule,
-  a new route, a slot freed) or when the next due time it was told has come; after a claim
-  that came back short it asks the store for the next due time (polling at least every
-  ``poll_interval``), unless the claim's answer told it (:class:`~flowsched.store.ClaimsAhead`).
+  confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
+  route, a slot freed) or when the next due time it was told has come; after a claim that
+  came back short it asks the store for the next due time (polling at least every
+  ``poll_interval``).
 * **The check before a start.** A queued claim is not a started delivery: when workers are
   free, the queued claims for them are confirmed with the store (``confirm_start``: fence
   and lease still hold, by the store's clock, and the start is recorded) and only those
@@ -21,8 +24,7 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   has returned wins over every claim not yet confirmed. **Start on claim**
   (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
   store call, so nothing waits unstarted; the node claims for free slots only (even as the
-  last batch settles), gathers a fuller batch a little, and after a short claim paces the
-  next (``pace``, :data:`~flowsched.node.gather.PACE`).
+  last batch settles) and gathers a fuller batch a little (:mod:`flowsched.node.gather`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
@@ -37,9 +39,10 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   at a time, and a single settlement refused that way is dropped with an error log (its
   lease lapses and the item is delivered again: at least once).
 * **Outages** (:class:`~flowsched.node.outage.StoreOutage`): a failing store call backs off
-  0.1 s doubling, capped at 5 s and ``poll_interval``; one warning per outage, one line at
-  recovery. **Closing**: queued claims are released unstarted, running handlers are waited
-  for (at most the driver's ``shutdown_timeout``), pending outcomes are settled.
+  0.1 s doubling, capped at 5 s and ``poll_interval`` (firing resumes within a poll of the
+  store's return); one warning per outage, one line at recovery.
+* **Closing**: queued claims are released unstarted, running handlers are waited for (at
+  most the driver's ``shutdown_timeout``), pending outcomes are settled.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
@@ -73,16 +76,16 @@ from flowsched.node.gather import GATHER, Gather
 from flowsched.node.outage import FIRST, LONGEST, StoreOutage
 from flowsched.node.settings import LAST_INSTANT, LateHook, NodeSettings
 from flowsched.outcomes import NextSlot, Outcome, Redeliver
-from flowsched.store.records import Claim, ClaimsAhead, Settlement, SettleResult
+from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["NodeCore", "NodeSettings", "lane", "store_call"]
 
 log = logging.getLogger("flowsched.node")
-EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 class NodeCore:
-    """One node's decisions (see the module). Not thread-safe: one lock or one task."""
+    """The decisions of one node (see the module docstring). Not thread-safe: a driver
+    calls it under its own lock, or from one task."""
 
     def __init__(
         self,
@@ -109,7 +112,6 @@ class NodeCore:
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
         self.claimed_last = 0  # claims the last ClaimDue returned
-        self.claim_at = self.paced_until = EPOCH  # the last claim sent; no claim before
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
         width = min(GATHER, settings.poll_interval)
@@ -180,9 +182,9 @@ class NodeCore:
             wake.append(renew_at)
         if self.settle_gather.at is not None and MAIN not in busy:
             wake.append(self.settle_gather.at)
-        look_at = max(self.look_at or now, self.paced_until)
+        look_at = self.look_at
         claimable = not self.closing and CLAIM not in busy and self._room() > 0
-        if look_at > now and claimable and self.routes():
+        if look_at is not None and claimable and self.routes():
             wake.append(look_at)
         if self.claim_gather.at is not None and claimable:
             wake.append(self.claim_gather.at)
@@ -252,11 +254,10 @@ class NodeCore:
         limit, start = self._room(), self.settings.start_on_claim
         if (
             limit > 0
-            and max(self.look_at or now, self.paced_until) <= now
+            and (self.look_at is None or self.look_at <= now)
             # Starting on claim: a full batch at once, a partial one after the window.
             and (not start or self.claim_gather.ready(now, limit >= self._batch()))
         ):
-            self.claim_at = now
             return ClaimDue(limit, start=start)
         if self.need_next_due:
             return FindNextDue()
@@ -306,24 +307,23 @@ class NodeCore:
         """The store call for ``action`` returned ``result`` (as :func:`store_call` says)."""
         self.outage.succeeded(now)
         self.busy.discard(lane(action))
+        if isinstance(action, SettleBatch):
+            self.settling = 0
         if isinstance(action, ClaimDue):
             claims = claims_of(result)
             self.claimed_last = len(claims)
             if action.start:  # started by the store as it claimed them: start them now
                 self.claim_gather.clear()
-                self.paced_until = self.claim_at + self.settings.pace * (len(claims) < action.limit)
                 for claim in claims:
                     self._tickets += 1
                     self.starting.append((self._tickets, claim))
             else:
                 self.queue.extend(claims)
-            if len(claims) >= action.limit:
-                self.look_at = None
-            elif isinstance(result, ClaimsAhead):  # it looked ahead: no next_due call needed
-                self._next_due_is(result.next_due, now)
-            else:
+            if len(claims) < action.limit:
                 self.look_at = now + self.settings.poll_interval
                 self.need_next_due = True
+            else:
+                self.look_at = None
         elif isinstance(action, ConfirmStart):
             self.confirming = 0
             held = claims_of(result)
@@ -341,21 +341,21 @@ class NodeCore:
             self._renewed(action.claims, claims_of(result))
         elif isinstance(action, FindNextDue):
             self.need_next_due = False
-            self._next_due_is(result if isinstance(result, datetime) else None, now)
+            when = result if isinstance(result, datetime) else None
+            poll = now + self.settings.poll_interval
+            if when is None:
+                self.look_at = poll
+            elif when > now:
+                self.look_at = min(when, poll)
+            else:
+                # Due already (it came due while the claim was on its way): claim again
+                # now, unless the last claim found nothing (then something the claim
+                # cannot take: wait a poll, do not spin).
+                self.look_at = None if self.claimed_last else poll
         if lane(action) == CLAIM:
             self._rewake()
 
-    def _next_due_is(self, when: datetime | None, now: datetime) -> None:
-        poll = now + self.settings.poll_interval
-        if when is None:
-            self.look_at = poll
-        elif when > now:
-            self.look_at = min(when, poll)
-        else:  # due already: claim now, unless the last claim found nothing (do not spin)
-            self.look_at = None if self.claimed_last else poll
-
     def _settled(self, action: SettleBatch, result: object) -> None:
-        self.settling = 0
         if self._split:
             self._split -= 1
         self._results(action.settlements, result if isinstance(result, list) else [])

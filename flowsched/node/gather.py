@@ -12,17 +12,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-__all__ = ["GATHER", "PACE", "Gather"]
+__all__ = ["GATHER", "Gather"]
 
 GATHER = timedelta(milliseconds=10)
 """The longest a partial claim or settle waits for more (never longer than a poll)."""
-
-PACE = timedelta(milliseconds=3)
-"""After a claim that came back short (the node has caught up with what is due), the next
-claim goes no sooner than this after it was sent (Nagle's rule): timers falling due in a
-steady stream are claimed a few milliseconds' worth at a time, not one round trip per
-handful, so a node that keeps up sends at most about two statements (a claim and a settle)
-per ``PACE`` of them, at the cost of at most ``PACE`` of added lateness."""
 
 
 class Gather:

@@ -19,9 +19,7 @@ LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 @dataclass(frozen=True, slots=True)
 class NodeSettings:
     """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease;
-    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``);
-    ``pace``: then, the least time from a claim that came back short to the next claim
-    (:data:`~flowsched.node.gather.PACE`)."""
+    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``)."""
 
     owner: str
     workers: int = 8
@@ -29,7 +27,6 @@ class NodeSettings:
     lease: timedelta = timedelta(seconds=30)
     poll_interval: timedelta = timedelta(seconds=1)
     start_on_claim: bool = False
-    pace: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
         for name in ("workers", "batch_size"):
@@ -40,5 +37,3 @@ class NodeSettings:
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value <= timedelta(0):
                 raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
-        if not isinstance(self.pace, timedelta) or self.pace < timedelta(0):
-            raise ValueError(f"pace must be a timedelta of 0 or more, got {self.pace!r}")

@@ -209,7 +209,7 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
     ) -> list[Claim]:
         """As :meth:`PostgresTimerStore.claim_started`: the claims returned are started."""
         plan = self.setup.claim_started(routes, owner, lease, limit)
-        return self._claimed(*await self._run(plan, "claim_started", True, firing=True))
+        return await self._run(plan, "claim_started", True, firing=True)
 
     async def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         return await self._run(self.setup.confirm_start(claims), "confirm_start", True, firing=True)

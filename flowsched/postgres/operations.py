@@ -53,11 +53,7 @@ from flowsched.store.records import (
     TimerSelection,
 )
 
-__all__ = ["Ahead", "Setup"]
-
-Ahead = tuple[datetime | None, datetime | None]
-"""What comes next, as the store saw it: the next due time (``None``: none) and the store's
-time when it looked (``None``: no statement was sent)."""
+__all__ = ["Setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,27 +172,24 @@ class Setup:
     def claim_due(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> Plan[list[Claim]]:
-        claims, _ = yield from self._claim("claim_due", routes, owner, lease, limit)
-        return claims
+        return (yield from self._claim("claim_due", routes, owner, lease, limit))
 
     def claim_started(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
-    ) -> Plan[tuple[list[Claim], Ahead | None]]:
+    ) -> Plan[list[Claim]]:
         """:meth:`claim_due` and :meth:`confirm_start` of its claims in one statement (see
-        ``claim_started`` in ``queries.sql``): for a node that starts each claim at once.
-        With what :meth:`next_due_seen` would answer after it when the claim was short
-        (``None``: not short, nothing looked at)."""
+        ``claim_started`` in ``queries.sql``): for a node that starts each claim at once."""
         return (yield from self._claim("claim_started", routes, owner, lease, limit))
 
     def _claim(
         self, name: str, routes: Collection[str], owner: str, lease: timedelta, limit: int
-    ) -> Plan[tuple[list[Claim], Ahead | None]]:
+    ) -> Plan[list[Claim]]:
         if not isinstance(lease, timedelta) or lease <= timedelta(0):
             raise ValueError(f"{name}: lease must be a positive timedelta, got {lease!r}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"{name}: limit must be at least 1, got {limit!r}")
         if not routes:
-            return [], None
+            return []
         rows = yield self.statement(
             name,
             routes=sorted(routes),
@@ -204,12 +197,7 @@ class Setup:
             lease=lease,
             limit=limit,
             keep=self.history_limit,
-            retention=self.history_retention,
         )
-        ahead = None
-        if rows and rows[-1][0] is None:  # claim_started's look ahead (its last row)
-            marker = rows.pop()
-            ahead = utc_or_none(marker[14], "next_due"), utc_or_none(marker[15], "now")
         claims, bad = claims_from_rows(rows, owner)
         if bad:
             yield self.statement(
@@ -219,7 +207,7 @@ class Setup:
                 owner=owner,
                 keep=self.history_limit,
             )
-        return claims, ahead
+        return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> Plan[list[Claim]]:
         if not claims:
@@ -280,7 +268,9 @@ class Setup:
         when, _ = yield from self.next_due_seen(routes, after)
         return when
 
-    def next_due_seen(self, routes: Collection[str], after: datetime | None = None) -> Plan[Ahead]:
+    def next_due_seen(
+        self, routes: Collection[str], after: datetime | None = None
+    ) -> Plan[tuple[datetime | None, datetime | None]]:
         """:meth:`next_due` and the store's time of its answer (None: no statement sent)."""
         if not routes:
             return None, None

@@ -335,18 +335,6 @@ WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
           t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
 
--- name: fragment_expired
--- Not a statement: the text of {expired} in claim_started and next_due: history attempts
--- that ended more than %(retention)s ago, and kept ones whose lease ended that long ago, a
--- bounded bite each time (indexes {history_ended} and {history_kept}).
-(SELECT seq FROM {history}
- WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
- ORDER BY ended LIMIT 100)
-UNION ALL
-(SELECT seq FROM {history}
- WHERE ended IS NULL AND lease_until < {now} - %(retention)s::interval
- ORDER BY lease_until LIMIT 100)
-
 -- name: claim_started
 -- claim_due and confirm_start in one statement, for a node that starts every claim it gets at
 -- once (it has a free handler slot for each, and queues none): the rows claim_due would claim
@@ -356,43 +344,13 @@ UNION ALL
 -- cancel or replace that committed first took the row away (the claim does not see it), one
 -- that commits after finds a started delivery (its attempt kept open, started before the
 -- cancel, by the store's clock).
--- A claim that picks fewer than %(limit)s rows took every due row it could: it also answers
--- what next_due would be asked next (one round trip, not two), as one more row whose id is
--- NULL: the soonest due of the rows left unclaimed (all later than now) and the soonest
--- lease end of the held ones (all after now: the ended ones were just claimed), and the
--- store's time (the node translates the due time into its own clock by it); and it takes
--- next_due's bite of expired history.
-WITH {claimable}, claimed AS (
-    UPDATE {table} t
-    SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
-        claim_token = gen_random_uuid()::text
-    WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
-    RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
-              t.recurrence, t.previous, t.runs, t.attempts, t.lease_until, t.route,
-              t.claim_token
-), short AS (
-    SELECT count(*) < %(limit)s AS yes FROM picked
-), r AS (
-    SELECT unnest(%(routes)s::text[]) AS route
-), expired AS (
-    DELETE FROM {history}
-    WHERE (SELECT yes FROM short) AND seq = ANY (ARRAY({expired}))
-)
-SELECT claimed.*, NULL::timestamptz AS next_due, NULL::timestamptz AS seen FROM claimed
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    least(
-        (SELECT min(x.due) FROM r CROSS JOIN LATERAL (
-            SELECT t.due FROM {table} t
-            WHERE t.route = r.route AND t.owner IS NULL AND NOT t.paused AND t.due > {now}
-            ORDER BY t.due LIMIT 1) AS x),
-        (SELECT min(x.lease_until) FROM r CROSS JOIN LATERAL (
-            SELECT t.lease_until FROM {table} t
-            WHERE t.route = r.route AND t.owner IS NOT NULL AND NOT t.paused
-              AND t.lease_until > {now}
-            ORDER BY t.lease_until LIMIT 1) AS x)),
-    {now}
-WHERE (SELECT yes FROM short);
+WITH {claimable}
+UPDATE {table} t
+SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
+    claim_token = gen_random_uuid()::text
+WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
+RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
+          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
 
 -- name: quarantine_claimed
 -- Rows a claim returned that are not valid items: moved aside with the reason, atomically;
@@ -582,10 +540,19 @@ RETURNING h.item_id;
 
 -- name: next_due
 -- Asked when a claim came back short (the node has time): history attempts that ended more
--- than %(retention)s ago go too ({expired}). With the
+-- than %(retention)s ago go too, and kept ones whose lease ended that long ago, a bounded
+-- bite each time (indexes {history_ended} and {history_kept}). With the
 -- store's time of the answer (a node translates the due time into its own clock by it).
 WITH r AS (SELECT unnest(%(routes)s::text[]) AS route), expired AS (
-    DELETE FROM {history} WHERE seq = ANY (ARRAY({expired}))
+    DELETE FROM {history}
+    WHERE seq = ANY (ARRAY(
+        (SELECT seq FROM {history}
+         WHERE ended IS NOT NULL AND ended < {now} - %(retention)s::interval
+         ORDER BY ended LIMIT 100)
+        UNION ALL
+        (SELECT seq FROM {history}
+         WHERE ended IS NULL AND lease_until < {now} - %(retention)s::interval
+         ORDER BY lease_until LIMIT 100)))
 )
 SELECT least(
     (SELECT min(x.due) FROM r CROSS JOIN LATERAL (

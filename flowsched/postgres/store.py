@@ -163,11 +163,9 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         """Beyond the interface: :meth:`claim_due` and :meth:`confirm_start` of every claim in
         one statement, for a node that starts each claim it gets at once (the node core's
         ``start_on_claim``). The claims returned are started: each has its start recorded
-        (an open attempt in the history), and the caller must start them now. A claim that
-        came back short is :class:`~flowsched.store.ClaimsAhead`: it says, as :meth:`next_wake`
-        would, when the next one could find something (same round trip)."""
+        (an open attempt in the history), and the caller must start them now."""
         plan = self.setup.claim_started(routes, owner, lease, limit)
-        return self._claimed(*self._run(plan, "claim_started", True, firing=True))
+        return self._run(plan, "claim_started", True, firing=True)
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         return self._run(self.setup.confirm_start(claims), "confirm_start", True, firing=True)

@@ -13,8 +13,7 @@ from typing import Generic, TypeVar
 from flowsched.clock import Clock, SystemClock
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, seconds
 from flowsched.postgres.host_clock import HostOffset
-from flowsched.postgres.operations import Ahead, Setup
-from flowsched.store.records import Claim, ClaimsAhead
+from flowsched.postgres.operations import Setup
 
 __all__ = ["StoreBase"]
 
@@ -75,10 +74,3 @@ class StoreBase(Generic[PoolT]):
         if self.setup.clock is not None:
             return when
         return self._lead.shift(when, server, self.host_clock.now())
-
-    def _claimed(self, claims: list[Claim], ahead: Ahead | None) -> list[Claim]:
-        """A claim's answer: :class:`ClaimsAhead` (its next due time on this host's clock, as
-        :meth:`_wake` shifts it) when the claim looked ahead, else the claims as they are."""
-        if ahead is None:
-            return claims
-        return ClaimsAhead(claims, self._wake(*ahead))

@@ -20,7 +20,6 @@ from flowsched.store.memory import MemoryTimerStore
 from flowsched.store.paging import decode_cursor, encode_cursor, page_of
 from flowsched.store.records import (
     Claim,
-    ClaimsAhead,
     QuarantinedRecord,
     Settlement,
     SettleResult,
@@ -30,7 +29,6 @@ from flowsched.store.records import (
 __all__ = [
     "AsyncTimerStore",
     "Claim",
-    "ClaimsAhead",
     "MemoryTimerStore",
     "QuarantinedRecord",
     "SettleResult",

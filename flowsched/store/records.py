@@ -6,7 +6,7 @@ Values only: frozen, no I/O, every datetime timezone-aware UTC. Nothing a store 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -14,14 +14,7 @@ from flowsched.outcomes import Outcome
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.steering import TimerState
 
-__all__ = [
-    "Claim",
-    "ClaimsAhead",
-    "QuarantinedRecord",
-    "SettleResult",
-    "Settlement",
-    "TimerSelection",
-]
+__all__ = ["Claim", "QuarantinedRecord", "SettleResult", "Settlement", "TimerSelection"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,20 +50,6 @@ class Claim:
     def generation(self) -> int:
         """The claimed form's generation (``item.generation``)."""
         return self.item.generation
-
-
-class ClaimsAhead(list[Claim]):
-    """The claims of a claim call that came back short and looked ahead in the same round
-    trip: ``next_due`` is what :meth:`TimerStore.next_due` would answer right after it (the
-    soonest time a claim could return something; ``None``: nothing), on the clock the node
-    waits by. A node told this needs no ``next_due`` call of its own (a store with
-    ``claim_started`` may answer so; a plain ``list`` says nothing about what comes next)."""
-
-    __slots__ = ("next_due",)
-
-    def __init__(self, claims: Iterable[Claim], next_due: datetime | None) -> None:
-        super().__init__(claims)
-        self.next_due = next_due
 
 
 @dataclass(frozen=True, slots=True)

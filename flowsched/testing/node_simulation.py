@@ -59,7 +59,7 @@ from flowsched.node.core import NodeCore, NodeSettings, store_call
 from flowsched.outcomes import Completed, Outcome, Redeliver
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.store.memory import MemoryTimerStore
-from flowsched.store.records import Claim, ClaimsAhead, Settlement, SettleResult
+from flowsched.store.records import Claim, Settlement, SettleResult
 
 __all__ = ["PLANTS", "simulate_nodes"]
 
@@ -165,10 +165,7 @@ class _NodeView:
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> list[Claim]:
         claims = self.claim_due(routes, owner, lease, limit)
-        started = claims if self.unrecorded else self.confirm_start(claims)
-        if len(claims) < limit:  # it looks ahead, as PostgreSQL's does
-            return ClaimsAhead(started, self.next_due(routes))
-        return started
+        return claims if self.unrecorded else self.confirm_start(claims)
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
         return self._at(self.node.earliest()).renew(claims, lease)

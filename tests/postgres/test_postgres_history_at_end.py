@@ -250,9 +250,7 @@ def test_a_cancel_or_replace_waiting_on_a_claim_that_commits_first_keeps_its_sta
     import threading
 
     store.put(_item("x"))
-    params = store.setup.params(
-        routes=["h:h"], owner="n1", lease=LEASE, limit=1, keep=20, retention=timedelta(days=1)
-    )  # a full claim (limit 1): no look-ahead row after it
+    params = store.setup.params(routes=["h:h"], owner="n1", lease=LEASE, limit=10, keep=20)
     with store.pool.connection() as claimer:
         with claimer.transaction():
             [row] = claimer.execute(store.setup.queries["claim_started"], params).fetchall()
