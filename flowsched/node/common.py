@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import NodeCore
+from flowsched.node.gather import PACE
 from flowsched.node.settings import LateHook, NodeSettings
 from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
@@ -73,13 +74,15 @@ class NodeOptions:
         """The core's settings; on a manual clock one claim at a time, delivered inline,
         so that items run in due order with the clock at their due time. A ``store`` that
         claims and starts in one call (``claim_started``) is used so (``start_on_claim``)."""
+        start_on_claim = callable(getattr(store, "claim_started", None))
         return NodeSettings(
             self.node_id or default_node_id(),
             workers=1 if manual else self.workers,
             batch_size=1 if manual else self.batch_size,
             lease=self.lease,
             poll_interval=self.poll_interval,
-            start_on_claim=callable(getattr(store, "claim_started", None)),
+            start_on_claim=start_on_claim,
+            pace=PACE if start_on_claim and not manual else timedelta(0),
         )
 
 

@@ -3,15 +3,12 @@
 h11-style: the driver asks :meth:`NodeCore.next_action` what to do at ``now`` (by the
 node's clock), performs it (a store call, a handler start, a sleep) and feeds the result
 back with :meth:`NodeCore.succeeded` / :meth:`NodeCore.failed` (store calls) and
-:meth:`NodeCore.finished` (a handler ended). :func:`store_call` maps an action to the store
-method a driver calls or awaits: the drivers differ only in how they wait.
+:meth:`NodeCore.finished` (a handler ended); :func:`store_call` maps an action to the store
+method a driver calls or awaits. The drivers differ only in how they wait. The rules:
 
-The rules, written once:
-
-* **Lanes.** Store calls go in three lanes (:func:`lane`): claims, confirms, and the rest
-  (settle, renew, release). A driver may have one call of each lane in flight at once, so
-  the next claim is on its way while the current claims are confirmed and their outcomes
-  settled; within a lane, calls go one at a time.
+* **Lanes** (:func:`lane`): claims, confirms, and the rest (settle, renew, release): one
+  call of each lane may be in flight at once (the next claim goes while the last claims
+  are confirmed and settled); within a lane, calls go one at a time.
 * **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
   confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
   route, a slot freed) or when the next due time it was told has come; after a claim that
@@ -24,7 +21,8 @@ The rules, written once:
   has returned wins over every claim not yet confirmed. **Start on claim**
   (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
   store call, so nothing waits unstarted; the node claims for free slots only (even as the
-  last batch settles) and gathers a fuller batch a little (:mod:`flowsched.node.gather`).
+  last batch settles), gathers a fuller batch a little, and after a claim short but not
+  empty claims again ``pace`` after it (:data:`~flowsched.node.gather.PACE`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
@@ -39,10 +37,9 @@ The rules, written once:
   at a time, and a single settlement refused that way is dropped with an error log (its
   lease lapses and the item is delivered again: at least once).
 * **Outages** (:class:`~flowsched.node.outage.StoreOutage`): a failing store call backs off
-  0.1 s doubling, capped at 5 s and ``poll_interval`` (firing resumes within a poll of the
-  store's return); one warning per outage, one line at recovery.
-* **Closing**: queued claims are released unstarted, running handlers are waited for (at
-  most the driver's ``shutdown_timeout``), pending outcomes are settled.
+  0.1 s doubling, capped at 5 s and ``poll_interval``; one warning per outage, one line at
+  recovery. **Closing**: queued claims are released unstarted, running handlers are waited
+  for (at most the driver's ``shutdown_timeout``), pending outcomes are settled.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flowsched.errors import SchedulerUnavailable
@@ -84,8 +81,7 @@ log = logging.getLogger("flowsched.node")
 
 
 class NodeCore:
-    """The decisions of one node (see the module docstring). Not thread-safe: a driver
-    calls it under its own lock, or from one task."""
+    """One node's decisions (see the module). Not thread-safe: one lock or one task."""
 
     def __init__(
         self,
@@ -112,6 +108,7 @@ class NodeCore:
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
         self.claimed_last = 0  # claims the last ClaimDue returned
+        self.claim_at = datetime.min.replace(tzinfo=UTC)  # when the last ClaimDue went
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
         width = min(GATHER, settings.poll_interval)
@@ -258,6 +255,7 @@ class NodeCore:
             # Starting on claim: a full batch at once, a partial one after the window.
             and (not start or self.claim_gather.ready(now, limit >= self._batch()))
         ):
+            self.claim_at = now
             return ClaimDue(limit, start=start)
         if self.need_next_due:
             return FindNextDue()
@@ -319,11 +317,13 @@ class NodeCore:
                     self.starting.append((self._tickets, claim))
             else:
                 self.queue.extend(claims)
-            if len(claims) < action.limit:
+            if len(claims) >= action.limit:
+                self.look_at = None
+            elif claims and self.settings.pace:  # a stream: claim again after the pace
+                self.look_at = self.claim_at + self.settings.pace
+            else:
                 self.look_at = now + self.settings.poll_interval
                 self.need_next_due = True
-            else:
-                self.look_at = None
         elif isinstance(action, ConfirmStart):
             self.confirming = 0
             held = claims_of(result)

@@ -19,7 +19,9 @@ LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 @dataclass(frozen=True, slots=True)
 class NodeSettings:
     """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease;
-    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``)."""
+    ``start_on_claim``: claims are started as they are claimed (``store.claim_started``);
+    ``pace``: after a claim that came back short but not empty, the next goes this long
+    after it, with no next-due call (0: a next-due call, then as it says)."""
 
     owner: str
     workers: int = 8
@@ -27,6 +29,7 @@ class NodeSettings:
     lease: timedelta = timedelta(seconds=30)
     poll_interval: timedelta = timedelta(seconds=1)
     start_on_claim: bool = False
+    pace: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
         for name in ("workers", "batch_size"):
@@ -37,3 +40,5 @@ class NodeSettings:
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value <= timedelta(0):
                 raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
+        if not isinstance(self.pace, timedelta) or self.pace < timedelta(0):
+            raise ValueError(f"pace must be a timedelta, 0 or more, got {self.pace!r}")
