@@ -21,8 +21,9 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   has returned wins over every claim not yet confirmed. **Start on claim**
   (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
   store call, so nothing waits unstarted; the node claims for free slots only (even as the
-  last batch settles), gathers a fuller batch a little, and after a claim short but not
-  empty claims again ``pace`` after it (:data:`~flowsched.node.gather.PACE`).
+  last batch settles), gathers a fuller batch a little, and in a stream (two claims in a
+  row found some, the last short) claims again ``pace`` after the last
+  (:data:`~flowsched.node.gather.PACE`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: its settle is stale if it was taken).
@@ -92,7 +93,6 @@ class NodeCore:
         self.settings = settings
         self.routes = routes
         self.on_late = on_late
-        # Backoff at most a poll: firing resumes within a poll of the store's return.
         longest = min(LONGEST, settings.poll_interval)
         self.outage = StoreOutage(settings.owner, min(FIRST, longest), longest)
         self.queue: deque[Claim] = deque()  # claimed, not started
@@ -148,8 +148,7 @@ class NodeCore:
         return not (self.running or self.starting or self.pending or self.busy)
 
     def next_action(self, now: datetime) -> Action:
-        """What the driver should do at ``now``: at most one store call per lane in flight
-        (see :func:`lane`); a driver that waits for each call gets them one at a time."""
+        """What the driver should do at ``now`` (at most one store call per lane in flight)."""
         if self.starting:
             ticket, claim = self.starting.popleft()
             self.running[ticket] = claim
@@ -309,6 +308,7 @@ class NodeCore:
             self.settling = 0
         if isinstance(action, ClaimDue):
             claims = claims_of(result)
+            stream = bool(claims) and self.claimed_last > 0  # this claim and the last found some
             self.claimed_last = len(claims)
             if action.start:  # started by the store as it claimed them: start them now
                 self.claim_gather.clear()
@@ -319,7 +319,7 @@ class NodeCore:
                 self.queue.extend(claims)
             if len(claims) >= action.limit:
                 self.look_at = None
-            elif claims and self.settings.pace:  # a stream: claim again after the pace
+            elif stream and self.settings.pace:  # claim again after the pace
                 self.look_at = self.claim_at + self.settings.pace
             else:
                 self.look_at = now + self.settings.poll_interval

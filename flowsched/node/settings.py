@@ -20,8 +20,8 @@ LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 class NodeSettings:
     """How one node runs: ``owner`` (its node id), handler slots, claim batch, lease;
     ``start_on_claim``: claims are started as they are claimed (``store.claim_started``);
-    ``pace``: after a claim that came back short but not empty, the next goes this long
-    after it, with no next-due call (0: a next-due call, then as it says)."""
+    ``pace``: in a stream (two claims in a row found some, the last short), the next claim
+    goes this long after the last, with no next-due call (0: a next-due call first)."""
 
     owner: str
     workers: int = 8

@@ -1,7 +1,8 @@
 """A node that starts on claim paces its claims while timers fall due in a stream: after a
-claim that came back short but not empty, the next claim goes ``pace`` after it, with no
-next-due call between (each claim carries a few milliseconds' worth of timers, about two
-statements per ``pace``); after an empty one it asks for the next due time as before."""
+claim that came back short but not empty, following one that was not empty either, the next
+claim goes ``pace`` after it, with no next-due call between (each claim carries a few
+milliseconds' worth of timers, about two statements per ``pace``); otherwise (an empty
+claim, a timer now and then) it asks for the next due time as before."""
 
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ POLL = timedelta(seconds=1)
 MS = timedelta(milliseconds=1)
 
 
-def _core(pace: timedelta = PACE) -> NodeCore:
+def _core(pace: timedelta = PACE, before: int = 2) -> NodeCore:
+    """A core whose last claim found ``before`` claims."""
     settings = NodeSettings(
         "n1", workers=8, batch_size=8, poll_interval=POLL, start_on_claim=True, pace=pace
     )
-    return NodeCore(settings, lambda: ROUTES)
+    core = NodeCore(settings, lambda: ROUTES)
+    core.claimed_last = before
+    return core
 
 
 def _claim(n: int) -> Claim:
@@ -63,6 +67,15 @@ def test_an_empty_claim_asks_for_the_next_due_time() -> None:
     core = _core()
     _answer(core, 0, START + MS)
     assert isinstance(core.next_action(START + MS), FindNextDue)
+
+
+def test_a_timer_now_and_then_asks_for_the_next_due_time() -> None:
+    """The claim before found nothing: one timer, not a stream (its node sleeps until the
+    next one is due, as before: a wake-up is not made later by the pace)."""
+    core = _core(before=0)
+    _answer(core, 1, START + MS)
+    actions = [core.next_action(START + MS) for _ in range(2)]
+    assert any(isinstance(a, FindNextDue) for a in actions), actions
 
 
 def test_without_a_pace_a_short_claim_asks_for_the_next_due_time() -> None:
