@@ -20,10 +20,10 @@ GATHER = timedelta(milliseconds=10)
 PACE = timedelta(milliseconds=3)
 """After a claim that came back short but not empty, following one that was not empty either
 (timers falling due in a stream, not one now and then), the next claim goes this long after
-it was sent, with no next-due call between: each claim
-carries a few milliseconds' worth of timers, so a node that keeps up sends about two
-statements (a claim and its settle) per ``PACE`` however prompt it is, for at most ``PACE``
-more lateness (Nagle's rule). Otherwise the node asks for the next due time as before."""
+it was sent, with no next-due call between: each claim carries a few milliseconds' worth of
+timers, so a node that keeps up sends about two statements (a claim and its settle) per
+``PACE`` however prompt it is, for at most ``PACE`` more lateness (Nagle's rule). Otherwise
+the node asks for the next due time as before."""
 
 
 class Gather:
