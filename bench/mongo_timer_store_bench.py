@@ -45,7 +45,13 @@ RUNS = int(os.environ.get("FLOWSCHED_BENCH_RUNS", 3))
 FIRE = int(os.environ.get("FLOWSCHED_BENCH_FIRE", 2000))
 BACKGROUND = int(os.environ.get("FLOWSCHED_BENCH_BACKGROUND", 1000))
 BATCH = 100
-CONTENDERS = ("old-sync", "node-sync", "old-async", "node-async")
+CONTENDERS = tuple(
+    os.environ.get("FLOWSCHED_BENCH_CONTENDERS", "old-sync,node-sync,old-async,node-async").split(
+        ","
+    )
+)
+"""``node-sync-confirm`` / ``node-async-confirm`` (set them here): the node with the store's
+``claim_started`` hidden, so it claims a batch, queues it and confirms each start."""
 TIMER = ScheduleKind.TIMER
 mb.FIRE = FIRE
 
@@ -60,11 +66,15 @@ class CallStats:
 
     def __init__(self, store: Any, awaited: bool) -> None:
         self.calls: dict[str, list[float]] = {}
-        for name in ("claim_due", "confirm_start", "renew", "release", "settle", "next_due"):
-            setattr(store, name, self._wrap(name, getattr(store, name), awaited))
+        names = ("claim_due", "claim_started", "confirm_start", "renew", "release", "settle")
+        for name in (*names, "next_due"):
+            if callable(getattr(store, name, None)):
+                setattr(store, name, self._wrap(name, getattr(store, name), awaited))
 
     def _wrap(self, name: str, method: Any, awaited: bool) -> Any:
-        def sized(args: tuple[Any, ...]) -> int:
+        def sized(args: tuple[Any, ...], result: Any = None) -> int:
+            if name.startswith("claim_"):  # claims taken
+                return len(result) if isinstance(result, list) else 0
             first = args[0] if args else None
             return len(first) if isinstance(first, list | tuple) else 0
 
@@ -77,20 +87,22 @@ class CallStats:
         if awaited:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                began = time.perf_counter()
+                began, result = time.perf_counter(), None
                 try:
-                    return await method(*args, **kwargs)
+                    result = await method(*args, **kwargs)
+                    return result
                 finally:
-                    account(sized(args), time.perf_counter() - began)
+                    account(sized(args, result), time.perf_counter() - began)
 
             return call_async
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            began = time.perf_counter()
+            began, result = time.perf_counter(), None
             try:
-                return method(*args, **kwargs)
+                result = method(*args, **kwargs)
+                return result
             finally:
-                account(sized(args), time.perf_counter() - began)
+                account(sized(args, result), time.perf_counter() - began)
 
         return call
 
@@ -114,6 +126,8 @@ def run_sync(uri: str, contender: str) -> dict[str, Any]:
             from flowsched.node.scheduler import NodeScheduler
 
             store = MongoTimerStore(db["timers"])
+            if contender.endswith("-confirm"):
+                store.claim_started = None  # type: ignore[method-assign,assignment]
             stats = CallStats(store, awaited=False)
             node = NodeScheduler(store, batch_size=BATCH, workers=8)
         for n in range(BACKGROUND):
@@ -150,6 +164,8 @@ async def run_async(uri: str, contender: str) -> dict[str, Any]:
             from flowsched.node.async_scheduler import AsyncNodeScheduler
 
             store = AsyncMongoTimerStore(collection)
+            if contender.endswith("-confirm"):
+                store.claim_started = None  # type: ignore[method-assign,assignment]
             stats = CallStats(store, awaited=True)
             node = AsyncNodeScheduler(store, batch_size=BATCH, workers=100)
         for n in range(BACKGROUND):
@@ -204,7 +220,8 @@ def main(base: str) -> int:
         sys.exit("set FLOWSCHED_MONGO_URI")
     runs: dict[str, list[dict[str, Any] | None]] = {c: [] for c in CONTENDERS}
     for run in range(RUNS):
-        order = CONTENDERS[run % 4 :] + CONTENDERS[: run % 4]
+        turn = run % len(CONTENDERS)
+        order = CONTENDERS[turn:] + CONTENDERS[:turn]
         for contender in order:
             try:
                 result = one_run(contender, uri, base)
@@ -215,24 +232,27 @@ def main(base: str) -> int:
             else:
                 runs[contender].append(result)
             print(json.dumps({"round": run, "contender": contender, **result}), flush=True)
-    print("| figure | old (median) | node (median) | node/old per round | median ratio |")
+    print("| figure | peer (median) | contender (median) | contender/peer per round | median |")
     print("|---|---|---|---|---|")
     for face in ("sync", "async"):
-        pairs = [
-            (o, n)
-            for o, n in zip(runs[f"old-{face}"], runs[f"node-{face}"], strict=True)
-            if o is not None and n is not None
-        ]
-        if not pairs:
-            continue
-        old, new = [o for o, _ in pairs], [n for _, n in pairs]
-        for key in ("fired_per_s", "round_trips_per_fired", "p99_lateness_s"):
-            ratios = [n[key] / o[key] if o[key] else float("nan") for o, n in pairs]
-            print(
-                f"| {face} {key} | {statistics.median(r[key] for r in old)} | "
-                f"{statistics.median(r[key] for r in new)} | "
-                f"{', '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.2f} |"
-            )
+        # Each contender of this face against the first one listed (its peer), per round.
+        same = [c for c in CONTENDERS if c.split("-")[1] == face]
+        for contender in same[1:]:
+            pairs = [
+                (o, n)
+                for o, n in zip(runs[same[0]], runs[contender], strict=True)
+                if o is not None and n is not None
+            ]
+            if not pairs:
+                continue
+            old, new = [o for o, _ in pairs], [n for _, n in pairs]
+            for key in ("fired_per_s", "round_trips_per_fired", "p99_lateness_s"):
+                ratios = [n[key] / o[key] if o[key] else float("nan") for o, n in pairs]
+                print(
+                    f"| {contender}/{same[0]} {key} | {statistics.median(r[key] for r in old)}"
+                    f" | {statistics.median(r[key] for r in new)} | "
+                    f"{', '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.2f} |"
+                )
     return 0
 
 

@@ -189,11 +189,11 @@ class MongoSource(Audited[MongoAudit]):
     async def history(self, item_id: str) -> list[Attempt]:
         """The attempts of ``item_id``, oldest first (CONTRACT section 18): what its nodes
         wrote to ``<c>_history`` (kept after the item is gone) and the one running on its
-        claim, read as :meth:`MongoHistory.read_steps` reads them (two ``find_one``; every
+        claim, read as :meth:`MongoHistory.read_steps` reads them (``find_one`` calls; every
         attempt stored is shown, the nodes already keep at most their history limit)."""
         reader = MongoHistory(self._clock.now, "console", HistoryPolicy(MAX_HISTORY_LIMIT))
         steps: Steps[list[Attempt]] = reader.read_steps(_ById(), item_id)  # type: ignore[arg-type]
-        roles = {"history": self.attempts, "items": self.items}
+        roles = {"history": self.attempts, "items": self.items, "nodes": self.nodes}
         try:
             op = next(steps)
             while True:

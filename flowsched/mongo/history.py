@@ -196,8 +196,9 @@ class MongoHistory(Journal):
         started (``claim.started``), keyed by the claim's token, for a cancel or replace that
         removes the claim (:mod:`flowsched.mongo.keep_started`); ``None`` without a recorded
         start. It is kept open, flagged ``kept``, with the claim's lease end: on reading, the
-        run's own record takes its place, and with none by the lease's end (its node died or
-        was cut off) it reads ``"lapsed"`` there, as a claim that takes an item over says."""
+        run's own record takes its place, and with none by the lease's end it reads
+        ``"lapsed"`` there once its node has no live heartbeat (it died or was cut off), as
+        a claim that takes an item over says; while its node is alive it stays open."""
         claim = document.get("claim")
         if not isinstance(claim, Mapping) or not isinstance(claim.get("started"), datetime):
             return None
@@ -271,13 +272,15 @@ class MongoHistory(Journal):
 
     def read_steps(self, store: TimerStore, item_id: Any) -> Steps[list[Attempt]]:
         """The history of ``item_id``, oldest first: its stored attempts, and the running one
-        read from the item's claim (two ``find_one``)."""
+        read from the item's claim (two ``find_one``; one more per node of a kept attempt
+        past its lease: is it alive?)."""
         found = yield Call("history", "find_one", ({"_id": item_id},))
         fields = {"claim": 1, "generation": 1}
         document = yield Call("items", "find_one", (store.key(item_id), fields))
         now = self.now()
         entries: list[tuple[Attempt, bool]] = []  # (attempt, kept by a cancel or replace)
         seen: set[str] = set()
+        ends: dict[int, datetime] = {}  # kept open attempts' lease ends, by place
         stored = found.get("attempts") if isinstance(found, Mapping) else None
         for entry in stored if isinstance(stored, list) else []:
             attempt = attempt_from_document(entry)
@@ -287,32 +290,44 @@ class MongoHistory(Journal):
             if isinstance(mark, str):
                 seen.add(mark)
             kept = bool(entry.get("kept"))
-            if kept and attempt.ended is None:
-                attempt = _lapsed_by(attempt, entry.get("lease_until"), now)
+            lease = entry.get("lease_until")
+            if kept and attempt.ended is None and isinstance(lease, datetime):
+                ends[len(entries)] = bson_utc(lease)
             entries.append((attempt, kept))
+        # Past its lease, a kept attempt still runs while its node is alive (a heartbeat in
+        # ``<name>_nodes``, one ``find_one`` per such node: there is rarely more than one);
+        # with none (its node died, or never advertised) it reads "lapsed" at the lease end.
+        alive: dict[str, bool] = {}
+        for place, lease_end in ends.items():
+            attempt = entries[place][0]
+            if lease_end > now:
+                continue
+            if attempt.node not in alive:
+                beat = {"_id": attempt.node, "expires_at": {"$gt": now}}
+                alive[attempt.node] = (yield Call("nodes", "find_one", (beat,))) is not None
+            if not alive[attempt.node]:
+                entries[place] = (_lapsed(attempt, lease_end), True)
         running = _running(document, seen)
         if running is not None:
             entries.append((running, False))
         # A kept attempt gives way to its run's own record; an open one to its end.
         own = {(a.generation, a.started) for a, kept in entries if not kept and a.ended}
-        ends = {(a.generation, a.started) for a, _ in entries if a.ended is not None}
+        ended = {(a.generation, a.started) for a, _ in entries if a.ended is not None}
         attempts = [
             a
             for a, kept in entries
             if not (kept and (a.generation, a.started) in own)
-            and not (a.ended is None and (a.generation, a.started) in ends)
+            and not (a.ended is None and (a.generation, a.started) in ended)
         ]
         attempts.sort(key=lambda a: a.started)
         return attempts[-self.policy.limit :]
 
 
-def _lapsed_by(attempt: Attempt, lease_until: object, now: datetime) -> Attempt:
-    """A kept open ``attempt`` as read at ``now``: ``"lapsed"`` at ``lease_until`` once that
-    has passed (no outcome came: its node died or was cut off), else open."""
-    if not isinstance(lease_until, datetime) or bson_utc(lease_until) > now:
-        return attempt
+def _lapsed(attempt: Attempt, lease_until: datetime) -> Attempt:
+    """A kept open ``attempt`` whose lease ended with no outcome and whose node is gone:
+    ``"lapsed"`` at the lease's end."""
     message = "its node's lease ran out before an outcome was written"
-    return replace(attempt, ended=bson_utc(lease_until), outcome="lapsed", error_message=message)
+    return replace(attempt, ended=lease_until, outcome="lapsed", error_message=message)
 
 
 def attempt_document(attempt: Attempt, key: str) -> dict[str, Any]:

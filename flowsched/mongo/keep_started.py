@@ -18,8 +18,10 @@ written into the history as the document goes:
   ``bulkWrite`` on MongoDB 8.0+ (:mod:`flowsched.mongo.together`), else the history first.
 
 When the node's outcome of that attempt arrives, its record (same start and generation)
-takes the kept one's place on reading; with none by the claim's lease end (its node died), the
-kept attempt reads ``"lapsed"`` there (:meth:`~flowsched.mongo.history.MongoHistory.kept`).
+takes the kept one's place on reading; with none by the claim's lease end, the kept attempt
+reads ``"lapsed"`` there once its node is gone (no live heartbeat in ``<name>_nodes``: it
+died), and stays open while its node is alive (a handler that outlasts its lease)
+(:meth:`~flowsched.mongo.history.MongoHistory.kept`).
 A cancel of an item that is not there costs two round trips (the conditional delete, then the
 read that finds nothing). A claim waiting for a worker records no start:
 it is checked before its handler (:mod:`flowsched.mongo.start_check`) and a cancel that came

@@ -21,6 +21,9 @@ operation per document:
   another node may have settled since the read - one more ``find`` by token reads what was
   won. A won document whose earlier claim had started (``claim.at``) ends that attempt
   ``"lapsed"`` in the history (one more write, only then). The generation is kept.
+* ``claim_started``: as ``claim_due``, its ``update_many`` also setting ``claim.at`` (the
+  start) and ``deliveries`` = attempt + 1 (one write per attempt count and chunk): the
+  claims returned are started, so a node that starts on claim sends no ``confirm_start``.
 * ``confirm_start``: 1 - one ``update_many`` per claim batch (and chunk), fenced on the
   claims' identity, their route (not paused) and a stored lease that has surely not ended
   (``claim.lease_until`` after the latest the database's time can be), setting
@@ -145,12 +148,27 @@ class ClaimSteps:
     def claim_due(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int
     ) -> Steps[list[Claim]]:
+        return (yield from self._claim(routes, owner, lease, limit, started=False))
+
+    def claim_started(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int
+    ) -> Steps[list[Claim]]:
+        """:meth:`claim_due` and :meth:`confirm_start` in the claim's own ``update_many``:
+        it also sets ``deliveries`` = attempt + 1 and ``claim.at`` (a start recorded), so the
+        claims returned are started; the node core's ``start_on_claim``."""
+        return (yield from self._claim(routes, owner, lease, limit, started=True))
+
+    def _claim(
+        self, routes: Collection[str], owner: str, lease: timedelta, limit: int, started: bool
+    ) -> Steps[list[Claim]]:
+        what = "claim_started" if started else "claim_due"
         if lease <= timedelta(0) or limit < 1:
-            raise ValueError(f"claim_due: lease {lease} and limit {limit!r} must be positive")
+            raise ValueError(f"{what}: lease {lease} and limit {limit!r} must be positive")
         wanted = sorted(routes)
         if not wanted:
             return []
         yield from self.measure()
+        now = truncate_ms(self.time.now())
         until = truncate_ms(self.time.now() + lease)
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
         found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
@@ -163,8 +181,14 @@ class ClaimSteps:
         if not due:
             return []
         batch = uuid.uuid4().hex
-        claim = {"owner": owner, "token": batch, "lease_until": until}
-        update = {"$set": {"claim": claim, "ready_at": until}}
+        claim: Doc = {"owner": owner, "token": batch, "lease_until": until}
+        if started:
+            claim["at"] = now
+        # Started claims set deliveries = attempts + 1: one write per attempt count (and
+        # chunk); a plain claim leaves the counts, so one write per chunk.
+        groups: dict[int, list[tuple[Doc, ScheduleItem, int]]] = {}
+        for entry in due.values():
+            groups.setdefault(entry[2] if started else -1, []).append(entry)
         writes = [
             # As read: a document replaced (a fresh generation), claimed, renewed or
             # settled (ready_at moved to the future) since is not taken.
@@ -174,11 +198,19 @@ class ClaimSteps:
                     "generation": {"$in": distinct(item.generation for _, item, _ in chunk)},
                     "ready_at": {"$in": distinct(doc["ready_at"] for doc, _, _ in chunk)},
                     "route": {"$in": wanted},
+                    **({"attempts": attempts or {"$in": [0, None]}} if started else {}),
                 },
-                update,
+                {
+                    "$set": {
+                        "claim": claim,
+                        "ready_at": until,
+                        **({"deliveries": attempts + 1} if started else {}),
+                    }
+                },
                 many=True,
             )
-            for chunk in chunks(list(due.values()))
+            for attempts, group in groups.items()
+            for chunk in chunks(group)
         ]
         taken = (yield from self._writes("items", writes)).matched
         recurring = any(item.recurrence is not None for _, item, _ in due.values())
@@ -198,10 +230,13 @@ class ClaimSteps:
             for doc in lapsed:
                 self.journal.lapsed(doc, lease)
             yield from self._history([])
-        return [
+        claims = [
             Claim(item, attempts, owner, until, f"{batch}-{n}")
             for n, (_, item, attempts) in enumerate(due.values())
         ]
+        if started:
+            self._started(claims, now)
+        return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> Steps[list[Claim]]:
         if not claims:
@@ -222,12 +257,16 @@ class ClaimSteps:
         ]
         matched = (yield from self._writes("items", writes)).matched
         held = yield from self._which(claims, matched, {"claim.at": now})
+        self._started(held, now)
+        return held
+
+    def _started(self, claims: Sequence[Claim], now: datetime) -> None:
+        """Remember when ``claims`` started: their settle closes that attempt."""
         with self._starts_lock:
-            for c in held:
+            for c in claims:
                 self._starts[(c.item.id, c.token)] = now
             while len(self._starts) > STARTS_KEPT:
                 self._starts.popitem(last=False)
-        return held
 
     def _which(self, claims: Sequence[Claim], matched: int, mark: Doc) -> Steps[list[Claim]]:
         """Of ``claims``, those a batch that matched ``matched`` of them changed: all, none,

@@ -121,6 +121,13 @@ class MongoTimerStore:
     ) -> list[Claim]:
         return self._run("claim_due", self.steps.claim_due(routes, owner, lease, limit))
 
+    def claim_started(
+        self, routes: Routes[str], owner: str, lease: timedelta, limit: int
+    ) -> list[Claim]:
+        """Beyond the interface: claims that are started as they are claimed (the node
+        core's ``start_on_claim``; see ``ClaimSteps.claim_started``)."""
+        return self._run("claim_started", self.steps.claim_started(routes, owner, lease, limit))
+
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         return self._run("confirm_start", self.steps.confirm_start(claims))
 

@@ -162,6 +162,34 @@ def _confirm_start(t: StoreTrial) -> None:
     assert t.store.history("cancel") == [], "a start that never happened is in the history"
 
 
+def _claim_started(t: StoreTrial) -> None:
+    claim_started = getattr(t.store, "claim_started", None)
+    if not callable(claim_started):
+        return  # optional: a store without it is run with claim_due and confirm_start
+    t.store.put(t.item("x"))
+    t.store.put(t.item("paused"))
+    t.store.pause("paused")
+    t.store.put(t.item("later", due_in=timedelta(minutes=5)))
+    t.store.put(t.item("other", handler=OTHER))
+    claims = claim_started(t.routes, A, t.lease, 10)
+    assert [c.item.id for c in claims] == ["x"], f"claim_started took {claims}; only 'x' is due"
+    [x] = claims
+    history = t.store.history("x")
+    assert len(history) == 1 and history[0].node == A and history[0].ended is None, (
+        f"claim_started recorded no start: {history}"
+    )
+    assert claim_started(t.routes, B, t.lease, 10) == [], "a started claim was claimed again"
+    [failed] = t.store.settle([Settlement(x, Redeliver(t.store.now() - _S, 1, "E: one"))])
+    assert failed.applied, "a started claim's Redeliver did not apply"
+    t.later(timedelta(milliseconds=10))  # two starts at one instant read as one attempt
+    [again] = claim_started(t.routes, B, t.lease, 10)
+    assert again.owner == B and again.attempt == 1, f"started again after a failure: {again}"
+    outcomes = [(a.node, a.outcome) for a in t.store.history("x")]
+    assert outcomes == [(A, "failed"), (B, None)], f"history of two started claims: {outcomes}"
+    [done] = t.store.settle([Settlement(again, Completed())])
+    assert done.applied and not t.store.exists("x"), "a started claim's Completed did not apply"
+
+
 def _renew_release(t: StoreTrial) -> None:
     t.store.put(t.item("x"))
     t.store.put(t.item("y"))
@@ -377,6 +405,11 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     ),
     StoreCheck(
         "confirm_start keeps only claims still held and records their start", _confirm_start
+    ),
+    StoreCheck(
+        "claim_started (where a store has it) claims as claim_due does and records each "
+        "start in the same call",
+        _claim_started,
     ),
     StoreCheck(
         "renew extends held leases; release frees them; stale ones apply nothing", _renew_release

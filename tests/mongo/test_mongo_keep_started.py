@@ -160,6 +160,24 @@ def test_a_kept_attempt_reads_lapsed_once_its_lease_passed_with_no_outcome() -> 
     assert (kept.ended, kept.outcome, kept.attempt) == (lease_end, "lapsed", 2)
 
 
+def test_a_kept_attempt_past_its_lease_stays_open_while_its_node_is_alive() -> None:
+    # A handler that outlasts its lease after a cancel: its node still beats, so the
+    # attempt is running, not lapsed; once the node's heartbeat expires it reads lapsed.
+    store, _ = _store()
+    store.items.insert_one(_document("job", _claim(STARTED)))
+    assert store.delete("job")
+    later = NOW + timedelta(minutes=5)
+    store.nodes.insert_one({"_id": "b", "expires_at": later + timedelta(seconds=10)})
+    reader = MongoHistory(lambda: later, "reader")
+
+    [running] = reader.read(store, "job")
+    assert (running.node, running.ended, running.outcome) == ("b", None, None)
+
+    gone = MongoHistory(lambda: later + timedelta(seconds=11), "reader")
+    [lapsed] = gone.read(store, "job")
+    assert (lapsed.ended, lapsed.outcome) == (NOW + timedelta(seconds=30), "lapsed")
+
+
 def test_a_late_outcome_of_a_kept_attempt_that_read_lapsed_takes_its_place() -> None:
     from flowsched.mongo.history import attempt_document
     from flowsched.steering import Attempt
