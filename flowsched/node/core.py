@@ -12,8 +12,8 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
 * **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
   confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
   route, a slot freed) or when the next due time it was told has come; after a claim that
-  came back short it asks the store for the next due time (polling at least every
-  ``poll_interval``).
+  came back short it asks the store for the next due time. At least every ``poll_interval``
+  it polls: one next-due call, then a claim only if something is due.
 * **The check before a start.** A queued claim is not a started delivery: when workers are
   free, the queued claims for them are confirmed with the store (``confirm_start``: fence
   and lease still hold, by the store's clock, and the start is recorded) and only those
@@ -104,6 +104,7 @@ class NodeCore:
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = False
+        self.polling = self.polled = False  # look_at is a poll: next_due first; it was asked
         self.closing = False
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
@@ -118,13 +119,13 @@ class NodeCore:
 
     def wake(self) -> None:
         """Something may be due now (a schedule, a new route, a requeue): look again."""
-        self.look_at = None
+        self.look_at, self.polling = None, False
         self.woken = True if CLAIM in self.busy else self.woken
 
     def wake_at(self, when: datetime) -> None:
         """An item is due at ``when`` (a schedule, a requeue, a resume): look by then."""
         if self.look_at is not None and when < self.look_at:
-            self.look_at = when
+            self.look_at, self.polling = when, False
         woken = self.woken
         if CLAIM in self.busy and woken is not True and (woken is False or when < woken):
             self.woken = when
@@ -134,7 +135,7 @@ class NodeCore:
         # (its answer may predate them: a timer would otherwise wait for the next poll).
         woken, self.woken = self.woken, False
         if woken is True:
-            self.look_at = None
+            self.look_at, self.polling = None, False
         elif isinstance(woken, datetime):
             self.wake_at(woken)
 
@@ -171,8 +172,7 @@ class NodeCore:
             if lane(action) == CLAIM:
                 self.woken = False  # what was heard before the call is in its answer
             return action
-        # Wake for what could be done then: not for a lane whose call is in flight, nor a
-        # claim with no room (its answer, or a handler ending, wakes the driver anyway).
+        # Wake for what could be done then (not a lane in flight, nor a claim with no room).
         wake: list[datetime] = []
         if renew_at is not None and MAIN not in busy:
             wake.append(renew_at)
@@ -194,8 +194,8 @@ class NodeCore:
 
     def _room(self) -> int:
         """How many more claims the node may take now: up to a batch, at least half of one
-        unless it holds none. Outcomes owed count as held: at most ``workers + batch_size``
-        deliveries are started and not settled (what a crash could make run again)."""
+        unless it holds none; outcomes owed count as held (at most ``workers + batch_size``
+        started and not settled: what a crash could run again)."""
         settings = self.settings
         owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
@@ -211,9 +211,8 @@ class NodeCore:
             self.queue.clear()
             return ReleaseClaims(released)
         if renew_at is not None and renew_at <= now:
-            # An overdue renewal goes before a settle (a settle retried after an outage
-            # would otherwise spend what is left of the running leases), and it renews the
-            # claims of the outcomes owed too, so they still hold when their settle goes.
+            # An overdue renewal goes before a settle (a retried settle would spend the leases
+            # left), with the claims of the outcomes owed: they hold when their settle goes.
             return RenewLeases((*self._held(), *(s.claim for s in self.pending)))
         if self.pending and (self.closing or self._settle_now(now)):
             if self._split:
@@ -226,9 +225,8 @@ class NodeCore:
         return None
 
     def _settle_now(self, now: datetime) -> bool:
-        """Whether the outcomes owed go now. While a confirm is on its way they gather to a
-        batch (fewer statements) and go as soon as it answers; starting on claim, they gather
-        until no handler runs, or for at most the gather window."""
+        """Whether the outcomes owed go now: while a confirm is on its way they gather to a
+        batch; starting on claim, until no handler runs or for at most the gather window."""
         if self.settings.start_on_claim:
             full = len(self.pending) >= self._batch() or not self.running
             return self.settle_gather.ready(now, full)
@@ -248,9 +246,13 @@ class NodeCore:
         if self.closing or not self.routes():
             return None
         limit, start = self._room(), self.settings.start_on_claim
+        due = self.look_at is None or self.look_at <= now
+        if limit > 0 and due and self.polling:  # a poll: is anything due? (one call if not)
+            self.polling, self.polled = False, True
+            return FindNextDue()
         if (
             limit > 0
-            and (self.look_at is None or self.look_at <= now)
+            and due
             # Starting on claim: a full batch at once, a partial one after the window.
             and (not start or self.claim_gather.ready(now, limit >= self._batch()))
         ):
@@ -285,8 +287,7 @@ class NodeCore:
         settled: SettleResult | None = None,
     ) -> None:
         """The handler of ``ticket`` ended with ``outcome``: owe it to the store - unless
-        the driver ``settled`` it already (a store with no I/O, settled on the handler's
-        thread: then it is read as a settle's answer)."""
+        the driver ``settled`` it already (a store with no I/O, on the handler's thread)."""
         claim = self.running.pop(ticket)
         self.lost.discard(ticket)
         settlement = Settlement(claim, outcome, timed_out=timed_out)
@@ -340,18 +341,17 @@ class NodeCore:
         elif isinstance(action, RenewLeases):
             self._renewed(action.claims, claims_of(result))
         elif isinstance(action, FindNextDue):
-            self.need_next_due = False
+            self.need_next_due, polled, self.polled = False, self.polled, False
             when = result if isinstance(result, datetime) else None
             poll = now + self.settings.poll_interval
+            self.polling = when is None or when > poll  # nothing known before the poll
             if when is None:
                 self.look_at = poll
             elif when > now:
                 self.look_at = min(when, poll)
             else:
-                # Due already (it came due while the claim was on its way): claim again
-                # now, unless the last claim found nothing (then something the claim
-                # cannot take: wait a poll, do not spin).
-                self.look_at = None if self.claimed_last else poll
+                # Due: claim now, unless the last claim (not a poll) found nothing: no spin.
+                self.look_at = None if self.claimed_last or polled else poll
         if lane(action) == CLAIM:
             self._rewake()
 

@@ -39,9 +39,9 @@ def test_planted_bugs_are_found(plant: str, finding: str) -> None:
 
 
 def test_a_renewal_whose_reply_is_lost_causes_no_rerun() -> None:
-    # Seed 168 loses a renewal's reply; a store fencing on the remembered lease end reran it.
-    assert any("rerun" in line for line in simulate_nodes(168, plant="lease-fence"))
-    assert simulate_nodes(168) == []
+    # Seed 170 loses a renewal's reply; a store fencing on the remembered lease end reran it.
+    assert any("rerun" in line for line in simulate_nodes(170, plant="lease-fence"))
+    assert simulate_nodes(170) == []
 
 
 def test_a_wall_clock_step_changes_no_judgement() -> None:
