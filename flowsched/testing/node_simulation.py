@@ -18,7 +18,10 @@ judges due times by the earliest the store's time can be and leases by the lates
   returned, unless the store recorded that run's start before (CONTRACT section 15);
 * **never early** - no handler runs before its item's due time (by the store's clock);
 * **no rerun after success** - a form whose handler returned is not run again (its outcome
-  reaches the store before its lease ends, even through transient store failures);
+  reaches the store before its lease ends, even through transient store failures), unless
+  every settle and renewal its node sent from the handler's end until another claim took the
+  form failed, and the node kept that outcome and sent it later (it could not reach the
+  store in time: at least once, as any lease-based scheduler delivers then);
 * **nothing lost** - at the end, once faults stop, every timer due has been delivered.
 
 ``plant`` runs a node core with a known bug, to show the invariants catch it:
@@ -47,6 +50,7 @@ from typing import Any
 from flowsched.clock import ManualClock
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.actions import (
+    MAIN,
     Action,
     ClaimDue,
     ConfirmStart,
@@ -55,7 +59,7 @@ from flowsched.node.actions import (
     StartHandler,
 )
 from flowsched.node.clock_filter import ClockFilter
-from flowsched.node.core import NodeCore, NodeSettings, store_call
+from flowsched.node.core import NodeCore, NodeSettings, lane, store_call
 from flowsched.outcomes import Completed, Outcome, Redeliver
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.store.memory import MemoryTimerStore
@@ -193,6 +197,8 @@ class _Node:
     measuring: tuple[float, datetime, datetime | None, datetime] | None = None
     measured_at: datetime | None = None
     running: dict[int, tuple[Claim, datetime]] = field(default_factory=dict)
+    sent: list[tuple[datetime, bool]] = field(default_factory=list)  # settles, renewals: applied?
+    settled: dict[Form, datetime] = field(default_factory=dict)  # outcomes: last settle applied
 
     def wall(self) -> datetime:
         return self.truth.now() + self.skew
@@ -221,7 +227,9 @@ class _World:
         self.seq = 0
         self.removed: dict[Form, int] = {}  # form -> seq its cancel/replace returned
         self.starts: dict[Form, list[int]] = {}  # form -> seqs of recorded starts
-        self.succeeded: set[Form] = set()
+        self.succeeded: dict[Form, tuple[_Node, datetime]] = {}  # the node, the handler's end
+        self.claimed: dict[tuple[Form, str], datetime] = {}  # a claim (by token): when taken
+        self.reruns: list[tuple[Form, Claim]] = []  # judged at the end (_cut_off)
         self.broken: list[str] = []
         self.faults = True
         self.longest = self.rng.choice((1000, 3000, 7000))  # ms: how long a handler may take
@@ -303,7 +311,7 @@ class _World:
         for ticket, (claim, ends) in list(node.running.items()):
             if ends <= true_now:
                 del node.running[ticket]
-                node.core.finished(ticket, self._outcome(claim, true_now))
+                node.core.finished(ticket, self._outcome(node, claim, true_now))
         answered = sorted((c for c in node.calls if c[3] <= true_now), key=lambda c: c[3])
         node.calls = [c for c in node.calls if c[3] > true_now]
         for action, result, error, _ in answered:
@@ -324,12 +332,20 @@ class _World:
         node = self.nodes[index]
         reply_at = now + timedelta(milliseconds=self.rng.randrange(0, 1500))
         fault = self.rng.random() if self.faults else 1.0
+        if lane(action) == MAIN:
+            node.sent.append((now, fault >= 0.08))
         if fault < 0.08:
             error = SchedulerUnavailable("simulated outage: nothing applied")
             node.calls.append((action, None, error, reply_at))
             return
         result = store_call(action, self.views[index], node.core.settings, frozenset({ROUTE}))
         self.store.clock = self.clock
+        if isinstance(action, ClaimDue):
+            for claim in result:
+                self.claimed[((claim.item.id, claim.generation), claim.token)] = now
+        if isinstance(action, SettleBatch):
+            for settlement in action.settlements:
+                node.settled[(settlement.claim.item.id, settlement.claim.generation)] = now
         started = isinstance(action, ClaimDue) and action.start and not self.views[index].unrecorded
         if isinstance(action, ConfirmStart) or started:
             for claim in result:
@@ -351,14 +367,23 @@ class _World:
         if now < claim.item.due:
             self.broken.append(f"early: {form} ran at {now}, due {claim.item.due}")
         if form in self.succeeded:
-            self.broken.append(f"rerun: {form} ran again after its handler returned")
+            self.reruns.append((form, claim))
         ends = now + timedelta(milliseconds=self.rng.randrange(0, self.longest))
         node.running[action.ticket] = (claim, ends)
 
-    def _outcome(self, claim: Claim, now: datetime) -> Outcome:
+    def _cut_off(self, form: Form, claim: Claim) -> bool:
+        """Whether the node whose handler of ``form`` returned had every settle and renewal
+        fail until ``claim`` took the form again, and kept the outcome: its settle applied
+        later (stale by then)."""
+        node, ended = self.succeeded[form]
+        taken = self.claimed.get((form, claim.token), ended)
+        failed = not any(applied for at, applied in node.sent if ended <= at < taken)
+        return failed and node.settled.get(form, ended) >= taken
+
+    def _outcome(self, node: _Node, claim: Claim, now: datetime) -> Outcome:
         if self.faults and self.rng.random() < 0.15:
             return Redeliver(now + timedelta(seconds=1), claim.attempt + 1, "E: simulated")
-        self.succeeded.add((claim.item.id, claim.generation))
+        self.succeeded.setdefault((claim.item.id, claim.generation), (node, now))
         return Completed()
 
 
@@ -390,6 +415,9 @@ def simulate_nodes(
         for index in range(len(world.nodes)):
             world.step(index)
         world.clock.jump(timedelta(milliseconds=100))
+    for form, claim in world.reruns:
+        if not world._cut_off(form, claim):
+            world.broken.append(f"rerun: {form} ran again after its handler returned")
     world.store.clock = world.clock
     now = world.clock.now()
     for item_id in (f"t{n}" for n in range(timers)):
