@@ -198,7 +198,7 @@ class _Node:
     measured_at: datetime | None = None
     running: dict[int, tuple[Claim, datetime]] = field(default_factory=dict)
     sent: list[tuple[datetime, bool]] = field(default_factory=list)  # settles, renewals: applied?
-    settled: dict[Form, datetime] = field(default_factory=dict)  # outcomes: last settle applied
+    settled: dict[tuple[Form, str], datetime] = field(default_factory=dict)  # a claim's settle
 
     def wall(self) -> datetime:
         return self.truth.now() + self.skew
@@ -227,7 +227,7 @@ class _World:
         self.seq = 0
         self.removed: dict[Form, int] = {}  # form -> seq its cancel/replace returned
         self.starts: dict[Form, list[int]] = {}  # form -> seqs of recorded starts
-        self.succeeded: dict[Form, tuple[_Node, datetime]] = {}  # the node, the handler's end
+        self.succeeded: dict[Form, tuple[_Node, datetime, str]] = {}  # node, end, claim token
         self.claimed: dict[tuple[Form, str], datetime] = {}  # a claim (by token): when taken
         self.reruns: list[tuple[Form, Claim]] = []  # judged at the end (_cut_off)
         self.broken: list[str] = []
@@ -344,8 +344,9 @@ class _World:
             for claim in result:
                 self.claimed[((claim.item.id, claim.generation), claim.token)] = now
         if isinstance(action, SettleBatch):
-            for settlement in action.settlements:
-                node.settled[(settlement.claim.item.id, settlement.claim.generation)] = now
+            for settled in action.settlements:
+                claim = settled.claim
+                node.settled[((claim.item.id, claim.generation), claim.token)] = now
         started = isinstance(action, ClaimDue) and action.start and not self.views[index].unrecorded
         if isinstance(action, ConfirmStart) or started:
             for claim in result:
@@ -375,15 +376,15 @@ class _World:
         """Whether the node whose handler of ``form`` returned had every settle and renewal
         fail until ``claim`` took the form again, and kept the outcome: its settle applied
         later (stale by then)."""
-        node, ended = self.succeeded[form]
+        node, ended, token = self.succeeded[form]
         taken = self.claimed.get((form, claim.token), ended)
         failed = not any(applied for at, applied in node.sent if ended <= at < taken)
-        return failed and node.settled.get(form, ended) >= taken
+        return failed and node.settled.get((form, token), ended) >= taken
 
     def _outcome(self, node: _Node, claim: Claim, now: datetime) -> Outcome:
         if self.faults and self.rng.random() < 0.15:
             return Redeliver(now + timedelta(seconds=1), claim.attempt + 1, "E: simulated")
-        self.succeeded.setdefault((claim.item.id, claim.generation), (node, now))
+        self.succeeded.setdefault((claim.item.id, claim.generation), (node, now, claim.token))
         return Completed()
 
 
