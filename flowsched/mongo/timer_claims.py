@@ -168,8 +168,8 @@ class ClaimSteps:
         if not wanted:
             return []
         yield from self.measure()
-        now = truncate_ms(self.time.now())
-        until = truncate_ms(self.time.now() + lease)
+        current = self.time.now()
+        now, until = truncate_ms(current), truncate_ms(current + lease)
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
         found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
         docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
