@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Collection as Routes
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from flowsched.clock import Clock
 from flowsched.history import DEFAULT_HISTORY_RETENTION
 from flowsched.mongo.commands import Steps, drive_async
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.timer_errors import outage
-from flowsched.mongo.timer_ops import TimerSteps
+from flowsched.mongo.timer_ops import MongoStoreAttributes, TimerSteps
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -37,7 +38,7 @@ __all__ = ["AsyncMongoTimerStore"]
 T = TypeVar("T")
 
 
-class AsyncMongoTimerStore:
+class AsyncMongoTimerStore(MongoStoreAttributes):
     """Timers in ``collection`` (a pymongo ``AsyncCollection``) behind the async store
     interface; the arguments are :class:`~flowsched.mongo.MongoTimerStore`'s.
 
@@ -52,6 +53,12 @@ class AsyncMongoTimerStore:
         clock: Clock | None = None,
         history_limit: int = 20,
         history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
+        op_timeout: timedelta | None = None,
+        buckets: int = 1,
+        serve_buckets: Iterable[int] | None = None,
+        node: str = "store",
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        node_clock: Clock | None = None,
     ) -> None:
         find = getattr(collection, "find_one_and_delete", None)
         if find is None or not inspect.iscoroutinefunction(find):
@@ -60,7 +67,18 @@ class AsyncMongoTimerStore:
                 f"AsyncMongoClient, not MongoClient), got {type(collection).__name__}"
             )
         self.collection = collection
-        self.steps = TimerSteps(collection, clock, history_limit, history_retention)
+        self.steps = TimerSteps(
+            collection,
+            clock,
+            history_limit,
+            history_retention,
+            buckets,
+            serve_buckets,
+            node,
+            op_timeout,
+            max_clock_skew,
+            node_clock,
+        )
         self._opened = False
         self._opening: asyncio.Lock | None = None
 
@@ -85,7 +103,8 @@ class AsyncMongoTimerStore:
 
     async def _call(self, what: str, steps: Steps[T]) -> T:
         try:
-            return await drive_async(steps, self.steps.roles)
+            with self.steps.limit(what):
+                return await drive_async(steps, self.steps.roles)
         except Exception as exc:
             raised = outage(exc, what, "AsyncMongoTimerStore")
             if raised is exc:
@@ -145,8 +164,14 @@ class AsyncMongoTimerStore:
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run("dead_letters", self.steps.dead_letters())
 
-    async def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
-        return await self._run("requeue", self.steps.requeue(item_id, due))
+    async def requeue(
+        self, item_id: str, due: datetime, *, replace: bool = False
+    ) -> ScheduleItem | None:
+        return await self._run("requeue", self.steps.requeue(item_id, due, replace))
+
+    async def ping(self) -> None:
+        """Beyond the interface: reach the server once."""
+        await self._run("ping", self.steps.ping())
 
     async def quarantined(self) -> list[QuarantinedRecord]:
         return await self._run("quarantined", self.steps.quarantined())
@@ -156,6 +181,13 @@ class AsyncMongoTimerStore:
 
     async def history(self, item_id: str) -> list[Attempt]:
         return await self._run("history", self.steps.history(item_id))
+
+    async def heartbeat(self, node: str, routes: frozenset[str], ttl: timedelta) -> None:
+        """Beyond the interface: ``node``'s heartbeat (:mod:`flowsched.node.heartbeats`)."""
+        await self._run("heartbeat", self.steps.heartbeat(node, routes, ttl))
+
+    async def leave(self, node: str) -> None:
+        await self._run("leave", self.steps.leave(node))
 
     async def pause(self, item_id: str) -> bool:
         return await self._run("pause", self.steps.pause(item_id))

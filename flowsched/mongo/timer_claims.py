@@ -97,6 +97,8 @@ class ClaimSteps:
     roles: MongoCollections
     time: MeasuredClock
     journal: MongoHistory
+    served: Any
+    """The bucket condition of this store's claims: the buckets it serves."""
 
     def __init__(self) -> None:
         self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
@@ -130,7 +132,9 @@ class ClaimSteps:
         return stored.item, stored.attempts
 
     def quarantine(self, doc: Mapping[str, Any], reason: str) -> Steps[None]:
-        record = quarantine_document(doc, reason, "store", truncate_ms(self.time.estimate()))
+        record = quarantine_document(
+            doc, reason, self.roles.node, truncate_ms(self.time.estimate())
+        )
         yield Call("quarantine", "insert_one", (record,))
         fence = {"_id": doc.get("_id"), "generation": doc.get("generation")}
         yield Call("items", "delete_one", (fence,))
@@ -171,15 +175,16 @@ class ClaimSteps:
         current = self.time.now()
         now, until = truncate_ms(current), truncate_ms(current + lease)
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
-        found = {"route": {"$in": wanted}, "bucket": 0, "ready_at": {"$lte": earliest}}
-        docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
+        found = {"route": {"$in": wanted}, "bucket": self.served, "ready_at": {"$lte": earliest}}
         due: dict[Any, tuple[Doc, ScheduleItem, int]] = {}
-        for doc in docs:
-            read = yield from self.read(doc)
-            if read is not None:
-                due[doc["_id"]] = (doc, *read)
-        if not due:
-            return []
+        while not due:  # again while every candidate read was quarantined (and so removed)
+            docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
+            if not docs:
+                return []
+            for doc in docs:
+                read = yield from self.read(doc)
+                if read is not None:
+                    due[doc["_id"]] = (doc, *read)
         batch = uuid.uuid4().hex
         claim: Doc = {"owner": owner, "token": batch, "lease_until": until}
         if started:

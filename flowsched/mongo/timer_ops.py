@@ -16,16 +16,20 @@ is ``MongoScheduler``'s ``<name>_history`` (one document per item, bounded, TTL-
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
+import pymongo
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from flowsched.clock import Clock, ensure_utc
+from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_BUCKETS
 from flowsched.errors import SchedulerUnavailable
 from flowsched.history import HistoryPolicy
+from flowsched.mongo.arguments import check_count, check_positive, check_served
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc_or_none,
@@ -36,18 +40,21 @@ from flowsched.mongo.documents import (
 )
 from flowsched.mongo.history import MongoHistory, attempt_document, running_attempt
 from flowsched.mongo.indexes import index_steps
+from flowsched.mongo.nodes import heartbeat_document
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.store import MongoCollections
 from flowsched.mongo.timer_claims import ClaimSteps, Doc
 from flowsched.mongo.timer_history import info_of, item_filter, state_filter
 from flowsched.mongo.timer_query import pause_steps, resume_steps
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.steering import Attempt, TimerInfo, TimerPage
+from flowsched.store.call_budget import budget_left
 from flowsched.store.info import dead_info
 from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.paging import encode_cursor
 from flowsched.store.records import QuarantinedRecord, TimerSelection
 
-__all__ = ["TimerSteps"]
+__all__ = ["MongoStoreAttributes", "TimerSteps"]
 
 _RUNNING = {"_id": 1, "generation": 1, "attempts": 1, "claim": 1}
 """What a removal reads back of the form it removed: its running attempt, if any."""
@@ -63,17 +70,60 @@ class TimerSteps(ClaimSteps):
         clock: Clock | None,
         history_limit: int,
         history_retention: timedelta,
+        buckets: int = 1,
+        serve_buckets: Iterable[int] | None = None,
+        node: str = "store",
+        op_timeout: timedelta | None = None,
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        node_clock: Clock | None = None,
     ) -> None:
         super().__init__()
-        self.roles = MongoCollections(collection)
-        self.time = MeasuredClock(clock, None, what="MongoDB")
+        check_count("buckets", buckets, MAX_BUCKETS)
+        served = check_served(serve_buckets, buckets)
+        if op_timeout is not None and (
+            not isinstance(op_timeout, timedelta) or op_timeout <= timedelta(0)
+        ):
+            raise ValueError(f"op_timeout must be a positive timedelta or None, got {op_timeout!r}")
+        self.op_timeout = op_timeout
+        self.clock = clock
+        self.roles = MongoCollections(collection, buckets, served, node)
+        ours = list(self.roles.served)
+        self.served = ours[0] if len(ours) == 1 else {"$in": ours}
+        check_positive("max_clock_skew", max_clock_skew, LONGEST_SETTING)
+        self.time = MeasuredClock(
+            clock, None, max_skew=max_clock_skew, what="MongoDB", node=node_clock
+        )
+        self._nodes_indexed = False
         policy = HistoryPolicy(history_limit, history_retention)
         self.journal = MongoHistory(self.time.estimate, "store", policy)
         self.name = str(collection.full_name)
 
+    def limit(self, what: str) -> AbstractContextManager[object]:
+        """The driver's time limit of one store call (``pymongo.timeout``): ``op_timeout``, or
+        what is left of the port call's budget (:mod:`flowsched.store.call_budget`) when that
+        ends sooner; none without ``op_timeout``. A budget already spent sends nothing."""
+        if self.op_timeout is None:
+            return nullcontext()
+        seconds = self.op_timeout.total_seconds()
+        left = budget_left()
+        if left is not None:
+            if left <= 0:
+                raise SchedulerUnavailable(
+                    f"{self.name}: {what}: op_timeout spent before the call; nothing was sent"
+                )
+            seconds = min(seconds, left)
+        return pymongo.timeout(seconds)
+
     def setup(self) -> Steps[None]:
-        """Create the indexes (idempotent): run once, before the first operation."""
+        """Record the bucket count, or check it against the one the collection's first node
+        recorded (a :class:`~flowsched.ConfigError` if they differ), and create the indexes
+        (idempotent): run once, before the first operation."""
+        yield from self.roles.check_buckets_steps()
         yield from index_steps()
+
+    def ping(self) -> Steps[None]:
+        """Reach the server once."""
+        yield Call("database", "command", ("ping",))
 
     def now(self) -> Steps[datetime]:
         yield from self.measure()
@@ -95,6 +145,7 @@ class TimerSteps(ClaimSteps):
             raise SchedulerUnavailable(
                 f"put({item.id!r}): past its deadline {deadline}; nothing was sent"
             )
+        yield from self.measure()  # the form's stamp: never behind the database's clock
         generation = new_generation()
         due = truncate_ms(item.due)
         if item.generation == 0 and due == item.due:
@@ -102,16 +153,33 @@ class TimerSteps(ClaimSteps):
             stored = item
         else:
             stored = item.moved(due, item.previous).with_generation(generation)
-        document = item_document(stored, generation)
+        document = item_document(stored, generation, bucket=self.roles.bucket(item.id))
+        document["stored_at"] = truncate_ms(self.time.latest())
         options = {"projection": _RUNNING, "upsert": True, "return_document": ReturnDocument.BEFORE}
-        replace = Call("items", "find_one_and_replace", ({"_id": item.id}, document), options)
+        key = {**self.roles.key(item.id), **self.roles.fence(deadline)}
+        replace = Call("items", "find_one_and_replace", (key, document), options)
         try:
             old = yield replace
         except DuplicateKeyError:  # two upserts of one new id raced: now it is there
-            old = yield replace
+            old = yield from self._replace_by_id(item.id, document, deadline)
         yield Call("dead", "delete_one", ({"_id": item.id},))
         yield from self._keep_running([old])
         return stored
+
+    def _replace_by_id(self, item_id: str, document: Doc, deadline: datetime | None) -> Steps[Doc]:
+        """The upsert met a document of ``item_id`` it did not match: one another upsert
+        stored meanwhile, one stored before buckets (no ``bucket``: replaced by ``_id``), or -
+        with ``deadline`` - one stored after it (:meth:`MongoCollections.fence`): that newer
+        form stays, and the write applies nothing."""
+        found = {"_id": item_id, **self.roles.fence(deadline)}
+        options = {"projection": _RUNNING, "return_document": ReturnDocument.BEFORE}
+        old = yield Call("items", "find_one_and_replace", (found, document), options)
+        if old is None:
+            raise SchedulerUnavailable(
+                f"put({item_id!r}): a newer form was stored after its deadline {deadline}; "
+                "nothing was applied"
+            )
+        return dict(old)
 
     def _keep_running(self, removed: list[Doc | None]) -> Steps[None]:
         """Record the attempts that were running on forms just removed or replaced (their
@@ -142,7 +210,7 @@ class TimerSteps(ClaimSteps):
     ) -> Steps[bool]:
         if not isinstance(item_id, str) or (yield from self._late(deadline)):
             return False
-        found: Doc = {"_id": item_id}
+        found: Doc = {**self.roles.key(item_id), **self.roles.fence(deadline)}
         if generation is not None:
             found["generation"] = generation
         old = yield Call("items", "find_one_and_delete", (found,), {"projection": _RUNNING})
@@ -153,20 +221,42 @@ class TimerSteps(ClaimSteps):
         if not isinstance(flow_id, str) or (yield from self._late(deadline)):
             return []
         removed: list[Doc | None] = []
+        late = self.roles.fence(deadline)
         for doc in (yield Find("items", {"flow_id": flow_id}, _RUNNING)):
-            fence = {"_id": doc["_id"], "generation": doc.get("generation")}
+            fence = {"_id": doc["_id"], "generation": doc.get("generation"), **late}
             if (yield Call("items", "delete_one", (fence,))).deleted_count:
                 removed.append(doc)
         yield from self._keep_running(removed)
         return sorted(str(doc["_id"]) for doc in removed if doc is not None)
 
     def next_due(self, routes: Collection[str], after: datetime | None) -> Steps[datetime | None]:
-        found: Doc = {"route": {"$in": sorted(routes)}, "bucket": 0}  # paused: route moved
+        found: Doc = {"route": {"$in": sorted(routes)}, "bucket": self.served}
         if after is not None:
             found["ready_at"] = {"$gt": after}
         sort = {"sort": [("ready_at", 1)]}
         doc = yield Call("items", "find_one", (found, {"ready_at": 1}), sort)
         return bson_utc_or_none(doc.get("ready_at")) if doc is not None else None
+
+    # -- heartbeats (flowsched.node.heartbeats) -------------------------------------
+
+    def heartbeat(self, node: str, routes: frozenset[str], ttl: timedelta) -> Steps[None]:
+        """Advertise ``node``'s ``routes`` in ``<name>_nodes`` until ``ttl`` from now, with
+        its measured clock offset (one upsert; a TTL index, created the first time, removes
+        the document of a node that died)."""
+        if not self._nodes_indexed:
+            index = ([("expires_at", 1)],)
+            options = {"name": "expires_at", "expireAfterSeconds": 0}
+            yield Call("nodes", "create_index", index, options)
+            self._nodes_indexed = True
+        offset = None
+        if self.time.filter.samples:
+            offset = self.time.estimate() - self.time.node.now()
+        document = heartbeat_document(routes, self.time.estimate(), ttl, offset)
+        yield Call("nodes", "update_one", ({"_id": node}, {"$set": document}), {"upsert": True})
+
+    def leave(self, node: str) -> Steps[None]:
+        """Withdraw ``node``'s heartbeat (on close)."""
+        yield Call("nodes", "delete_one", ({"_id": node},))
 
     # -- dead letters, quarantine --------------------------------------------------
 
@@ -174,13 +264,21 @@ class TimerSteps(ClaimSteps):
         docs = yield Find("dead", {}, sort=[("dead_at", 1), ("_id", 1)])
         return dead_letters_from(docs, f"{self.name}_dead")
 
-    def requeue(self, item_id: str, due: datetime) -> Steps[ScheduleItem | None]:
+    def requeue(
+        self, item_id: str, due: datetime, replace: bool = False
+    ) -> Steps[ScheduleItem | None]:
+        """The dead letter scheduled again; ``None`` if there is none, or (unless
+        ``replace``) if an item of its id was scheduled since it died: that item stays and
+        the stale letter is dropped."""
         due = ensure_utc(due, "requeue due")
         if not isinstance(item_id, str):
             return None
         doc = yield Call("dead", "find_one", ({"_id": item_id},))
         letters = dead_letters_from([doc] if doc is not None else [], f"{self.name}_dead")
         if not letters:
+            return None
+        if not replace and (yield from self.exists(item_id)):
+            yield Call("dead", "delete_one", ({"_id": item_id},))
             return None
         item = letters[0].item
         return (yield from self.put(item.moved(due, item.previous), None))
@@ -245,3 +343,25 @@ def _with_attempt(running: Attempt, attempts: object) -> Attempt:
     """``running`` numbered by the form's failed attempts before it."""
     number = attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else 0
     return Attempt(running.node, running.started, generation=running.generation, attempt=number)
+
+
+class MongoStoreAttributes:
+    """What both MongoDB stores show of their :class:`TimerSteps` (``steps``): what the
+    node's write fence reads (:mod:`flowsched.node.write_fence`)."""
+
+    steps: TimerSteps
+
+    @property
+    def op_timeout(self) -> timedelta | None:
+        """The longest a call takes before it gives up (``None``: no limit)."""
+        return self.steps.op_timeout
+
+    @property
+    def clock(self) -> Clock | None:
+        """The injected clock time is judged by, or ``None`` (the database's, measured)."""
+        return self.steps.clock
+
+    @property
+    def time(self) -> MeasuredClock:
+        """The store's estimate of the database's clock, with its error bound."""
+        return self.steps.time

@@ -31,8 +31,9 @@ them (``drive``) and says driver outages as the interface does
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Collection as Routes
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -41,8 +42,9 @@ from pymongo.collection import Collection
 from flowsched.clock import Clock
 from flowsched.history import DEFAULT_HISTORY_RETENTION
 from flowsched.mongo.commands import Steps, drive
+from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.timer_errors import outage
-from flowsched.mongo.timer_ops import TimerSteps
+from flowsched.mongo.timer_ops import MongoStoreAttributes, TimerSteps
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -58,7 +60,7 @@ __all__ = ["MongoTimerStore"]
 T = TypeVar("T")
 
 
-class MongoTimerStore:
+class MongoTimerStore(MongoStoreAttributes):
     """Timers in ``collection`` (a pymongo ``Collection``) behind the store interface.
 
     ``clock``: judge time by it (tests); by default the database's, measured. The indexes
@@ -72,6 +74,12 @@ class MongoTimerStore:
         clock: Clock | None = None,
         history_limit: int = 20,
         history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
+        op_timeout: timedelta | None = None,
+        buckets: int = 1,
+        serve_buckets: Iterable[int] | None = None,
+        node: str = "store",
+        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
+        node_clock: Clock | None = None,
     ) -> None:
         find = getattr(collection, "find_one_and_delete", None)
         if find is None or inspect.iscoroutinefunction(find):
@@ -80,15 +88,43 @@ class MongoTimerStore:
                 f"not AsyncMongoClient), got {type(collection).__name__}"
             )
         self.collection = collection
-        self.steps = TimerSteps(collection, clock, history_limit, history_retention)
-        self._run("setup", self.steps.setup())
+        self.steps = TimerSteps(
+            collection,
+            clock,
+            history_limit,
+            history_retention,
+            buckets,
+            serve_buckets,
+            node,
+            op_timeout,
+            max_clock_skew,
+            node_clock,
+        )
+        self._opened = False
+        self._opening = threading.Lock()
 
     def __repr__(self) -> str:
         return f"MongoTimerStore({self.collection.full_name})"
 
+    def open(self) -> None:
+        """Check the bucket count and create the indexes (idempotent; the first call of any
+        operation does it: building a store makes no round trip)."""
+        if self._opened:
+            return
+        with self._opening:
+            if not self._opened:
+                self._call("open", self.steps.setup())
+                self._opened = True
+
     def _run(self, what: str, steps: Steps[T]) -> T:
+        if not self._opened:
+            self.open()
+        return self._call(what, steps)
+
+    def _call(self, what: str, steps: Steps[T]) -> T:
         try:
-            return drive(steps, self.steps.roles)
+            with self.steps.limit(what):
+                return drive(steps, self.steps.roles)
         except Exception as exc:
             raised = outage(exc, what)
             if raised is exc:
@@ -146,8 +182,12 @@ class MongoTimerStore:
     def dead_letters(self) -> list[DeadLetter]:
         return self._run("dead_letters", self.steps.dead_letters())
 
-    def requeue(self, item_id: str, due: datetime) -> ScheduleItem | None:
-        return self._run("requeue", self.steps.requeue(item_id, due))
+    def requeue(self, item_id: str, due: datetime, *, replace: bool = False) -> ScheduleItem | None:
+        return self._run("requeue", self.steps.requeue(item_id, due, replace))
+
+    def ping(self) -> None:
+        """Beyond the interface: reach the server once."""
+        self._run("ping", self.steps.ping())
 
     def quarantined(self) -> list[QuarantinedRecord]:
         return self._run("quarantined", self.steps.quarantined())
@@ -157,6 +197,13 @@ class MongoTimerStore:
 
     def history(self, item_id: str) -> list[Attempt]:
         return self._run("history", self.steps.history(item_id))
+
+    def heartbeat(self, node: str, routes: frozenset[str], ttl: timedelta) -> None:
+        """Beyond the interface: ``node``'s heartbeat (:mod:`flowsched.node.heartbeats`)."""
+        self._run("heartbeat", self.steps.heartbeat(node, routes, ttl))
+
+    def leave(self, node: str) -> None:
+        self._run("leave", self.steps.leave(node))
 
     def pause(self, item_id: str) -> bool:
         return self._run("pause", self.steps.pause(item_id))

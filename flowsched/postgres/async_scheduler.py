@@ -14,8 +14,8 @@ from typing import Any, Unpack
 from psycopg_pool import AsyncConnectionPool
 
 from flowsched.node.async_scheduler import AsyncNodeScheduler
+from flowsched.node.heartbeats import AsyncBeats
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
-from flowsched.postgres.heartbeats import AsyncBeats
 from flowsched.postgres.scheduler_options import (
     PostgresArgs,
     PostgresFace,

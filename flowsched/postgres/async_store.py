@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from flowsched.node.heartbeats import LiveNode
 from flowsched.postgres.connections import (
     check_conninfo,
     firing_async_pool,
@@ -25,7 +26,6 @@ from flowsched.postgres.connections import (
     probe_firing_async,
     settings_refused,
 )
-from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run_async
 from flowsched.postgres.schema import migrate_plan
 from flowsched.postgres.store_base import StoreBase
@@ -271,5 +271,5 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
 
     async def live_nodes(self) -> list[LiveNode]:
         """The nodes whose last heartbeat has not expired, by id (see
-        :mod:`flowsched.postgres.heartbeats`)."""
+        :mod:`flowsched.node.heartbeats`)."""
         return await self._run(self.setup.live_nodes(), "live_nodes", False)

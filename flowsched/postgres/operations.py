@@ -20,8 +20,8 @@ from typing import Any
 from flowsched.clock import Clock, ensure_utc
 from flowsched.errors import SchedulerUnavailable
 from flowsched.limits import check_id
+from flowsched.node.heartbeats import LiveNode
 from flowsched.postgres.claim_rows import claims_from_rows
-from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Plan, Statement
 from flowsched.postgres.queries import Queries
 from flowsched.postgres.rows import (

@@ -14,8 +14,8 @@ from typing import Any, Unpack
 
 from psycopg_pool import ConnectionPool
 
+from flowsched.node.heartbeats import Beats
 from flowsched.node.scheduler import NodeScheduler
-from flowsched.postgres.heartbeats import Beats
 from flowsched.postgres.scheduler_options import (
     PostgresArgs,
     PostgresFace,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
+from flowsched.node.heartbeats import LiveNode
 from flowsched.postgres.connections import (
     firing_pool,
     own_pool,
@@ -22,7 +23,6 @@ from flowsched.postgres.connections import (
     probe_firing,
     settings_refused,
 )
-from flowsched.postgres.heartbeats import LiveNode
 from flowsched.postgres.plans import Answered, Plan, ahead, run
 from flowsched.postgres.schema import migrate_plan
 from flowsched.postgres.store_base import StoreBase
@@ -227,5 +227,5 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
 
     def live_nodes(self) -> list[LiveNode]:
         """The nodes whose last heartbeat has not expired, by id (see
-        :mod:`flowsched.postgres.heartbeats`)."""
+        :mod:`flowsched.node.heartbeats`)."""
         return self._run(self.setup.live_nodes(), "live_nodes", False)

@@ -1,6 +1,7 @@
-"""Internal: node heartbeats in ``<table>_nodes`` - which live node serves which routes.
+"""Internal: node heartbeats in ``<table>_nodes`` (``<collection>_nodes`` on MongoDB) - which
+live node serves which routes, for every store with ``heartbeat`` and ``leave``.
 
-A started ``PostgresScheduler`` (``AsyncPostgresScheduler``) writes one row for itself every
+A started node scheduler (PostgreSQL, MongoDB, either face) writes one row for itself every
 ``max(poll_interval, 1 s)``: its routes and an expiry three beats ahead (at least 5 s), so a
 node that died without closing drops out of :meth:`PostgresTimerStore.live_nodes
 <flowsched.postgres.PostgresTimerStore.live_nodes>` by itself; closing removes the row.
