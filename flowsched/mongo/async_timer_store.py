@@ -13,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Collection as Routes
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from flowsched.clock import Clock
-from flowsched.history import DEFAULT_HISTORY_RETENTION
 from flowsched.mongo.commands import Steps, drive_async
-from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.timer_errors import outage
-from flowsched.mongo.timer_ops import MongoStoreAttributes, TimerSteps
+from flowsched.mongo.timer_ops import MongoStoreArgs, MongoStoreAttributes, TimerSteps
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -49,16 +46,7 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
     def __init__(
         self,
         collection: Any,
-        *,
-        clock: Clock | None = None,
-        history_limit: int = 20,
-        history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
-        op_timeout: timedelta | None = None,
-        buckets: int = 1,
-        serve_buckets: Iterable[int] | None = None,
-        node: str = "store",
-        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
-        node_clock: Clock | None = None,
+        **options: Unpack[MongoStoreArgs],
     ) -> None:
         find = getattr(collection, "find_one_and_delete", None)
         if find is None or not inspect.iscoroutinefunction(find):
@@ -67,18 +55,7 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
                 f"AsyncMongoClient, not MongoClient), got {type(collection).__name__}"
             )
         self.collection = collection
-        self.steps = TimerSteps(
-            collection,
-            clock,
-            history_limit,
-            history_retention,
-            buckets,
-            serve_buckets,
-            node,
-            op_timeout,
-            max_clock_skew,
-            node_clock,
-        )
+        self.steps = TimerSteps(collection, **options)
         self._opened = False
         self._opening: asyncio.Lock | None = None
 

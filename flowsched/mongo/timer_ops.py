@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import pymongo
 from pymongo import ReturnDocument
@@ -28,7 +28,7 @@ from pymongo.errors import DuplicateKeyError
 from flowsched.clock import Clock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_BUCKETS
 from flowsched.errors import SchedulerUnavailable
-from flowsched.history import HistoryPolicy
+from flowsched.history import DEFAULT_HISTORY_RETENTION, HistoryPolicy
 from flowsched.mongo.arguments import check_count, check_positive, check_served
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
@@ -54,10 +54,24 @@ from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.paging import encode_cursor
 from flowsched.store.records import QuarantinedRecord, TimerSelection
 
-__all__ = ["MongoStoreAttributes", "TimerSteps"]
+__all__ = ["MongoStoreArgs", "MongoStoreAttributes", "TimerSteps"]
 
 _RUNNING = {"_id": 1, "generation": 1, "attempts": 1, "claim": 1}
 """What a removal reads back of the form it removed: its running attempt, if any."""
+
+
+class MongoStoreArgs(TypedDict, total=False):
+    """The keywords of both MongoDB stores (their defaults are :class:`TimerSteps`')."""
+
+    clock: Clock | None
+    history_limit: int
+    history_retention: timedelta
+    buckets: int
+    serve_buckets: Iterable[int] | None
+    node: str
+    op_timeout: timedelta | None
+    max_clock_skew: timedelta
+    node_clock: Clock | None
 
 
 class TimerSteps(ClaimSteps):
@@ -67,9 +81,10 @@ class TimerSteps(ClaimSteps):
     def __init__(
         self,
         collection: Any,
-        clock: Clock | None,
-        history_limit: int,
-        history_retention: timedelta,
+        *,
+        clock: Clock | None = None,
+        history_limit: int = 20,
+        history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
         buckets: int = 1,
         serve_buckets: Iterable[int] | None = None,
         node: str = "store",

@@ -33,18 +33,15 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Collection as Routes
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from pymongo.collection import Collection
 
-from flowsched.clock import Clock
-from flowsched.history import DEFAULT_HISTORY_RETENTION
 from flowsched.mongo.commands import Steps, drive
-from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.timer_errors import outage
-from flowsched.mongo.timer_ops import MongoStoreAttributes, TimerSteps
+from flowsched.mongo.timer_ops import MongoStoreArgs, MongoStoreAttributes, TimerSteps
 from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.steering import Attempt, TimerPage
 from flowsched.store.records import (
@@ -63,23 +60,19 @@ T = TypeVar("T")
 class MongoTimerStore(MongoStoreAttributes):
     """Timers in ``collection`` (a pymongo ``Collection``) behind the store interface.
 
-    ``clock``: judge time by it (tests); by default the database's, measured. The indexes
-    are created here. ``history_limit`` attempts are kept per item, for
-    ``history_retention`` after the last."""
+    The keywords (:class:`~flowsched.mongo.timer_ops.MongoStoreArgs`, defaults in
+    parentheses): ``clock`` - judge time by it (tests; ``None``: the database's, measured on
+    ``node_clock``, with ``max_clock_skew`` (1 s) before a skew warning); ``history_limit``
+    (20) attempts kept per item, for ``history_retention`` (7 days) after the last;
+    ``buckets`` (1) and ``serve_buckets`` (all); ``node`` ("store"), who records the bucket
+    count and quarantines; ``op_timeout`` (``None``: no limit). The bucket count is checked
+    and the indexes created at the first call (:meth:`open`); an unknown keyword is a
+    ``TypeError`` naming it."""
 
     def __init__(
         self,
         collection: Collection[Any],
-        *,
-        clock: Clock | None = None,
-        history_limit: int = 20,
-        history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
-        op_timeout: timedelta | None = None,
-        buckets: int = 1,
-        serve_buckets: Iterable[int] | None = None,
-        node: str = "store",
-        max_clock_skew: timedelta = DEFAULT_MAX_SKEW,
-        node_clock: Clock | None = None,
+        **options: Unpack[MongoStoreArgs],
     ) -> None:
         find = getattr(collection, "find_one_and_delete", None)
         if find is None or inspect.iscoroutinefunction(find):
@@ -88,18 +81,7 @@ class MongoTimerStore(MongoStoreAttributes):
                 f"not AsyncMongoClient), got {type(collection).__name__}"
             )
         self.collection = collection
-        self.steps = TimerSteps(
-            collection,
-            clock,
-            history_limit,
-            history_retention,
-            buckets,
-            serve_buckets,
-            node,
-            op_timeout,
-            max_clock_skew,
-            node_clock,
-        )
+        self.steps = TimerSteps(collection, **options)
         self._opened = False
         self._opening = threading.Lock()
 
