@@ -30,6 +30,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
+from flowsched.node.lost import LOST_TWICE, lost_run
 from flowsched.node.write_fence import cancel_again_async
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
@@ -38,6 +39,10 @@ from flowsched.store.interface import AsyncTimerStore
 from flowsched.store.records import Claim
 
 __all__ = ["AsyncNodeScheduler"]
+
+
+async def _given(outcome: Outcome) -> Outcome:
+    return outcome
 
 
 class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedulerPort):
@@ -53,6 +58,8 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
     def _run(self, claim: Claim) -> Coroutine[Any, Any, Outcome]:
         # The delivery's own coroutine, awaited by the driver (no coroutine of its own around
         # it: one frame less per timer fired).
+        if claim.lapsed >= LOST_TWICE:
+            return _given(lost_run(self._delivery, claim))
         return self._deliver.run(claim.item, claim.attempt)
 
     # -- the port ------------------------------------------------------------------

@@ -33,6 +33,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
+from flowsched.node.lost import LOST_TWICE, lost_run
 from flowsched.node.write_fence import cancel_again
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
@@ -56,6 +57,8 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         self._started = self._closed = False
 
     def _run(self, claim: Claim) -> Outcome:
+        if claim.lapsed >= LOST_TWICE:
+            return lost_run(self._delivery, claim)
         return self._delivery.run(claim.item, claim.attempt)
 
     def _open(self, what: str) -> None:

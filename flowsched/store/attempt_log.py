@@ -53,12 +53,13 @@ class AttemptBook:
         ended: datetime,
         outcome: AttemptOutcome,
         settlement: Settlement | None,
-    ) -> None:
+    ) -> bool:
         """Close the open attempt of the claim held as ``claim`` (its stored ``attempt``
-        count) at ``ended`` with ``outcome`` (the settlement's error, if any)."""
+        count) at ``ended`` with ``outcome`` (the settlement's error, if any); whether one
+        was open (the claim had started)."""
         attempts = self._attempts.get(claim.item.id)
         if not attempts:
-            return
+            return False
         last = attempts[-1]
         if (
             last.ended is not None
@@ -66,7 +67,7 @@ class AttemptBook:
             or last.generation != claim.generation
             or last.attempt != attempt
         ):
-            return
+            return False
         failure = failure_in(settlement.outcome) if settlement is not None else None
         error_type = error_message = traceback = None
         if failure is not None:
@@ -82,6 +83,7 @@ class AttemptBook:
             error_message=error_message,
             traceback=traceback,
         )
+        return True
 
     def purge(self) -> None:
         horizon = self.now() - self.retention

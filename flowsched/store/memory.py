@@ -62,6 +62,7 @@ class MemoryTimerStore:
         self._leases: dict[str, _Lease] = {}
         self._attempts: dict[str, int] = {}
         self._errors: dict[str, str] = {}
+        self._lapsed: dict[str, int] = {}  # lost runs in a row (Claim.lapsed)
         self._paused: set[str] = set()
         self._index = DueIndex()
         self._heap = self._index.heap  # (rebuilt in place)
@@ -99,8 +100,10 @@ class MemoryTimerStore:
         lock = self._lock
         lock.acquire()  # the hot path: acquire/release is faster than a with-block
         try:
-            if deadline is not None:
-                self._check_deadline(deadline, f"put({item.id!r})")
+            if self._late(deadline):
+                raise SchedulerUnavailable(
+                    f"put({item.id!r}): arrived after its deadline {deadline}; nothing applied"
+                )
             generation = next(self._generations)
             if item.generation:
                 item = item.with_generation(generation)
@@ -180,23 +183,22 @@ class MemoryTimerStore:
             for item in found:
                 key = item.id
                 held = self._leases.get(key)
-                if held is not None:
-                    lapsed = Claim(item, self._attempts.get(key, 0), held.owner, held.until)
-                    self._history.close(lapsed, lapsed.attempt, held.until, "lapsed", None)
+                attempt = self._attempts.get(key, 0)
+                if held is not None:  # its lease ended: a run that had started was lost
+                    lapsed = Claim(item, attempt, held.owner, held.until)
+                    if self._history.close(lapsed, attempt, held.until, "lapsed", None):
+                        self._lapsed[key] = self._lapsed.get(key, 0) + 1
                 token = f"c{next(self._tokens)}"
                 self._leases[key] = _Lease(owner, until, token)
-                claims.append(Claim(item, self._attempts.get(key, 0), owner, until, token))
+                claims.append(Claim(item, attempt, owner, until, token, self._lapsed.get(key, 0)))
             return claims
 
     def confirm_start(self, claims: Sequence[Claim]) -> list[Claim]:
         with self._lock:
             now = self.now()
-            held = []
-            for claim in claims:
-                if self._held(claim, now) is None or claim.item.id in self._paused:
-                    continue
+            held = [c for c in claims if self._held(c, now) and c.item.id not in self._paused]
+            for claim in held:
                 self._history.record(claim, now, len(self._items))
-                held.append(claim)
             return held
 
     def renew(self, claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
@@ -376,6 +378,7 @@ class MemoryTimerStore:
 
     def _apply(self, key: str, outcome: Outcome) -> None:
         del self._leases[key]
+        self._lapsed.pop(key, None)  # settled: no run lost since
         item = self._items[key]
         if isinstance(outcome, Completed):
             self._delete(key)
@@ -414,6 +417,8 @@ class MemoryTimerStore:
             self._attempts.pop(key, None)
         if self._errors:
             self._errors.pop(key, None)
+        if self._lapsed:
+            self._lapsed.pop(key, None)
         if self._paused:
             self._paused.discard(key)
         if old is not None and old.flow_id is not None and old.flow_id != flow_id:
@@ -439,12 +444,6 @@ class MemoryTimerStore:
         owner, until = (held.owner, held.until) if held is not None else (None, None)
         attempt, error = self._attempts.get(key, 0), self._errors.get(key)
         return timer_info(item, state, attempt, error, owner, until)
-
-    def _check_deadline(self, deadline: datetime | None, what: str) -> None:
-        if self._late(deadline):
-            raise SchedulerUnavailable(
-                f"{what}: arrived after its deadline {deadline}; nothing was applied"
-            )
 
     def _late(self, deadline: datetime | None) -> bool:
         return deadline is not None and self.now() > deadline

@@ -14,7 +14,19 @@ from flowsched.outcomes import Outcome
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.steering import TimerState
 
-__all__ = ["Claim", "QuarantinedRecord", "SettleResult", "Settlement", "TimerSelection"]
+__all__ = [
+    "LOST_TWICE",
+    "Claim",
+    "QuarantinedRecord",
+    "SettleResult",
+    "Settlement",
+    "TimerSelection",
+]
+
+LOST_TWICE = 2
+"""A claim with this many lapsed runs before it (:attr:`Claim.lapsed`) is not run: the last
+lost run counts as a failed delivery (redelivered with backoff, or dead-lettered). The first
+lost run is free: a node dies for many reasons besides its handler."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +50,15 @@ class Claim:
     whose reply was lost (the node still holds the old ``lease_until``) still confirms,
     renews and settles. A :meth:`TimerStore.renew` returns new claims (the new
     ``lease_until``, the same token); a node uses them after, but the old ones still hold.
+
+    ``lapsed`` counts the runs of this form that, in a row before this claim, started (their
+    start recorded) and were never settled before their lease ended: their node died or was
+    cut off, perhaps because of the handler. A claim that takes an item whose earlier claim
+    had started and lapsed counts one more; a settle that keeps the item (``Redeliver``,
+    ``NextSlot``) and a new form start again from 0; a release, a renewal and a lapse
+    before any start change nothing. At :data:`LOST_TWICE` the node counts the last lost
+    run as a failed delivery instead of calling the handler again (so a handler that kills
+    its node cannot take the cluster down one node at a time, for ever).
     """
 
     item: ScheduleItem
@@ -45,6 +66,7 @@ class Claim:
     owner: str
     lease_until: datetime
     token: str = ""
+    lapsed: int = 0
 
     @property
     def generation(self) -> int:

@@ -12,6 +12,7 @@ from flowsched.outcomes import Completed, DeadLettered, NextSlot, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.store.records import Settlement, TimerSelection
+from flowsched.testing._checks_lapses import LOST_RUNS
 from flowsched.testing._store_trial import OTHER_HANDLER, StoreCheck, StoreTrial
 
 __all__ = ["STORE_GUARANTEES"]
@@ -403,6 +404,7 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
         "the lapsed claim is stale",
         _expired_lease,
     ),
+    LOST_RUNS,
     StoreCheck(
         "confirm_start keeps only claims still held and records their start", _confirm_start
     ),
