@@ -20,7 +20,10 @@ operation per document:
   documents read are the ones claimed; otherwise - or when some are recurring, whose slot
   another node may have settled since the read - one more ``find`` by token reads what was
   won. A won document whose earlier claim had started (``claim.at``) ends that attempt
-  ``"lapsed"`` in the history (one more write, only then). The generation is kept.
+  ``"lapsed"`` in the history (one more write, only then), and its ``update_many`` (one per
+  count and chunk) sets ``lapses`` one more than read (the claim's
+  :attr:`~flowsched.store.Claim.lapsed`; a settle that keeps the item removes it). The
+  generation is kept.
 * ``claim_started``: as ``claim_due``, its ``update_many`` also setting ``claim.at`` (the
   start) and ``deliveries`` = attempt + 1 (one write per attempt count and chunk): the
   claims returned are started, so a node that starts on claim sends no ``confirm_start``.
@@ -37,8 +40,8 @@ operation per document:
   (``settled_claim`` = token and this call's mark tells, only when the counts come up short,
   which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
   on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
-  writes them). A dead letter (rare) takes 2 of its own. A late settle reads the stored
-  leases first (1).
+  writes them). A dead letter (rare) takes 2 of its own: the letter, then the fenced
+  delete (3 when that fails). A late settle reads the stored leases first (1).
 
 History failures never fail the firing path: records whose write failed ride on the next.
 """
@@ -73,12 +76,13 @@ from flowsched.mongo.timer_writes import (
     has_started,
     held_writes,
     is_gone,
+    lapses_of,
     owner_token,
     settle_write,
     unapplied,
 )
 from flowsched.outcomes import Completed, NextSlot, Redeliver
-from flowsched.records import ScheduleItem
+from flowsched.records import DeadLetter, ScheduleItem
 from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.records import Claim, Settlement, SettleResult
 
@@ -103,6 +107,9 @@ class ClaimSteps:
     def __init__(self) -> None:
         self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
         self._starts_lock = threading.Lock()
+        # (id, token) of dead letters whose item removal was sent, until their settle call
+        # completes: a retry after a lost reply keeps the letter (see _dead_letter).
+        self._tried: set[tuple[str, str]] = set()
 
     # -- time, documents ---------------------------------------------------------------
 
@@ -189,11 +196,16 @@ class ClaimSteps:
         claim: Doc = {"owner": owner, "token": batch, "lease_until": until}
         if started:
             claim["at"] = now
-        # Started claims set deliveries = attempts + 1: one write per attempt count (and
-        # chunk); a plain claim leaves the counts, so one write per chunk.
-        groups: dict[int, list[tuple[Doc, ScheduleItem, int]]] = {}
-        for entry in due.values():
-            groups.setdefault(entry[2] if started else -1, []).append(entry)
+        # A document whose earlier claim had started (claim.at) and lapsed counts one more
+        # lost run (lapses, fenced on the count read); started claims set deliveries =
+        # attempts + 1. One write per attempt count (started claims), lost runs written
+        # (None: none, left as stored) and chunk: a plain claim, usually one per chunk.
+        lost = {key for key, (doc, _, _) in due.items() if has_started(doc.get("claim"))}
+        lapses = {key: lapses_of(doc) + (key in lost) for key, (doc, _, _) in due.items()}
+        groups: dict[tuple[int, int | None], list[tuple[Doc, ScheduleItem, int]]] = {}
+        for key, entry in due.items():
+            count = lapses[key] if key in lost else None
+            groups.setdefault((entry[2] if started else -1, count), []).append(entry)
         writes = [
             # As read: a document replaced (a fresh generation), claimed, renewed or
             # settled (ready_at moved to the future) since is not taken.
@@ -204,17 +216,19 @@ class ClaimSteps:
                     "ready_at": {"$in": distinct(doc["ready_at"] for doc, _, _ in chunk)},
                     "route": {"$in": wanted},
                     **({"attempts": attempts or {"$in": [0, None]}} if started else {}),
+                    **({} if count is None else {"lapses": {"$in": _lapses_read(chunk)}}),
                 },
                 {
                     "$set": {
                         "claim": claim,
                         "ready_at": until,
                         **({"deliveries": attempts + 1} if started else {}),
+                        **({} if count is None else {"lapses": count}),
                     }
                 },
                 many=True,
             )
-            for attempts, group in groups.items()
+            for (attempts, count), group in groups.items()
             for chunk in chunks(group)
         ]
         taken = (yield from self._writes("items", writes)).matched
@@ -230,14 +244,14 @@ class ClaimSteps:
                 if read is not None and doc["_id"] in due:
                     won[doc["_id"]] = (due[doc["_id"]][0], *read)
             due = {key: won[key] for key in due if key in won}  # in the order read
-        lapsed = [doc for doc, _, _ in due.values() if has_started(doc.get("claim"))]
+        lapsed = [doc for key, (doc, _, _) in due.items() if key in lost]
         if lapsed:  # earlier claims that started and never settled: they lapsed
             for doc in lapsed:
                 self.journal.lapsed(doc, lease)
             yield from self._history([])
         claims = [
-            Claim(item, attempts, owner, until, f"{batch}-{n}")
-            for n, (_, item, attempts) in enumerate(due.values())
+            Claim(item, attempts, owner, until, f"{batch}-{n}", lapses[key])
+            for n, (key, (_, item, attempts)) in enumerate(due.items())
         ]
         if started:
             self._started(claims, now)
@@ -295,7 +309,7 @@ class ClaimSteps:
         writes = held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
         matched = (yield from self._writes("items", writes)).matched
         renewed = yield from self._which(claims, matched, {"claim.lease_until": until})
-        return [Claim(c.item, c.attempt, c.owner, until, c.token) for c in renewed]
+        return [Claim(c.item, c.attempt, c.owner, until, c.token, c.lapsed) for c in renewed]
 
     def release(self, claims: Sequence[Claim]) -> Steps[int]:
         writes = [
@@ -322,9 +336,10 @@ class ClaimSteps:
         writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
         counts = yield from self._writes("items", writes)
         applied = yield from self._applied(plain, counts, mark)
-        for s in settlements:
-            if not isinstance(s.outcome, Completed | Redeliver | NextSlot):
-                applied[id(s)] = yield from self._dead_letter(s)
+        dead = [s for s in settlements if id(s) not in applied]  # DeadLettered, Exhausted
+        for s in dead:
+            applied[id(s)] = yield from self._dead_letter(s)
+        self._tried.difference_update((s.claim.item.id, s.claim.token) for s in dead)
         results, records = [], []
         for s in settlements:
             claim = s.claim
@@ -401,12 +416,28 @@ class ClaimSteps:
         return {id(s) for s in gone if (s.claim.item.id, batch_of(s.claim)) in running}
 
     def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
-        """Remove the item under its claim's fence and keep it as a dead letter (DeadLettered,
-        Exhausted: ``outcome.dead``); False when the fence no longer holds."""
+        """Keep the item as a dead letter (DeadLettered, Exhausted: ``outcome.dead``), then
+        remove it under its claim's fence; False when the fence no longer holds. Two
+        collections, no transaction, so the letter goes first: a failure in between leaves
+        both (the item is delivered again after its lease), never neither. A fence that does
+        not match on the first try: the form that died was removed or replaced meanwhile,
+        its letter is taken back (by its generation). On a repeated try the earlier one may
+        have removed the item (its reply lost): the letter stays unless the item is there."""
         outcome: Any = settlement.outcome
-        gone = yield Call("items", "find_one_and_delete", (claim_fence(settlement.claim),))
-        if gone is None:
-            return False
-        letter = dead_letter_document(outcome.dead)
-        yield Call("dead", "replace_one", ({"_id": letter["_id"]}, letter), {"upsert": True})
-        return True
+        dead: DeadLetter = outcome.dead
+        yield from self.roles.put_dead_letters_steps([dead_letter_document(dead)])
+        key = (settlement.claim.item.id, settlement.claim.token)
+        repeated = key in self._tried
+        self._tried.add(key)
+        fence = claim_fence(settlement.claim)
+        if (yield Call("items", "delete_one", (fence,))).deleted_count:
+            return True
+        if repeated and not (yield from self.roles.exists_steps(dead.item.id)):
+            return True
+        yield from self.roles.remove_dead_letter_steps(dead.item.id, dead.item.generation)
+        return False
+
+
+def _lapses_read(chunk: list[tuple[Doc, ScheduleItem, int]]) -> list[Any]:
+    """The ``lapses`` values of ``chunk``'s documents as read (``None``: no such field)."""
+    return distinct(doc.get("lapses") for doc, _, _ in chunk)

@@ -8,9 +8,10 @@ with ``drive_async`` on ``AsyncCollection``: the two stores differ only in await
 
 Documents are ``MongoScheduler``'s (:mod:`flowsched.mongo.documents`, ``bucket`` 0; paused
 as it pauses them: the route moved aside, ``paused: true``), plus ``claim.at`` once a
-claim's start is confirmed; the
-indexes are ``MongoScheduler``'s (:func:`~flowsched.mongo.indexes.index_steps`); the history
-is ``MongoScheduler``'s ``<name>_history`` (one document per item, bounded, TTL-expired:
+claim's start is confirmed and ``lapses`` once a started run is lost (the form's runs lost
+in a row: :attr:`~flowsched.store.Claim.lapsed`; the sweeper ignores it); the indexes
+are ``MongoScheduler``'s (:func:`~flowsched.mongo.indexes.index_steps`); the history is
+``MongoScheduler``'s ``<name>_history`` (one document per item, bounded, TTL-expired:
 :mod:`flowsched.mongo.history`). The firing path is in :mod:`flowsched.mongo.timer_claims`.
 """
 

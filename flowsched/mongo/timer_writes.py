@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from flowsched.mongo.commands import Write
-from flowsched.mongo.documents import truncate_ms
+from flowsched.mongo.documents import MAX_COUNT, truncate_ms
 from flowsched.mongo.history import attempt_document
 from flowsched.mongo.store import ID_CHUNK
 from flowsched.outcomes import DeadLettered, Exhausted, NextSlot, Outcome, Redeliver
@@ -29,6 +29,7 @@ __all__ = [
     "ended_record",
     "is_gone",
     "held_writes",
+    "lapses_of",
     "owner_token",
     "settle_write",
     "has_started",
@@ -83,6 +84,15 @@ def has_started(claim: object) -> bool:
     return isinstance(claim, Mapping) and isinstance(claim.get("at"), datetime)
 
 
+def lapses_of(doc: Mapping[str, Any]) -> int:
+    """The runs of ``doc``'s form lost in a row before its claim (``lapses``: missing, or
+    not a count, is 0): :attr:`~flowsched.store.Claim.lapsed`."""
+    value = doc.get("lapses")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_COUNT:
+        return 0
+    return value
+
+
 def owner_token(doc: Mapping[str, Any]) -> tuple[object, object]:
     claim = doc.get("claim")
     return (claim.get("owner"), claim.get("token")) if isinstance(claim, Mapping) else (None, None)
@@ -103,7 +113,8 @@ def claim_fence(claim: Claim) -> Doc:
 
 
 def settle_write(settlement: Settlement, mark: str) -> Write:
-    """The update of a Redeliver or a NextSlot (it sets values of its own: one each)."""
+    """The update of a Redeliver or a NextSlot (it sets values of its own: one each); the
+    item is kept, so no run of it is lost since (``lapses`` removed)."""
     claim, outcome = settlement.claim, settlement.outcome
     assert isinstance(outcome, Redeliver | NextSlot)
     due = truncate_ms(outcome.due)
@@ -117,7 +128,7 @@ def settle_write(settlement: Settlement, mark: str) -> Write:
         fields["applied"] = truncate_ms(outcome.applied) if outcome.applied else None
         if outcome.runs is not None:  # the run is counted in the write of its slot
             fields["runs"] = outcome.runs
-    return Write(claim_fence(claim), {"$set": fields})
+    return Write(claim_fence(claim), {"$set": fields, "$unset": {"lapses": ""}})
 
 
 def unapplied(claim: Claim) -> Doc:

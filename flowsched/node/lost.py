@@ -27,7 +27,7 @@ __all__ = ["LOST_TWICE", "DeliveryLost", "lost_run"]
 log = logging.getLogger("flowsched.node")
 
 
-class DeliveryLost(Exception):  # noqa: N818 - the error type history and dead letters show
+class DeliveryLost(Exception):
     """What a lost run is counted as: its node stopped renewing the lease before it ended."""
 
 

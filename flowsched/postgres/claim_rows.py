@@ -3,13 +3,13 @@ first - the firing path's decoding, one row per timer fired.
 
 A claim statement (``claim_due``, ``claim_started``) returns ``(id, generation, kind,
 handler, flow_id, due, payload, recurrence, previous, runs, attempts, lease_until, route,
-claim_token)``. The usual row - a one-shot item whose values are all of the expected types,
-its due time and lease in UTC as the server's session sends them - is checked here once, by
-the rules of :class:`~flowsched.ScheduleItem`'s constructor, and built without checking
-again. Any other row goes the checked way (:func:`~flowsched.postgres.rows.item_from_row`),
-which builds it or names what is wrong. Either way the records are the same, and a row that
-is not a valid item is returned among the bad ones with the reason (the claim quarantines
-it).
+claim_token, lapses)`` (``lapses``: the claim's :attr:`~flowsched.store.Claim.lapsed`). The
+usual row - a one-shot item whose values are all of the expected types, its due time and
+lease in UTC as the server's session sends them - is checked here once, by the rules of
+:class:`~flowsched.ScheduleItem`'s constructor, and built without checking again. Any
+other row goes the checked way (:func:`~flowsched.postgres.rows.item_from_row`), which
+builds it or names what is wrong. Either way the records are the same, and a row that is
+not a valid item is returned among the bad ones with the reason (the claim quarantines it).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ _KINDS = {kind.value: kind for kind in ScheduleKind}
 
 # A Claim built field by field (its slots' own setters): a frozen dataclass's __init__
 # costs twice as much, once per timer fired. Its fields, in order, are checked here.
-_CLAIM_FIELDS = ("item", "attempt", "owner", "lease_until", "token")
+_CLAIM_FIELDS = ("item", "attempt", "owner", "lease_until", "token", "lapsed")
 assert tuple(f.name for f in fields(Claim)) == _CLAIM_FIELDS, "Claim's fields changed"
 _new = object.__new__
-_set_item, _set_attempt, _set_owner, _set_lease, _set_token = (
+_set_item, _set_attempt, _set_owner, _set_lease, _set_token, _set_lapsed = (
     Claim.__dict__[name].__set__ for name in _CLAIM_FIELDS
 )
 
@@ -47,7 +47,7 @@ def claims_from_rows(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str
     intern = sys.intern
     for index, row in enumerate(rows):
         raw_id, generation, kind, handler, flow_id, due, payload, recurrence = row[:8]
-        attempts, lease_until, _route, token = row[10:14]
+        attempts, lease_until, _route, token, lapses = row[10:15]
         if (
             recurrence is None
             and type(raw_id) is str
@@ -82,6 +82,7 @@ def claims_from_rows(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str
             and type(lease_until) is datetime
             and lease_until.tzinfo is UTC
             and type(token) is str
+            and type(lapses) is int
         ):
             try:
                 extra = None if payload is None else payload_text(payload)
@@ -99,6 +100,7 @@ def claims_from_rows(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str
                 _set_owner(claim, owner)
                 _set_lease(claim, lease_until)
                 _set_token(claim, token)
+                _set_lapsed(claim, lapses)
                 keyed.append((due, generation, index, claim))
                 continue
         try:
@@ -122,4 +124,5 @@ def checked_claim(row: Row, owner: str) -> Claim:
         owner,
         utc(row[11], "lease_until", item.id),
         text(row[13], "claim_token", item.id),
+        whole(row[14], "lapses", item.id),
     )

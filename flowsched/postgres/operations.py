@@ -222,7 +222,7 @@ class Setup:
         rows = yield self.statement("renew", lease=lease, **fences(claims))
         until = {(row[0], row[2]): utc(row[1], "lease_until", row[0]) for row in rows}
         return [
-            Claim(claim.item, claim.attempt, claim.owner, until[key], claim.token)
+            Claim(claim.item, claim.attempt, claim.owner, until[key], claim.token, claim.lapsed)
             for claim in claims
             if (key := (claim.item.id, claim.token)) in until
         ]

@@ -147,6 +147,14 @@ CREATE INDEX IF NOT EXISTS {history_kept} ON {history} (lease_until) WHERE ended
 COMMENT ON TABLE {history} IS
     'flowsched: the attempts of its timers, each written when it ends (schema version 5)';
 
+-- name: migration_6
+-- A form's lost runs in a row (Claim.lapsed): the claims of it that had started and whose
+-- lease ended unsettled (their node died), counted by the claim that takes the row after
+-- one; reset by a settle that keeps the row and by a new form (put, requeue). A node does
+-- not run a claim with two of them (flowsched/node/lost.py). Rows written before version 6
+-- read as 0. IF NOT EXISTS: idempotent.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS lapses integer NOT NULL DEFAULT 0;
+
 -- name: drop_tables
 -- Every table of the adapter for one timers table (test kits: a fresh table per test).
 DROP TABLE IF EXISTS {table}, {dead}, {quarantine}, {history}, {nodes}, {schema}, {audit};
@@ -210,12 +218,13 @@ writes AS (
 
 -- name: put
 -- A new form of an id: a fresh generation from the sequence (greater than any earlier one),
--- unclaimed, unpaused, no failures; its dead letter (if any) goes. Nothing at all when the
--- caller's deadline has passed by the store's clock (no row comes back). A row due within
--- %(notify_within)s wakes the listening nodes (pg_notify, sent at commit). A replaced form
--- whose delivery had started keeps its attempt in the history, open (met: the row read and
--- locked by its id alone before it is replaced, so that a claim which held it and committed
--- first is seen: a condition on started_at would be judged on the statement's snapshot).
+-- unclaimed, unpaused, no failures, no lost runs; its dead letter (if any) goes. Nothing at
+-- all when the caller's deadline has passed by the store's clock (no row comes back). A row
+-- due within %(notify_within)s wakes the listening nodes (pg_notify, sent at commit). A
+-- replaced form whose delivery had started keeps its attempt in the history, open (met: the
+-- row read and locked by its id alone before it is replaced, so that a claim which held it
+-- and committed first is seen: a condition on started_at would be judged on the statement's
+-- snapshot).
 WITH gate AS (
     SELECT nextval('{generations}') AS generation
     WHERE %(deadline)s::timestamptz IS NULL OR {now} <= %(deadline)s::timestamptz
@@ -238,9 +247,9 @@ WITH gate AS (
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
-        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
-        lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
-        scheduled_at = EXCLUDED.scheduled_at
+        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL,
+        owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
+        lapses = 0, scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.generation, t.due, t.route
 )
 SELECT generation,
@@ -326,14 +335,16 @@ fresh AS (
 -- ordered range per route) and held ones whose lease has ended (index {table}_held). Rows
 -- another node is claiming are skipped, not waited for. Each claimed row gets this owner, a
 -- lease and a fresh random token (a re-claim by the same owner too: the lapsed claim is
--- stale); an ended claim's started attempt is written to the history, ended "lapsed".
+-- stale); an ended claim's started attempt is written to the history, ended "lapsed", and
+-- counted in lapses (a lost run: SET reads the row as it was, {started} only if it was held).
 WITH {claimable}
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = NULL,
-    claim_token = gen_random_uuid()::text
+    claim_token = gen_random_uuid()::text,
+    lapses = CASE WHEN {started} THEN t.lapses + 1 ELSE t.lapses END
 WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
-          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
+          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token, t.lapses;
 
 -- name: claim_started
 -- claim_due and confirm_start in one statement, for a node that starts every claim it gets at
@@ -343,14 +354,16 @@ RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.
 -- nothing is written to {history} until it ends). So no claim of it ever waits unstarted: a
 -- cancel or replace that committed first took the row away (the claim does not see it), one
 -- that commits after finds a started delivery (its attempt kept open, started before the
--- cancel, by the store's clock).
+-- cancel, by the store's clock). A lapsed claim's started run is counted in lapses, as by
+-- claim_due.
 WITH {claimable}
 UPDATE {table} t
 SET owner = %(owner)s, lease_until = {now} + %(lease)s::interval, started_at = {now},
-    claim_token = gen_random_uuid()::text
+    claim_token = gen_random_uuid()::text,
+    lapses = CASE WHEN {started} THEN t.lapses + 1 ELSE t.lapses END
 WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND {relaxed}
 RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload, t.recurrence,
-          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token;
+          t.previous, t.runs, t.attempts, t.lease_until, t.route, t.claim_token, t.lapses;
 
 -- name: quarantine_claimed
 -- Rows a claim returned that are not valid items: moved aside with the reason, atomically;
@@ -428,6 +441,7 @@ RETURNING t.id;
 --   redeliver  due, attempts and last_error move, the claim is cleared;
 --   next       a recurring row's next slot: due, previous (the applied slot), runs (the
 --              outcome's count; NULL: unchanged), failures reset.
+-- A kept row (redeliver, next) has no lost runs since (lapses 0).
 -- A redelivery keeps previous and runs (the slot was not applied).
 -- Each applied outcome of a started claim writes its attempt to the history, ended now (the
 -- item's oldest beyond %(keep)s trimmed). A stale claim matches no row (see close_kept).
@@ -452,7 +466,7 @@ WITH s AS (
     SET due = s.due, attempts = s.attempt, last_error = s.error,
         previous = CASE WHEN s.action = 'next' THEN s.applied ELSE t.previous END,
         runs = CASE WHEN s.action = 'next' THEN coalesce(s.runs, t.runs) ELSE t.runs END,
-        owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL
+        owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL, lapses = 0
     FROM s, {table} o
     WHERE t.id = ANY (%(ids)b::text[]) AND t.id = s.id AND t.generation = s.generation
       AND t.owner = s.owner AND t.claim_token = s.token AND o.id = t.id
@@ -575,7 +589,8 @@ SELECT id, generation, kind, handler, flow_id, due, payload, recurrence, previou
 FROM {dead} ORDER BY dead_at, id;
 
 -- name: requeue
--- A live row of the same id is replaced (as by put: a started delivery's attempt is kept).
+-- A live row of the same id is replaced (as by put: a started delivery's attempt is kept;
+-- no failures, no lost runs).
 WITH d AS (
     DELETE FROM {dead} WHERE id = %(id)s RETURNING *
 ), met AS (
@@ -596,9 +611,9 @@ WITH d AS (
         generation = EXCLUDED.generation, kind = EXCLUDED.kind, handler = EXCLUDED.handler,
         route = EXCLUDED.route, flow_id = EXCLUDED.flow_id, due = EXCLUDED.due,
         payload = EXCLUDED.payload, recurrence = EXCLUDED.recurrence,
-        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL, owner = NULL,
-        lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
-        scheduled_at = EXCLUDED.scheduled_at
+        previous = EXCLUDED.previous, runs = EXCLUDED.runs, attempts = 0, last_error = NULL,
+        owner = NULL, lease_until = NULL, claim_token = NULL, started_at = NULL, paused = false,
+        lapses = 0, scheduled_at = EXCLUDED.scheduled_at
     RETURNING t.id, t.generation, t.kind, t.handler, t.flow_id, t.due, t.payload,
               t.recurrence, t.previous, t.runs, t.route
 )

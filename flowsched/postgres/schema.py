@@ -39,6 +39,7 @@ MIGRATIONS: tuple[str, ...] = (
     "migration_3",
     "migration_4",
     "migration_5",
+    "migration_6",
 )
 """The migrations in order: migration ``n`` (1-based) takes a table from version ``n - 1``."""
 

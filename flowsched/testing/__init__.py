@@ -205,8 +205,10 @@ def check_timer_store(factory: StoreFactory) -> None:
     :class:`~flowsched.ManualClock` the store must judge time by - returns a fresh *empty*
     store each time it is called: a ``TimerStore``, an ``AsyncTimerStore`` (driven on an
     event loop of its own, in a thread: call this from synchronous code), or an awaitable of
-    either. Without a clock, the three checks that need a lease to end wait 3 s each. Raises
-    :class:`AssertionError` naming the first guarantee that does not hold::
+    either. Without a clock, the checks that need a lease to end wait it out (3 s, five
+    times). Each store is closed after its check when it can be (``close()``, or an async
+    ``aclose()``). Raises :class:`AssertionError` naming the first guarantee that does not
+    hold::
 
         from flowsched.store import MemoryTimerStore
         from flowsched.testing import check_timer_store
@@ -217,7 +219,11 @@ def check_timer_store(factory: StoreFactory) -> None:
     try:
         for guarantee in STORE_GUARANTEES:
             with held("store", guarantee.name, "store"):
-                guarantee.check(open_store(factory, portal))
+                trial = open_store(factory, portal)
+                try:
+                    guarantee.check(trial)
+                finally:
+                    trial.close()
     finally:
         portal.close()
 

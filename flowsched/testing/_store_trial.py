@@ -45,9 +45,15 @@ class StoreTrial:
     outlives), ``short`` (one that :meth:`expire` outlives) and helpers that build items
     relative to the store's clock."""
 
-    def __init__(self, store: TimerStore, clock: ManualClock | None) -> None:
+    def __init__(
+        self,
+        store: TimerStore,
+        clock: ManualClock | None,
+        closer: Callable[[], object] | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
+        self._closer = closer
         self.lease = timedelta(seconds=30)
         # What expire() outlives: short without a clock, where it is waited out for real.
         self.short = self.lease if clock is not None else timedelta(seconds=3)
@@ -84,6 +90,11 @@ class StoreTrial:
             self.clock.jump(self.short + timedelta(seconds=1))
         else:
             time.sleep(self.short.total_seconds() + 0.05)
+
+    def close(self) -> None:
+        """Close the store (its pool, its connections) if it can be closed."""
+        if self._closer is not None:
+            self._closer()
 
     def later(self, delta: timedelta) -> datetime:
         """Move the store's time forward by ``delta`` (sleeping without a clock)."""
@@ -133,6 +144,12 @@ def open_store(factory: StoreFactory, portal: Portal) -> StoreTrial:
     """Build a fresh store with ``factory`` on ``portal``'s loop; its synchronous face."""
     clock = ManualClock(CLOCK_START) if _takes_argument(factory) else None
     store = portal.call(_built(factory, clock or ManualClock(CLOCK_START)))
+    closer: Callable[[], object] | None = None
+    aclose, close = getattr(store, "aclose", None), getattr(store, "close", None)
+    if inspect.iscoroutinefunction(aclose):
+        closer = lambda: portal.call(aclose())  # noqa: E731 - the store's own loop
+    elif callable(close) and not inspect.iscoroutinefunction(close):
+        closer = close
     if inspect.iscoroutinefunction(getattr(store, "claim_due", None)):
         store = cast(TimerStore, _Blocking(portal, cast(AsyncTimerStore, store)))
-    return StoreTrial(cast(TimerStore, store), clock)
+    return StoreTrial(cast(TimerStore, store), clock, closer)

@@ -35,6 +35,7 @@ def _row(**values: object) -> Row:
         "lease_until": LEASE,
         "route": "k:TIMER",
         "claim_token": "token-1",
+        "lapses": 0,
     }
     row.update(values)
     return tuple(row.values())
@@ -58,7 +59,7 @@ def _checked(rows: list[Row], owner: str) -> tuple[list[Claim], dict[str, str]]:
 def _same(claims: list[Claim], expected: list[Claim]) -> None:
     assert len(claims) == len(expected)
     for claim, other in zip(claims, expected, strict=True):
-        assert claim == other  # the item by value, attempt, owner, lease, token
+        assert claim == other  # the item by value, attempt, owner, lease, token, lapsed
         item, want = claim.item, other.item
         assert (item.generation, item.handler, item.route, item.payload, item.runs) == (
             want.generation,
@@ -79,6 +80,7 @@ USABLE = [
     _row(id="t-5", due=DUE.astimezone(timezone(timedelta(hours=2)))),  # not in UTC
     _row(id="t-6", recurrence={"every_seconds": 60.0, "start": DUE.isoformat()}, runs=2),
     _row(id="t-7", previous=DUE, runs=4),  # a one-shot: previous and runs are not read
+    _row(id="t-8", lapses=2),  # two runs lost with their nodes: Claim.lapsed
 ]
 
 UNUSABLE = [
@@ -109,6 +111,7 @@ UNUSABLE = [
     _row(id="t-b20", lease_until=LEASE.replace(tzinfo=None)),
     _row(id="t-b21", claim_token=None),
     _row(id="t-b22", recurrence={"every": "nope"}),
+    _row(id="t-b23", lapses=None),
 ]
 
 
@@ -118,6 +121,7 @@ def test_a_usable_row_is_the_same_claim_either_way(row: Row) -> None:
     expected, expected_bad = _checked([row], "node-a")
     assert bad == expected_bad == {}
     _same(claims, expected)
+    assert [claim.lapsed for claim in claims] == [row[14]]
 
 
 @pytest.mark.parametrize("row", UNUSABLE, ids=lambda row: repr(row[0])[:20])

@@ -1,19 +1,23 @@
 """The library creates and upgrades its tables itself: versioned, idempotent, safe when many
 nodes start together; a table from a newer flowsched is refused; the claim uses its index;
-``flowsched db migrate`` does it by hand and prints the version."""
+``flowsched db migrate`` does it by hand and prints the version; version 6 adds the count of
+lost runs (``lapses``) to the rows of an older table, kept, as 0."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from flowsched.cli import build_app
+from flowsched.clock import ManualClock
 from flowsched.postgres.queries import Queries, check_table_name, statement_names
-from flowsched.postgres.schema import SCHEMA_VERSION, migrate
+from flowsched.postgres.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from flowsched.postgres.store import PostgresTimerStore
 
 
 def test_migrating_twice_changes_nothing_and_says_the_version(
@@ -145,3 +149,41 @@ def test_the_firing_paths_writes_set_synchronous_commit_for_their_own_transactio
             assert len(conn.execute(queries["claim_due"], params).fetchall()) == 1
             assert conn.execute("SHOW synchronous_commit").fetchone() == (seen,)
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",), "leaked"
+
+
+def test_a_version_5_table_gets_the_count_of_lost_runs_and_keeps_its_rows(
+    postgres_url: str, fresh_table: Callable[[], str]
+) -> None:
+    table = fresh_table()
+    queries = Queries(table)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    lease = timedelta(seconds=30)
+    assert MIGRATIONS[5] == "migration_6" and SCHEMA_VERSION >= 6
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(queries["schema_version_table"])
+            for name in MIGRATIONS[:5]:
+                conn.execute(queries[name])
+            conn.execute(queries["schema_set_version"], {"version": 5})
+        conn.execute(  # "idle" is due; "held" was started by a node of version 5, then lost
+            f'INSERT INTO "{table}" (id, generation, kind, handler, route, due, owner, '
+            "lease_until, claim_token, started_at, scheduled_at) VALUES "
+            "('idle', 1, 'TIMER', 'h', 'h:h', %(due)s, NULL, NULL, NULL, NULL, %(due)s), "
+            "('held', 2, 'TIMER', 'h', 'h:h', %(due)s, 'old-node', %(lease)s, 'tk', %(due)s, "
+            "%(due)s)",
+            {"due": start, "lease": start + lease},
+        )
+        assert migrate(conn, table) == SCHEMA_VERSION
+        assert migrate(conn, table) == SCHEMA_VERSION  # idempotent
+        rows = conn.execute(
+            f'SELECT id, generation, owner, lapses FROM "{table}" ORDER BY id'
+        ).fetchall()
+        assert rows == [("held", 2, "old-node", 0), ("idle", 1, None, 0)], rows
+        assert conn.execute(f'SELECT version FROM "{table}_schema"').fetchone() == (SCHEMA_VERSION,)
+    clock = ManualClock(start + lease + timedelta(seconds=1))
+    store = PostgresTimerStore(postgres_url, table=table, clock=clock, pool_size=1)
+    try:  # the run the old node started and lost counts once the next claim takes it
+        claims = {c.item.id: c for c in store.claim_due({"h:h"}, "new-node", lease, 10)}
+        assert {key: c.lapsed for key, c in claims.items()} == {"held": 1, "idle": 0}
+    finally:
+        store.close()

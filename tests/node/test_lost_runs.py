@@ -1,0 +1,130 @@
+"""A run lost with its node twice in a row counts as a failed delivery (flowsched/node/lost.py):
+the node does not call the handler again, the item follows its redelivery policy. The dead
+nodes are simulated on the store itself: a claim started, never settled, its lease ended."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem
+from flowsched.node.async_scheduler import AsyncNodeScheduler
+from flowsched.node.scheduler import NodeScheduler
+from flowsched.recurrence import Recurrence
+from flowsched.routes import name_route
+from flowsched.store import MemoryTimerStore, as_async
+
+LEASE = timedelta(seconds=30)
+ROUTES = frozenset({name_route("work")})
+
+
+def _die_twice(store: MemoryTimerStore, clock: ManualClock) -> None:
+    """Two nodes in turn claim the item, start it and die: their leases end unsettled."""
+    for node in ("dead-1", "dead-2"):
+        claims = store.claim_due(ROUTES, node, LEASE, 10)
+        assert len(claims) == 1 and store.confirm_start(claims) == claims
+        clock.jump(LEASE + timedelta(seconds=1))
+
+
+def _node(
+    policy: RedeliveryPolicy, calls: list[int]
+) -> tuple[NodeScheduler, MemoryTimerStore, ManualClock]:
+    clock = ManualClock()
+    store = MemoryTimerStore(clock)
+    node = NodeScheduler(store, clock=clock, redelivery=policy, lease=LEASE)
+    node.register("work", lambda item, attempt: calls.append(attempt))
+    return node, store, clock
+
+
+def test_a_handler_that_kills_its_node_runs_twice_then_is_dead_lettered() -> None:
+    calls: list[int] = []
+    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    node.create_single_timer("x", timedelta(0), "work")
+    _die_twice(store, clock)
+    node.start()
+    try:
+        node.run_due()
+        assert calls == [], "the handler was called a third time after two lost runs"
+        [dead] = node.dead_letters()
+        assert dead.item.id == "x" and "DeliveryLost" in dead.error, dead
+        assert [a.outcome for a in node.history("x")][:2] == ["lapsed", "lapsed"]
+    finally:
+        node.close()
+
+
+def test_the_last_lost_run_is_a_failure_redelivered_with_backoff() -> None:
+    calls: list[int] = []
+    node, store, clock = _node(RedeliveryPolicy(initial=timedelta(seconds=5)), calls)
+    node.create_single_timer("x", timedelta(0), "work")
+    _die_twice(store, clock)
+    node.start()
+    try:
+        node.run_due()
+        assert calls == [] and node.exists("x"), "a lost run's item is redelivered, not run"
+        clock.advance(timedelta(seconds=5))
+        assert calls == [1], f"the redelivery ran as attempt {calls}, not [1]"
+        assert not node.exists("x")
+        outcomes = [a.outcome for a in node.history("x")]
+        assert outcomes == ["lapsed", "lapsed", "failed", "succeeded"], outcomes
+    finally:
+        node.close()
+
+
+def test_one_lost_run_is_free() -> None:
+    calls: list[int] = []
+    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    node.create_single_timer("x", timedelta(0), "work")
+    [claim] = store.claim_due(ROUTES, "dead-1", LEASE, 10)
+    assert store.confirm_start([claim]) == [claim]
+    clock.jump(LEASE + timedelta(seconds=1))
+    node.start()
+    try:
+        node.run_due()
+        assert calls == [0], "a node's death alone must not count against its item"
+        assert node.dead_letters() == []
+    finally:
+        node.close()
+
+
+def test_a_recurring_tick_lost_twice_counts_as_run_and_the_next_slot_runs() -> None:
+    calls: list[int] = []
+    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    every = Recurrence.every(timedelta(minutes=1))
+    node.schedule_recurring("tick", every, handler="work")
+    clock.jump(timedelta(minutes=1))
+    _die_twice(store, clock)
+    node.start()
+    try:
+        node.run_due()
+        assert calls == [], "the lost slot ran again"
+        assert node.exists("tick") and node.dead_letters() == [], "a lost tick ended its item"
+        clock.advance(timedelta(minutes=1))
+        assert calls == [0], f"the next slot did not run: {calls}"
+    finally:
+        node.close()
+
+
+def test_the_async_face_counts_lost_runs_too() -> None:
+    async def main() -> tuple[list[int], list[Any]]:
+        calls: list[int] = []
+        clock = ManualClock()
+        store = MemoryTimerStore(clock)
+        policy = RedeliveryPolicy(max_attempts=1)
+        node = AsyncNodeScheduler(as_async(store), clock=clock, redelivery=policy, lease=LEASE)
+
+        async def work(item: ScheduleItem, attempt: int) -> None:
+            calls.append(attempt)
+
+        node.register("work", work)
+        await node.create_single_timer("x", timedelta(0), "work")
+        _die_twice(store, clock)
+        await node.start()
+        try:
+            await node.run_due()
+            return calls, await node.dead_letters()
+        finally:
+            await node.aclose()
+
+    calls, dead = asyncio.run(main())
+    assert calls == [] and len(dead) == 1 and "DeliveryLost" in dead[0].error, (calls, dead)

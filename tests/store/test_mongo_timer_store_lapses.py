@@ -1,0 +1,102 @@
+"""MongoTimerStore counts a form's runs lost in a row (``Claim.lapsed``, stored as ``lapses``): a
+node over it does not run an item a third time after two nodes died running it, and
+``MongoScheduler``'s sweeper still reads the documents that carry the count."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem, ScheduleKind
+from flowsched.outcomes import Redeliver
+from flowsched.routes import name_route
+from flowsched.store.records import Settlement
+
+mongomock = pytest.importorskip("mongomock")
+
+from flowsched.mongo import MongoScheduler, MongoTimerStore  # noqa: E402
+from flowsched.node.scheduler import NodeScheduler  # noqa: E402
+
+LEASE = timedelta(seconds=30)
+PAST_LEASE = LEASE + timedelta(seconds=1)
+WORK = frozenset({name_route("work")})
+
+
+def _collection() -> Any:
+    return mongomock.MongoClient(tz_aware=True).db[f"t_{uuid.uuid4().hex[:8]}"]
+
+
+def _die(store: MongoTimerStore, clock: ManualClock, routes: frozenset[str], node: str) -> None:
+    """``node`` claims the item started, then dies: its lease ends unsettled."""
+    assert len(store.claim_started(routes, node, LEASE, 10)) == 1
+    clock.jump(PAST_LEASE)
+
+
+def test_a_handler_that_kills_its_node_twice_is_dead_lettered_unrun() -> None:
+    calls: list[int] = []
+    clock = ManualClock()
+    store = MongoTimerStore(_collection(), clock=clock)
+    policy = RedeliveryPolicy(max_attempts=1)
+    node = NodeScheduler(store, clock=clock, redelivery=policy, lease=LEASE)
+    node.register("work", lambda item, attempt: calls.append(attempt))
+    node.create_single_timer("x", timedelta(0), "work")
+    _die(store, clock, WORK, "dead-1")
+    _die(store, clock, WORK, "dead-2")
+    node.start()
+    try:
+        node.run_due()
+        assert calls == [], "the handler was called a third time after two lost runs"
+        [dead] = node.dead_letters()
+        assert dead.item.id == "x" and "DeliveryLost" in dead.error, dead
+        assert not node.exists("x")
+    finally:
+        node.close()
+
+
+def test_the_count_is_stored_and_a_kept_settle_removes_it() -> None:
+    clock = ManualClock()
+    collection = _collection()
+    store = MongoTimerStore(collection, clock=clock)
+    store.put(ScheduleItem("x", ScheduleKind.TIMER, clock.now(), handler="work"))
+    _die(store, clock, WORK, "dead-1")
+    [claim] = store.claim_started(WORK, "dead-2", LEASE, 10)
+    assert claim.lapsed == 1 and collection.find_one({"_id": "x"})["lapses"] == 1
+    clock.jump(PAST_LEASE)
+    [claim] = store.claim_due(WORK, "node", LEASE, 10)  # found the second lost run
+    assert claim.lapsed == 2 and collection.find_one({"_id": "x"})["lapses"] == 2
+    retry = Redeliver(clock.now(), 1, "DeliveryLost: lost twice")
+    [settled] = store.settle([Settlement(claim, retry)])
+    assert settled.applied and "lapses" not in collection.find_one({"_id": "x"})
+    [again] = store.claim_due(WORK, "node", LEASE, 10)
+    assert again.lapsed == 0, again
+
+
+def test_the_sweeper_delivers_a_document_that_carries_the_count() -> None:
+    clock = ManualClock()
+    collection = _collection()
+    store = MongoTimerStore(collection, clock=clock)
+    routes = frozenset({"k:TIMER"})
+    store.put(ScheduleItem("x", ScheduleKind.TIMER, clock.now(), payload={"n": 1}))
+    _die(store, clock, routes, "dead-1")
+    [claim] = store.claim_due(routes, "node", LEASE, 10)
+    assert store.release([claim]) == 1
+    assert collection.find_one({"_id": "x"})["lapses"] == 1
+    seen: list[tuple[str, int]] = []
+    scheduler = MongoScheduler(collection, clock=clock, node_id="sweeper")
+    try:
+        scheduler.subscribe(
+            ScheduleKind.TIMER, lambda item, attempt: seen.append((item.id, attempt))
+        )
+        stored = scheduler.get("x")
+        assert stored is not None and stored.payload == {"n": 1}
+        scheduler.run_due()  # its own rule: the started run, lost, counts as failure 1
+        clock.advance(timedelta(minutes=5))
+        scheduler.run_due()
+        assert seen == [("x", 1)], seen
+        assert not scheduler.exists("x")
+        assert collection.database[f"{collection.name}_quarantine"].count_documents({}) == 0
+    finally:
+        scheduler.close()
