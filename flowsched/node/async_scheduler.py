@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Coroutine
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any, Unpack
 
@@ -140,6 +141,13 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
 
     async def resume(self, item_id: str) -> bool:
         return self._resume_done(await self._store.resume(item_id))
+
+    async def _now_for_due(self) -> datetime:
+        # A database time not measured yet is measured once first (as the sync face's now).
+        if self._unmeasured():
+            with suppress(SchedulerUnavailable, OSError):
+                await self._store.now()
+        return self.now()
 
     # -- lifecycle and virtual time ------------------------------------------------
 

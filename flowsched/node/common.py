@@ -17,6 +17,7 @@ from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import NodeCore
 from flowsched.node.gather import PACE
 from flowsched.node.settings import LateHook, NodeSettings
+from flowsched.node.store_time import DatabaseTime, face_clock
 from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
 from flowsched.redelivery import RedeliveryPolicy
@@ -149,6 +150,7 @@ class NodeFace(Generic[S, D]):
     firing begins. A face adds only how it calls the store and waits."""
 
     _clock: Clock
+    _time: Clock
     _store: S
     _delivery: DeliveryCore
     _manual: bool
@@ -163,10 +165,11 @@ class NodeFace(Generic[S, D]):
         """Build the parts from ``options``: ``driver(core, store, run, routes, clock, ...)``
         makes the driver, ``delivery`` goes to :class:`DeliveryCore`."""
         opts = NodeOptions(**options)
-        self._clock = opts.clock or SystemClock()
+        self._clock = opts.clock or SystemClock()  # waits, the driver's turns
+        self._time = face_clock(store, opts.clock)  # due times: the store's time if measured
         self._store = store
         self._fence = WriteFence(store, self._clock)  # the deadline of the port's writes
-        self._delivery = DeliveryCore(self._clock, opts.redelivery, opts.observer, **delivery)
+        self._delivery = DeliveryCore(self._time, opts.redelivery, opts.observer, **delivery)
         self._manual = is_manual(self._clock)
         hook = late_hook(self._delivery)
         self._core = NodeCore(opts.settings(self._manual, store), self._delivery.routes, hook)
@@ -190,7 +193,12 @@ class NodeFace(Generic[S, D]):
         return self._store
 
     def now(self) -> datetime:
-        return self._clock.now()
+        return self._time.now()
+
+    def _unmeasured(self) -> bool:
+        """Whether due times are counted from a database time not measured yet: the face
+        asks the store for its time once first (``store.now()`` takes a sample)."""
+        return isinstance(self._time, DatabaseTime) and self._time.measured.unsampled
 
     # -- what a port call does once the store has answered (the faces differ in the wait) --
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import datetime
 from typing import Any, Unpack
 
@@ -139,6 +140,14 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
 
     def resume(self, item_id: str) -> bool:
         return self._resume_done(self._store.resume(item_id))
+
+    def now(self) -> datetime:
+        """The store's time where it measures its database's (measured once first, if no
+        sample was taken yet: due times count from it), else this scheduler's clock."""
+        if self._unmeasured():
+            with suppress(SchedulerUnavailable, OSError):  # unreachable: the host's, for now
+                self._store.now()
+        return self._time.now()
 
     # -- lifecycle and virtual time ------------------------------------------------
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, SystemClock
 from flowsched.store.async_face import AsyncOver
 from flowsched.store.measured_clock import MeasuredClock
 
-__all__ = ["core_clock"]
+__all__ = ["DatabaseTime", "core_clock", "face_clock"]
 
 
 def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
@@ -44,3 +44,41 @@ def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
     if isinstance(own, Clock):
         return own.now
     return clock.now
+
+
+class DatabaseTime:
+    """A :class:`~flowsched.Clock` that reads a database's time as a store measures it, on
+    the late side (:meth:`~flowsched.store.measured_clock.MeasuredClock.latest`: a due time
+    counted from it is never early by the database's clock); no I/O."""
+
+    __slots__ = ("measured",)
+
+    def __init__(self, measured: MeasuredClock) -> None:
+        self.measured = measured
+
+    def now(self) -> datetime:
+        return self.measured.latest()
+
+    def monotonic(self) -> float:
+        return self.measured.node.monotonic()
+
+    def __repr__(self) -> str:
+        return f"DatabaseTime({self.measured.node!r})"
+
+
+def face_clock(store: object, clock: Clock | None) -> Clock:
+    """The clock a node face counts due times from - a delay (``create_single_timer``), a
+    redelivery's backoff, a recurring item's anchor - and reports its ``now()`` by:
+    ``clock`` when one was given; else the database's time where the store measures it
+    (MongoDB's ``time``, PostgreSQL's ``server_time``: :class:`DatabaseTime`), so that on a
+    host whose clock is off "in 10 s" means 10 s by the clock that judges due; else this
+    host's clock. (Waiting is the driver's, on the host's clock: :func:`core_clock`.)"""
+    if clock is not None:
+        return clock
+    if isinstance(store, AsyncOver):
+        store = store.sync
+    for name in ("time", "server_time"):
+        measured = getattr(store, name, None)
+        if isinstance(measured, MeasuredClock):
+            return DatabaseTime(measured)
+    return SystemClock()

@@ -177,7 +177,10 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
         clock = self.setup.clock
         if clock is not None:
             return clock.now()
-        return await self._run(self.setup.now(), "now", False)
+        sent = self._sent()
+        server: datetime = await self._run(self.setup.now(), "now", False)
+        self._sampled(sent, server)  # a sample of server_time, too
+        return server
 
     async def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
         return await self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
@@ -234,9 +237,9 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
 
     async def next_wake(self, routes: Collection[str]) -> datetime | None:
         """As :meth:`PostgresTimerStore.next_wake`."""
-        return self._wake(
-            *await self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
-        )
+        sent = self._sent()
+        seen = await self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
+        return self._wake(sent, *seen)
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run(self.setup.dead_letters(), "dead_letters", False)

@@ -130,7 +130,10 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         clock = self.setup.clock
         if clock is not None:
             return clock.now()
-        return self._run(self.setup.now(), "now", False)
+        sent = self._sent()
+        server: datetime = self._run(self.setup.now(), "now", False)
+        self._sampled(sent, server)  # a sample of server_time, too
+        return server
 
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
         return self._run(self.setup.put(item, deadline), f"put({item.id!r})", True)
@@ -190,9 +193,9 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
         server's time judges due (no ``clock=``): what a node sleeps until, so that it never
         wakes before the server says due (:mod:`flowsched.postgres.host_clock`)."""
-        return self._wake(
-            *self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
-        )
+        sent = self._sent()
+        seen = self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
+        return self._wake(sent, *seen)
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run(self.setup.dead_letters(), "dead_letters", False)

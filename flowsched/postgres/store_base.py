@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
-from flowsched.clock import Clock, SystemClock
+from flowsched.clock import Clock
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, seconds
 from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
+from flowsched.store.measured_clock import MeasuredClock
 
 __all__ = ["StoreBase"]
 
@@ -24,8 +25,11 @@ class StoreBase(Generic[PoolT]):
     """The arguments of both stores (see :class:`~flowsched.postgres.PostgresTimerStore`),
     checked before any connection is made (a bad one: ``ValueError`` naming it)."""
 
-    host_clock: Clock = SystemClock()
-    """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
+    server_time: MeasuredClock
+    """The server's time as this host measures it, from the server's time each
+    :meth:`next_wake` answer carries (no statement of its own; with ``clock=``, that clock):
+    what a node face counts due times from (:func:`~flowsched.node.store_time.face_clock`),
+    so that a host whose clock is off schedules "in 10 s" by the server's clock."""
 
     def __init__(
         self,
@@ -45,6 +49,7 @@ class StoreBase(Generic[PoolT]):
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
         self._lead = HostOffset()  # this host's lead over the server (next_wake)
+        self.server_time = MeasuredClock(clock, None, what="the PostgreSQL server")
         self._timeout = seconds(op_timeout, "op_timeout")
         self._attach(conninfo_or_pool, pool_size, migrate)
 
@@ -68,9 +73,32 @@ class StoreBase(Generic[PoolT]):
         """How long a call may take before it gives up (:mod:`flowsched.postgres.time_limit`)."""
         return None if self._timeout is None else timedelta(seconds=self._timeout)
 
-    def _wake(self, when: datetime | None, server: datetime | None) -> datetime | None:
-        """``when`` (a due time the server read at ``server``) in :attr:`host_clock`'s time,
-        unless a ``clock=`` judges due times (then ``when`` itself)."""
+    @property
+    def host_clock(self) -> Clock:
+        """This host's clock, as the node's driver reads it (``next_wake`` answers in it)."""
+        return self.server_time.node
+
+    @host_clock.setter
+    def host_clock(self, clock: Clock) -> None:
+        self.server_time.node = clock
+
+    def _sent(self) -> tuple[float, datetime]:
+        """When a statement whose answer carries the server's time leaves (monotonic, wall)."""
+        host = self.host_clock
+        return host.monotonic(), host.now()
+
+    def _wake(
+        self, sent: tuple[float, datetime], when: datetime | None, server: datetime | None
+    ) -> datetime | None:
+        """``when`` (a due time the server read at ``server``, in an answer to a statement
+        that left at ``sent``) in :attr:`host_clock`'s time, unless a ``clock=`` judges due
+        times (then ``when`` itself); the answer is a sample of :attr:`server_time`."""
         if self.setup.clock is not None:
             return when
+        self._sampled(sent, server)
         return self._lead.shift(when, server, self.host_clock.now())
+
+    def _sampled(self, sent: tuple[float, datetime], server: datetime | None) -> None:
+        """The server's time ``server`` came back for a statement that left at ``sent``."""
+        if server is not None and self.setup.clock is None:
+            self.server_time.sample(sent[0], self.host_clock.monotonic(), sent[1], server)

@@ -63,6 +63,12 @@ class MeasuredClock:
             return False
         return self.node.monotonic() >= self._next or len(self.filter.samples) < WARM
 
+    @property
+    def unsampled(self) -> bool:
+        """Whether the database's time is to be measured and no sample was taken yet (its
+        time would be this host's)."""
+        return self._sampling and not self.filter.samples
+
     def _refresh(self) -> None:
         if self._measure is None or not self.wants_sample():
             return
