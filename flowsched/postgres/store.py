@@ -192,7 +192,7 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
     def next_wake(self, routes: Collection[str]) -> datetime | None:
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
         server's time judges due (no ``clock=``): what a node sleeps until, so that it never
-        wakes before the server says due (:mod:`flowsched.postgres.host_clock`)."""
+        wakes before the server says due (shifted by :attr:`server_time`)."""
         sent = self._sent()
         seen = self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
         return self._wake(sent, *seen)

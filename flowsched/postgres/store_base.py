@@ -12,7 +12,6 @@ from typing import Generic, TypeVar
 
 from flowsched.clock import Clock
 from flowsched.postgres.connections import DEFAULT_POOL_SIZE, seconds
-from flowsched.postgres.host_clock import HostOffset
 from flowsched.postgres.operations import Setup
 from flowsched.store.measured_clock import MeasuredClock
 
@@ -48,7 +47,6 @@ class StoreBase(Generic[PoolT]):
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
-        self._lead = HostOffset()  # this host's lead over the server (next_wake)
         self.server_time = MeasuredClock(clock, None, what="the PostgreSQL server")
         self._timeout = seconds(op_timeout, "op_timeout")
         self._attach(conninfo_or_pool, pool_size, migrate)
@@ -96,7 +94,13 @@ class StoreBase(Generic[PoolT]):
         if self.setup.clock is not None:
             return when
         self._sampled(sent, server)
-        return self._lead.shift(when, server, self.host_clock.now())
+        if when is None or server is None:
+            return when
+        # The host reads `when` once the server's time has surely reached it: shifted by the
+        # host's lead over the earliest the server's time can be now (at the answer, the
+        # server's time is at least what it read: the bound is the quickest answer's time
+        # after the read, of the samples kept - one slow answer costs nothing after it).
+        return when + (self.host_clock.now() - self.server_time.earliest())
 
     def _sampled(self, sent: tuple[float, datetime], server: datetime | None) -> None:
         """The server's time ``server`` came back for a statement that left at ``sent``."""

@@ -1,5 +1,5 @@
 """A node whose host clock runs ahead of the server's still fires a timer on time: the next
-due time it is told is shifted into its own clock (``flowsched.postgres.host_clock``), so it
+due time it is told is shifted into its own clock (by the store's ``server_time``), so it
 does not wake before the server says due, claim nothing, and wait a whole poll."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from flowsched import ScheduleItem, ScheduleKind
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.postgres import PostgresTimerStore
-from flowsched.postgres.host_clock import HostOffset, on_this_host
 
 AHEAD = timedelta(milliseconds=80)
 POLL = timedelta(seconds=2)
@@ -27,29 +26,6 @@ class AheadClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
-
-
-def test_a_due_time_is_shifted_by_the_offset_seen_at_the_answer() -> None:
-    server = T0 + timedelta(seconds=10)
-    answered = server + AHEAD  # this host reads 80 ms more than the server at the answer
-    assert on_this_host(T0, server, answered) == T0 + AHEAD
-    assert on_this_host(None, server, answered) is None
-    assert on_this_host(T0, None, answered) == T0  # nothing asked: nothing to shift by
-
-
-def test_the_tightest_recent_bound_is_kept_so_one_slow_answer_costs_nothing_after_it() -> None:
-    lead = HostOffset(keep=3)
-    server = T0
-    quick = lead.shift(T0, server, server + AHEAD + timedelta(milliseconds=1))
-    assert quick == T0 + AHEAD + timedelta(milliseconds=1)
-    slow = lead.shift(T0, server, server + AHEAD + timedelta(milliseconds=40))  # held up
-    assert slow is not None and slow - (T0 + AHEAD) < timedelta(milliseconds=2), slow
-    assert lead.shift(None, server, server) is None  # nothing due: the answer still counts
-    for _ in range(3):  # the quick answer ages out of the last three
-        later = lead.shift(T0, server, server + AHEAD + timedelta(milliseconds=5))
-    assert later is not None
-    assert abs(later - (T0 + AHEAD + timedelta(milliseconds=5))) < timedelta(microseconds=100)
-    assert lead.shift(T0, None, T0) == T0  # no server time: nothing to shift by
 
 
 def test_a_node_ahead_of_the_server_fires_a_timer_well_within_a_poll(
