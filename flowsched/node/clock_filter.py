@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-__all__ = ["DRIFT", "KEEP", "ClockFilter", "Sample"]
+__all__ = ["DRIFT", "KEEP", "PRECISION", "ClockFilter", "Sample"]
 
 KEEP = 8
 PRECISION = timedelta(milliseconds=1)  # the server's clock is read in milliseconds
@@ -49,16 +49,17 @@ class Sample:
     delay: timedelta
     taken: float
     server_at: datetime
+    precision: timedelta = PRECISION  # how finely the server reads its clock
     _spread: float = field(init=False, repr=False, compare=False)  # error, in seconds
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_spread", (self.delay / 2 + PRECISION).total_seconds())
+        object.__setattr__(self, "_spread", self.error.total_seconds())
 
     @property
     def error(self) -> timedelta:
         """How far the true time may be from the estimate at ``taken``: half the round trip
         (plus the server's reading precision)."""
-        return self.delay / 2 + PRECISION
+        return self.delay / 2 + self.precision
 
     def error_seconds(self, monotonic: float) -> float:
         """:meth:`error_at` in seconds (what the best sample is chosen by)."""
@@ -78,11 +79,19 @@ class ClockFilter:
     judge are given as the node's monotonic seconds (the clock the samples were taken on),
     with the node's wall clock ``node_now`` for before the first sample."""
 
-    def __init__(self, keep: int = KEEP, max_skew: timedelta = timedelta(seconds=1)) -> None:
+    def __init__(
+        self,
+        keep: int = KEEP,
+        max_skew: timedelta = timedelta(seconds=1),
+        precision: timedelta = PRECISION,
+    ) -> None:
+        """``precision``: how finely the server reads its clock (MongoDB's ``localTime``:
+        milliseconds; PostgreSQL's ``statement_timestamp()``: microseconds)."""
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep!r}")
         self.samples: deque[Sample] = deque(maxlen=keep)
         self.max_skew = max_skew
+        self.precision = precision
 
     def add(self, sent: float, received: float, node_at_sent: datetime, server: datetime) -> Sample:
         """Record a measurement: node monotonic ``sent`` and ``received`` seconds, the node's
@@ -92,7 +101,7 @@ class ClockFilter:
             raise ValueError(f"received ({received}) before sent ({sent})")
         delay = timedelta(seconds=received - sent)
         offset = server - (node_at_sent + delay / 2)
-        sample = Sample(offset, delay, received, server + delay / 2)
+        sample = Sample(offset, delay, received, server + delay / 2, self.precision)
         self.samples.append(sample)
         return sample
 

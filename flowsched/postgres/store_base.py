@@ -47,7 +47,9 @@ class StoreBase(Generic[PoolT]):
         self.setup = Setup.checked(
             table, clock, notify_within, history_limit, history_retention, durable_firing
         )
-        self.server_time = MeasuredClock(clock, None, what="the PostgreSQL server")
+        self.server_time = MeasuredClock(
+            clock, None, what="the PostgreSQL server", precision=timedelta(microseconds=1)
+        )
         self._timeout = seconds(op_timeout, "op_timeout")
         self._attach(conninfo_or_pool, pool_size, migrate)
 

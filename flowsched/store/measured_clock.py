@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from flowsched.clock import Clock, SystemClock
-from flowsched.node.clock_filter import ClockFilter
+from flowsched.node.clock_filter import PRECISION, ClockFilter
 
 __all__ = ["MeasuredClock"]
 
@@ -42,14 +42,15 @@ class MeasuredClock:
         max_skew: timedelta = timedelta(seconds=1),
         what: str = "the database",
         node: Clock | None = None,
+        precision: timedelta = PRECISION,
     ) -> None:
         """``node``: this host's clock when ``clock`` is None (default the system's).
         ``measure``: asks the database for its time (``None``: the caller feeds
-        :meth:`sample`)."""
+        :meth:`sample`). ``precision``: how finely the database reads its clock."""
         self.node: Clock = clock or node or SystemClock()
         self._measure = measure if clock is None else None
         self._sampling = clock is None
-        self.filter = ClockFilter(max_skew=max_skew)
+        self.filter = ClockFilter(max_skew=max_skew, precision=precision)
         self._what = what
         self._next = 0.0
         self._said = False
