@@ -1,25 +1,50 @@
 """A run lost with its node twice in a row counts as a failed delivery (flowsched/node/lost.py):
 the node does not call the handler again, the item follows its redelivery policy. The dead
-nodes are simulated on the store itself: a claim started, never settled, its lease ended."""
+nodes are simulated on the store itself: a claim started, never settled, its lease ended.
+Over the reference store and the MongoDB timer store (mongomock); PostgreSQL's in
+tests/postgres/test_postgres_lost_runs.py."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem
 from flowsched.node.async_scheduler import AsyncNodeScheduler
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.recurrence import Recurrence
 from flowsched.routes import name_route
-from flowsched.store import MemoryTimerStore, as_async
+from flowsched.store import MemoryTimerStore, TimerStore, as_async
 
 LEASE = timedelta(seconds=30)
 ROUTES = frozenset({name_route("work")})
 
 
-def _die_twice(store: MemoryTimerStore, clock: ManualClock) -> None:
+def _mongomock_store(clock: ManualClock) -> TimerStore:
+    mongomock = pytest.importorskip("mongomock")
+    from flowsched.mongo import MongoTimerStore
+
+    collection = mongomock.MongoClient(tz_aware=True).db[f"t_{uuid.uuid4().hex[:8]}"]
+    return MongoTimerStore(collection, clock=clock)
+
+
+STORES: dict[str, Callable[[ManualClock], TimerStore]] = {
+    "memory": MemoryTimerStore,
+    "mongomock": _mongomock_store,
+}
+
+
+@pytest.fixture(params=list(STORES))
+def make_store(request: pytest.FixtureRequest) -> Callable[[ManualClock], TimerStore]:
+    return STORES[request.param]
+
+
+def _die_twice(store: TimerStore, clock: ManualClock) -> None:
     """Two nodes in turn claim the item, start it and die: their leases end unsettled."""
     for node in ("dead-1", "dead-2"):
         claims = store.claim_due(ROUTES, node, LEASE, 10)
@@ -28,18 +53,20 @@ def _die_twice(store: MemoryTimerStore, clock: ManualClock) -> None:
 
 
 def _node(
-    policy: RedeliveryPolicy, calls: list[int]
-) -> tuple[NodeScheduler, MemoryTimerStore, ManualClock]:
+    make_store: Callable[[ManualClock], TimerStore], policy: RedeliveryPolicy, calls: list[int]
+) -> tuple[NodeScheduler, TimerStore, ManualClock]:
     clock = ManualClock()
-    store = MemoryTimerStore(clock)
+    store = make_store(clock)
     node = NodeScheduler(store, clock=clock, redelivery=policy, lease=LEASE)
     node.register("work", lambda item, attempt: calls.append(attempt))
     return node, store, clock
 
 
-def test_a_handler_that_kills_its_node_runs_twice_then_is_dead_lettered() -> None:
+def test_a_handler_that_kills_its_node_runs_twice_then_is_dead_lettered(
+    make_store: Callable[[ManualClock], TimerStore],
+) -> None:
     calls: list[int] = []
-    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    node, store, clock = _node(make_store, RedeliveryPolicy(max_attempts=1), calls)
     node.create_single_timer("x", timedelta(0), "work")
     _die_twice(store, clock)
     node.start()
@@ -53,9 +80,11 @@ def test_a_handler_that_kills_its_node_runs_twice_then_is_dead_lettered() -> Non
         node.close()
 
 
-def test_the_last_lost_run_is_a_failure_redelivered_with_backoff() -> None:
+def test_the_last_lost_run_is_a_failure_redelivered_with_backoff(
+    make_store: Callable[[ManualClock], TimerStore],
+) -> None:
     calls: list[int] = []
-    node, store, clock = _node(RedeliveryPolicy(initial=timedelta(seconds=5)), calls)
+    node, store, clock = _node(make_store, RedeliveryPolicy(initial=timedelta(seconds=5)), calls)
     node.create_single_timer("x", timedelta(0), "work")
     _die_twice(store, clock)
     node.start()
@@ -71,9 +100,11 @@ def test_the_last_lost_run_is_a_failure_redelivered_with_backoff() -> None:
         node.close()
 
 
-def test_one_lost_run_is_free() -> None:
+def test_one_lost_run_is_free(
+    make_store: Callable[[ManualClock], TimerStore],
+) -> None:
     calls: list[int] = []
-    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    node, store, clock = _node(make_store, RedeliveryPolicy(max_attempts=1), calls)
     node.create_single_timer("x", timedelta(0), "work")
     [claim] = store.claim_due(ROUTES, "dead-1", LEASE, 10)
     assert store.confirm_start([claim]) == [claim]
@@ -87,9 +118,11 @@ def test_one_lost_run_is_free() -> None:
         node.close()
 
 
-def test_a_recurring_tick_lost_twice_counts_as_run_and_the_next_slot_runs() -> None:
+def test_a_recurring_tick_lost_twice_counts_as_run_and_the_next_slot_runs(
+    make_store: Callable[[ManualClock], TimerStore],
+) -> None:
     calls: list[int] = []
-    node, store, clock = _node(RedeliveryPolicy(max_attempts=1), calls)
+    node, store, clock = _node(make_store, RedeliveryPolicy(max_attempts=1), calls)
     every = Recurrence.every(timedelta(minutes=1))
     node.schedule_recurring("tick", every, handler="work")
     clock.jump(timedelta(minutes=1))

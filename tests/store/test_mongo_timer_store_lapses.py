@@ -1,6 +1,6 @@
-"""MongoTimerStore counts a form's runs lost in a row (``Claim.lapsed``, stored as ``lapses``): a
-node over it does not run an item a third time after two nodes died running it, and
-``MongoScheduler``'s sweeper still reads the documents that carry the count."""
+"""MongoTimerStore counts a form's runs lost in a row (``Claim.lapsed``, stored as ``lapses``;
+a node over it: tests/node/test_lost_runs.py), and ``MongoScheduler``'s sweeper still reads
+the documents that carry the count."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem, ScheduleKind
+from flowsched import ManualClock, ScheduleItem, ScheduleKind
 from flowsched.outcomes import Redeliver
 from flowsched.routes import name_route
 from flowsched.store.records import Settlement
@@ -18,7 +18,6 @@ from flowsched.store.records import Settlement
 mongomock = pytest.importorskip("mongomock")
 
 from flowsched.mongo import MongoScheduler, MongoTimerStore  # noqa: E402
-from flowsched.node.scheduler import NodeScheduler  # noqa: E402
 
 LEASE = timedelta(seconds=30)
 PAST_LEASE = LEASE + timedelta(seconds=1)
@@ -33,27 +32,6 @@ def _die(store: MongoTimerStore, clock: ManualClock, routes: frozenset[str], nod
     """``node`` claims the item started, then dies: its lease ends unsettled."""
     assert len(store.claim_started(routes, node, LEASE, 10)) == 1
     clock.jump(PAST_LEASE)
-
-
-def test_a_handler_that_kills_its_node_twice_is_dead_lettered_unrun() -> None:
-    calls: list[int] = []
-    clock = ManualClock()
-    store = MongoTimerStore(_collection(), clock=clock)
-    policy = RedeliveryPolicy(max_attempts=1)
-    node = NodeScheduler(store, clock=clock, redelivery=policy, lease=LEASE)
-    node.register("work", lambda item, attempt: calls.append(attempt))
-    node.create_single_timer("x", timedelta(0), "work")
-    _die(store, clock, WORK, "dead-1")
-    _die(store, clock, WORK, "dead-2")
-    node.start()
-    try:
-        node.run_due()
-        assert calls == [], "the handler was called a third time after two lost runs"
-        [dead] = node.dead_letters()
-        assert dead.item.id == "x" and "DeliveryLost" in dead.error, dead
-        assert not node.exists("x")
-    finally:
-        node.close()
 
 
 def test_the_count_is_stored_and_a_kept_settle_removes_it() -> None:
