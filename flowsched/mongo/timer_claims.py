@@ -197,9 +197,9 @@ class ClaimSteps:
         if started:
             claim["at"] = now
         # A document whose earlier claim had started (claim.at) and lapsed counts one more
-        # lost run (lapses, fenced on the count read); started claims set deliveries =
-        # attempts + 1. One write per attempt count (started claims), lost runs written
-        # (None: none, left as stored) and chunk: a plain claim, usually one per chunk.
+        # lost run (lapses; any change since the read moved ready_at, which the claim is
+        # fenced on); started claims set deliveries = attempts + 1. One write per attempt
+        # count (started claims), lost runs written (None: none, left as stored) and chunk.
         lost = {key for key, (doc, _, _) in due.items() if has_started(doc.get("claim"))}
         lapses = {key: lapses_of(doc) + (key in lost) for key, (doc, _, _) in due.items()}
         groups: dict[tuple[int, int | None], list[tuple[Doc, ScheduleItem, int]]] = {}
@@ -216,7 +216,6 @@ class ClaimSteps:
                     "ready_at": {"$in": distinct(doc["ready_at"] for doc, _, _ in chunk)},
                     "route": {"$in": wanted},
                     **({"attempts": attempts or {"$in": [0, None]}} if started else {}),
-                    **({} if count is None else {"lapses": {"$in": _lapses_read(chunk)}}),
                 },
                 {
                     "$set": {
@@ -418,26 +417,27 @@ class ClaimSteps:
     def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
         """Keep the item as a dead letter (DeadLettered, Exhausted: ``outcome.dead``), then
         remove it under its claim's fence; False when the fence no longer holds. Two
-        collections, no transaction, so the letter goes first: a failure in between leaves
-        both (the item is delivered again after its lease), never neither. A fence that does
-        not match on the first try: the form that died was removed or replaced meanwhile,
-        its letter is taken back (by its generation). On a repeated try the earlier one may
-        have removed the item (its reply lost): the letter stays unless the item is there."""
+        collections, no transaction: the fence is read first (a stale claim writes nothing,
+        so it never replaces another claim's letter), then the letter goes, stamped with the
+        claim's token, then the fenced delete - a failure in between leaves both (the item is
+        delivered again after its lease), never neither. A delete that finds the fence gone
+        takes back this claim's letter only (``_id``, generation and token). On a repeated
+        try the earlier one may have removed the item (its reply lost): the letter stays
+        unless the item is there."""
         outcome: Any = settlement.outcome
         dead: DeadLetter = outcome.dead
-        yield from self.roles.put_dead_letters_steps([dead_letter_document(dead)])
-        key = (settlement.claim.item.id, settlement.claim.token)
+        claim = settlement.claim
+        key, fence = (claim.item.id, claim.token), claim_fence(claim)
         repeated = key in self._tried
+        if not repeated and (yield Call("items", "find_one", (fence, {"_id": 1}))) is None:
+            return False
         self._tried.add(key)
-        fence = claim_fence(settlement.claim)
+        letter = {**dead_letter_document(dead), "claim_token": claim.token}
+        yield from self.roles.put_dead_letters_steps([letter])
         if (yield Call("items", "delete_one", (fence,))).deleted_count:
             return True
         if repeated and not (yield from self.roles.exists_steps(dead.item.id)):
             return True
-        yield from self.roles.remove_dead_letter_steps(dead.item.id, dead.item.generation)
+        mine = {"_id": dead.item.id, "generation": dead.item.generation, "claim_token": key[1]}
+        yield Call("dead", "delete_one", (mine,))
         return False
-
-
-def _lapses_read(chunk: list[tuple[Doc, ScheduleItem, int]]) -> list[Any]:
-    """The ``lapses`` values of ``chunk``'s documents as read (``None``: no such field)."""
-    return distinct(doc.get("lapses") for doc, _, _ in chunk)

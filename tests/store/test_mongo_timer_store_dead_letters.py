@@ -125,3 +125,19 @@ def test_a_dead_letter_of_a_claim_taken_over_is_taken_back() -> None:
     assert not result.applied and store.dead_letters() == []
     assert store.exists("x")
     assert store.renew([taken], LEASE) != [], "the live claim was disturbed"
+
+
+def test_a_stale_dead_letter_leaves_the_letter_of_the_claim_that_took_over() -> None:
+    # node-a's lease ends; node-b claims the item, fails its last attempt and dead-letters
+    # it; node-a's own (stale) last failure then arrives: the timer must stay a dead letter.
+    store, _, _, clock = _store()
+    stale = _claimed(store, clock)
+    clock.jump(LEASE + timedelta(seconds=1))
+    [taken] = store.claim_due(ROUTES, "node-b", LEASE, 10)
+    [done] = store.settle([_dead(taken, clock)])
+    assert done.applied and not store.exists("x")
+    [result] = store.settle([_dead(stale, clock)])
+    assert not result.applied, "a stale claim's dead letter applied"
+    assert [d.item.id for d in store.dead_letters()] == ["x"], (
+        "the timer was lost: a stale settle removed the dead letter another claim wrote"
+    )

@@ -78,3 +78,16 @@ def test_the_sweeper_delivers_a_document_that_carries_the_count() -> None:
         assert collection.database[f"{collection.name}_quarantine"].count_documents({}) == 0
     finally:
         scheduler.close()
+
+
+def test_a_count_written_by_hand_does_not_stop_the_claims() -> None:
+    clock = ManualClock()
+    collection = _collection()
+    store = MongoTimerStore(collection, clock=clock)
+    store.put(ScheduleItem("x", ScheduleKind.TIMER, clock.now(), handler="work"))
+    store.put(ScheduleItem("y", ScheduleKind.TIMER, clock.now(), handler="work"))
+    assert len(store.claim_started(WORK, "dead-1", LEASE, 10)) == 2
+    collection.update_one({"_id": "x"}, {"$set": {"lapses": {"by": "hand"}}})
+    clock.jump(PAST_LEASE)
+    claims = {c.item.id: c.lapsed for c in store.claim_due(WORK, "node-b", LEASE, 10)}
+    assert claims == {"x": 1, "y": 1}, f"claims after a malformed count: {claims}"
