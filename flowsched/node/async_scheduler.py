@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any, Unpack
 
@@ -118,7 +117,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         return await self._store.dead_letters()
 
     async def requeue(self, item_id: str, due: datetime | None = None) -> bool:
-        when = self.now() if due is None else ensure_utc(due, "requeue due")
+        when = await self._now_for_due() if due is None else ensure_utc(due, "requeue due")
         return self._requeue_done(await self._store.requeue(item_id, when))
 
     # -- steering (CONTRACT section 18) --------------------------------------------
@@ -143,10 +142,12 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         return self._resume_done(await self._store.resume(item_id))
 
     async def _now_for_due(self) -> datetime:
-        # A database time not measured yet is measured once first (as the sync face's now).
-        if self._unmeasured():
-            with suppress(SchedulerUnavailable, OSError):
+        # The database's time is measured first when no sample is fresh (as the sync now).
+        if (measured := self._measuring()) is not None:
+            try:
                 await self._store.now()
+            except (SchedulerUnavailable, OSError):
+                measured.postpone()
         return self.now()
 
     # -- lifecycle and virtual time ------------------------------------------------

@@ -22,6 +22,7 @@ from flowsched.node.write_fence import WriteFence
 from flowsched.records import ScheduleItem, ScheduleKind, log_fields, not_an_item
 from flowsched.redelivery import RedeliveryPolicy
 from flowsched.steering import TimerState
+from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.records import Claim, TimerSelection
 
 __all__ = [
@@ -195,10 +196,14 @@ class NodeFace(Generic[S, D]):
     def now(self) -> datetime:
         return self._time.now()
 
-    def _unmeasured(self) -> bool:
-        """Whether due times are counted from a database time not measured yet: the face
-        asks the store for its time once first (``store.now()`` takes a sample)."""
-        return isinstance(self._time, DatabaseTime) and self._time.measured.unsampled
+    def _measuring(self) -> MeasuredClock | None:
+        """The database time due times are counted from, if it should be measured before
+        the next one: never measured, or not for 30 s (a node that fires keeps it fresh from
+        its own store calls; a process that only schedules measures here, with ``now()``)."""
+        time = self._time
+        if isinstance(time, DatabaseTime) and time.measured.stale():
+            return time.measured
+        return None
 
     # -- what a port call does once the store has answered (the faces differ in the wait) --
 

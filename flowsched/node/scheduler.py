@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from datetime import datetime
 from typing import Any, Unpack
 
@@ -142,11 +141,13 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         return self._resume_done(self._store.resume(item_id))
 
     def now(self) -> datetime:
-        """The store's time where it measures its database's (measured once first, if no
-        sample was taken yet: due times count from it), else this scheduler's clock."""
-        if self._unmeasured():
-            with suppress(SchedulerUnavailable, OSError):  # unreachable: the host's, for now
-                self._store.now()
+        """The store's time where it measures its database's (measured first when no
+        sample is fresh: due times count from it), else this scheduler's clock."""
+        if (measured := self._measuring()) is not None:
+            try:
+                self._store.now()  # a sample of the database's time
+            except (SchedulerUnavailable, OSError):
+                measured.postpone()  # unreachable: the last estimate (or the host's) for now
         return self._time.now()
 
     # -- lifecycle and virtual time ------------------------------------------------

@@ -47,9 +47,10 @@ def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
 
 
 class DatabaseTime:
-    """A :class:`~flowsched.Clock` that reads a database's time as a store measures it, on
-    the late side (:meth:`~flowsched.store.measured_clock.MeasuredClock.latest`: a due time
-    counted from it is never early by the database's clock); no I/O."""
+    """A :class:`~flowsched.Clock` that reads a database's time as a store measures it: the
+    best estimate (within half the quickest recent round trip), with no I/O. Due times are
+    counted from it; whether one has come is judged by the store, on the safe side of the
+    error bound (never early)."""
 
     __slots__ = ("measured",)
 
@@ -57,7 +58,7 @@ class DatabaseTime:
         self.measured = measured
 
     def now(self) -> datetime:
-        return self.measured.latest()
+        return self.measured.estimate()
 
     def monotonic(self) -> float:
         return self.measured.node.monotonic()

@@ -26,9 +26,10 @@ class StoreBase(Generic[PoolT]):
 
     server_time: MeasuredClock
     """The server's time as this host measures it, from the server's time each
-    :meth:`next_wake` answer carries (no statement of its own; with ``clock=``, that clock):
-    what a node face counts due times from (:func:`~flowsched.node.store_time.face_clock`),
-    so that a host whose clock is off schedules "in 10 s" by the server's clock."""
+    :meth:`next_wake` and :meth:`now` answer carries (with ``clock=``, that clock): what a
+    node face counts due times from (:func:`~flowsched.node.store_time.face_clock`, which
+    calls ``now()`` when no sample is fresh), so that a host whose clock is off schedules
+    "in 10 s" by the server's clock; and what the next-due shift reads."""
 
     def __init__(
         self,

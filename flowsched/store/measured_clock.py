@@ -64,11 +64,16 @@ class MeasuredClock:
             return False
         return self.node.monotonic() >= self._next or len(self.filter.samples) < WARM
 
-    @property
-    def unsampled(self) -> bool:
-        """Whether the database's time is to be measured and no sample was taken yet (its
-        time would be this host's)."""
-        return self._sampling and not self.filter.samples
+    def stale(self) -> bool:
+        """Whether a caller that feeds :meth:`sample` itself should measure now: no sample
+        yet, or the last is older than :data:`REFRESH` seconds (and no attempt was
+        :meth:`postponed` since)."""
+        return self._sampling and self.node.monotonic() >= self._next
+
+    def postpone(self) -> None:
+        """A measurement failed (the database unreachable): the next one in
+        :data:`REFRESH` seconds, not at every call meanwhile."""
+        self._next = self.node.monotonic() + REFRESH
 
     def _refresh(self) -> None:
         if self._measure is None or not self.wants_sample():
