@@ -400,14 +400,28 @@ class Claims:
     def _dead_letter(self, dead: Sequence[Settlement]) -> Steps[None]:
         # Two collections, no transaction: write the dead letter first, then remove the item
         # under its fence (a crash in between leaves both: the item is redelivered after its
-        # lease and dead-lettered again, nothing is lost). If the fence does not match on the
-        # first try, the form that died was cancelled (by its own handler, say) or replaced
-        # meanwhile: it never became a dead letter, take it back. On a repeated try (after
-        # an error) the item may be gone because the earlier try removed it (its reply was
-        # lost): then the dead letter is kept unless another form of the item is stored.
-        letters = [s.action.dead for s in dead if isinstance(s.action, DeadLettered)]
-        yield from self.store.put_dead_letters_steps([dead_letter_document(d) for d in letters])
+        # lease and dead-lettered again, nothing is lost). A first try reads the fence before
+        # it writes: a stale claim (its lease ended and another claim took the item, perhaps
+        # dead-lettering it itself) writes no letter, so it never replaces or takes back
+        # another claim's. Each letter carries its claim's token. If the fenced delete does
+        # not match on the first try, the form that died was cancelled (by its own handler,
+        # say) or replaced meanwhile: it never became a dead letter, take this claim's letter
+        # back. On a repeated try (after an error) the item may be gone because the earlier
+        # try removed it (its reply was lost): then the letter is kept unless another form of
+        # the item is stored.
+        held = []
         for settlement in dead:
+            key = (settlement.item_id, settlement.token)
+            fence = bucket_fence(settlement, self.store)
+            if key in self._tried or (yield Call("items", "find_one", (fence, {"_id": 1}))):
+                held.append(settlement)
+        letters = [
+            {**dead_letter_document(s.action.dead), "claim_token": s.token}
+            for s in held
+            if isinstance(s.action, DeadLettered)
+        ]
+        yield from self.store.put_dead_letters_steps(letters)
+        for settlement in held:
             key = (settlement.item_id, settlement.token)
             repeated = key in self._tried
             self._tried.add(key)
@@ -416,5 +430,5 @@ class Claims:
                 continue
             if not repeated or (yield from self.store.exists_steps(settlement.item_id)):
                 yield from self.store.remove_dead_letter_steps(
-                    settlement.item_id, settlement.generation
+                    settlement.item_id, settlement.generation, settlement.token
                 )

@@ -314,9 +314,6 @@ class MongoCollections:
     def dead_letter(self, item_id: str) -> Doc | None:
         return self.run(self.dead_letter_steps(item_id))
 
-    def put_dead_letters(self, documents: Sequence[Doc]) -> None:
-        self.run(self.put_dead_letters_steps(documents))
-
     def remove_dead_letter(self, item_id: str, generation: int | None = None) -> bool:
         return self.run(self.remove_dead_letter_steps(item_id, generation))
 
@@ -407,10 +404,12 @@ class MongoCollections:
         writes = [Write({"_id": d["_id"]}, replacement=d, upsert=True) for d in documents]
         yield from self.write_steps("dead", writes)
 
-    def remove_dead_letter_steps(self, item_id: str, generation: int | None = None) -> Steps[bool]:
-        query: dict[str, Any] = {"_id": item_id}
-        if generation is not None:
-            query["generation"] = generation
+    def remove_dead_letter_steps(
+        self, item_id: str, generation: int | None = None, token: str | None = None
+    ) -> Steps[bool]:
+        """``token``: only the letter that claim wrote (``claim_token``), not another's."""
+        fields = {"_id": item_id, "generation": generation, "claim_token": token}
+        query = {name: value for name, value in fields.items() if value is not None}
         return bool((yield Call("dead", "delete_one", (query,))).deleted_count > 0)
 
     def put_quarantined_steps(self, records: Sequence[Doc], *, markers: bool = True) -> Steps[int]:

@@ -438,6 +438,5 @@ class ClaimSteps:
             return True
         if repeated and not (yield from self.roles.exists_steps(dead.item.id)):
             return True
-        mine = {"_id": dead.item.id, "generation": dead.item.generation, "claim_token": key[1]}
-        yield Call("dead", "delete_one", (mine,))
+        yield from self.roles.remove_dead_letter_steps(dead.item.id, dead.item.generation, key[1])
         return False

@@ -4,6 +4,7 @@ while a form cancelled before its last failure was written leaves none."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -59,3 +60,23 @@ def test_a_form_cancelled_before_its_death_was_written_leaves_no_dead_letter(mak
     assert scheduler.cancel("a")
     scheduler._claims.settle([settlement], clock.now())
     assert scheduler.dead_letters() == []
+
+
+def test_a_stale_last_failure_leaves_the_dead_letter_of_the_claim_that_took_over(make, clock):
+    # Node a's lease ends (cut off); node b claims the item, fails its last attempt and
+    # dead-letters it; a's own last failure then arrives: the timer stays a dead letter.
+    lease = timedelta(seconds=30)
+    policy = RedeliveryPolicy(max_attempts=1)
+    a = make(redelivery=policy, lease=lease, node_id="a")
+    b = make(redelivery=policy, lease=lease, node_id="b")
+    stale = died(a, clock, "x")
+    clock.jump(lease + timedelta(seconds=1))
+    b.subscribe(TIMER, lambda item, attempt: None)
+    [claim] = b._claimer.take(10).deliver
+    taken = b._core.failure(claim.item, claim.attempt, "boom")
+    b._claims.settle([Settlement.of(claim, taken)], clock.now())
+    assert [d.item.id for d in b.dead_letters()] == ["x"] and not b.exists("x")
+    a._claims.settle([stale], clock.now())
+    assert [d.item.id for d in b.dead_letters()] == ["x"], (
+        "the timer was lost: a stale settle removed the dead letter another claim wrote"
+    )
