@@ -407,7 +407,6 @@ class MongoCollections:
     def remove_dead_letter_steps(
         self, item_id: str, generation: int | None = None, token: str | None = None
     ) -> Steps[bool]:
-        """``token``: only the letter that claim wrote (``claim_token``), not another's."""
         fields = {"_id": item_id, "generation": generation, "claim_token": token}
         query = {name: value for name, value in fields.items() if value is not None}
         return bool((yield Call("dead", "delete_one", (query,))).deleted_count > 0)

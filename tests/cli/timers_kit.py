@@ -71,4 +71,4 @@ class Namespace:
         kind = item.pop("kind", ScheduleKind.ACTION_RETRY)
         dead_item = ScheduleItem(item_id, kind, now - died_ago, **item).with_generation(7)
         dead = DeadLetter(dead_item, 5, error, now - died_ago)
-        self.store.put_dead_letters([dead_letter_document(dead)])
+        self.store.run(self.store.put_dead_letters_steps([dead_letter_document(dead)]))
