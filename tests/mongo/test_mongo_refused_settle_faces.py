@@ -22,7 +22,8 @@ POLL = timedelta(milliseconds=20)
 
 
 class Refusing:
-    """A collection stand-in whose server refuses, for good, every delete naming ``bad``."""
+    """A collection stand-in whose server refuses, for good, every delete naming ``bad`` (a
+    word no claim token, hex, can hold)."""
 
     _PLAIN = frozenset({"database", "name", "full_name"})
 
@@ -57,7 +58,7 @@ def _sync(collection: Refusing, ran: list[str]) -> Any:
     node = MongoScheduler(collection, node_id="n", poll_interval=POLL)  # type: ignore[arg-type]
     node.subscribe(TIMER, lambda item, attempt: ran.append(item.id))
     now = SystemClock().now()
-    for item_id in ("bad", "good"):
+    for item_id in ("refused", "good"):
         node.schedule(ScheduleItem(item_id, TIMER, now))
     with node:
         assert _until(lambda: collection.refused >= 1 and node._sweeper is not None)
@@ -70,7 +71,7 @@ def _async(collection: Refusing, ran: list[str]) -> Any:
         node = AsyncMongoScheduler(collection, node_id="n", poll_interval=POLL)
         node.subscribe(TIMER, lambda item, attempt: ran.append(item.id))
         now = node.now()
-        for item_id in ("bad", "good"):
+        for item_id in ("refused", "good"):
             await node.schedule(ScheduleItem(item_id, TIMER, now))
         async with node:
             while collection.refused < 1:
@@ -86,7 +87,7 @@ def _async(collection: Refusing, ran: list[str]) -> Any:
 def test_one_refused_outcome_never_costs_the_others_theirs(
     face: Callable[[Refusing, list[str]], Any],
 ) -> None:
-    collection = Refusing(mongomock.MongoClient(tz_aware=True)["flowsched"]["timers"], "bad")
+    collection = Refusing(mongomock.MongoClient(tz_aware=True)["flowsched"]["timers"], "refused")
     ran: list[str] = []
     assert face(collection, ran) is None  # "good" was completed: its outcome written
-    assert sorted(ran) == ["bad", "good"]
+    assert sorted(ran) == ["good", "refused"]
