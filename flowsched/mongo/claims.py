@@ -73,6 +73,7 @@ from flowsched.delivery import DeadLettered
 from flowsched.mongo.candidates import CandidateQuery
 from flowsched.mongo.claim_start import starting_ids, take_claims_steps, with_start
 from flowsched.mongo.commands import Breather, Call, Find, Steps
+from flowsched.mongo.dead_letters import DeadLetters
 from flowsched.mongo.documents import (
     bson_utc,
     dead_letter_document,
@@ -137,9 +138,7 @@ class Claims:
         self.owner = owner
         self.lease = lease
         self.poison = Quarantiner(store, owner)
-        # (id, token) of dead settlements whose item removal was tried, until their settle
-        # call completes: see _dead_letter.
-        self._tried: set[tuple[Any, str]] = set()
+        self.letters = DeadLetters()
         self.candidates = CandidateQuery(store)
         self.history: MongoHistory | None = None
         """The node's delivery history: written with every settlement, and told of the
@@ -364,9 +363,12 @@ class Claims:
             yield from history.settle_steps(self.store, writes, ended)
         else:
             yield from self.store.write_steps("items", writes)
-        if dead:
-            yield from self._dead_letter(dead)
-            self._tried.difference_update((s.item_id, s.token) for s in dead)
+        for settlement in dead:  # dead letters (mongo/dead_letters.py)
+            assert isinstance(settlement.action, DeadLettered)
+            letter = dead_letter_document(settlement.action.dead)
+            fence = bucket_fence(settlement, self.store)
+            yield from self.letters.steps(self.store, letter, settlement.token, fence)
+        self.letters.settled((s.item_id, s.token) for s in dead)
 
     def settle_each(
         self,
@@ -396,39 +398,3 @@ class Claims:
                 if not refused_for_good(exc):
                     raise
                 log.error("dropping the outcome of %r: %s", settlement.item_id, exc)
-
-    def _dead_letter(self, dead: Sequence[Settlement]) -> Steps[None]:
-        # Two collections, no transaction: write the dead letter first, then remove the item
-        # under its fence (a crash in between leaves both: the item is redelivered after its
-        # lease and dead-lettered again, nothing is lost). A first try reads the fence before
-        # it writes: a stale claim (its lease ended and another claim took the item, perhaps
-        # dead-lettering it itself) writes no letter, so it never replaces or takes back
-        # another claim's. Each letter carries its claim's token. If the fenced delete does
-        # not match on the first try, the form that died was cancelled (by its own handler,
-        # say) or replaced meanwhile: it never became a dead letter, take this claim's letter
-        # back. On a repeated try (after an error) the item may be gone because the earlier
-        # try removed it (its reply was lost): then the letter is kept unless another form of
-        # the item is stored.
-        held = []
-        for settlement in dead:
-            key = (settlement.item_id, settlement.token)
-            fence = bucket_fence(settlement, self.store)
-            if key in self._tried or (yield Call("items", "find_one", (fence, {"_id": 1}))):
-                held.append(settlement)
-        letters = [
-            {**dead_letter_document(s.action.dead), "claim_token": s.token}
-            for s in held
-            if isinstance(s.action, DeadLettered)
-        ]
-        yield from self.store.put_dead_letters_steps(letters)
-        for settlement in held:
-            key = (settlement.item_id, settlement.token)
-            repeated = key in self._tried
-            self._tried.add(key)
-            fence = bucket_fence(settlement, self.store)
-            if (yield Call("items", "delete_one", (fence,))).deleted_count:
-                continue
-            if not repeated or (yield from self.store.exists_steps(settlement.item_id)):
-                yield from self.store.remove_dead_letter_steps(
-                    settlement.item_id, settlement.generation, settlement.token
-                )

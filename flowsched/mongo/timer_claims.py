@@ -40,8 +40,9 @@ operation per document:
   (``settled_claim`` = token and this call's mark tells, only when the counts come up short,
   which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
   on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
-  writes them). A dead letter (rare) takes 2 of its own: the letter, then the fenced
-  delete (3 when that fails). A late settle reads the stored leases first (1).
+  writes them). A dead letter (rare) takes 3 of its own: the fence read, the letter, the
+  fenced delete (:mod:`flowsched.mongo.dead_letters`). A late settle reads the stored
+  leases first (1).
 
 History failures never fail the firing path: records whose write failed ride on the next.
 """
@@ -53,10 +54,11 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from flowsched.errors import MalformedDocument
 from flowsched.mongo.commands import Call, Counts, Find, Steps, Write, counted_write_steps
+from flowsched.mongo.dead_letters import DeadLetters
 from flowsched.mongo.documents import (
     bson_utc,
     bson_utc_or_none,
@@ -81,8 +83,8 @@ from flowsched.mongo.timer_writes import (
     settle_write,
     unapplied,
 )
-from flowsched.outcomes import Completed, NextSlot, Redeliver
-from flowsched.records import DeadLetter, ScheduleItem
+from flowsched.outcomes import Completed, DeadLettered, Exhausted, NextSlot, Redeliver
+from flowsched.records import ScheduleItem
 from flowsched.store.measured_clock import MeasuredClock
 from flowsched.store.records import Claim, Settlement, SettleResult
 
@@ -107,9 +109,7 @@ class ClaimSteps:
     def __init__(self) -> None:
         self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
         self._starts_lock = threading.Lock()
-        # (id, token) of dead letters whose item removal was sent, until their settle call
-        # completes: a retry after a lost reply keeps the letter (see _dead_letter).
-        self._tried: set[tuple[str, str]] = set()
+        self.letters = DeadLetters()  # mongo/dead_letters.py
 
     # -- time, documents ---------------------------------------------------------------
 
@@ -337,8 +337,10 @@ class ClaimSteps:
         applied = yield from self._applied(plain, counts, mark)
         dead = [s for s in settlements if id(s) not in applied]  # DeadLettered, Exhausted
         for s in dead:
-            applied[id(s)] = yield from self._dead_letter(s)
-        self._tried.difference_update((s.claim.item.id, s.claim.token) for s in dead)
+            letter = dead_letter_document(cast(DeadLettered | Exhausted, s.outcome).dead)
+            token, fence = s.claim.token, claim_fence(s.claim)
+            applied[id(s)] = yield from self.letters.steps(self.roles, letter, token, fence)
+        self.letters.settled((s.claim.item.id, s.claim.token) for s in dead)
         results, records = [], []
         for s in settlements:
             claim = s.claim
@@ -413,30 +415,3 @@ class ClaimSteps:
                 if isinstance(entry, Mapping) and entry.get("ended") is None:
                     running.add((doc["_id"], entry.get("k")))
         return {id(s) for s in gone if (s.claim.item.id, batch_of(s.claim)) in running}
-
-    def _dead_letter(self, settlement: Settlement) -> Steps[bool]:
-        """Keep the item as a dead letter (DeadLettered, Exhausted: ``outcome.dead``), then
-        remove it under its claim's fence; False when the fence no longer holds. Two
-        collections, no transaction: the fence is read first (a stale claim writes nothing,
-        so it never replaces another claim's letter), then the letter goes, stamped with the
-        claim's token, then the fenced delete - a failure in between leaves both (the item is
-        delivered again after its lease), never neither. A delete that finds the fence gone
-        takes back this claim's letter only (``_id``, generation and token). On a repeated
-        try the earlier one may have removed the item (its reply lost): the letter stays
-        unless the item is there."""
-        outcome: Any = settlement.outcome
-        dead: DeadLetter = outcome.dead
-        claim = settlement.claim
-        key, fence = (claim.item.id, claim.token), claim_fence(claim)
-        repeated = key in self._tried
-        if not repeated and (yield Call("items", "find_one", (fence, {"_id": 1}))) is None:
-            return False
-        self._tried.add(key)
-        letter = {**dead_letter_document(dead), "claim_token": claim.token}
-        yield from self.roles.put_dead_letters_steps([letter])
-        if (yield Call("items", "delete_one", (fence,))).deleted_count:
-            return True
-        if repeated and not (yield from self.roles.exists_steps(dead.item.id)):
-            return True
-        yield from self.roles.remove_dead_letter_steps(dead.item.id, dead.item.generation, key[1])
-        return False
