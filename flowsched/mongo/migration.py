@@ -33,7 +33,7 @@ __all__ = [
     "add_buckets",
     "add_routes",
     "legacy_index",
-    "warn_if_unrouted",
+    "warn_unrouted",
 ]
 
 log = logging.getLogger("flowsched.mongo")
@@ -140,22 +140,24 @@ def _count(report: MigrationReport, route: str, result: Any) -> None:
         report.routed[route] = report.routed.get(route, 0) + modified
 
 
-def warn_if_unrouted(store: TimerStore) -> bool:
-    """Log one warning if ``store`` holds items stored before routing (one
-    ``find_one``, served by the claim index); whether it found any."""
+def warn_unrouted(store: Any) -> bool:
+    """Log one warning if the items collection of ``store`` (a MongoDB timer store) holds
+    items stored before routing (one ``find_one``, served by the claim index); whether it
+    found any."""
+    items = store.collection
     try:
-        found = store.unrouted_sample()
+        found = items.find_one({"route": None}, {"_id": 1})
     except Exception as exc:
-        log.debug("%s: could not look for items without a route: %s", store.name, exc)
+        log.debug("%s: could not look for items without a route: %s", items.full_name, exc)
         return False
     if found is None:
         return False
     log.warning(
         "%s holds items stored before routing (no 'route' field, e.g. %r): no node claims "
         "them until you run `flowsched timers migrate --db %s --collection %s`",
-        store.name,
+        items.full_name,
         found.get("_id"),
-        store.items.database.name,
-        store.items.name,
+        items.database.name,
+        items.name,
     )
     return True

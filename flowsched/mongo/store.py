@@ -303,11 +303,6 @@ class MongoCollections:
     def find(self, item_id: str) -> Doc | None:
         return self.run(self.find_steps(item_id))
 
-    def unrouted_sample(self) -> Doc | None:
-        """An item document with no ``route`` (stored before routing: one claim-index range)."""
-        found: Doc | None = self.items.find_one({"route": None}, {"_id": 1})
-        return found
-
     def dead_letters(self) -> list[Doc]:
         return self.run(self.dead_letters_steps())
 
