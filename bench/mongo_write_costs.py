@@ -5,13 +5,16 @@
 The fire-rate bench (``bench/async_mongo_bench.py``) compares whole nodes. This one takes the
 server's work per timer apart, with the commands the nodes really send:
 
-* ``claim read``: the claim query, :meth:`flowsched.mongo.claims.Claims.claim`'s ``find``
-  (whole documents, oldest first);
+* ``claim read``: the claim query, the ``find`` of
+  :meth:`flowsched.mongo.MongoTimerStore.claim_started` (whole documents, oldest first) -
+  the call a MongoDB node's core claims with (it starts its claims as it claims them);
 * ``claim write``: the same call's claiming ``update_many`` (ids in chunks, fenced on the
-  generations read and ``ready_at``), which sets the claim and moves ``ready_at`` to the
-  lease's end;
-* ``settle``: :meth:`~flowsched.mongo.claims.Claims.settle` of the batch as completed (the
-  fenced ``delete_many``);
+  generations read and ``ready_at``), which sets the claim and its start and moves
+  ``ready_at`` to the lease's end;
+* ``settle``: :meth:`~flowsched.mongo.MongoTimerStore.settle` of the batch as completed
+  (the fenced ``delete_many``), and ``history`` the same call's write of the attempts that
+  ended to ``<name>_history`` (a node keeps 20 per item by default); ``other`` is anything
+  else the store sends meanwhile (``hello``, measuring the server's clock);
 * ``aps3 read``/``aps3 write``: what APScheduler 3's ``MongoDBJobStore`` sends for the same
   timers: ``get_due_jobs`` (one ``find`` on ``next_run_time``) and ``remove_job`` (one
   ``delete_one`` per job), on its own documents and index.
@@ -45,29 +48,31 @@ import mongo_bench as mb
 from pymongo import ASCENDING, MongoClient, monitoring
 
 from flowsched import ScheduleItem, ScheduleKind
-from flowsched.delivery import Completed
-from flowsched.mongo.claims import Claims
-from flowsched.mongo.documents import item_document, stored_item
-from flowsched.mongo.settlement import Claim, Settlement
-from flowsched.mongo.store import TimerStore
+from flowsched.mongo import MongoTimerStore
+from flowsched.mongo.documents import item_document
+from flowsched.outcomes import Completed
+from flowsched.store import Settlement
 
 RUNS = int(os.environ.get("FLOWSCHED_BENCH_RUNS", 5))
 COUNT = 2000
 BATCH = 200  # what a node behind a burst claims at once (two batches of 100)
 RESULTS = Path(__file__).with_name("results") / "mongo_write_costs.json"
-PARTS = ("claim read", "claim write", "settle", "aps3 read", "aps3 write")
+OURS = ("claim read", "claim write", "settle", "history", "other")
+PARTS = (*OURS, "aps3 read", "aps3 write")
+WRITES = ("update", "delete", "insert", "bulkWrite")
 
 
 class Costs(monitoring.CommandListener):
     """Each command's time as the client saw it, and the server's CPU time while it ran,
-    summed under the part set in ``label`` (the claim's ``find`` and ``update`` apart)."""
+    summed under the part set in ``label`` (the claim's ``find`` and ``update`` apart, the
+    settle's history write apart, anything else flowsched sends as ``other``)."""
 
     def __init__(self, pid: int | None) -> None:
         self.label = ""
         self.client: dict[str, float] = {}
         self.server: dict[str, float] = {}
         self._pid = pid
-        self._started: dict[int, float] = {}
+        self._started: dict[int, tuple[str, float]] = {}
 
     def server_cpu(self) -> float:
         """CPU seconds of the server process so far (0 when it is not on this machine)."""
@@ -75,15 +80,26 @@ class Costs(monitoring.CommandListener):
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if self.label:
-            self._started[event.request_id] = self.server_cpu()
+            part = self._part(event.command_name, event.command.get(event.command_name))
+            self._started[event.request_id] = (part, self.server_cpu())
+
+    def _part(self, command: str, target: Any) -> str:
+        """The part a command of the current label is filed under."""
+        if self.label == "claim":
+            if command == "find":
+                return "claim read"
+            return "claim write" if command in WRITES else "other"
+        if self.label == "settle":
+            if command not in WRITES and command != "find":
+                return "other"
+            return "history" if str(target).endswith("_history") else "settle"
+        return self.label
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        started = self._started.pop(event.request_id, None)
-        if started is None:
+        found = self._started.pop(event.request_id, None)
+        if found is None:
             return
-        part = self.label
-        if part == "claim":
-            part = "claim read" if event.command_name == "find" else "claim write"
+        part, started = found
         self.client[part] = self.client.get(part, 0.0) + event.duration_micros / 1e6
         self.server[part] = self.server.get(part, 0.0) + self.server_cpu() - started
 
@@ -101,31 +117,31 @@ class Costs(monitoring.CommandListener):
 
 
 def flowsched_run(client: MongoClient[Any], costs: Costs) -> None:
-    """flowsched's commands: :meth:`Claims.claim` (find, claiming update) and
-    :meth:`Claims.settle` (the fenced delete), on its documents and indexes."""
+    """flowsched's commands, as a MongoDB node's core sends them through its timer store:
+    :meth:`MongoTimerStore.claim_started` (find, claiming update) and
+    :meth:`MongoTimerStore.settle` (the fenced delete, the history), on its documents and
+    indexes, judged by the server's clock as a node's are."""
     database = client[f"fs_costs_{uuid.uuid4().hex[:8]}"]
     try:
-        store = TimerStore(database["timers"], node="costs")
-        store.ensure_indexes()
+        store = MongoTimerStore(database["timers"], node="costs")
+        store.open()  # the indexes and the bucket count, as a node's first call does
         due = datetime.now(UTC) - timedelta(seconds=1)
         items = [ScheduleItem(f"fire-{n}", ScheduleKind.TIMER, due) for n in range(COUNT)]
         database["timers"].insert_many(
             item_document(item, generation=n + 1) for n, item in enumerate(items)
         )
-        claims = Claims(store, "costs", timedelta(seconds=30))
+        lease = timedelta(seconds=30)
         taken = 0
         while taken < COUNT:
-            now = datetime.now(UTC)
             with costs.part("claim"):
-                claimed = claims.claim([items[0].route], now, BATCH)
-            if not claimed.documents:
+                claimed = store.claim_started([items[0].route], "costs", lease, BATCH)
+            if not claimed:
                 raise RuntimeError("the claim took nothing: is the collection shared?")
-            outcomes = [
-                Settlement.of(Claim(stored_item(doc).item, 0, claimed.token), Completed())
-                for doc in claimed.documents
-            ]
+            outcomes = [Settlement.of(claim, Completed()) for claim in claimed]
             with costs.part("settle"):
-                claims.settle(outcomes, now)
+                settled = store.settle(outcomes)
+            if not all(result.applied for result in settled):
+                raise RuntimeError("a settle did not apply: is the collection shared?")
             taken += len(outcomes)
     finally:
         client.drop_database(database.name)
@@ -189,10 +205,7 @@ def main() -> int:
         part: {k: statistics.median(r[part][k] for r in runs) for k in runs[0][part]}
         for part in PARTS
     }
-    ours = {
-        k: sum(medians[p][k] for p in ("claim read", "claim write", "settle"))
-        for k in ("client_ms", "server_cpu_ms")
-    }
+    ours = {k: sum(medians[p][k] for p in OURS) for k in ("client_ms", "server_cpu_ms")}
     theirs = {k: sum(medians[p][k] for p in ("aps3 read", "aps3 write")) for k in ours}
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),

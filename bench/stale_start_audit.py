@@ -6,8 +6,7 @@ Three threaded nodes (``MongoScheduler``, 8 workers, one process, so one monoton
 serve one collection; a writer replaces (70 %) or cancels (30 %) one of 5 items every
 10-30 ms, each form due at once. A start of a form after the replace or cancel (True) that
 superseded it had *returned* is stale. Prints one JSON line: starts, stale, and how long
-after the return each stale start came (ms). ``START_FRESH`` (env, seconds) overrides
-:data:`flowsched.mongo.start_check.START_FRESH` when the tree has it.
+after the return each stale start came (ms).
 """
 
 from __future__ import annotations
@@ -25,11 +24,6 @@ from typing import Any
 from pymongo import MongoClient
 
 from flowsched import MongoScheduler, ScheduleItem, ScheduleKind
-
-if os.environ.get("START_FRESH"):
-    import flowsched.mongo.start_check as start_check
-
-    start_check.START_FRESH = float(os.environ["START_FRESH"])
 
 ITEMS = 5
 TIMER = ScheduleKind.TIMER

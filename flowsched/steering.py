@@ -37,8 +37,9 @@ class TimerInfo:
 
     ``attempts`` counts the failed deliveries of the current form; ``last_error`` is the
     latest failure's text; ``node`` and ``lease_until`` are set while a node holds a claim
-    (``state == "claimed"``); ``payload_size`` is the payload's encoded size in bytes
-    (``payload`` is the decoded object, ``None`` when the timer has none).
+    (``state == "claimed"``, or ``"paused"`` while the delivery it paused runs);
+    ``payload_size`` is the payload's encoded size in bytes (``payload`` is the decoded
+    object, ``None`` when the timer has none).
     """
 
     id: str

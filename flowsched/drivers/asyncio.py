@@ -71,7 +71,7 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
             assert self._home is not None
             self._home.call_soon_threadsafe(self.wake_at, when)
             return
-        self.core.wake_at(when)
+        self.core.wake_at(self.claimable(when))  # once it can be claimed
         self.alarm.ring()
 
     def _off_loop(self) -> bool:
@@ -149,16 +149,18 @@ class AsyncioDriver(DriverBase[AsyncTimerStore, RunHandler]):
         settled = None
         if self.settle_here:
             try:
-                [settled] = await self.store.settle([Settlement(action.claim, outcome)])
+                [settled] = await self.store.settle([Settlement.of(action.claim, outcome)])
             except Exception:  # owed to the store as usual: the loop retries it
                 settled = None
         self.core.finished(action.ticket, outcome, settled=settled)
         self.alarm.ring()
 
     async def _perform(self, action: Action) -> None:
+        sent = self.now()
         try:
             result = await store_call(action, self.store, self.core.settings, self.routes())
         except Exception as exc:
+            self.core.outage.sent(sent)  # an outage is as long as from then
             self.core.failed(action, exc, self.now())
             return
         self.core.succeeded(action, result, self.now())

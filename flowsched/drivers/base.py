@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 from flowsched.clock import Clock
 from flowsched.node.actions import Sleep
 from flowsched.node.core import NodeCore
-from flowsched.node.store_time import core_clock
+from flowsched.node.store_time import claimable_at, core_clock
 
 __all__ = ["DriverBase"]
 
@@ -45,6 +45,7 @@ class DriverBase(Generic[S, R]):
         self.run_handler = run_handler
         self.routes = routes
         self.now = core_clock(store, clock)  # the store's time, as the core judges it
+        self.claimable = claimable_at(store)  # a due time as the core wakes for it (wake_at)
         self.shutdown_timeout = shutdown_timeout
         self._prepare()
 

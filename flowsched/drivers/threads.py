@@ -11,6 +11,7 @@ time on the caller's thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -57,6 +58,8 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             self.cond.notify_all()
 
     def wake_at(self, when: datetime) -> None:
+        """An item is due at ``when``: look again once it can be claimed."""
+        when = self.claimable(when)
         with self.cond:
             before = self.core.look_at
             self.core.wake_at(when)
@@ -120,21 +123,23 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
 
     def _run(self, action: StartHandler) -> None:
         local = self._inline
-        outer = getattr(local, "handling", False)
-        local.handling = True
+        outer = getattr(local, "handling", None)
+        local.handling = action.ticket  # a close from the handler waits for the others only
         try:
             outcome = self.run_handler(action.claim)
-        except BaseException:
+        except BaseException:  # an interrupt, an exit: the claim is given back, uncounted
             with self.cond:
                 self.core.abandoned(action.ticket)
                 self.cond.notify_all()
+            with contextlib.suppress(Exception):  # else it lapses (delivered again then)
+                self.store.release([action.claim])
             raise
         finally:
             local.handling = outer
         settled = None
         if self.settle_here:
             try:
-                [settled] = self.store.settle([Settlement(action.claim, outcome)])
+                [settled] = self.store.settle([Settlement.of(action.claim, outcome)])
             except Exception:  # owed to the store as usual: the loop retries it
                 settled = None
         # One append per handler; the lock and a notify only when the loop was not told yet
@@ -156,11 +161,13 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
             finished(ticket, outcome, settled=settled)
 
     def _perform(self, action: Action) -> None:
+        sent = self.now()
         try:
             result = store_call(action, self.store, self.core.settings, self.routes())
         except Exception as exc:
             with self.cond:
                 self._take_ended()  # handlers that ended first are the core's before this
+                self.core.outage.sent(sent)  # an outage is as long as from then
                 self.core.failed(action, exc, self.now())
                 self.cond.notify_all()
             return
@@ -209,8 +216,10 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 self._await_inline()  # handlers run inline on other threads
             self.run_inline()
             return
-        if getattr(self._inline, "handling", False):
-            return  # a handler closing its own scheduler: the loop ends once it returns
+        own = getattr(self._inline, "handling", None)
+        if own is not None:  # a handler closing its own scheduler: the loop ends once it returns
+            self._await_others(own)
+            return
         if thread is not threading.current_thread():
             thread.join(self.shutdown_timeout.total_seconds())
             if thread.is_alive():
@@ -228,6 +237,27 @@ class ThreadDriver(DriverBase[TimerStore, RunHandler]):
                 )
         if pool is not None:
             pool.shutdown()
+
+    def _await_others(self, own: int) -> None:
+        """From the handler of ticket ``own``: wait (at most ``shutdown_timeout``) for the
+        other handlers running, whose outcomes the loop then writes."""
+        deadline = self.clock.monotonic() + self.shutdown_timeout.total_seconds()
+        with self.cond:
+            while True:
+                self._take_ended()
+                self.cond.notify_all()  # the loop writes what ended
+                others = [c.item.key for t, c in self.core.running.items() if t != own]
+                left = deadline - self.clock.monotonic()
+                if not others or left <= 0:
+                    break
+                self.cond.wait(left)
+        if others:
+            log.warning(
+                "node %s closed after %ss with handlers still running: %s",
+                self.core.settings.owner,
+                self.shutdown_timeout.total_seconds(),
+                ", ".join(others),
+            )
 
     def _await_inline(self) -> None:
         """Wait (at most ``shutdown_timeout``) for the handlers other threads run inline."""

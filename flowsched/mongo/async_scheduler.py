@@ -86,7 +86,8 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
     ``async with scheduler:`` starts firing on the running loop; on exit nothing more is
     claimed, the handlers in flight finish (after ``timeout`` seconds, given to
     :meth:`aclose`, else ``shutdown_timeout``, those still running are cancelled: not
-    settled, given back so they are delivered again), their outcomes are written, no task left.
+    settled, their claims lapse and they are delivered again), their outcomes are written, no
+    task left.
     With a :class:`~flowsched.clock.ManualClock` there is no firing task: ``await
     clock.advance_async(delta)`` delivers what falls due on the way (:meth:`run_due`).
     """

@@ -62,28 +62,39 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
     def __repr__(self) -> str:
         return f"AsyncMongoTimerStore({self.collection.full_name})"
 
-    async def open(self) -> None:
-        """Create the indexes (idempotent; the first call of any operation does it)."""
+    async def open(self, for_call: str | None = None, subject: str | None = None) -> None:
+        """Create the indexes (idempotent; the first call of any operation does it: an
+        outage then names that call, ``for_call`` on ``subject``)."""
         if self._opened:
             return
         if self._opening is None:
             self._opening = asyncio.Lock()
         async with self._opening:
             if not self._opened:
-                await self._call("open", self.steps.setup())
+                await self._call("open", self.steps.setup(), subject, for_call)
                 self._opened = True
 
-    async def _run(self, what: str, steps: Steps[T]) -> T:
+    async def _run(self, what: str, steps: Steps[T], subject: str | None = None) -> T:
         if not self._opened:
-            await self.open()
-        return await self._call(what, steps)
+            await self.open(what, subject)
+        return await self._call(what, steps, subject)
 
-    async def _call(self, what: str, steps: Steps[T]) -> T:
+    async def _call(
+        self, what: str, steps: Steps[T], subject: str | None = None, named: str | None = None
+    ) -> T:
         try:
             with self.steps.limit(what):
                 return await drive_async(steps, self.steps.roles)
         except Exception as exc:
-            raised = outage(exc, what, "AsyncMongoTimerStore")
+            raised = outage(
+                exc,
+                what,
+                "AsyncMongoTimerStore",
+                subject=subject,
+                named=named,
+                collection=self.collection,
+                op_timeout=self.steps.op_timeout,
+            )
             if raised is exc:
                 raise
             raise raised from exc
@@ -93,21 +104,21 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
         return await self._run("now", self.steps.now())
 
     async def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
-        return await self._run("put", self.steps.put(item, deadline))
+        return await self._run("put", self.steps.put(item, deadline), item.id)
 
     async def get(self, item_id: str) -> ScheduleItem | None:
-        return await self._run("get", self.steps.get(item_id))
+        return await self._run("get", self.steps.get(item_id), item_id)
 
     async def exists(self, item_id: str) -> bool:
-        return await self._run("exists", self.steps.exists(item_id))
+        return await self._run("exists", self.steps.exists(item_id), item_id)
 
     async def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
-        return await self._run("remove", self.steps.remove(item_id, generation, deadline))
+        return await self._run("remove", self.steps.remove(item_id, generation, deadline), item_id)
 
     async def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
-        return await self._run("remove_flow", self.steps.remove_flow(flow_id, deadline))
+        return await self._run("remove_flow", self.steps.remove_flow(flow_id, deadline), flow_id)
 
     async def claim_due(
         self, routes: Routes[str], owner: str, lease: timedelta, limit: int
@@ -137,6 +148,11 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
 
     async def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:
         return await self._run("next_due", self.steps.next_due(routes, after))
+
+    async def next_wake(self, routes: Routes[str]) -> datetime | None:
+        """Beyond the interface: :meth:`next_due` on the node's clock (what its driver
+        sleeps until; see ``TimerSteps.next_wake``)."""
+        return await self._run("next_due", self.steps.next_wake(routes))
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run("dead_letters", self.steps.dead_letters())

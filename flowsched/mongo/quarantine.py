@@ -1,4 +1,5 @@
-"""Internal: poison documents - what the sweeper cannot use is moved aside, not retried.
+"""Internal: poison documents - what a node cannot use is moved aside, not retried (the
+MongoDB timer stores' claims: :class:`StorePoison`; the sweepers' before them).
 
 A document in the timers collection may have been written by hand, by an old or newer
 version, or damaged: a sub-document ``_id``, a counter at the largest 64-bit integer, a due
@@ -29,6 +30,7 @@ error.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -36,15 +38,32 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
 from pymongo import ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 from flowsched.clock import capped
+from flowsched.errors import MalformedDocument
 from flowsched.limits import check_id
-from flowsched.mongo.commands import Call, Find, Steps
-from flowsched.mongo.documents import MAX_COUNT, bucket_of, quarantine_document, short_repr
+from flowsched.mongo.commands import Call, Find, Steps, Write
+from flowsched.mongo.documents import (
+    MAX_COUNT,
+    bucket_of,
+    quarantine_document,
+    short_repr,
+    stored_item,
+)
 from flowsched.mongo.store import Doc, TimerStore
+from flowsched.mongo.transient import is_transient
+from flowsched.records import ScheduleItem
 
-__all__ = ["AUDIT_EVERY", "AUDIT_LIMIT", "Audit", "Quarantiner", "claim_problem"]
+__all__ = [
+    "AUDIT_EVERY",
+    "AUDIT_LIMIT",
+    "Audit",
+    "Quarantiner",
+    "StorePoison",
+    "claim_problem",
+    "readable",
+]
 
 log = logging.getLogger("flowsched.mongo")
 
@@ -266,3 +285,78 @@ def _audit_reason(doc: Doc) -> str:
             kind = "a string" if wanted is str else "a date"
             problems.append(f"{name} must be {kind}, got {short_repr(value)}")
     return "; ".join(problems)
+
+
+def readable(doc: Mapping[str, Any] | None, where: str) -> tuple[ScheduleItem, int] | None:
+    """The item and attempts of ``doc`` for a read that changes nothing (a timer store's
+    ``get``, ``timers``): a malformed one is ``None``, logged naming ``where``; the claim
+    that meets it moves it aside."""
+    if doc is None:
+        return None
+    try:
+        stored = stored_item(doc)
+    except MalformedDocument as exc:
+        log.error("%s: %s", where, exc)
+        return None
+    return stored.item, stored.attempts
+
+
+READ_FIELDS = ("_id", "bucket", "generation", "ready_at", "deliveries")
+"""What a timer store's move aside is fenced on: a claim, a settle or a replace since the
+claim's read changes ``ready_at`` or ``generation``."""
+
+
+class StorePoison:
+    """The three looks of the module docstring, for a MongoDB timer store's claims
+    (:mod:`flowsched.mongo.timer_claims`): the documents it found checked before they are
+    claimed, the audit at its first claim and on its turns, and a claim the server refuses
+    retried one document at a time. Everything is moved aside unclaimed, as ``node``."""
+
+    def __init__(self, store: TimerStore, node: str) -> None:
+        self.quarantiner = Quarantiner(store, node)
+        self.audit = Audit(self.quarantiner)
+
+    def problem(self, doc: Doc) -> str | None:
+        """Why a document the claim query found cannot be claimed (:func:`claim_problem`)."""
+        return claim_problem(doc, self.quarantiner.store.buckets)
+
+    def set_aside(self, found: Sequence[tuple[Doc, str]], now: datetime) -> Steps[int]:
+        """Move ``(doc, reason)`` pairs aside, each fenced on what the claim read of it."""
+        return (yield from self.quarantiner.unclaimed_steps(found, READ_FIELDS, now))
+
+    def audit_steps(self, now: datetime, monotonic: float) -> Steps[None]:
+        """The audit when it is due (:class:`Audit`); one the server refuses is logged and
+        tried again at its next time, never holding up the claim."""
+        if not self.audit.due(monotonic):
+            return
+        try:
+            yield from self.audit.run_steps(now, monotonic)
+        except OperationFailure as exc:
+            if is_transient(exc):
+                raise
+            name = self.quarantiner.store.name
+            log.warning("audit of %s for unusable documents failed: %s", name, exc)
+
+    def refused_steps(
+        self, writes: Sequence[Write], due: Mapping[Any, Doc], refusal: Exception, now: datetime
+    ) -> Steps[int]:
+        """After the server refused the claiming ``writes`` (updates by ``_id: {$in}``) for
+        good: each again, one document at a time; the documents (of ``due``, as read) it
+        still refuses - one at the 16 MiB limit cannot take a claim - are moved aside with
+        its reason; how many went. The caller reads back what was won."""
+        if is_transient(refusal) or (
+            isinstance(refusal, BulkWriteError) and not refusal.details.get("writeErrors")
+        ):
+            raise refusal
+        log.warning("claim refused by the server, claiming one by one: %s", refusal)
+        refused: list[tuple[Doc, str]] = []
+        for write in writes:
+            for item_id in write.filter["_id"]["$in"]:
+                one = ({**write.filter, "_id": item_id}, copy.deepcopy(write.update))
+                try:
+                    yield Call("items", "update_one", one)
+                except WriteError as exc:
+                    if is_transient(exc):
+                        raise
+                    refused.append((due[item_id], f"the server refused to claim it: {exc}"[:1000]))
+        return (yield from self.set_aside(refused, now)) if refused else 0

@@ -42,7 +42,8 @@ operation per document:
   on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
   writes them). A dead letter (rare) takes 3 of its own: the fence read, the letter, the
   fenced delete (:mod:`flowsched.mongo.dead_letters`). A late settle reads the stored
-  leases first (1).
+  leases first (1); a late completion whose claim no longer holds, 2 more
+  (:mod:`flowsched.mongo.timer_late`).
 
 History failures never fail the firing path: records whose write failed ride on the next.
 """
@@ -56,6 +57,9 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from pymongo.errors import BulkWriteError, WriteError
+
+from flowsched.clock import capped
 from flowsched.errors import MalformedDocument
 from flowsched.mongo.commands import Call, Counts, Find, Steps, Write, counted_write_steps
 from flowsched.mongo.dead_letters import DeadLetters
@@ -63,12 +67,14 @@ from flowsched.mongo.documents import (
     bson_utc,
     bson_utc_or_none,
     dead_letter_document,
-    quarantine_document,
     stored_item,
     truncate_ms,
 )
 from flowsched.mongo.history import MongoHistory, Record
+from flowsched.mongo.quarantine import StorePoison
 from flowsched.mongo.store import MongoCollections
+from flowsched.mongo.timer_late import late_completions
+from flowsched.mongo.timer_query import oldest_steps
 from flowsched.mongo.timer_writes import (
     batch_of,
     chunks,
@@ -91,7 +97,6 @@ from flowsched.store.records import Claim, Settlement, SettleResult
 __all__ = ["ClaimSteps", "Doc"]
 
 Doc = dict[str, Any]
-_OLDEST = [("ready_at", 1)]  # the claim index's order
 STARTS_KEPT = 100_000
 """The most start times a store remembers for claims not settled yet (the oldest go)."""
 
@@ -105,6 +110,7 @@ class ClaimSteps:
     journal: MongoHistory
     served: Any
     """The bucket condition of this store's claims: the buckets it serves."""
+    poison: StorePoison
 
     def __init__(self) -> None:
         self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
@@ -127,24 +133,20 @@ class ClaimSteps:
         local = reply.get("localTime") if isinstance(reply, Mapping) else None
         clock.sample(started, node.monotonic(), at, bson_utc_or_none(local))
 
-    def read(self, doc: Mapping[str, Any] | None) -> Steps[tuple[ScheduleItem, int] | None]:
-        """The item and attempts of ``doc``; a malformed one is quarantined (None)."""
-        if doc is None:
-            return None
-        try:
-            stored = stored_item(doc)
-        except MalformedDocument as exc:
-            yield from self.quarantine(doc, str(exc))
-            return None
-        return stored.item, stored.attempts
-
-    def quarantine(self, doc: Mapping[str, Any], reason: str) -> Steps[None]:
-        record = quarantine_document(
-            doc, reason, self.roles.node, truncate_ms(self.time.estimate())
-        )
-        yield Call("quarantine", "insert_one", (record,))
-        fence = {"_id": doc.get("_id"), "generation": doc.get("generation")}
-        yield Call("items", "delete_one", (fence,))
+    def read(self, doc: Doc, *, found: bool = False) -> Steps[tuple[ScheduleItem, int] | None]:
+        """The item and attempts of ``doc``, read by a claim (``found``: by its query, so
+        first checked as :func:`~flowsched.mongo.quarantine.claim_problem` does); an unusable
+        one is moved aside (:class:`~flowsched.mongo.quarantine.StorePoison`): ``None``."""
+        problem = self.poison.problem(doc) if found else None
+        if problem is None:
+            try:
+                stored = stored_item(doc)
+            except MalformedDocument as exc:
+                problem = exc.reason
+            else:
+                return stored.item, stored.attempts
+        yield from self.poison.set_aside([(doc, problem)], truncate_ms(self.time.estimate()))
+        return None
 
     def _writes(self, role: str, writes: Sequence[Write]) -> Steps[Counts]:
         return (yield from counted_write_steps(role, writes, self.roles.bulk, copies=True))
@@ -180,16 +182,19 @@ class ClaimSteps:
             return []
         yield from self.measure()
         current = self.time.now()
-        now, until = truncate_ms(current), truncate_ms(current + lease)
+        now, until = truncate_ms(current), truncate_ms(capped(current, lease))
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
-        found = {"route": {"$in": wanted}, "bucket": self.served, "ready_at": {"$lte": earliest}}
+        ready = {"$lte": earliest}  # one index range per route and bucket (oldest_steps)
+        # Documents no claim query finds (no date ready_at, no kind): at the first claim and
+        # on this node's turns (mongo/quarantine.py).
+        yield from self.poison.audit_steps(now, self.time.node.monotonic())
         due: dict[Any, tuple[Doc, ScheduleItem, int]] = {}
         while not due:  # again while every candidate read was quarantined (and so removed)
-            docs: list[Doc] = yield Find("items", found, sort=_OLDEST, limit=limit)
+            docs = yield from oldest_steps(wanted, self.roles.served, ready, limit)
             if not docs:
                 return []
             for doc in docs:
-                read = yield from self.read(doc)
+                read = yield from self.read(doc, found=True)
                 if read is not None:
                     due[doc["_id"]] = (doc, *read)
         batch = uuid.uuid4().hex
@@ -230,7 +235,13 @@ class ClaimSteps:
             for (attempts, count), group in groups.items()
             for chunk in chunks(group)
         ]
-        taken = (yield from self._writes("items", writes)).matched
+        removed = 0
+        try:
+            taken = (yield from self._writes("items", writes)).matched
+        except (BulkWriteError, WriteError) as exc:  # one by one; the refused set aside
+            as_read = {key: doc for key, (doc, _, _) in due.items()}
+            removed = yield from self.poison.refused_steps(writes, as_read, exc, now)
+            taken = -1  # read back what was won
         recurring = any(item.recurrence is not None for _, item, _ in due.values())
         if taken < len(due) or recurring:
             # Read back what was won (and the recurring items as claimed: a slot settled
@@ -243,6 +254,8 @@ class ClaimSteps:
                 if read is not None and doc["_id"] in due:
                     won[doc["_id"]] = (due[doc["_id"]][0], *read)
             due = {key: won[key] for key in due if key in won}  # in the order read
+            if not due and removed:  # what was set aside takes no place from good ones
+                return (yield from self._claim(routes, owner, lease, limit, started))
         lapsed = [doc for key, (doc, _, _) in due.items() if key in lost]
         if lapsed:  # earlier claims that started and never settled: they lapsed
             for doc in lapsed:
@@ -303,7 +316,7 @@ class ClaimSteps:
         if not claims:
             return []
         yield from self.measure()
-        until = truncate_ms(self.time.now() + lease)
+        until = truncate_ms(capped(self.time.now(), lease))
         live = {"claim.lease_until": {"$gt": truncate_ms(self.time.latest())}}
         writes = held_writes(claims, live, {"claim.lease_until": until, "ready_at": until})
         matched = (yield from self._writes("items", writes)).matched
@@ -335,6 +348,7 @@ class ClaimSteps:
         writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
         counts = yield from self._writes("items", writes)
         applied = yield from self._applied(plain, counts, mark)
+        yield from late_completions(plain, applied, self.roles.bulk)
         dead = [s for s in settlements if id(s) not in applied]  # DeadLettered, Exhausted
         for s in dead:
             letter = dead_letter_document(cast(DeadLettered | Exhausted, s.outcome).dead)
@@ -344,13 +358,13 @@ class ClaimSteps:
         results, records = [], []
         for s in settlements:
             claim = s.claim
+            with self._starts_lock:
+                started = self._starts.pop((claim.item.id, claim.token), None)
+            if started is not None:  # the run ended: its attempt too, stale (cancelled) or not
+                records.append((claim.item.id, ended_record(s, started, now)))
             if not applied[id(s)]:
                 results.append(SettleResult(claim, False))
                 continue
-            with self._starts_lock:
-                started = self._starts.pop((claim.item.id, claim.token), None)
-            if started is not None:  # closes the attempt confirm_start opened
-                records.append((claim.item.id, ended_record(s, started, now)))
             ends = leases.get((claim.item.id, batch_of(claim)), claim.lease_until)
             results.append(SettleResult(claim, True, now - ends if now > ends else None))
         yield from self._history(records)
@@ -403,8 +417,8 @@ class ClaimSteps:
         return applied
 
     def _removed_running(self, gone: Sequence[Settlement]) -> Steps[set[int]]:
-        """Of completions whose item is gone, those a cancel or replace removed (it moved
-        their running attempt, keyed by the claim batch's token, to the history): one
+        """Of completions whose item is gone, those a cancel or replace removed (it kept
+        their running attempt, keyed ``<claim batch's token>:kept``, in the history): one
         ``find`` on the history."""
         ids = distinct(s.claim.item.id for s in gone)
         found: list[Doc] = yield Find("history", {"_id": {"$in": ids}}, {"attempts": 1})
@@ -413,5 +427,5 @@ class ClaimSteps:
             attempts = doc.get("attempts")
             for entry in attempts if isinstance(attempts, list) else []:
                 if isinstance(entry, Mapping) and entry.get("ended") is None:
-                    running.add((doc["_id"], entry.get("k")))
+                    running.add((doc["_id"], str(entry.get("k")).removesuffix(":kept")))
         return {id(s) for s in gone if (s.claim.item.id, batch_of(s.claim)) in running}

@@ -62,7 +62,7 @@ def state_filter(state: str | None, now: datetime) -> Doc:
     return {}
 
 
-def info_of(  # a document as timers() lists it (None: unusable, quarantined)
+def info_of(  # a document as timers() lists it (None: unusable, left out and logged)
     doc: Mapping[str, Any], now: datetime, read: tuple[ScheduleItem, int] | None
 ) -> TimerInfo | None:
     if read is None:
@@ -83,6 +83,6 @@ def info_of(  # a document as timers() lists it (None: unusable, quarantined)
         state,
         attempts,
         error if isinstance(error, str) else None,
-        owner if isinstance(owner, str) else None,
-        lease_until,
+        owner if isinstance(owner, str) and claimed else None,
+        lease_until if claimed else None,
     )

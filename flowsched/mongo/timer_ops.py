@@ -17,6 +17,7 @@ are ``MongoScheduler``'s (:func:`~flowsched.mongo.indexes.index_steps`); the his
 
 from __future__ import annotations
 
+import random
 from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
@@ -30,7 +31,7 @@ from flowsched.clock import Clock, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_BUCKETS
 from flowsched.errors import SchedulerUnavailable
 from flowsched.history import DEFAULT_HISTORY_RETENTION, HistoryPolicy
-from flowsched.mongo.arguments import check_count, check_positive, check_served
+from flowsched.mongo.arguments import check_count, check_positive, check_served, storable_id
 from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     bson_utc_or_none,
@@ -42,11 +43,12 @@ from flowsched.mongo.documents import (
 from flowsched.mongo.history import MongoHistory, attempt_document, running_attempt
 from flowsched.mongo.indexes import index_steps
 from flowsched.mongo.nodes import heartbeat_document
+from flowsched.mongo.quarantine import StorePoison, readable
 from flowsched.mongo.server_clock import DEFAULT_MAX_SKEW
 from flowsched.mongo.store import MongoCollections
 from flowsched.mongo.timer_claims import ClaimSteps, Doc
 from flowsched.mongo.timer_history import info_of, item_filter, state_filter
-from flowsched.mongo.timer_query import pause_steps, resume_steps
+from flowsched.mongo.timer_query import oldest_steps, pause_steps, resume_steps
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.call_budget import budget_left
@@ -58,6 +60,7 @@ from flowsched.store.records import QuarantinedRecord, TimerSelection
 __all__ = ["MongoStoreArgs", "MongoStoreAttributes", "TimerSteps"]
 
 _RUNNING = {"_id": 1, "generation": 1, "attempts": 1, "claim": 1}
+_READY = {"ready_at": 1}
 """What a removal reads back of the form it removed: its running attempt, if any."""
 
 
@@ -103,6 +106,7 @@ class TimerSteps(ClaimSteps):
         self.op_timeout = op_timeout
         self.clock = clock
         self.roles = MongoCollections(collection, buckets, served, node)
+        self.poison = StorePoison(self.roles, node)
         ours = list(self.roles.served)
         self.served = ours[0] if len(ours) == 1 else {"$in": ours}
         check_positive("max_clock_skew", max_clock_skew, LONGEST_SETTING)
@@ -110,8 +114,10 @@ class TimerSteps(ClaimSteps):
             clock, None, max_skew=max_clock_skew, what="MongoDB", node=node_clock
         )
         self._nodes_indexed = False
+        self.rng = random.Random()
+        """Where generations are drawn (a simulation seeds it: a replay stores the same)."""
         policy = HistoryPolicy(history_limit, history_retention)
-        self.journal = MongoHistory(self.time.estimate, "store", policy)
+        self.journal = MongoHistory(self.time.estimate, node, policy)
         self.name = str(collection.full_name)
 
     def limit(self, what: str) -> AbstractContextManager[object]:
@@ -162,7 +168,7 @@ class TimerSteps(ClaimSteps):
                 f"put({item.id!r}): past its deadline {deadline}; nothing was sent"
             )
         yield from self.measure()  # the form's stamp: never behind the database's clock
-        generation = new_generation()
+        generation = new_generation(self.rng)
         due = truncate_ms(item.due)
         if item.generation == 0 and due == item.due:
             set_generation(item, generation)
@@ -199,32 +205,39 @@ class TimerSteps(ClaimSteps):
 
     def _keep_running(self, removed: list[Doc | None]) -> Steps[None]:
         """Record the attempts that were running on forms just removed or replaced (their
-        settles will be stale): a caller learns from ``history`` that they had started."""
+        settles will be stale): a caller learns from ``history`` that they had started.
+        Kept open with the claim's lease end (``kept``): the run's own record, written by its
+        stale settle, takes its place; with none by then, and its node gone, it reads
+        ``"lapsed"`` (:meth:`MongoHistory.read_steps`)."""
         records = []
         for doc in removed:
             running = running_attempt(doc)
             if doc is not None and running is not None:
-                token = str(doc["claim"].get("token"))
+                claim = doc["claim"]
                 running = _with_attempt(running, doc.get("attempts"))
-                records.append((doc["_id"], attempt_document(running, token)))
+                kept = attempt_document(running, f"{claim.get('token')}:kept")
+                kept["kept"], ends = True, bson_utc_or_none(claim.get("lease_until"))
+                if ends is not None:
+                    kept["lease_until"] = truncate_ms(ends)
+                records.append((doc["_id"], kept))
         if records:
             yield from self._history(records)
 
     def get(self, item_id: str) -> Steps[ScheduleItem | None]:
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return None
-        read = yield from self.read((yield Call("items", "find_one", ({"_id": item_id},))))
+        read = readable((yield Call("items", "find_one", ({"_id": item_id},))), self.name)
         return read[0] if read is not None else None
 
     def exists(self, item_id: str) -> Steps[bool]:
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return False
         return (yield Call("items", "find_one", ({"_id": item_id}, {"_id": 1}))) is not None
 
     def remove(
         self, item_id: str, generation: int | None, deadline: datetime | None
     ) -> Steps[bool]:
-        if not isinstance(item_id, str) or (yield from self._late(deadline)):
+        if not storable_id(item_id) or (yield from self._late(deadline)):
             return False
         found: Doc = {**self.roles.key(item_id), **self.roles.fence(deadline)}
         if generation is not None:
@@ -234,7 +247,7 @@ class TimerSteps(ClaimSteps):
         return old is not None
 
     def remove_flow(self, flow_id: str, deadline: datetime | None) -> Steps[list[str]]:
-        if not isinstance(flow_id, str) or (yield from self._late(deadline)):
+        if not storable_id(flow_id) or (yield from self._late(deadline)):
             return []
         removed: list[Doc | None] = []
         late = self.roles.fence(deadline)
@@ -246,12 +259,22 @@ class TimerSteps(ClaimSteps):
         return sorted(str(doc["_id"]) for doc in removed if doc is not None)
 
     def next_due(self, routes: Collection[str], after: datetime | None) -> Steps[datetime | None]:
-        found: Doc = {"route": {"$in": sorted(routes)}, "bucket": self.served}
-        if after is not None:
-            found["ready_at"] = {"$gt": after}
-        sort = {"sort": [("ready_at", 1)]}
-        doc = yield Call("items", "find_one", (found, {"ready_at": 1}), sort)
-        return bson_utc_or_none(doc.get("ready_at")) if doc is not None else None
+        # One index range per route and bucket, merged (oldest_steps): never a scan.
+        ready = None if after is None else {"$gt": after}
+        found = yield from oldest_steps(sorted(routes), self.roles.served, ready, 1, _READY)
+        return bson_utc_or_none(found[0].get("ready_at")) if found else None
+
+    def next_wake(self, routes: Collection[str]) -> Steps[datetime | None]:
+        """:meth:`next_due` as the node's driver reads time (the best estimate): later by
+        the error bound, since a claim takes an item only once the *earliest* the
+        database's time can be has reached it - a node woken at the due time itself would
+        claim nothing and (no spin) wait for its next poll."""
+        yield from self.measure()
+        when = yield from self.next_due(routes, None)
+        if when is None:
+            return None
+        earliest = self.time.earliest()  # first: the error read is never short
+        return when + (self.time.estimate() - earliest)
 
     # -- heartbeats (flowsched.node.heartbeats) -------------------------------------
 
@@ -287,7 +310,7 @@ class TimerSteps(ClaimSteps):
         ``replace``) if an item of its id was scheduled since it died: that item stays and
         the stale letter is dropped."""
         due = ensure_utc(due, "requeue due")
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return None
         doc = yield Call("dead", "find_one", ({"_id": item_id},))
         letters = dead_letters_from([doc] if doc is not None else [], f"{self.name}_dead")
@@ -323,7 +346,7 @@ class TimerSteps(ClaimSteps):
         if query.state != "dead":
             found = {**base, **state_filter(query.state, now)}
             for doc in (yield Find("items", found, sort=by_due, limit=query.limit + 1)):
-                info = info_of(doc, now, (yield from self.read(doc)))
+                info = info_of(doc, now, readable(doc, self.name))
                 if info is not None:
                     infos.append(info)
         if query.state in (None, "dead"):
@@ -335,21 +358,21 @@ class TimerSteps(ClaimSteps):
         return TimerPage(page, encode_cursor(page[-1].due, page[-1].id) if more else None)
 
     def history(self, item_id: str) -> Steps[list[Attempt]]:
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return []
         yield from self._history([])  # records kept from a failed write go first
         return (yield from self.journal.read_steps(self.roles, item_id))
 
     def pause(self, item_id: str) -> Steps[bool]:
         """``MongoScheduler``'s pause: the route moved aside (no claim query reads it)."""
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return False
         return (yield from pause_steps(self.roles, item_id))
 
     def resume(self, item_id: str) -> Steps[bool]:
         """``MongoScheduler``'s resume: the route back; an unclaimed item whose due passed is
         due now (a recurring one at its next slot after now: missed ones not replayed)."""
-        if not isinstance(item_id, str):
+        if not storable_id(item_id):
             return False
         now = yield from self.now()
         return (yield from resume_steps(self.roles, item_id, now))

@@ -50,9 +50,11 @@ between (a claim, a settle, a replace) makes it match nothing, and the procedure
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,6 +66,7 @@ from flowsched.mongo.commands import Call, Find, Steps
 from flowsched.mongo.documents import (
     PAUSED_PREFIX,
     MalformedDocument,
+    bson_utc,
     bson_utc_or_none,
     dead_letter_from_document,
     stored_item,
@@ -80,6 +83,7 @@ __all__ = [
     "DUE_INDEX",
     "DUE_INDEX_KEYS",
     "document_page_steps",
+    "oldest_steps",
     "pause_steps",
     "resume_steps",
     "timer_info",
@@ -93,6 +97,39 @@ BY_DUE = (("due", ASCENDING), ("_id", ASCENDING))
 _TRIES = 5
 """Reads and conditional writes a pause or resume makes before it gives up (each lost race
 is a claim or settle that happened in between: rare, and over in milliseconds)."""
+
+
+def oldest_steps(
+    routes: Sequence[str],
+    buckets: Sequence[int],
+    ready: Mapping[str, Any] | None,
+    limit: int,
+    projection: Mapping[str, Any] | None = None,
+) -> Steps[list[dict[str, Any]]]:
+    """The first ``limit`` documents of ``routes`` in ``buckets`` (``ready_at`` matching
+    ``ready``, if given), oldest ``ready_at`` first: one ``find`` per route and bucket, each
+    an equality range of the claim index ``(route, bucket, ready_at)``, merged - never a
+    collection scan (the wire server answers an ``$in`` or ``$or`` on the route with one,
+    reading every item of every route). A ``ready_at`` that is not a date sorts first: such
+    a document is met (and quarantined), not skipped."""
+    ranges: list[list[dict[str, Any]]] = []
+    for route in routes:
+        for bucket in buckets:
+            query: dict[str, Any] = {"route": route, "bucket": bucket}
+            if ready is not None:
+                query["ready_at"] = ready
+            ranges.append((yield Find("items", query, projection, _BY_READY, limit)))
+    if len(ranges) == 1:
+        return ranges[0]
+    return list(itertools.islice(heapq.merge(*ranges, key=_ready_key), limit))
+
+
+def _ready_key(doc: Doc) -> datetime:
+    ready = doc.get("ready_at")
+    return bson_utc(ready) if isinstance(ready, datetime) else datetime.min.replace(tzinfo=UTC)
+
+
+_BY_READY = (("ready_at", ASCENDING),)
 
 
 def timer_query(filters: TimerFilters) -> dict[str, Any]:

@@ -88,27 +88,37 @@ class MongoTimerStore(MongoStoreAttributes):
     def __repr__(self) -> str:
         return f"MongoTimerStore({self.collection.full_name})"
 
-    def open(self) -> None:
+    def open(self, for_call: str | None = None, subject: str | None = None) -> None:
         """Check the bucket count and create the indexes (idempotent; the first call of any
-        operation does it: building a store makes no round trip)."""
+        operation does it: building a store makes no round trip; an outage then names that
+        call, ``for_call`` on ``subject``)."""
         if self._opened:
             return
         with self._opening:
             if not self._opened:
-                self._call("open", self.steps.setup())
+                self._call("open", self.steps.setup(), subject, for_call)
                 self._opened = True
 
-    def _run(self, what: str, steps: Steps[T]) -> T:
+    def _run(self, what: str, steps: Steps[T], subject: str | None = None) -> T:
         if not self._opened:
-            self.open()
-        return self._call(what, steps)
+            self.open(what, subject)
+        return self._call(what, steps, subject)
 
-    def _call(self, what: str, steps: Steps[T]) -> T:
+    def _call(
+        self, what: str, steps: Steps[T], subject: str | None = None, named: str | None = None
+    ) -> T:
         try:
             with self.steps.limit(what):
                 return drive(steps, self.steps.roles)
         except Exception as exc:
-            raised = outage(exc, what)
+            raised = outage(
+                exc,
+                what,
+                subject=subject,
+                named=named,
+                collection=self.collection,
+                op_timeout=self.steps.op_timeout,
+            )
             if raised is exc:
                 raise
             raise raised from exc
@@ -118,21 +128,21 @@ class MongoTimerStore(MongoStoreAttributes):
         return self._run("now", self.steps.now())
 
     def put(self, item: ScheduleItem, *, deadline: datetime | None = None) -> ScheduleItem:
-        return self._run("put", self.steps.put(item, deadline))
+        return self._run("put", self.steps.put(item, deadline), item.id)
 
     def get(self, item_id: str) -> ScheduleItem | None:
-        return self._run("get", self.steps.get(item_id))
+        return self._run("get", self.steps.get(item_id), item_id)
 
     def exists(self, item_id: str) -> bool:
-        return self._run("exists", self.steps.exists(item_id))
+        return self._run("exists", self.steps.exists(item_id), item_id)
 
     def remove(
         self, item_id: str, *, generation: int | None = None, deadline: datetime | None = None
     ) -> bool:
-        return self._run("remove", self.steps.remove(item_id, generation, deadline))
+        return self._run("remove", self.steps.remove(item_id, generation, deadline), item_id)
 
     def remove_flow(self, flow_id: str, *, deadline: datetime | None = None) -> list[str]:
-        return self._run("remove_flow", self.steps.remove_flow(flow_id, deadline))
+        return self._run("remove_flow", self.steps.remove_flow(flow_id, deadline), flow_id)
 
     def claim_due(
         self, routes: Routes[str], owner: str, lease: timedelta, limit: int
@@ -160,6 +170,11 @@ class MongoTimerStore(MongoStoreAttributes):
 
     def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:
         return self._run("next_due", self.steps.next_due(routes, after))
+
+    def next_wake(self, routes: Routes[str]) -> datetime | None:
+        """Beyond the interface: :meth:`next_due` on the node's clock (what its driver
+        sleeps until; see ``TimerSteps.next_wake``)."""
+        return self._run("next_due", self.steps.next_wake(routes))
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._run("dead_letters", self.steps.dead_letters())

@@ -30,7 +30,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
-from flowsched.node.lost import LOST_TWICE, lost_run
+from flowsched.node.lost import LOST_TWICE, lost_run, lost_slot
 from flowsched.node.write_fence import cancel_again_async
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
@@ -60,7 +60,8 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         # it: one frame less per timer fired).
         if claim.lapsed >= LOST_TWICE:
             return _given(lost_run(self._delivery, claim))
-        return self._deliver.run(claim.item, claim.attempt)
+        item = lost_slot(claim) if claim.lapsed else claim.item
+        return self._deliver.run(item, claim.attempt)
 
     # -- the port ------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         item = stored_item(item)
         if self._closed:
             raise SchedulerUnavailable(f"schedule({item.id!r}): {type(self).__name__} is closed")
-        with self._fence.bounded() as began:
+        async with self._fence.bounded_async(f"schedule({item.id!r})") as began:
             deadline = await self._fence.deadline_async(self._store.now, began)
             stored = await self._store.put(item, deadline=deadline)
         return self._put_done(stored)
@@ -78,7 +79,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         never starts; ``history(item_id)`` shows a run that had already started."""
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
             return self._remove_done(item_id, await self._store.remove(item_id))
-        with self._fence.bounded() as began:
+        async with self._fence.bounded_async(f"cancel({item_id!r})") as began:
             deadline = await self._fence.deadline_async(self._store.now, began)
             try:
                 removed = await self._store.remove(item_id, deadline=deadline)
@@ -90,7 +91,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
             removed = await self._store.remove_flow(flow_id)
         else:
-            with self._fence.bounded() as began:
+            async with self._fence.bounded_async(f"cancel_flow({flow_id!r})") as began:
                 deadline = await self._fence.deadline_async(self._store.now, began)
                 removed = await self._store.remove_flow(flow_id, deadline=deadline)
         return self._remove_flow_done(removed)
@@ -103,11 +104,11 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
 
     def subscribe(self, kind: ScheduleKind, handler: AsyncHandler) -> None:
         self._delivery.subscribe(kind, handler)
-        self._wake()
+        self._routes_changed()
 
     def register(self, name: str, handler: AsyncHandler, **options: Unpack[HandlerOptions]) -> None:
         self._delivery.register(name, handler, **options)
-        self._wake()
+        self._routes_changed()
 
     def _wake(self) -> None:
         """Wake the driver (from any thread: it hops onto its loop)."""

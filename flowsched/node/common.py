@@ -161,6 +161,7 @@ class NodeFace(Generic[S, D]):
     node_id: str
 
     settle_here = False  # a store with no I/O settles on the handler's thread/task
+    _beats: Any = None  # the face's heartbeat (node/heartbeats.py) while started, if any
 
     def _wire(self, store: S, options: NodeArgs, driver: Any, run: Any, **delivery: Any) -> None:
         """Build the parts from ``options``: ``driver(core, store, run, routes, clock, ...)``
@@ -238,6 +239,13 @@ class NodeFace(Generic[S, D]):
         if resumed:
             self._driver.wake()
         return resumed
+
+    def _routes_changed(self) -> None:
+        """A handler was added: look for its items now, and advertise its route now (a
+        heartbeat at once), not at the next beat; from any thread."""
+        self._driver.wake()
+        if self._beats is not None:
+            self._beats.poke()
 
     def _begin_firing(self) -> None:
         """On a manual clock attach to it (steps deliver inline), else start the driver."""

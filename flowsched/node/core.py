@@ -26,7 +26,7 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   (:data:`~flowsched.node.gather.PACE`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
-  is dropped from the queue (a running one goes on: its settle is stale if it was taken).
+  is dropped from the queue (a running one goes on: if taken, only a one-shot success settles).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
   (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
   ``settle``; a confirm short of claims waits for a claim on its way, a claim asks for at
@@ -290,7 +290,7 @@ class NodeCore:
         the driver ``settled`` it already (a store with no I/O, on the handler's thread)."""
         claim = self.running.pop(ticket)
         self.lost.discard(ticket)
-        settlement = Settlement(claim, outcome, timed_out=timed_out)
+        settlement = Settlement.of(claim, outcome, timed_out=timed_out)
         if settled is None:
             self.pending.append(settlement)
         else:
@@ -397,7 +397,7 @@ class NodeCore:
                 if new is None:
                     log.warning(
                         "node %s lost the lease of %s while its handler runs (another node "
-                        "may run it too; this run's outcome will be ignored)",
+                        "may run it too; of this run's outcomes only a one-shot success applies)",
                         self.settings.owner,
                         claim.item.key,
                     )

@@ -6,7 +6,9 @@ A started node scheduler (PostgreSQL, MongoDB, either face) writes one row for i
 node that died without closing drops out of :meth:`PostgresTimerStore.live_nodes
 <flowsched.postgres.PostgresTimerStore.live_nodes>` by itself; closing removes the row.
 Nothing decides delivery here: claims never read the table. It tells operators which routes
-no live node serves. A beat that fails (an outage) is skipped; the next one tries again.
+no live node serves. A handler added (:meth:`Beats.poke`) beats at once: its route is listed
+as served then, not at the next beat. A beat that fails (an outage, or a store that refuses
+this node's settings) is skipped; the next one tries again.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
-from flowsched.errors import SchedulerUnavailable
+from flowsched.errors import ConfigError, SchedulerUnavailable
 
 __all__ = ["AsyncBeats", "Beats", "LiveNode", "beat_interval", "node_ttl"]
+
+SKIPPED = (SchedulerUnavailable, ConfigError)
+"""What a beat (and the leave at close) skips: an outage, and a store that refuses this
+node's settings (a bucket count that disagrees: its claims say why; ``close`` must not
+raise for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,7 @@ class Beats(_Beat[_Beating]):
         if self._thread is not None:
             raise RuntimeError(f"the heartbeat of {self.node!r} has started already")
         self._stop = threading.Event()
+        self._poked = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"flowsched-beat-{self.node}", daemon=True
         )
@@ -94,16 +102,24 @@ class Beats(_Beat[_Beating]):
         """Stop beating; remove the node's row if it ever beat."""
         if self._thread is None:
             return  # never started
-        self._stop.set()
-        self._thread.join(self.every + 5)
-        with contextlib.suppress(SchedulerUnavailable):
+        self._stop.set()  # a thread not running yet (closed from a handler during start) ends
+        self._poked.set()
+        if self._thread.is_alive():
+            self._thread.join(self.every + 5)
+        with contextlib.suppress(*SKIPPED):
             self.store.leave(self.node)
+
+    def poke(self) -> None:
+        """Beat now (the routes changed), not at the next interval; from any thread."""
+        if self._thread is not None:
+            self._poked.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(SchedulerUnavailable):
+            with contextlib.suppress(*SKIPPED):
                 self.store.heartbeat(self.node, self.routes(), self.ttl)
-            self._stop.wait(self.every)
+            self._poked.wait(self.every)
+            self._poked.clear()
 
 
 class AsyncBeats(_Beat[_AsyncBeating]):
@@ -113,7 +129,22 @@ class AsyncBeats(_Beat[_AsyncBeating]):
 
     def start(self) -> None:
         """Beat now and every interval, in a task of the running loop."""
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop = asyncio.get_running_loop()
+        self._poked = asyncio.Event()
+        self._task = self._loop.create_task(self._run())
+
+    def poke(self) -> None:
+        """Beat now (the routes changed), not at the next interval; from any thread."""
+        if self._task is None or self._loop.is_closed():
+            return
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            here = False
+        if here:
+            self._poked.set()
+        else:
+            self._loop.call_soon_threadsafe(self._poked.set)
 
     async def stop(self) -> None:
         """Stop beating; remove the node's row if it ever beat."""
@@ -123,11 +154,13 @@ class AsyncBeats(_Beat[_AsyncBeating]):
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
-        with contextlib.suppress(SchedulerUnavailable):
+        with contextlib.suppress(*SKIPPED):
             await self.store.leave(self.node)
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(SchedulerUnavailable):
+            with contextlib.suppress(*SKIPPED):
                 await self.store.heartbeat(self.node, self.routes(), self.ttl)
-            await asyncio.sleep(self.every)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poked.wait(), self.every)
+            self._poked.clear()

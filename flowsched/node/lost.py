@@ -22,9 +22,21 @@ from flowsched.outcomes import Outcome
 from flowsched.records import ScheduleItem, log_fields
 from flowsched.store.records import LOST_TWICE, Claim
 
-__all__ = ["LOST_TWICE", "DeliveryLost", "lost_run"]
+__all__ = ["LOST_TWICE", "DeliveryLost", "lost_run", "lost_slot"]
 
 log = logging.getLogger("flowsched.node")
+
+
+def lost_slot(claim: Claim) -> ScheduleItem:
+    """The item to run for ``claim``, whose last run (or more) started and was lost
+    (``claim.lapsed`` >= 1, below :data:`LOST_TWICE`): for a recurring item, the slot that run
+    took - the stored one, ``item.due``: it is claimed when due - counts as applied, so no
+    node runs it again (a tick is applied once); a newer slot due by now still runs, told it
+    as ``previous``, else the item moves on to its next slot. A one-shot item runs again."""
+    item = claim.item
+    if item.recurrence is None or not claim.lapsed:
+        return item
+    return item.moved(item.due, item.due, item.runs + 1)
 
 
 class DeliveryLost(Exception):

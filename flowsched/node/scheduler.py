@@ -33,7 +33,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
-from flowsched.node.lost import LOST_TWICE, lost_run
+from flowsched.node.lost import LOST_TWICE, lost_run, lost_slot
 from flowsched.node.write_fence import cancel_again
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
@@ -59,7 +59,8 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     def _run(self, claim: Claim) -> Outcome:
         if claim.lapsed >= LOST_TWICE:
             return lost_run(self._delivery, claim)
-        return self._delivery.run(claim.item, claim.attempt)
+        item = lost_slot(claim) if claim.lapsed else claim.item
+        return self._delivery.run(item, claim.attempt)
 
     def _open(self, what: str) -> None:
         if self._closed:
@@ -70,7 +71,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     def schedule(self, item: ScheduleItem) -> ScheduleItem:
         item = stored_item(item)
         self._open(f"schedule({item.id!r})")
-        with self._fence.bounded() as began:
+        with self._fence.bounded(f"schedule({item.id!r})") as began:
             deadline = self._fence.deadline(self._store.now, began)
             stored = self._store.put(item, deadline=deadline)
         return self._put_done(stored)
@@ -83,7 +84,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         ended after this call, ``started`` before it)."""
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
             return self._remove_done(item_id, self._store.remove(item_id))
-        with self._fence.bounded() as began:
+        with self._fence.bounded(f"cancel({item_id!r})") as began:
             deadline = self._fence.deadline(self._store.now, began)
             try:
                 removed = self._store.remove(item_id, deadline=deadline)
@@ -95,7 +96,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
         if self._fence.op_timeout is None:  # no deadline and no budget to keep (write_fence)
             removed = self._store.remove_flow(flow_id)
         else:
-            with self._fence.bounded() as began:
+            with self._fence.bounded(f"cancel_flow({flow_id!r})") as began:
                 deadline = self._fence.deadline(self._store.now, began)
                 removed = self._store.remove_flow(flow_id, deadline=deadline)
         return self._remove_flow_done(removed)
@@ -108,11 +109,11 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
 
     def subscribe(self, kind: ScheduleKind, handler: Handler) -> None:
         self._delivery.subscribe(kind, handler)
-        self._driver.wake()
+        self._routes_changed()
 
     def register(self, name: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
         self._delivery.register(name, handler, **options)
-        self._driver.wake()
+        self._routes_changed()
 
     def dead_letters(self) -> list[DeadLetter]:
         return self._store.dead_letters()

@@ -3,8 +3,9 @@ written once for both faces, over any :class:`~flowsched.store.TimerStore`.
 
 The arguments are checked as on every other adapter
 (:func:`~flowsched.steering_query.timer_filters`: a bad one raises ``ValueError`` or
-``TypeError`` naming it, at the call); the cursor is the store's own
-(:attr:`TimerPage.next`), refused by the store with a ``ValueError`` when it did not make it.
+``TypeError`` naming it, at the call); the cursor is the stores' own (:attr:`TimerPage.next`,
+:func:`flowsched.store.paging.encode_cursor`, written once for every store), so one they did
+not make is refused at the call too, before any page is read.
 
 The store lists dead letters among the timers and takes ``due_to`` as inclusive; the port
 lists dead letters only with ``state="dead"`` and means ``due_from <= due < due_to``.
@@ -22,6 +23,7 @@ from typing import Any
 
 from flowsched.steering import TimerInfo, TimerPage
 from flowsched.steering_query import ITER_PAGE, timer_filters
+from flowsched.store.paging import decode_cursor
 from flowsched.store.records import TimerSelection
 
 __all__ = [
@@ -44,6 +46,8 @@ def checked_selection(**filters: Any) -> TimerSelection:
     after = filters.pop("after", None)
     if after is not None and not isinstance(after, str):
         raise TypeError(f"timers() after must be a cursor string (a page's next), got {after!r}")
+    if after is not None:
+        decode_cursor(after)  # ValueError naming after: not a page's next
     checked = timer_filters(**filters)
     return TimerSelection(
         id_prefix=checked.id_prefix,

@@ -30,7 +30,7 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.store.async_face import AsyncOver
 from flowsched.store.measured_clock import MeasuredClock
 
-__all__ = ["DatabaseTime", "core_clock", "face_clock"]
+__all__ = ["DatabaseTime", "claimable_at", "core_clock", "face_clock"]
 
 
 def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
@@ -44,6 +44,26 @@ def core_clock(store: object, clock: Clock) -> Callable[[], datetime]:
     if isinstance(own, Clock):
         return own.now
     return clock.now
+
+
+def claimable_at(store: object) -> Callable[[datetime], datetime]:
+    """When an item due at a given time can be claimed, on the core's clock (what a driver
+    wakes by): a store that measures its database's clock takes an item only once the
+    *earliest* the database's time can be has reached its due time - on the best estimate
+    the core is given, the due time plus the error bound (a node woken at the due time
+    itself would claim nothing and, not to spin, wait for its next poll). Else the due
+    time itself."""
+    if isinstance(store, AsyncOver):
+        store = store.sync
+    measured = getattr(store, "time", None)
+    if not isinstance(measured, MeasuredClock):
+        return lambda when: when
+
+    def claimable(when: datetime) -> datetime:
+        earliest = measured.earliest()  # first: the error read is never short
+        return when + (measured.estimate() - earliest)
+
+    return claimable
 
 
 class DatabaseTime:

@@ -37,13 +37,14 @@ deadline is taken as of the call's start. A fenced cancel whose reply was lost
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 
-from flowsched.clock import Clock
+from flowsched.clock import Clock, capped
 from flowsched.errors import OutcomeUnknown, SchedulerUnavailable
 from flowsched.node.clock_filter import ClockFilter
 from flowsched.store.async_face import AsyncOver
@@ -74,14 +75,42 @@ class WriteFence:
         self._lock = threading.Lock()
 
     @contextmanager
-    def bounded(self) -> Iterator[float]:
+    def bounded(self, call: str | None = None) -> Iterator[float]:
         """A port call: its store calls end within ``op_timeout``
         (:mod:`flowsched.store.call_budget`); yields when it began (``time.monotonic()``),
-        for :meth:`deadline`."""
+        for :meth:`deadline`; ``call`` names the port call (a store gives up naming it). A
+        write whose outcome is unknown is said so
+        (``OutcomeUnknown``) once its deadline has passed, not before (:meth:`_unfenced`)."""
         began = time.monotonic()
         seconds = None if self.op_timeout is None else self.op_timeout.total_seconds()
-        with call_budget(began, seconds):
-            yield began
+        with call_budget(began, seconds, call):
+            try:
+                yield began
+            except OutcomeUnknown:
+                time.sleep(self._unfenced(began))
+                raise
+
+    @asynccontextmanager
+    async def bounded_async(self, call: str | None = None) -> AsyncIterator[float]:
+        """:meth:`bounded` on the asyncio face."""
+        began = time.monotonic()
+        seconds = None if self.op_timeout is None else self.op_timeout.total_seconds()
+        with call_budget(began, seconds, call):
+            try:
+                yield began
+            except OutcomeUnknown:
+                await asyncio.sleep(self._unfenced(began))
+                raise
+
+    def _unfenced(self, began: float) -> float:
+        """Seconds until the deadline of the call that began at ``began`` has surely passed
+        in the store's time (``op_timeout`` after it began): a write given up sooner - a
+        connection reset at once - could still reach the store and apply after its caller
+        was told, and another instance's newer form with it. None with an injected clock
+        (its time is not the host's: the store compares with it, and waiting moves nothing)."""
+        if self.op_timeout is None or self._own is not None:
+            return 0.0
+        return max(began + self.op_timeout.total_seconds() - time.monotonic(), 0.0)
 
     def _known(self) -> tuple[bool, datetime | None]:
         """``(True, deadline)`` when no measurement is due, else ``(False, None)``."""
@@ -89,9 +118,11 @@ class WriteFence:
         if timeout is None:
             return True, None
         if self._own is not None:
-            return True, self._own.now() + timeout
+            return True, capped(self._own.now(), timeout)  # the year 9999: its last date
         if self._measured is not None:
-            return True, self._measured.earliest() + timeout
+            if self._measured.stale():  # never measured, or long ago: the store's now() first
+                return False, None
+            return True, capped(self._measured.earliest(), timeout)
         with self._lock:
             if self._filter.samples and self._node.monotonic() < self._stale_at:
                 return True, self._from_samples()
@@ -100,7 +131,7 @@ class WriteFence:
     def _from_samples(self) -> datetime:
         assert self.op_timeout is not None
         node = self._node
-        return self._filter.earliest(node.monotonic(), node.now()) + self.op_timeout
+        return capped(self._filter.earliest(node.monotonic(), node.now()), self.op_timeout)
 
     def _sending(self) -> tuple[float, datetime]:
         return self._node.monotonic(), self._node.now()
@@ -115,8 +146,26 @@ class WriteFence:
                 self._stale_at = received + REFRESH
             return self._from_samples()
 
+    def _after_measuring(
+        self, sending: tuple[float, datetime], server: datetime | None
+    ) -> datetime:
+        """The deadline once the store's ``now()`` answered ``server`` (or failed): from
+        the store's own measurement where it keeps one (its ``now()`` sampled it: a node
+        whose clock is off the database's by more than ``op_timeout`` must not fence its
+        first write by its own clock), else from this fence's samples."""
+        if self._measured is not None:
+            assert self.op_timeout is not None
+            return capped(self._measured.earliest(), self.op_timeout)
+        return self._measured_by(sending, server)
+
     def _failed(self, exc: SchedulerUnavailable) -> None:
         """A measurement failed: go on with the samples kept, or raise (nothing was sent)."""
+        measured = self._measured
+        if measured is not None:
+            if not measured.filter.samples:
+                raise exc
+            measured.postpone()  # the samples kept serve, their error grown by the drift
+            return
         with self._lock:
             if not self._filter.samples:
                 raise exc
@@ -139,7 +188,7 @@ class WriteFence:
             server = now()
         except SchedulerUnavailable as exc:
             self._failed(exc)
-        return self._at(self._measured_by(sending, server), began)
+        return self._at(self._after_measuring(sending, server), began)
 
     async def deadline_async(
         self, now: Callable[[], Awaitable[datetime]], began: float
@@ -153,7 +202,7 @@ class WriteFence:
             server = await now()
         except SchedulerUnavailable as exc:
             self._failed(exc)
-        return self._at(self._measured_by(sending, server), began)
+        return self._at(self._after_measuring(sending, server), began)
 
 
 def _retry(deadline: datetime | None) -> bool:

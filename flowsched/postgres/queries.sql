@@ -532,6 +532,23 @@ WITH s AS (
 )
 SELECT id, {now}, lease_until, claim_token FROM gone;
 
+-- name: settle_late
+-- After a settle, the one-shot completions it found stale (Settlement.settles_late; sent only
+-- then, rare): a run that succeeded after its lease ended, while another claim took the row
+-- (a paused node), settles its generation - the row is deleted, fenced on id and generation
+-- alone, whoever holds it now (a replaced or cancelled form matches nothing). A delivery the
+-- other claim had started keeps its attempt in the history, open, as a cancel's does (its own
+-- outcome, stale, ends it: close_kept). Each deleted row comes back with the store's time.
+WITH s AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(generations)s::bigint[]) AS s(id, generation)
+), met AS (
+    DELETE FROM {table} t USING s
+    WHERE t.id = ANY (%(ids)s::text[]) AND t.id = s.id AND t.generation = s.generation
+      AND {relaxed}
+    RETURNING t.id, t.generation, t.attempts, t.owner, t.started_at, t.lease_until
+), {keep_met}
+SELECT id, generation, {now} FROM met;
+
 -- name: close_kept
 -- After a settle some of whose outcomes matched no row (stale), those outcomes: a run whose
 -- row a cancel or replace took while it ran had its attempt kept in {history}, open; its

@@ -18,25 +18,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["budget_left", "call_budget"]
+__all__ = ["budget_left", "call_budget", "port_call"]
 
 _END: ContextVar[float | None] = ContextVar("flowsched_call_end", default=None)
+_CALL: ContextVar[str | None] = ContextVar("flowsched_port_call", default=None)
 
 
 @contextmanager
-def call_budget(began: float, seconds: float | None) -> Iterator[None]:
+def call_budget(began: float, seconds: float | None, call: str | None = None) -> Iterator[None]:
     """The store calls in this block end by ``began + seconds`` (``time.monotonic()``; an
-    enclosing budget that ends sooner still holds); ``None``: no budget of its own."""
-    if seconds is None:
-        yield
-        return
-    outer = _END.get()
-    end = began + seconds
-    token = _END.set(end if outer is None else min(outer, end))
+    enclosing budget that ends sooner still holds); ``None``: no budget of its own. They
+    are made for the port call ``call`` (``"schedule('t')"``: a store names it when it
+    gives up, :func:`port_call`)."""
+    named = _CALL.set(call) if call is not None else None
     try:
-        yield
+        if seconds is None:
+            yield
+            return
+        outer = _END.get()
+        end = began + seconds
+        token = _END.set(end if outer is None else min(outer, end))
+        try:
+            yield
+        finally:
+            _END.reset(token)
     finally:
-        _END.reset(token)
+        if named is not None:
+            _CALL.reset(named)
+
+
+def port_call() -> str | None:
+    """The port call the store calls in progress are made for (``None``: not told)."""
+    return _CALL.get()
 
 
 def budget_left() -> float | None:

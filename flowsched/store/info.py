@@ -19,9 +19,10 @@ def timer_info(
     node: str | None = None,
     lease_until: datetime | None = None,
 ) -> TimerInfo:
-    """``item`` as ``timers()`` lists it (``node`` and ``lease_until`` only while claimed)."""
+    """``item`` as ``timers()`` lists it: ``node`` and ``lease_until`` (a claim whose lease
+    has not ended: the caller's to judge) only while claimed, or paused while claimed."""
     payload = item._payload
-    claimed = state == "claimed"
+    claimed = state in ("claimed", "paused")
     return TimerInfo(
         id=item.id,
         kind=item.kind,

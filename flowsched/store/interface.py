@@ -129,6 +129,9 @@ class TimerStore(Protocol):
         """Apply each outcome under its claim's fence (its identity: a claim from before a
         renewal still settles), in one batch; one result per settlement, in order. A stale
         claim applies nothing (``applied`` False); ``late`` is measured from the stored lease.
+        But a late completion (:attr:`Settlement.settles_late`: a one-shot ``Completed``)
+        is fenced on id and generation alone: it removes its generation although another
+        claim took it, ``late`` measured from the claim's own ``lease_until``.
         Closes the attempt in the history. Raises (applying nothing, or
         :class:`~flowsched.OutcomeUnknown`) when the store cannot be written: the caller
         keeps the outcomes and retries them (settling twice is harmless: the second is

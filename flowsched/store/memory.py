@@ -228,20 +228,21 @@ class MemoryTimerStore:
     def settle(self, settlements: Sequence[Settlement]) -> list[SettleResult]:
         with self._lock:
             now = self.now()
-            results = []
-            for settlement in settlements:
-                claim = settlement.claim
-                held = self._held(claim)
-                if held is None:
-                    results.append(SettleResult(claim, False))
-                    continue
-                ends = held.until  # the stored lease: maybe renewed
-                attempt = self._attempts.get(claim.item.id, 0)
-                self._history.close(claim, attempt, now, ended_as(settlement), settlement)
-                self._apply(claim.item.id, settlement.outcome)
-                late = now - ends if now > ends else None
-                results.append(SettleResult(claim, True, late))
-            return results
+            return [self._settle(settlement, now) for settlement in settlements]
+
+    def _settle(self, settlement: Settlement, now: datetime) -> SettleResult:
+        claim, key = settlement.claim, settlement.claim.item.id
+        held = self._held(claim)
+        if held is not None:
+            attempt = self._attempts.get(key, 0)
+            self._history.close(claim, attempt, now, ended_as(settlement), settlement)
+            self._apply(key, settlement.outcome)
+            return SettleResult.at(claim, now, held.until)  # the stored lease: maybe renewed
+        item = self._items.get(key)
+        if settlement.settles_late and item is not None and item.generation == claim.generation:
+            self._delete(key)  # a late completion: fenced on id and generation alone
+            return SettleResult.at(claim, now, claim.lease_until)
+        return SettleResult(claim, False)  # stale
 
     def next_due(self, routes: Collection[str], after: datetime | None = None) -> datetime | None:
         with self._lock:
@@ -441,7 +442,7 @@ class MemoryTimerStore:
         state: TimerState = (
             "paused" if key in self._paused else "claimed" if claimed else "scheduled"
         )
-        owner, until = (held.owner, held.until) if held is not None else (None, None)
+        owner, until = (held.owner, held.until) if claimed and held else (None, None)
         attempt, error = self._attempts.get(key, 0), self._errors.get(key)
         return timer_info(item, state, attempt, error, owner, until)
 

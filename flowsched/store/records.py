@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from flowsched.outcomes import Outcome
+from flowsched.outcomes import Completed, Failure, Outcome
 from flowsched.records import ScheduleItem, ScheduleKind
 from flowsched.steering import TimerState
 
@@ -43,7 +43,9 @@ class Claim:
       item carries all four **and** its stored lease has not ended by the store's clock;
     * :meth:`TimerStore.settle` and :meth:`TimerStore.release` apply while the stored item
       carries all four (a settle after the lease ended, nobody having claimed the item
-      since, applies and says how late).
+      since, applies and says how late) - but for a late completion
+      (:attr:`Settlement.settles_late`), which is fenced on ``(item.id, item.generation)``
+      alone.
 
     So a replaced, cancelled, paused or re-claimed item (by another node or by the same one:
     a new token) is never touched by a stale claim, and a claim whose renewal applied but
@@ -87,18 +89,45 @@ class Settlement:
     timed_out: bool = False
     traceback: str | None = None
 
+    @classmethod
+    def of(cls, claim: Claim, outcome: Outcome, *, timed_out: bool = False) -> Settlement:
+        """The settlement of a handler's ``outcome``, with what its failure says for the
+        history: whether it ran past its time limit, its traceback excerpt."""
+        failure = getattr(outcome, "failure", None)
+        if not isinstance(failure, Failure):
+            return cls(claim, outcome, timed_out)
+        return cls(claim, outcome, timed_out or failure.outcome == "timed_out", failure.traceback)
+
+    @property
+    def settles_late(self) -> bool:
+        """Whether this settlement applies even when its claim no longer holds: a one-shot
+        item's :class:`~flowsched.outcomes.Completed`. Its run succeeded, perhaps after its
+        lease ended and another claim took the item (a paused node): it settles its
+        generation - the item is removed, fenced on id and generation alone, whoever holds
+        it now - so successful runs never count as lost ones (CONTRACT section 15). A
+        replaced or cancelled form is never touched; a ``NextSlot`` has its slot's own fence,
+        and a failure of a claim that no longer holds is stale."""
+        return isinstance(self.outcome, Completed) and self.claim.item.recurrence is None
+
 
 @dataclass(frozen=True, slots=True)
 class SettleResult:
     """How one :class:`Settlement` went: ``applied`` is false for a stale claim (the item
-    was replaced, cancelled or claimed again meanwhile: nothing changed). ``late`` is how
-    long after the stored lease's end the store applied it (by its clock; the stored lease,
-    which a renewal whose reply was lost may have moved past the claim's ``lease_until``),
-    ``None`` when it was in time or not applied."""
+    was replaced, cancelled or claimed again meanwhile: nothing changed; a late completion,
+    :attr:`Settlement.settles_late`, is stale only if its generation is gone). ``late`` is
+    how long after the stored lease's end the store applied it (by its clock; the stored
+    lease, which a renewal whose reply was lost may have moved past the claim's
+    ``lease_until``; for a late completion whose claim no longer holds, the claim's own
+    ``lease_until``), ``None`` when it was in time or not applied."""
 
     claim: Claim
     applied: bool
     late: timedelta | None = None
+
+    @classmethod
+    def at(cls, claim: Claim, now: datetime, ends: datetime) -> SettleResult:
+        """``claim``'s settle, applied at ``now``: late if after ``ends``, its lease end."""
+        return cls(claim, True, now - ends if now > ends else None)
 
 
 @dataclass(frozen=True, slots=True)

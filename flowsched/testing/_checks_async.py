@@ -112,14 +112,18 @@ async def _handlers_await_the_scheduler(t: AsyncTrial) -> None:
     assert got == [("first", S), ("follow-up", 3 * S)], f"delivered {got}"
 
 
-_DRIVER_READS = frozenset({"_poll_cancellation", "PyMongoProtocol.read"})
+_DRIVER_READS = frozenset(
+    {"_poll_cancellation", "PyMongoProtocol.read", "AsyncPeriodicExecutor._run"}
+)
 
 
 def _drivers_own(task: asyncio.Task[Any]) -> bool:
-    """Whether ``task`` is one of the two that pymongo's network layer starts for every reply
-    it awaits: its server monitor's heartbeat (a task of the client's, from before the check)
-    starts a pair whenever a reply comes. A command of the scheduler's own still in flight
-    shows as the task that awaits it, which this does not pass over."""
+    """Whether ``task`` is pymongo's, not the scheduler's: one of the two that its network
+    layer starts for every reply it awaits (its server monitor's heartbeat starts a pair
+    whenever a reply comes), or one of the client's monitors (``AsyncPeriodicExecutor``),
+    started at its first command - the client is the caller's, and lives on after
+    ``aclose()``. A command of the scheduler's own still in flight shows as the task that
+    awaits it, which this does not pass over."""
     return getattr(task.get_coro(), "__qualname__", "") in _DRIVER_READS
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from flowsched.errors import SchedulerUnavailable
-from flowsched.outcomes import Completed, DeadLettered, NextSlot, Redeliver
+from flowsched.outcomes import Completed, DeadLettered, NextSlot, Outcome, Redeliver
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.store.records import Settlement, TimerSelection
@@ -137,11 +137,26 @@ def _expired_lease(t: StoreTrial) -> None:
     assert again.owner == A and again.attempt == 1, f"re-claim after expiry: {again}"
     assert again.token != held.token, f"a re-claim kept the lapsed claim's token: {again}"
     assert t.store.renew([held], t.short) == [], "the lapsed claim was renewed"
-    [stale] = t.store.settle([Settlement(held, Completed())])
-    assert not stale.applied and t.store.exists("x"), "the lapsed claim's settle applied"
+    dead = DeadLetter(held.item, 2, "E: two", t.store.now())
+    failures: list[Outcome] = [Redeliver(t.store.now() - _S, 2, "E: two"), DeadLettered(dead)]
+    for failure in failures:
+        [stale] = t.store.settle([Settlement(held, failure)])
+        assert not stale.applied, f"the lapsed claim's {type(failure).__name__} applied"
+    assert t.store.dead_letters() == [], "the lapsed claim's DeadLettered wrote a letter"
     assert t.store.release([held]) == 0, "the lapsed claim was released"
+    assert t.store.confirm_start([again]) == [again], "a stale settle touched the re-claim"
     outcomes = [a.outcome for a in t.store.history("x")]
-    assert outcomes == ["failed", "lapsed"], f"history after a lapse: {outcomes}"
+    assert outcomes == ["failed", "lapsed", None], f"history after a lapse: {outcomes}"
+    # Its run succeeded, late: a one-shot Completed settles its generation, whoever holds it.
+    [late] = t.store.settle([Settlement(held, Completed())])
+    expected = t.store.now() - held.lease_until
+    assert late.applied and not t.store.exists("x"), "a late completion did not apply"
+    assert late.late is not None and abs(late.late - expected) <= _S, (
+        f"a late completion is late by {late.late}, not by about {expected} (its own lease)"
+    )
+    [after] = t.store.settle([Settlement(again, Completed())])
+    assert not after.applied, "the re-claim settled an item a late completion had settled"
+    assert t.store.dead_letters() == [], "a late completion left a dead letter"
 
 
 def _confirm_start(t: StoreTrial) -> None:
@@ -401,7 +416,9 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     StoreCheck("a claim is exclusive across two owners", _claim_exclusive),
     StoreCheck(
         "an expired lease is claimable again (by its owner too: a new token), attempt kept; "
-        "the lapsed claim is stale",
+        "the lapsed claim is stale, but for a late completion: a one-shot item's Completed "
+        "settles its generation (fenced on id and generation alone) and says how late after "
+        "its own lease",
         _expired_lease,
     ),
     LOST_RUNS,

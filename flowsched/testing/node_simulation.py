@@ -89,11 +89,17 @@ class _DropSettle(NodeCore):
 
 
 class _LeaseFenceStore(MemoryTimerStore):
-    """Planted: a claim also fenced by equality with the lease end the node remembers."""
+    """Planted: a claim also fenced by equality with the lease end the node remembers (its
+    completions too: a stale one is not applied as a late completion)."""
 
     def _held(self, claim: Claim, now: datetime | None = None) -> Any:
         row = super()._held(claim, now)
         return row if row is not None and row.until == claim.lease_until else None
+
+    def _settle(self, settlement: Settlement, now: datetime) -> SettleResult:
+        if self._held(settlement.claim) is None:
+            return SettleResult(settlement.claim, False)
+        return super()._settle(settlement, now)
 
 
 class _MidpointFilter(ClockFilter):

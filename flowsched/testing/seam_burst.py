@@ -55,7 +55,8 @@ class StaleStart:
     """Form ``form`` of ``item`` started ``late`` seconds after operation ``by`` (a replace
     by form ``by``, or a cancel numbered ``by``) had returned; ``checked``: how long before
     that return its claim's last check was sent (negative: after it; ``None``: unknown);
-    ``recorded``: whether ``history(item)`` lists an attempt of this form."""
+    ``recorded``: whether ``history(item)`` lists an attempt of this form; ``generation``:
+    the form's, as its ``schedule`` returned it."""
 
     item: str
     form: int
@@ -64,6 +65,7 @@ class StaleStart:
     late: float
     checked: float | None = None
     recorded: bool | None = None
+    generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +261,10 @@ class _BurstLog:
             first = after[0]  # the first successor, in issue order: it returned first
             checked = first.returned - before_call[-1] if before_call else None
             late = called - first.returned
-            report.stale.append(StaleStart(item_id, form, first.number, first.what, late, checked))
+            generation = self._generation(item_id, form)
+            report.stale.append(
+                StaleStart(item_id, form, first.number, first.what, late, checked, None, generation)
+            )
         return report
 
     def _generation(self, item_id: str, form: int) -> int | None:

@@ -1,8 +1,10 @@
 """A started ``AsyncMongoScheduler`` advertises itself in ``<collection>_nodes`` exactly as a
-``MongoScheduler`` does (one heartbeat definition, :class:`flowsched.mongo.nodes.Heartbeat`):
-its routes, renewed every poll and at once when a handler is added, its clock offset from its
-ServerClock, gone on ``aclose()`` - so ``flowsched timers stats`` / ``timers nodes`` and the
-console list it and the routes it serves."""
+``MongoScheduler`` does (one heartbeat definition, :mod:`flowsched.node.heartbeats`, writing
+:func:`flowsched.mongo.nodes.heartbeat_document`): its routes, renewed every poll and at once
+when a handler is added, the clock offset it measured against the server's, gone on
+``aclose()`` - so ``flowsched timers stats`` / ``timers nodes`` (which read the namespace
+through the CLI's document store, ``flowsched.mongo.store.TimerStore``) and the console list
+it and the routes it serves."""
 
 from __future__ import annotations
 

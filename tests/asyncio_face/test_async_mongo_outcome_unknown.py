@@ -23,14 +23,10 @@ from flowsched import AsyncMongoScheduler, OutcomeUnknown, ScheduleItem, Schedul
 pytestmark = pytest.mark.asyncio
 
 
-async def _hello(name: str) -> dict[str, Any]:
-    return {"ok": 1, "localTime": datetime.now(UTC).replace(tzinfo=None)}
-
-
 async def _node(wire: Wire, node_id: str) -> AsyncMongoScheduler:
     node = AsyncMongoScheduler(wire, node_id=node_id, op_timeout=timedelta(milliseconds=300))
-    await node._time.refresh_async(_hello)
-    assert node._time.measured
+    await node.store.now()  # measured (the Wire's hello): stamps and fences by its time
+    assert node.store.sync.time.filter.samples  # mongomock: the sync store, run inline
     return node
 
 
@@ -43,17 +39,17 @@ async def test_unknown_outcomes_and_late_cancels_on_the_async_face() -> None:
     wire = Wire(mongomock_collection())
     a, b = await _node(wire, "a"), await _node(wire, "b")
 
-    wire.lose["replace_one"] = 10**6
+    wire.lose["find_one_and_replace"] = 10**6
     with pytest.raises(OutcomeUnknown):
         await a.schedule(_item({"form": "old"}))
     wire.lose.clear()
     assert await a.exists("t")
 
-    wire.lose["delete_one"] = 1
+    wire.lose["find_one_and_delete"] = 1
     assert await a.cancel("t") is True  # its first reply lost
 
     await a.schedule(_item({"form": "old"}))
-    wire.hold.add("delete_one")
+    wire.hold.add("find_one_and_delete")
     with pytest.raises(OutcomeUnknown):
         await a.cancel("t")
     wire.hold.clear()

@@ -1,7 +1,8 @@
-"""``AsyncMongoScheduler``, start on claim (CONTRACT section 15): a claim with a free handler
-slot records its start (``claim.started``), shown by ``history`` as an open attempt from
-that start, which precedes a cancel that returns after the claim; a claim waiting for a
-slot records nothing and is checked before its handler (flowsched.mongo.start_check)."""
+"""``AsyncMongoScheduler``, start on claim (CONTRACT section 15): a claim records its start
+as it is taken (the node claims for free handler slots only), shown by ``history`` as an
+open attempt from that start, which precedes a cancel that returns after the claim; an item
+waiting for a busy slot is not claimed, so nothing of it is recorded or started. In virtual
+time (``run_due``) each delivery's attempt starts at the recorded claim, too."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from flowsched import (  # noqa: E402
     ScheduleItem,
     ScheduleKind,
 )
-from flowsched.mongo.documents import bson_utc  # noqa: E402
 
 pytestmark = pytest.mark.asyncio
 TIMER = ScheduleKind.TIMER
@@ -49,9 +49,10 @@ async def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(by: st
     await node.schedule(ScheduleItem("job", TIMER, node.now()))
     async with node:
         await asyncio.wait_for(running.wait(), 10)
-        recorded = bson_utc(_claim(collection, "job")["started"])
         [open_attempt] = await node.history("job")
-        assert (open_attempt.started, open_attempt.ended) == (recorded, None)
+        recorded = open_attempt.started  # recorded by the claim, by the database's clock
+        assert (open_attempt.node, open_attempt.ended) == ("b", None)
+        assert _claim(collection, "job")  # the claim that recorded it
         assert other.cancel("job") if by == "another node" else await node.cancel("job")
         assert recorded <= datetime.now(UTC)  # mongomock's clock is this host's
         [kept] = await node.history("job")  # kept by the cancel that removed the claim
@@ -64,6 +65,8 @@ async def test_a_recorded_start_is_an_open_attempt_that_precedes_a_cancel(by: st
 
 
 async def test_a_claim_waiting_for_a_slot_records_no_start_and_is_checked() -> None:
+    # The one slot is busy: the other item due is not claimed meanwhile (nothing waits
+    # unstarted), then claimed, started and run once the slot is free.
     collection: Any = mongomock_collection()
     ran: list[str] = []
     running, release = asyncio.Event(), asyncio.Event()
@@ -83,32 +86,33 @@ async def test_a_claim_waiting_for_a_slot_records_no_start_and_is_checked() -> N
     await node.schedule(ScheduleItem("queued", TIMER, now))
     async with node:
         await asyncio.wait_for(running.wait(), 10)
-        assert await until(lambda: bool(_claim(collection, "queued")))
-        assert "started" in _claim(collection, "busy")
-        assert "started" not in _claim(collection, "queued")
-        checks = node._sweeper._checks
-        assert checks.checks == 0
+        assert [a.ended for a in await node.history("busy")] == [None]  # started
+        await node.run_due()  # a turn of its own: the slot is still busy
+        assert not _claim(collection, "queued")
+        assert await node.history("queued") == []  # nothing recorded, nothing started
         release.set()
         assert await until(lambda: ran == ["busy", "queued"])
-        assert checks.checks == 1  # the claim that waited for the slot was checked
+        assert await until(lambda: collection.count_documents({}) == 0)
+    [attempt] = await node.history("queued")
+    assert (attempt.node, attempt.outcome) == ("b", "succeeded")
 
 
 async def test_run_due_records_no_start_on_the_claim() -> None:
-    # Virtual time awaits the batch's deliveries one after another: none starts on the
-    # claim, each is checked first.
+    # Virtual time delivers one claim at a time, in due order: each attempt starts at its
+    # recorded claim, at the clock's time.
     collection: Any = mongomock_collection()
     clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
     node = AsyncMongoScheduler(collection, node_id="b", clock=clock)
     seen: dict[str, Any] = {}
 
     async def handler(item: ScheduleItem, attempt: int) -> None:
-        seen[item.id] = _claim(collection, item.id).get("started")
+        [running] = await node.history(item.id)
+        seen[item.id] = (running.started, running.ended)
 
     node.subscribe(TIMER, handler)
     for n in range(3):
         await node.schedule(ScheduleItem(f"t-{n}", TIMER, clock.now()))
     assert await node.run_due() == 3
-    assert seen == {"t-0": None, "t-1": None, "t-2": None}
-    assert node._sweeper._checks.checks >= 1  # the claims were checked
+    assert seen == {f"t-{n}": (clock.now(), None) for n in range(3)}
     assert [a.started for a in await node.history("t-0")] == [clock.now()]
     await node.aclose()

@@ -54,7 +54,7 @@ async def test_the_mongo_face_runs_every_slot_s_plain_handler_at_once() -> None:
 async def test_with_a_caller_s_executor_the_mongo_face_records_no_start_on_the_claim() -> None:
     # A caller's executor (from_config's has `workers` threads) may be smaller than the
     # slots: a plain handler may wait there for a thread, so no claim records its start
-    # before its handler is called; each is checked first (flowsched.mongo.start_check).
+    # before its handler is called; each is checked first (flowsched.node.core).
     pytest.importorskip("mongomock")
     from concurrent.futures import ThreadPoolExecutor
 

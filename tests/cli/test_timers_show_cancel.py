@@ -7,11 +7,10 @@ from datetime import timedelta
 
 from timers_kit import rows
 
-from flowsched.delivery import Redeliver
-from flowsched.mongo.claims import Claims
-from flowsched.mongo.documents import stored_item
-from flowsched.mongo.settlement import Claim, Settlement
+from flowsched.mongo import MongoTimerStore
+from flowsched.outcomes import Redeliver
 from flowsched.port import ScheduleItem, ScheduleKind, kind_route
+from flowsched.store import Settlement
 
 MIN = timedelta(minutes=1)
 
@@ -107,9 +106,8 @@ def test_cancel_during_a_delivery_is_fenced_like_the_schedulers_own_cancel(
     namespace, clock, timers
 ):
     namespace.timer("pay-1", -MIN)
-    claims = Claims(namespace.store, "node-b", lease=10 * MIN)
-    claimed = claims.claim([kind_route(ScheduleKind.TIMER)], clock.now(), 10)
-    running = Claim(stored_item(claimed.documents[0]).item, 0, claimed.token)
+    node_b = MongoTimerStore(namespace.collection, clock=clock, node="node-b")
+    [running] = node_b.claim_started([kind_route(ScheduleKind.TIMER)], "node-b", 10 * MIN, 10)
 
     code, out, _ = timers("cancel", "pay-1")
 
@@ -120,5 +118,6 @@ def test_cancel_during_a_delivery_is_fenced_like_the_schedulers_own_cancel(
     )
     # node-b's handler fails and it writes a redelivery: fenced on the cancelled schedule.
     failed = Redeliver(clock.now() + MIN, 1, "boom")
-    claims.settle([Settlement.of(running, failed)], clock.now())
+    [settled] = node_b.settle([Settlement.of(running, failed)])
+    assert not settled.applied
     assert namespace.store.find("pay-1") is None

@@ -7,8 +7,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from flowsched.mongo import MongoScheduler
-from flowsched.mongo.claims import Claims
+from flowsched.mongo import MongoScheduler, MongoTimerStore
 from flowsched.mongo.documents import dead_letter_document
 from flowsched.mongo.store import TimerStore
 from flowsched.port import DeadLetter, ScheduleItem, ScheduleKind, kind_route
@@ -40,14 +39,16 @@ def ids(table: str) -> list[str]:
 
 
 class Namespace:
-    """A scheduler namespace to seed: items via MongoScheduler, claims and dead letters via
-    the store (exactly the documents the scheduler itself writes)."""
+    """A scheduler namespace to seed: items via MongoScheduler, claims via the timer store a
+    node's core claims through, dead letters via the document store (exactly the documents
+    the scheduler itself writes)."""
 
     def __init__(self, collection: Any, clock: Any) -> None:
         self.collection = collection
         self.clock = clock
         self.scheduler = MongoScheduler(collection, node_id="seed", clock=clock)
         self.store = TimerStore(collection)
+        self.timers = MongoTimerStore(collection, clock=clock, node="seed")
 
     def timer(
         self,
@@ -61,10 +62,10 @@ class Namespace:
         return self.scheduler.schedule(ScheduleItem(item_id, kind, due, flow_id, payload))
 
     def claim(self, kind: ScheduleKind, owner: str, lease: timedelta) -> list[str]:
-        """Claim every due item of ``kind`` as node ``owner`` would; the ids claimed."""
-        claims = Claims(self.store, owner, lease)
-        found = claims.claim([kind_route(kind)], self.clock.now(), 100)
-        return [doc["_id"] for doc in found.documents]
+        """Claim every due item of ``kind`` as node ``owner`` does (a MongoDB node starts its
+        claims as it claims them); the ids claimed."""
+        claims = self.timers.claim_started([kind_route(kind)], owner, lease, 100)
+        return [claim.item.id for claim in claims]
 
     def dead_letter(self, item_id: str, error: str, died_ago: timedelta, **item: Any) -> None:
         now = self.clock.now()

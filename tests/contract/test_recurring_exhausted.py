@@ -1,7 +1,7 @@
 """A recurring item with no slot left (none before the year 10000) is set aside, once, with the
 reason - on every adapter, by the delivery core's one rule: never redelivered, for that could
-only run an applied slot again or fail the same way for ever. MongoDB keeps it in quarantine,
-the in-memory and PostgreSQL adapters among their dead letters."""
+only run an applied slot again or fail the same way for ever. Every adapter (in memory,
+MongoDB, PostgreSQL) keeps it among its dead letters."""
 
 from __future__ import annotations
 
@@ -15,16 +15,10 @@ SEVEN_MILLENNIA = timedelta(days=7000 * 365)
 """From 2026 one slot falls before the year 10000 (in 9021), the next would be after it."""
 
 
-def set_aside(scheduler: SchedulerPort, adapter_name: str, item_id: str) -> str:
-    """The reason ``item_id`` was set aside (a dead letter in memory and on PostgreSQL,
-    quarantine on MongoDB)."""
-    if adapter_name in ("memory", "postgres"):
-        (letter,) = [d for d in scheduler.dead_letters() if d.item.id == item_id]
-        return letter.error
-    assert scheduler.dead_letters() == []
-    store: Any = scheduler._store  # type: ignore[attr-defined]
-    (record,) = list(store.quarantine.find({"item_id": item_id}))
-    return str(record["reason"])
+def set_aside(scheduler: SchedulerPort, item_id: str) -> str:
+    """The reason ``item_id`` was set aside: its dead letter, on every adapter."""
+    (letter,) = [d for d in scheduler.dead_letters() if d.item.id == item_id]
+    return letter.error
 
 
 def test_a_recurring_item_whose_last_slot_ran_is_set_aside_not_redelivered(
@@ -41,7 +35,7 @@ def test_a_recurring_item_whose_last_slot_ran_is_set_aside_not_redelivered(
 
     assert ran == [START + SEVEN_MILLENNIA]
     assert not scheduler.exists("last-tick")
-    assert "before the year 10000" in set_aside(scheduler, adapter_name, "last-tick")
+    assert "before the year 10000" in set_aside(scheduler, "last-tick")
 
 
 def test_a_recurring_item_with_no_slot_at_all_is_set_aside_without_running(
@@ -60,4 +54,4 @@ def test_a_recurring_item_with_no_slot_at_all_is_set_aside_without_running(
 
     assert ran == []
     assert not scheduler.exists("no-slot")
-    assert "before the year 10000" in set_aside(scheduler, adapter_name, "no-slot")
+    assert "before the year 10000" in set_aside(scheduler, "no-slot")

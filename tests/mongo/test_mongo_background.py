@@ -1,4 +1,4 @@
-"""The background sweeper: fires on its own, wakes early, renews leases, closes cleanly.
+"""A started node: fires on its own, wakes early, renews leases, closes cleanly.
 
 Real clock, short intervals; every wait is on an event with a generous timeout.
 """
@@ -56,19 +56,22 @@ def test_an_item_scheduled_while_a_claim_query_runs_is_not_left_for_the_next_pol
     scheduler = background(make, poll_interval=timedelta(hours=1))
     fired = threading.Event()
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: fired.set())
-    harvester = scheduler._claimer
-    real_take = harvester.take
+    store = scheduler.store  # the node's claim-lane calls: its claims and next-due queries
     once: list[bool] = []
 
-    def take(*args, **kwargs):
-        harvest = real_take(*args, **kwargs)
-        if not once:
-            once.append(True)
-            near = SystemClock().now() + timedelta(milliseconds=200)
-            scheduler.schedule(ScheduleItem("near", ScheduleKind.TIMER, near))
-        return harvest
+    def after_the_read(call):
+        def answered(*args, **kwargs):
+            answer = call(*args, **kwargs)
+            if not once:  # the first one has read the collection: "near" is not in it
+                once.append(True)
+                near = SystemClock().now() + timedelta(milliseconds=200)
+                scheduler.schedule(ScheduleItem("near", ScheduleKind.TIMER, near))
+            return answer
 
-    harvester.take = take
+        return answered
+
+    for name in ("claim_started", "next_due", "next_wake"):
+        setattr(store, name, after_the_read(getattr(store, name)))
     with scheduler:
         assert fired.wait(WAIT)
 

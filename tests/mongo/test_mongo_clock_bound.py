@@ -22,6 +22,20 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TIMER = ScheduleKind.TIMER
 
 
+class HostClock:
+    """A host's clock over ``base``: not a ManualClock (no ``attach``), so a face built on it
+    measures the database's time."""
+
+    def __init__(self, base: ManualClock) -> None:
+        self.base = base
+
+    def now(self) -> datetime:
+        return self.base.now()
+
+    def monotonic(self) -> float:
+        return self.base.monotonic()
+
+
 class Hello:
     """``database.command("hello")`` on the node's own clock (no skew). ``held``: seconds
     the request is held on its way *to* the server, so the server reads its clock at the end
@@ -110,17 +124,22 @@ def test_no_delivery_starts_before_its_due_time_by_the_server_clock(held: float)
     assert [start for due, start in started if start < due] == []
 
 
-def test_the_async_face_starts_nothing_before_its_due_time_after_held_hellos() -> None:
+def test_the_async_face_starts_nothing_before_its_due_time_after_held_hellos(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import asyncio
 
     from flowsched import AsyncMongoScheduler
+    from flowsched.store import measured_clock
 
     node = ManualClock(T0)
     hello = Hello(node)
     collection = mongomock.MongoClient(tz_aware=True)["flowsched"]["timers"]
-    scheduler = AsyncMongoScheduler(collection, node_id="a", clock=node)
-    scheduler._time.measures = True  # a ManualClock is trusted unless told: told here
-    scheduler._store.items.database.command = hello  # type: ignore[method-assign]
+    # A host clock that is no ManualClock (it has no attach): the database's time is
+    # measured (a ManualClock is trusted as it is), and run_due claims inline.
+    scheduler = AsyncMongoScheduler(collection, node_id="a", clock=HostClock(node))
+    store = getattr(scheduler.store, "sync", scheduler.store)  # mongomock: run inline
+    store.steps.roles.database.command = hello
     started: list[tuple[datetime, datetime]] = []
     scheduler.subscribe(TIMER, lambda item, attempt: started.append((item.due, node.now())))
 
@@ -129,9 +148,9 @@ def test_the_async_face_starts_nothing_before_its_due_time_after_held_hellos() -
             due = T0 + timedelta(seconds=1 + n * 0.25)
             await scheduler.schedule(ScheduleItem(f"t{n}", TIMER, due))
         hello.held = 3.0
+        monkeypatch.setattr(measured_clock, "REFRESH", 0.0)  # measure before every claim
         for _ in range(60):
             node.jump(timedelta(milliseconds=100))
-            scheduler._time._next = 0.0
             await scheduler.run_due()
 
     asyncio.run(run())

@@ -19,10 +19,13 @@ def test_document_holds_the_documented_fields(make, collection):
     scheduler = make()
     scheduler.schedule(item(flow_id="flow-7", payload={"order": "o-1", "n": 3}))
     doc = collection.find_one({"_id": "t-1"})
+    # stored_at: every form a MongoDB timer store writes carries it (the late-write fence,
+    # docs/guides/timer-stores.md), on a ManualClock too.
     assert set(doc) == {
         "_id", "bucket", "kind", "route", "due", "flow_id", "payload", "generation",
-        "attempts", "deliveries", "last_error", "ready_at", "claim",
+        "attempts", "deliveries", "last_error", "ready_at", "claim", "stored_at",
     }  # fmt: skip
+    assert isinstance(doc["stored_at"], datetime)
     assert doc["kind"] == "TIMER"
     assert doc["route"] == "k:TIMER"
     assert doc["flow_id"] == "flow-7"

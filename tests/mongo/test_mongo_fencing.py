@@ -1,20 +1,41 @@
-"""Claims fence every write: a stale delivery never removes or reschedules what replaced it."""
+"""Claims fence every write: a stale delivery never removes or reschedules what replaced it.
+
+Lost runs (a node that dies or is cut off while its handler runs): one is free (nodes die for
+many reasons), two in a row count the last as a failed delivery (flowsched/node/lost.py). The
+dead nodes are played on the scheduler's own store (``scheduler.store``): a claim taken, its
+start recorded, its lease left to end."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
-from flowsched.mongo.settlement import Release, Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.routes import kind_route
+from flowsched.store import Claim, Settlement
 
 LEASE = timedelta(seconds=30)
+ROUTES = frozenset({kind_route(ScheduleKind.TIMER)})
 
 
 def timer(item_id: str, due, **fields: object) -> ScheduleItem:
     return ScheduleItem(item_id, ScheduleKind.TIMER, due, **fields)  # type: ignore[arg-type]
+
+
+def claimed(node: Any, limit: int = 10) -> list[Claim]:
+    """``node`` claims what is due on its store, as its core would (not yet started)."""
+    return node.store.claim_due(ROUTES, node.node_id, LEASE, limit)
+
+
+def started_and_lost(node: Any, clock: Any) -> Claim:
+    """``node`` claims the one due item and starts it, then dies: its lease ends unsettled."""
+    [claim] = claimed(node)
+    assert node.store.confirm_start([claim]) == [claim]
+    clock.advance(LEASE)
+    return claim
 
 
 def test_a_replacement_made_during_delivery_survives_the_old_completion(make, clock):
@@ -52,62 +73,65 @@ def test_a_cancel_during_delivery_is_not_undone_by_a_failure(make, clock):
 
 def test_a_claim_taken_over_after_its_lease_cannot_write(make, clock, collection):
     a, b = make(lease=LEASE), make(lease=LEASE)
-    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
-    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    stale = a._claimer.take(10).deliver[0]  # a claims, then goes silent
+    [stale] = claimed(a)  # a claims, starts, then goes silent
+    assert a.store.confirm_start([stale]) == [stale]
     clock.advance(LEASE + timedelta(seconds=1))
-    b_harvest = b._claimer.take(10)  # b takes over (a's delivery counts as lost)
-    assert b_harvest.won == 1
+    [taken] = claimed(b)  # b takes over
+    assert taken.token != stale.token
     token_b = collection.find_one({"_id": "t"})["claim"]["token"]
 
-    a._claims.settle([Settlement.of(stale, Completed())], clock.now())
-    redeliver = Redeliver(clock.now(), 1, "stale")
-    a._claims.settle([Settlement.of(stale, redeliver)], clock.now())
+    results = a.store.settle(
+        [
+            Settlement(stale, Completed()),
+            Settlement(stale, Redeliver(clock.now(), 1, "RuntimeError: stale")),
+        ]
+    )
 
+    assert [r.applied for r in results] == [False, False]
     doc = collection.find_one({"_id": "t"})
     assert doc is not None and doc["claim"]["token"] == token_b
-    assert doc["last_error"] is None
+    assert doc.get("last_error") is None and doc["attempts"] == 0
+    assert b.store.renew([taken], LEASE) != [], "the live claim was disturbed"
 
 
 def test_a_lost_delivery_counts_as_a_failure_and_is_redelivered_with_backoff(make, clock):
-    a = make(lease=LEASE)
-    b = make(lease=LEASE, redelivery=RedeliveryPolicy(initial=timedelta(seconds=2)))
+    a, b = make(lease=LEASE), make(lease=LEASE)
+    c = make(lease=LEASE, redelivery=RedeliveryPolicy(initial=timedelta(seconds=2)))
     attempts: list[int] = []
-    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
-    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
-    a.schedule(timer("t", clock.now()))
-    # Claimed and marked started by a (as a suspect claim is), which dies mid-delivery.
-    (claim,) = a._claimer.take(10).deliver
-    a._claims.settle([], clock.now(), starts=[claim])
-
+    c.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
+    c.schedule(timer("t", clock.now()))
+    started_and_lost(a, clock)  # a starts it and dies: free, nodes die for many reasons
+    [claim] = claimed(b)  # b starts it and dies too: the last lost run counts
+    assert b.store.confirm_start([claim]) == [claim]
     clock.advance(LEASE - timedelta(seconds=1))
-    assert b.run_due() == 0 and attempts == []  # the lease still holds
+    assert c.run_due() == 0 and attempts == []  # b's lease still holds
     clock.advance(timedelta(seconds=1))
-    assert b.run_due() == 0  # lease over: the lost delivery is recorded as failure 1
-    assert b.get("t").due == clock.now() + timedelta(seconds=2)
+
+    c.run_due()
+    assert attempts == []  # not run a third time: failure 1, redelivered with backoff
+    stored = c.get("t")
+    assert stored is not None and stored.due == clock.now() + timedelta(seconds=2)
     clock.advance(timedelta(seconds=2))
-    assert b.run_due() == 1
+    assert c.run_due() == 1
     assert attempts == [1]
-    assert not b.exists("t")
+    assert not c.exists("t")
 
 
 def test_lost_deliveries_reach_the_dead_letters_at_max_attempts(make, clock):
-    a = make(lease=LEASE)
-    b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=1))
+    a, b = make(lease=LEASE), make(lease=LEASE)
+    c = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=1))
     calls: list[int] = []
-    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
-    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
-    a.schedule(timer("poison", clock.now()))
-    (claim,) = a._claimer.take(10).deliver
-    a._claims.settle([], clock.now(), starts=[claim])  # marked started, then a died
-    clock.advance(LEASE)
-    b.run_due()
+    c.subscribe(ScheduleKind.TIMER, lambda item, attempt: calls.append(attempt))
+    c.schedule(timer("poison", clock.now()))
+    for node in (a, b):
+        started_and_lost(node, clock)  # marked started, then the node died
+    c.run_due()
     assert calls == []
-    (dead,) = b.dead_letters()
+    (dead,) = c.dead_letters()
     assert (dead.item.id, dead.attempts) == ("poison", 1)
-    assert "delivery lost" in dead.error
-    assert not b.exists("poison")
+    assert "DeliveryLost" in dead.error
+    assert not c.exists("poison")
 
 
 @pytest.mark.parametrize("max_attempts", [1, None])
@@ -117,10 +141,9 @@ def test_a_claim_whose_handler_never_started_comes_back_uncounted_at_lease_end(
     a = make(lease=LEASE)
     b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=max_attempts))
     attempts: list[int] = []
-    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     b.subscribe(ScheduleKind.TIMER, lambda item, attempt: attempts.append(attempt))
     a.schedule(timer("t", clock.now()))
-    assert a._claimer.take(10).won == 1  # claimed by a, which dies before starting it
+    assert len(claimed(a)) == 1  # claimed by a, which dies before starting it
 
     clock.advance(LEASE - timedelta(seconds=1))
     assert b.run_due() == 0  # the lease still holds
@@ -130,20 +153,18 @@ def test_a_claim_whose_handler_never_started_comes_back_uncounted_at_lease_end(
     assert b.dead_letters() == [] and not b.exists("t")
 
 
-def test_a_fresh_claim_is_not_marked_and_one_finding_a_lost_claim_is(make, clock, collection):
-    a, b = make(lease=LEASE), make(lease=LEASE)
-    for node in (a, b):
-        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+def test_a_fresh_claim_counts_no_lost_run_and_one_finding_a_lost_run_does(make, clock):
+    a, b, c = make(lease=LEASE), make(lease=LEASE), make(lease=LEASE)
     a.schedule(timer("t", clock.now()))
-    (fresh,) = a._claimer.take(10).deliver
-    assert not fresh.suspect
-    assert collection.find_one({"_id": "t"})["deliveries"] == 0  # nothing counted
-
-    clock.advance(LEASE)  # a died, maybe mid-handler: its claim is still on the document
-    (suspect,) = b._claimer.take(10, mark=True).deliver
-    assert suspect.suspect and suspect.attempt == 0
-    doc = collection.find_one({"_id": "t"})
-    assert (doc["attempts"], doc["deliveries"]) == (0, 1)  # marked before its handler runs
+    [fresh] = claimed(a)
+    assert (fresh.attempt, fresh.lapsed) == (0, 0)  # nothing counted
+    clock.advance(LEASE)  # a died before starting it: a lapse before any start is free
+    [unstarted] = claimed(b)
+    assert (unstarted.attempt, unstarted.lapsed) == (0, 0)
+    assert b.store.confirm_start([unstarted]) == [unstarted]
+    clock.advance(LEASE)  # b died mid-handler: its claim is still on the document
+    [suspect] = claimed(c)
+    assert (suspect.attempt, suspect.lapsed) == (0, 1)  # one lost run, no failure
 
 
 def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(make, clock):
@@ -154,14 +175,14 @@ def test_a_handler_that_kills_its_node_is_dead_lettered_after_two_runs(make, clo
         node.subscribe(ScheduleKind.TIMER, lambda item, attempt: runs.append(attempt))
     nodes[0].schedule(timer("t", clock.now()))
     for node in nodes[:2]:  # each claims and starts the handler, which kills the node
-        (claim,) = node._claimer.take(10, mark=True).deliver
-        node._core.deliver(claim.item, claim.attempt)  # the handler runs; no outcome written
-        clock.advance(LEASE)
+        claim = started_and_lost(node, clock)
+        runs.append(claim.attempt)  # the handler ran; no outcome written
     assert runs == [0, 0]
-    assert nodes[2].run_due() == 0  # the second, marked run was lost: counted, no third run
+    nodes[2].run_due()  # the second run was lost too: counted, no third run
     (dead,) = nodes[2].dead_letters()
-    assert (dead.item.id, dead.attempts) == ("t", 1) and "delivery lost" in dead.error
+    assert (dead.item.id, dead.attempts) == ("t", 1) and "DeliveryLost" in dead.error
     assert runs == [0, 0]
+    assert [a.outcome for a in nodes[2].history("t")][:2] == ["lapsed", "lapsed"]
 
 
 def test_every_settlement_that_keeps_the_document_clears_its_claim(make, clock, collection):
@@ -177,58 +198,45 @@ def test_every_settlement_that_keeps_the_document_clears_its_claim(make, clock, 
     scheduler.schedule(timer("t", clock.now()))
     assert scheduler.run_due() == 1
     doc = collection.find_one({"_id": "t"})
-    assert doc["claim"] is None and (doc["attempts"], doc["deliveries"]) == (1, 1)
+    assert doc["claim"] is None and doc["attempts"] == 1
     clock.advance(timedelta(seconds=1))
-    (claim,) = scheduler._claimer.take(10).deliver
-    assert not claim.suspect  # a failure is no lost claim: no start mark for the retry
+    [claim] = claimed(scheduler)
+    assert (claim.attempt, claim.lapsed) == (1, 0)  # a failure is no lost run
 
 
-def test_a_suspect_claim_given_back_unrun_stays_suspect(make, clock, collection):
+def test_a_claim_that_found_a_lost_run_given_back_unrun_keeps_the_count(make, clock):
     a, b, c = (make(lease=LEASE) for _ in range(3))
-    for node in (a, b, c):
-        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     a.schedule(timer("t", clock.now()))
-    a._claimer.take(10)
-    clock.advance(LEASE)  # a died
-    (suspect,) = b._claimer.take(10, mark=True).deliver
-    release = Release(suspect.item.due, suspect.attempt)
-    b._claims.settle([Settlement.of(suspect, release)], clock.now())  # b closes: unrun
-    doc = collection.find_one({"_id": "t"})
-    assert doc["deliveries"] == 0 and doc["claim"] is not None  # uncounted, still suspect
-    assert doc["claim"]["lease_until"] == doc["ready_at"]  # not held: claimable at once
-    (again,) = c._claimer.take(10).deliver
-    assert again.suspect
+    started_and_lost(a, clock)  # a died mid-handler
+    [suspect] = claimed(b)
+    assert suspect.lapsed == 1
+    assert b.store.release([suspect]) == 1  # b closes: given back unrun
+    [again] = claimed(c)  # claimable at once, the lost run still counted, once
+    assert (again.attempt, again.lapsed) == (0, 1)
 
 
-def test_a_start_mark_makes_a_lost_claim_count(make, clock):
-    a = make(lease=LEASE)
-    b = make(lease=LEASE, redelivery=RedeliveryPolicy(max_attempts=1))
-    a.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
-    b.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
+def test_a_repeated_start_counts_one_lost_run(make, clock):
+    a, b = make(lease=LEASE), make(lease=LEASE)
     a.schedule(timer("t", clock.now()))
-    (claim,) = a._claimer.take(10).deliver
-    a._claims.settle([], clock.now(), starts=[claim])  # what the sweeper writes first
-    a._claims.settle([], clock.now(), starts=[claim])  # a repeated write counts once
-
+    [claim] = claimed(a)
+    assert a.store.confirm_start([claim]) == [claim]
+    assert a.store.confirm_start([claim]) == [claim]  # a repeated write counts once
     clock.advance(LEASE)
-    assert b.run_due() == 0
-    (dead,) = b.dead_letters()
-    assert (dead.item.id, dead.attempts) == ("t", 1)
+    [again] = claimed(b)
+    assert (again.attempt, again.lapsed) == (0, 1)
 
 
 def test_two_nodes_never_claim_the_same_document(make, clock):
     a, b = make(), make()
-    for node in (a, b):
-        node.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
     for n in range(10):
         a.schedule(timer(f"t-{n}", clock.now()))
-    first = a._claimer.take(6)
-    second = b._claimer.take(10)
-    ids_a = {c.item.id for c in first.deliver}
-    ids_b = {c.item.id for c in second.deliver}
+    first = claimed(a, 6)
+    second = claimed(b, 10)
+    ids_a = {c.item.id for c in first}
+    ids_b = {c.item.id for c in second}
     assert (len(ids_a), len(ids_b)) == (6, 4)
     assert not ids_a & ids_b
-    assert b._claimer.take(10).won == 0
+    assert claimed(b, 10) == []
 
 
 def test_requeued_dead_letter_gets_a_fresh_generation_and_zero_attempts(make, clock):

@@ -9,6 +9,7 @@ import mongomock
 import pytest
 
 from flowsched import ConfigError, ManualClock, MongoFlowStore, MongoScheduler, SchedulingConfig
+from flowsched.mongo.documents import bucket_of
 from flowsched.port import ScheduleItem, ScheduleKind
 
 # The start of the `clock` fixture (tests/mongo/conftest.py). Not imported: `conftest` is
@@ -199,8 +200,12 @@ def test_the_bucket_count_comes_from_the_file() -> None:
     config = SchedulingConfig.from_string(
         'ipf-scheduler { mongodb.uri = "mongodb://h/db", flowsched.buckets = 4 }'
     )
+    far = next(f"t-{n}" for n in range(100) if bucket_of(f"t-{n}", 4) == 3)
     with MongoScheduler.from_config(config, clock=ManualClock(START), client_factory=factory) as s:
-        assert s._store.buckets == 4
+        s.schedule(ScheduleItem(far, ScheduleKind.TIMER, START))
+        assert s.collection.find_one({"_id": far})["bucket"] == 3  # spread over 4 buckets
+        settings = s.collection.database[f"{s.collection.name}_settings"]
+        assert settings.find_one({"_id": "buckets"})["value"] == 4  # and recorded so
 
 
 def test_the_collection_is_public_so_a_flow_store_can_share_its_database() -> None:

@@ -1,22 +1,22 @@
 """``Observer.late_completion(item, attempt, late)`` reports the true time past the lease's
 end, and is not called for a run whose item was replaced or cancelled meanwhile
-(CONTRACT section 15). A renewal that finds a claim lost keeps its last known lease end."""
+(CONTRACT section 15). Each run here outlives its lease inside its handler (a paused node);
+another node's claim is played on the store (``scheduler.store``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from flowsched.clock import ManualClock
-from flowsched.delivery import Completed, Observer
+from flowsched.delivery import Observer
 from flowsched.mongo import MongoScheduler
-from flowsched.mongo.leases import HeldLeases, renew_held
-from flowsched.mongo.settlement import Claim, Settlement
 from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.routes import kind_route
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TIMER = ScheduleKind.TIMER
+ROUTES = frozenset({kind_route(TIMER)})
 LEASE = timedelta(seconds=10)
 
 
@@ -28,55 +28,43 @@ class Lates(Observer):
         self.seen.append((item.id, attempt, late))
 
 
-def _claimed(make: Callable[..., MongoScheduler]) -> tuple[MongoScheduler, list[Claim]]:
-    a = make(node_id="a", lease=LEASE)
-    a.subscribe(TIMER, lambda item, attempt: None)
-    for item_id in ("taken", "replaced", "cancelled"):
-        a.schedule(ScheduleItem(item_id, TIMER, START))
-    return a, a._claimer.take(10).deliver
-
-
 def test_a_run_whose_claim_was_taken_over_is_late_by_the_time_since_its_lease_ended(
     make: Callable[..., MongoScheduler], clock: ManualClock
 ) -> None:
-    a, claims = _claimed(make)
-    b = make(node_id="b", lease=LEASE)
-    b.subscribe(TIMER, lambda item, attempt: None)
-    leases = HeldLeases(LEASE)
-    lease_until = START + LEASE
-    leases.claimed_claims(claims, lease_until)
-    clock.jump(LEASE + timedelta(seconds=1))  # a paused past its lease: b takes them over
-    b._claimer.take(10)
-    keys = [(c.item.id, c.token) for c in claims]
-    renew_held(a._claims, leases, keys, clock.now())  # finds them all lost
-
     observer = Lates()
-    done_at = clock.now() + timedelta(seconds=4)
-    by_id = {c.item.id: c for c in claims}
-    claim = by_id["taken"]
-    settled = leases.finished(Settlement.of(claim, Completed()), claim, done_at, observer)
+    a = make(node_id="a", lease=LEASE, observer=observer)
+    b = make(node_id="b", lease=LEASE)
 
-    assert settled.late
-    assert observer.seen == [("taken", 0, done_at - lease_until)]  # 5 s, not 739,955 days
+    def paused(item: ScheduleItem, attempt: int) -> None:
+        clock.jump(LEASE + timedelta(seconds=1))  # a paused past its lease: b takes over
+        assert [c.item.id for c in b.store.claim_due(ROUTES, b.node_id, LEASE, 10)] == ["x"]
+        clock.jump(timedelta(seconds=4))
+
+    a.subscribe(TIMER, paused)
+    a.schedule(ScheduleItem("x", TIMER, START))
+    assert a.run_due() == 1
+
+    assert observer.seen == [("x", 0, timedelta(seconds=5))]  # 5 s, not 739,955 days
+    assert not a.exists("x") and a.dead_letters() == []
 
 
 def test_a_run_whose_item_was_replaced_or_cancelled_is_no_late_completion(
     make: Callable[..., MongoScheduler], clock: ManualClock
 ) -> None:
-    a, claims = _claimed(make)
-    leases = HeldLeases(LEASE)
-    leases.claimed_claims(claims, START + LEASE)
-    clock.jump(LEASE + timedelta(seconds=1))
-    a.schedule(ScheduleItem("replaced", TIMER, clock.now() + timedelta(hours=1)))
-    assert a.cancel("cancelled")
-    keys = [(c.item.id, c.token) for c in claims]
-    renew_held(a._claims, leases, keys, clock.now())
-
     observer = Lates()
-    outcomes: dict[str, Any] = {}
-    for claim in claims:
-        settlement = Settlement.of(claim, Completed())
-        outcomes[claim.item.id] = leases.finished(settlement, claim, clock.now(), observer)
+    a = make(node_id="a", lease=LEASE, observer=observer)
 
-    assert observer.seen == []  # "taken" was renewed in time; the others are gone
-    assert not outcomes["replaced"].late and not outcomes["cancelled"].late
+    def paused(item: ScheduleItem, attempt: int) -> None:
+        clock.jump(LEASE + timedelta(seconds=1))  # past its lease, then replaced/cancelled
+        if item.id == "replaced":
+            a.schedule(ScheduleItem("replaced", TIMER, clock.now() + timedelta(hours=1)))
+        else:
+            assert a.cancel("cancelled")
+
+    a.subscribe(TIMER, paused)
+    for item_id in ("replaced", "cancelled"):
+        a.schedule(ScheduleItem(item_id, TIMER, START))
+    assert a.run_due() == 2
+
+    assert observer.seen == []
+    assert a.exists("replaced") and not a.exists("cancelled")

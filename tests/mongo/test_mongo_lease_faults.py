@@ -33,27 +33,30 @@ def test_a_node_paused_past_its_lease_runs_none_of_the_claims_it_lost(
     ids = [f"t-{n:02}" for n in range(42)]
     for item_id in ids:
         scheduler.schedule(ScheduleItem(item_id, ScheduleKind.TIMER, now))
-    # Two slow workers: two handlers run, forty claims wait in the node's queue.
-    nodes.start("a", lease=LEASE, workers=2, handler_seconds=2.0)
-    wait_until(lambda: len(deliveries(mongo_db)) >= 2, 30, "node a to start two handlers")
+    # Eight slow workers: node a claims for its free workers only and starts what it
+    # claims, so it holds eight claims, all running, and claims nothing more meanwhile.
+    nodes.start("a", lease=LEASE, workers=8, handler_seconds=5.0)
+    wait_until(lambda: len(deliveries(mongo_db)) >= 8, 30, "node a to start eight handlers")
     nodes.pause("a")
-    paused_at = time.time()
     in_flight = {r["item"] for r in deliveries(mongo_db)}
     held = mongo_db["timers"].count_documents({"claim.owner": "a"})
-    assert len(in_flight) == 2 and held == 42, (in_flight, held)
+    assert len(in_flight) == 8 and held == 8, (in_flight, held)
 
-    nodes.start("b", lease=LEASE)
-    # Replaced while a holds the claims of their old generation: only the new one may run.
-    replaced = [i for i in ids if i not in in_flight][:10]
+    # Replaced while a holds the claims of their old generation (running), or before any
+    # node could claim them: only the new one may run from now on.
+    waiting = [i for i in ids if i not in in_flight]
+    replaced = sorted(in_flight)[:4] + waiting[:6]
     old = {i: scheduler.get(i).generation for i in replaced}  # type: ignore[union-attr]
     replaced_at = time.time()
     for item_id in replaced:
         scheduler.schedule(ScheduleItem(item_id, ScheduleKind.TIMER, datetime.now(UTC)))
-    time.sleep(max(0.0, paused_at + 2 * LEASE - time.time()))
+    nodes.start("b", lease=LEASE)
+    # b runs everything, a's lost claims once their lease ended; only then a resumes, so
+    # whatever a starts after it resumes is a run of a claim it lost.
+    wait_until(lambda: all_done(mongo_db, set(ids)), 60, "b to deliver every item")
     nodes.resume("a")
     resumed_at = time.time()
-    wait_until(lambda: all_done(mongo_db, set(ids)), 60, "every item to be delivered")
-    time.sleep(3.0)  # a's turn: its two handlers finish late, its queue is given back
+    time.sleep(3.0)  # a's turn: its handlers finish late (their settles are stale)
     nodes.stop()
 
     records = deliveries(mongo_db)

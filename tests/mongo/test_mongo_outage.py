@@ -1,4 +1,4 @@
-"""Outages: calls fail clearly after a bounded wait; the sweeper never dies."""
+"""Outages: calls fail clearly after a bounded wait; the node's firing loop never dies."""
 
 from __future__ import annotations
 
@@ -97,14 +97,19 @@ def test_the_sweeper_survives_errors_and_delivers_after_recovery(make, collectio
     assert flaky.failures >= 3 and not fired.is_set()
     flaky.down = False
     assert fired.wait(WAIT)
-    assert scheduler._sweeper is not None and scheduler._sweeper._thread.is_alive()
+    # The node still fires: an item scheduled after the recovery is delivered too.
+    again = threading.Event()
+    scheduler.register("again", lambda item, attempt: again.set())
+    scheduler.create_single_timer("after", timedelta(0), "again")
+    assert again.wait(WAIT)
 
 
 class RefusingDeletes(Flaky):
-    """Deletes fail with a permanent write error (as a validation rule would) while ``down``."""
+    """Deletes - alone or in a batch of writes, as a settle sends them - fail with a permanent
+    write error (as a validation rule would) while ``down``."""
 
     def __getattr__(self, name: str) -> Any:
-        if name != "delete_one":
+        if not name.startswith(("delete", "bulk_write")):
             return getattr(self._inner, name)
         return super().__getattr__(name)
 

@@ -1,5 +1,6 @@
-"""The sweeper's "recovered after" line gives the outage's real length (within one poll
-interval), although the first failing turn blocks for ``op_timeout`` before it fails."""
+"""The node's recovery line ("the store answers again after ...") gives the outage's real
+length (within one poll interval), although the first failing call blocks for
+``op_timeout`` before it fails."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pymongo.errors import AutoReconnect
@@ -22,35 +24,45 @@ OP_TIMEOUT = 1.0
 
 
 class Outage:
-    """A controllable server: while down, every call blocks (until the server is back, at
-    most ``op_timeout``) and then fails, as the driver does."""
+    """A controllable server in front of ``inner`` (a collection): while down, every call
+    blocks (until the server is back, at most ``op_timeout``) and then fails, as the driver
+    does."""
 
-    def __init__(self, call: Callable[[], object]) -> None:
-        self._call = call
+    _PLAIN = frozenset({"database", "name", "full_name"})
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
         self.up = threading.Event()
         self.up.set()
 
-    def __call__(self) -> object:
-        if not self.up.is_set():
-            back = self.up.wait(OP_TIMEOUT)
-            if not back:
-                raise AutoReconnect("connection refused (test outage)")
-        return self._call()
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if name in self._PLAIN or not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not self.up.is_set():
+                back = self.up.wait(OP_TIMEOUT)
+                if not back:
+                    raise AutoReconnect("connection refused (test outage)")
+            return attribute(*args, **kwargs)
+
+        return call
 
 
 def test_the_recovery_line_measures_the_outage_from_its_start(
-    make: Callable[..., MongoScheduler], caplog: pytest.LogCaptureFixture
+    make: Callable[..., MongoScheduler], collection: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    outage = Outage(collection)
     scheduler = make(
+        collection=outage,
         clock=SystemClock(),
         poll_interval=timedelta(seconds=POLL),
         op_timeout=timedelta(seconds=OP_TIMEOUT),
         push_wakeup=False,
     )
-    outage = Outage(scheduler._store.ensure_indexes)
-    scheduler._store.ensure_indexes = outage  # type: ignore[method-assign]
     scheduler.subscribe(ScheduleKind.TIMER, lambda item, attempt: None)
-    with caplog.at_level(logging.WARNING, "flowsched.mongo"):
+    with caplog.at_level(logging.WARNING, "flowsched.node"):
         scheduler.start()
         time.sleep(0.5)
         outage.up.clear()
@@ -70,7 +82,7 @@ def test_the_recovery_line_measures_the_outage_from_its_start(
 
 def recovered(caplog: pytest.LogCaptureFixture) -> float | None:
     for record in caplog.records:
-        found = re.search(r"recovered after ([0-9.]+)s", record.getMessage())
+        found = re.search(r"answers again after ([0-9.]+)s", record.getMessage())
         if found:
             return float(found.group(1))
     return None

@@ -1,5 +1,7 @@
-"""An outage of the sweep loop is logged once when it begins and once when it ends (with its
-length), on both faces, and both back off over one range (SWEEP_BACKOFF)."""
+"""An outage is logged once when it begins and once when it ends (with its length), on both
+MongoDB faces: the node core's lines (``flowsched.node``), as on every store. (Both faces
+back off over one range, the core's: ``tests/node/test_node_behaviour.py::
+test_outage_backoff_doubles_from_a_tenth_of_a_second_up_to_the_poll``.)"""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from pymongo.errors import AutoReconnect
 from test_mongo_outage import Flaky
 
 from flowsched import AsyncMongoScheduler, MongoScheduler, ScheduleKind
-from flowsched.mongo.transient import SWEEP_BACKOFF, OutageBackoff, sweep_backoff
 
 POLL = timedelta(milliseconds=20)
+DOWN, RECOVERED = "the store is unavailable", "the store answers again"
 
 
 def _wait(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
@@ -35,7 +37,7 @@ def _sync_outage(flaky: Flaky) -> None:
         flaky.down = True
         assert _wait(lambda: flaky.failures >= 4)
         flaky.down = False
-        assert _wait(lambda: any("recovered" in m for m in _messages()))
+        assert _wait(lambda: any(RECOVERED in m for m in _messages()))
 
 
 def _async_outage(flaky: Flaky) -> None:
@@ -47,7 +49,7 @@ def _async_outage(flaky: Flaky) -> None:
             while flaky.failures < 4:
                 await asyncio.sleep(0.01)
             flaky.down = False
-            while not any("recovered" in m for m in _messages()):
+            while not any(RECOVERED in m for m in _messages()):
                 await asyncio.sleep(0.01)
 
     asyncio.run(asyncio.wait_for(run(), 20))
@@ -69,21 +71,14 @@ def test_one_line_per_outage_and_one_when_it_ends(
     _RECORDS.clear()
     handler = logging.Handler()
     handler.emit = _RECORDS.append  # type: ignore[method-assign]
-    logger = logging.getLogger("flowsched.mongo")
+    logger = logging.getLogger("flowsched.node")
     logger.addHandler(handler)
     try:
-        with caplog.at_level(logging.INFO, "flowsched.mongo"):
+        with caplog.at_level(logging.INFO, "flowsched.node"):
             face(flaky)
     finally:
         logger.removeHandler(handler)
 
-    warnings = [m for m in _messages() if "unreachable" in m or "recovered" in m]
-    assert len([m for m in warnings if "unreachable" in m]) == 1, warnings
-    assert len([m for m in warnings if "recovered" in m]) == 1, warnings
-
-
-def test_both_faces_back_off_over_one_range() -> None:
-    backoff = sweep_backoff()
-    waits = [backoff.next() for _ in range(8)]
-    assert waits[0] == SWEEP_BACKOFF[0] and max(waits) == SWEEP_BACKOFF[1]
-    assert isinstance(backoff, OutageBackoff)
+    warnings = [m for m in _messages() if DOWN in m or RECOVERED in m]
+    assert len([m for m in warnings if DOWN in m]) == 1, warnings
+    assert len([m for m in warnings if RECOVERED in m]) == 1, warnings

@@ -1,8 +1,8 @@
 """Writes whose outcome is unknown say so, and never apply late (CONTRACT section 15).
 
 A stand-in collection (mongomock inside) loses replies, holds requests or refuses before
-sending; the node's clock is measured against a ``hello`` that answers its own wall clock
-(no skew), so its writes are stamped and fenced by the database's time."""
+sending; its database answers ``hello`` with the host's wall clock (no skew), so the store
+measures the database's time and the node's writes are stamped and fenced by it."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Wire:
     or ``times``); ``hold[method]``: keep the request for :meth:`deliver_held` and time out;
     ``refuse[method]``: fail before anything is sent."""
 
-    _PLAIN = frozenset({"database", "name", "full_name"})
+    _PLAIN = frozenset({"name", "full_name"})
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -36,6 +36,10 @@ class Wire:
         self.hold: set[str] = set()
         self.refuse: set[str] = set()
         self.held: list[Callable[[], Any]] = []
+
+    @property
+    def database(self) -> Any:
+        return _Database(self._inner.database)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -64,8 +68,23 @@ class Wire:
                 request()
 
 
-def _hello(name: str) -> dict[str, Any]:
-    return {"ok": 1, "localTime": datetime.now(UTC).replace(tzinfo=None)}
+class _Database:
+    """The mongomock database, with a ``hello`` that answers the host's wall clock (mongomock
+    has none): the store's measured clock then has samples."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._inner[name]
+
+    def command(self, name: Any, *args: Any, **kwargs: Any) -> Any:
+        if name == "hello":
+            return {"ok": 1, "localTime": datetime.now(UTC).replace(tzinfo=None)}
+        return self._inner.command(name, *args, **kwargs)
 
 
 @pytest.fixture
@@ -77,9 +96,8 @@ def wire(collection: Any) -> Wire:
 def node(make: Any, wire: Wire) -> Callable[..., MongoScheduler]:
     def build(node_id: str) -> MongoScheduler:
         scheduler = make(collection=wire, clock=SystemClock(), op_timeout=QUICK, node_id=node_id)
-        scheduler._time._command = _hello  # measured: stamps and fences by the database's time
-        scheduler._time.refresh()
-        assert scheduler._time.measured
+        scheduler.now()  # measured: stamps and fences by the database's time
+        assert scheduler.store.clock is None and scheduler.store.time.filter.samples
         return scheduler
 
     return build
@@ -91,7 +109,7 @@ def item(payload: dict[str, Any] | None = None) -> ScheduleItem:
 
 def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, wire: Wire) -> None:
     a = node("a")
-    wire.lose["replace_one"] = 10**6
+    wire.lose["find_one_and_replace"] = 10**6
     with pytest.raises(OutcomeUnknown, match="may or may not have taken effect"):
         a.schedule(item())
     wire.lose.clear()
@@ -100,7 +118,7 @@ def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, 
 
 def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, wire: Wire) -> None:
     a = node("a")
-    wire.refuse.update({"replace_one", "delete_one"})
+    wire.refuse.update({"find_one_and_replace", "find_one_and_delete"})
     for call in (lambda: a.schedule(item()), lambda: a.cancel("t")):
         with pytest.raises(SchedulerUnavailable, match="did not take effect") as raised:
             call()
@@ -110,7 +128,7 @@ def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, 
 def test_a_cancel_whose_first_reply_was_lost_answers_true(node: Any, wire: Wire) -> None:
     a = node("a")
     a.schedule(item())
-    wire.lose["delete_one"] = 1  # applied, its reply lost; the retry finds it gone
+    wire.lose["find_one_and_delete"] = 1  # applied, its reply lost; the retry finds it gone
     assert a.cancel("t") is True
     assert not a.exists("t")
     assert a.cancel("t") is False  # and a cancel of nothing is still False
@@ -119,7 +137,7 @@ def test_a_cancel_whose_first_reply_was_lost_answers_true(node: Any, wire: Wire)
 def test_a_late_cancel_never_removes_the_newer_form(node: Any, wire: Wire) -> None:
     a, b = node("a"), node("b")
     a.schedule(item({"form": "old"}))
-    wire.hold.add("delete_one")  # a partition holds the cancel past its op_timeout
+    wire.hold.add("find_one_and_delete")  # a partition holds the cancel past its op_timeout
     with pytest.raises(OutcomeUnknown):
         a.cancel("t")
     wire.hold.clear()
@@ -132,7 +150,7 @@ def test_a_late_cancel_never_removes_the_newer_form(node: Any, wire: Wire) -> No
 def test_a_late_replace_never_overwrites_the_newer_form(node: Any, wire: Wire) -> None:
     a, b = node("a"), node("b")
     a.schedule(item({"form": "first"}))
-    wire.hold.add("replace_one")
+    wire.hold.add("find_one_and_replace")
     with pytest.raises(OutcomeUnknown):
         a.schedule(item({"form": "late"}))
     wire.hold.clear()
@@ -150,13 +168,16 @@ def test_on_the_wire_server_a_late_cancel_spares_a_form_stored_after_its_fence(
     # delete fenced before a form's stamp leaves it (the fence the held cancel carries).
     a = MongoScheduler(mongo_db["timers"], node_id="a", op_timeout=timedelta(seconds=5))
     try:
-        assert a._time.measured_now(timedelta(seconds=5)) and a._time.measured
+        a.now()
+        assert a.store.clock is None and a.store.time.filter.samples  # measured
         stored = a.schedule(item({"form": "new"}))
-        document = a._store.find("t")
+        document = mongo_db["timers"].find_one({"_id": "t"})
         assert document is not None and "stored_at" in document
         fence = document["stored_at"].replace(tzinfo=UTC) - timedelta(milliseconds=1)
-        assert not a._store.delete("t", fence)  # a cancel given up before the form was stored
+        # What a cancel given up before the form was stored carries, reaching the server late:
+        late = {"_id": "t", **a.store.steps.roles.fence(fence)}
+        assert not mongo_db["timers"].delete_one(late).deleted_count
         assert a.get("t") == stored
-        assert a._store.delete("t", fence + timedelta(seconds=1))
+        assert a.cancel("t")
     finally:
         a.close()

@@ -10,6 +10,7 @@ from typing import Any
 import bson
 import pytest
 
+from flowsched.mongo import MongoTimerStore
 from flowsched.mongo.documents import MAX_COUNT, bucket_of
 from flowsched.mongo.quarantine import AUDIT_EVERY, Audit, Quarantiner
 from flowsched.mongo.store import TimerStore
@@ -64,10 +65,6 @@ POISON = {
     "text ready_at": ({"_id": "text-ready", "ready_at": "now"}, "ready_at must be a date"),
     "huge generation": ({"_id": "gen", "generation": 2.5}, "generation must be an integer"),
     "bad recurrence": ({"_id": "rec", "recurrence": {"every": "x"}}, "recurrence"),
-    "recurrence past 9999": (
-        {"_id": "rec-9999", "recurrence": {"every_seconds": 1, "start": "9999-12-31T23:59:59Z"}},
-        "before the year 10000",
-    ),
     "endless recurrence": ({"_id": "rec-inf", "recurrence": {"every_seconds": 1e30}}, "recurrence"),
 }
 
@@ -88,6 +85,28 @@ def test_a_poison_document_is_quarantined_and_good_timers_fire(make, clock, stor
     assert store.count_documents({}) == 0
     (record_reason,) = quarantined(store).values()
     assert reason in record_reason
+
+
+def test_a_stored_recurrence_with_no_slot_left_is_a_dead_letter_and_good_timers_fire(
+    make, clock, store
+):
+    # Not poison: a valid item with no slot before the year 10000, set aside unrun as a dead
+    # letter, by the node core's one rule on every store (tests/contract/
+    # test_recurring_exhausted.py); the sweeper used to quarantine it.
+    scheduler = make(collection=store, batch_size=2)
+    fired: list[str] = []
+    scheduler.subscribe(TIMER, lambda item, attempt: fired.append(item.id))
+    recurrence = {"every_seconds": 1, "start": "9999-12-31T23:59:59Z"}
+    store.insert_one(raw(clock, _id="rec-9999", recurrence=recurrence, applied=None, runs=0))
+    for n in range(5):
+        scheduler.schedule(ScheduleItem(f"good-{n}", TIMER, clock.now() + timedelta(seconds=n)))
+
+    clock.advance(timedelta(seconds=5))
+    scheduler.run_due()
+    assert sorted(fired) == [f"good-{n}" for n in range(5)]
+    assert store.count_documents({}) == 0 and quarantined(store) == {}
+    (letter,) = scheduler.dead_letters()
+    assert letter.item.id == "rec-9999" and "before the year 10000" in letter.error
 
 
 def test_poison_is_quarantined_once_and_logged_once_across_nodes(make, clock, store, caplog):
@@ -189,17 +208,28 @@ def test_a_timer_without_a_route_is_legacy_not_poison(make, clock, store):
     assert scheduler.exists("legacy") and quarantined(store) == {}
 
 
-def test_a_document_replaced_since_it_was_read_is_left_alone(make, clock, store):
+def test_a_document_replaced_since_it_was_read_is_left_alone(make, clock, store, caplog):
+    # The claim read the poison document; before its move aside deletes it, the id is
+    # scheduled again: the new timer stays, the record written is withdrawn, nothing logged.
     scheduler = make(collection=store)
-    doc = raw(clock, _id="t", deliveries=2**63 - 1)
-    store.insert_one(doc)
-    # What the claim read, then the document was scheduled again under its id.
-    scheduler.schedule(ScheduleItem("t", TIMER, clock.now()))
-    removed = scheduler._claims.poison.unclaimed(
-        [(doc, "deliveries must be ...")], ("_id", "ready_at", "deliveries"), clock.now()
-    )
-    assert removed == 0 and scheduler.exists("t")
+    scheduler.subscribe(TIMER, lambda item, attempt: None)
+    store.insert_one(raw(clock, _id="t", deliveries=2**63 - 1))
+    later = clock.now() + timedelta(hours=1)
+    roles = scheduler.store.steps.roles
+    write = roles.put_quarantined_steps
+
+    def write_then_scheduled_again(records, **options):
+        written = yield from write(records, **options)
+        MongoTimerStore(store, clock=clock).put(ScheduleItem("t", TIMER, later))
+        return written
+
+    roles.put_quarantined_steps = write_then_scheduled_again
+    with caplog.at_level(logging.ERROR, logger="flowsched.mongo"):
+        assert scheduler.run_due() == 0
+
+    assert scheduler.get("t").due == later  # type: ignore[union-attr]
     assert quarantined(store) == {}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_quarantine_record_of_a_16_mib_document_keeps_what_fits(mongo_db, make, clock, caplog):

@@ -8,10 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from flowsched.delivery import DeliveryCore
-from flowsched.mongo.claims import Claims
-from flowsched.mongo.settlement import Claim, Release, Settlement
-from flowsched.mongo.store import TimerStore
 from flowsched.port import Recurrence, ScheduleItem, ScheduleKind, kind_route
 
 TIMER = ScheduleKind.TIMER
@@ -45,49 +41,16 @@ def test_a_tick_that_outlives_its_lease_is_not_repeated_by_another_node(make, cl
     assert ticks == [("slow", first.due), ("other", first.due + HOUR)]
 
 
-def test_fence_slots_gives_only_the_slots_this_claim_took(make, clock, collection):
-    scheduler = make()
-    scheduler.subscribe(TIMER, lambda item, attempt: None)
-    for name in ("a", "b"):
-        scheduler.schedule_recurring(name, Recurrence.every(HOUR))
-    clock.advance(HOUR)
-    claims = Claims(TimerStore(collection), "node", LEASE)
-    claimed = claims.claim([kind_route(TIMER)], clock.now(), limit=10)
-    core = DeliveryCore(clock)
-    core.subscribe(TIMER, lambda item, attempt: None)
-    ticks = []
-    for document in claimed.documents:
-        scheduler_item = scheduler.get(document["_id"])
-        assert scheduler_item is not None
-        ticked = core.tick(scheduler_item)
-        assert isinstance(ticked, ScheduleItem)
-        ticks.append(Claim(ticked, 0, claimed.token))
-    # b's lease ran out and another node claimed it and took the slot: not ours to run.
-    # (The whole claim is set: mongomock shares one claim object between the documents
-    # update_many claimed, so setting "claim.token" would change a's too.)
-    other = {"owner": "other", "token": "other", "lease_until": clock.now() + LEASE}
-    collection.update_one({"_id": "b"}, {"$set": {"claim": other, "applied": clock.now()}})
-
-    won = claims.fence_slots(ticks)
-
-    assert [claim.item.id for claim in won] == ["a"]
-    assert collection.find_one({"_id": "a"})["applied"] is not None
-
-
-def test_a_tick_given_back_on_close_leaves_its_slot_to_run(make, clock, collection):
+def test_a_tick_given_back_on_close_leaves_its_slot_to_run(make, clock):
     closing, other = make(), make()
     ran: list[object] = []
-    closing.subscribe(TIMER, lambda item, attempt: None)
     other.subscribe(TIMER, lambda item, attempt: ran.append(item.due))
     first = closing.schedule_recurring("sweep", Recurrence.every(HOUR))
     clock.advance(HOUR)
-    harvest = closing._claimer.take(10)  # claimed and fenced, not yet delivered
-    [claim] = harvest.deliver
-    assert collection.find_one({"_id": "sweep"})["applied"] is not None
+    routes = frozenset({kind_route(TIMER)})
+    [claim] = closing.store.claim_due(routes, closing.node_id, LEASE, 10)  # not yet started
 
-    closing._claims.settle(
-        [Settlement.of(claim, Release(claim.item.due, claim.attempt))], clock.now()
-    )
+    assert closing.store.release([claim]) == 1  # closing: given back unrun
     other.run_due()
 
     assert ran == [first.due]

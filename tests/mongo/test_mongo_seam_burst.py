@@ -4,7 +4,13 @@ check of its claim (a ``find``, or the claim itself when it records the start), 
 starts on a check sent after its successor - a replace, or a cancel that answered ``True`` -
 had returned; a form whose handler was called after its successor returned (its check or
 recorded start came before) is listed in ``history``. Kept small (the wire
-server is slow); ``bench/seam_burst.py`` runs larger bursts and prints the counts."""
+server is slow); ``bench/seam_burst.py`` runs larger bursts and prints the counts.
+
+A start the server acknowledged to the claim and then lost - the cancel or replace that
+removed its form returned it without that start, which breaks single-document atomicity
+(SecantusDB 0.7.0b3 does under concurrent writes to one document) - is printed and set apart
+(:class:`flowsched.testing.mongo_burst.ServerRecord`): no store can list a start its server
+lost. Every other stale start must be in ``history``."""
 
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ pytest.importorskip("pymongo")
 from pymongo import AsyncMongoClient, MongoClient
 
 from flowsched import AsyncMongoScheduler, HistoryPolicy, MongoScheduler
-from flowsched.testing.mongo_burst import reported_checks
+from flowsched.testing.mongo_burst import ServerRecord, reported_checks
 from flowsched.testing.seam_burst import AsyncSeamBurst, BurstReport, SeamBurst
 
 pytestmark = [pytest.mark.wire, pytest.mark.slow]
@@ -50,23 +56,26 @@ def nodes(mongo_uri: str, mongo_db: Any) -> Iterator[list[MongoScheduler]]:
         client.close()
 
 
-def check(report: BurstReport) -> None:
+def check(report: BurstReport, server: ServerRecord) -> None:
     print(report.describe())
-    report.assert_kept()
+    kept = server.excused(report)
+    for stale in server.excused_starts:
+        print(f"  start lost by the server (acknowledged, then not in its removal): {stale}")
+    kept.assert_kept()
 
 
 def test_no_form_starts_on_a_check_sent_after_its_successor_returned(
     nodes: list[MongoScheduler],
 ) -> None:
     burst = SeamBurst(nodes, seed=37)
-    with reported_checks(burst):  # a start check, or a claim that records the start
-        check(burst.run(operations=300))
+    with reported_checks(burst) as server:  # a claim that records the start, or a confirm
+        check(burst.run(operations=300), server)
 
 
 def test_the_async_face_starts_no_form_on_a_check_sent_after_its_successor_returned(
     mongo_uri: str, mongo_db: Any
 ) -> None:
-    async def run() -> BurstReport:
+    async def run() -> tuple[BurstReport, ServerRecord]:
         clients: list[Any] = [AsyncMongoClient(mongo_uri) for _ in range(3)]
         nodes = [
             AsyncMongoScheduler(
@@ -79,12 +88,12 @@ def test_the_async_face_starts_no_form_on_a_check_sent_after_its_successor_retur
         ]
         burst = AsyncSeamBurst(nodes, seed=38)
         try:
-            with reported_checks(burst):
-                return await burst.run(operations=300)
+            with reported_checks(burst) as server:
+                return await burst.run(operations=300), server
         finally:
             for node in nodes:
                 await node.aclose(timeout=5)
             for client in clients:
                 await client.close()
 
-    check(asyncio.run(run()))
+    check(*asyncio.run(run()))

@@ -1,8 +1,10 @@
-"""Start on claim (CONTRACT section 15, issues 37 and 40): a claim whose handler starts at
-once records the start in the database (``claim.started``, flowsched.mongo.claim_start);
+"""Start on claim (CONTRACT section 15, issues 37 and 40): a node claims only for its free
+workers and starts what it claims, the start recorded by the claim itself (``claim.at``,
+``claim_started`` in flowsched/mongo/timer_claims.py; the node core's ``start_on_claim``).
 ``history`` shows that attempt open from the recorded start, which precedes any cancel that
-returns after the claim; a claim that waits in the queue records nothing and is checked
-before its handler (flowsched.mongo.start_check)."""
+returns after the claim; an item waiting for a busy worker is not claimed - no start is
+recorded, and a cancel of it wins; ``run_due`` claims each item right before its handler.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ TIMER = ScheduleKind.TIMER
 def _claim(collection: Any, item_id: str) -> dict[str, Any]:
     found = collection.find_one({"_id": item_id})
     return (found or {}).get("claim") or {}
+
+
+def _started(collection: Any, item_id: str) -> datetime | None:
+    """The start the item's claim recorded (``claim.at``), if any."""
+    at = _claim(collection, item_id).get("at")
+    return None if at is None else bson_utc(at)
 
 
 class Running(NamedTuple):
@@ -56,7 +64,7 @@ def _running_job(collection: Any) -> Iterator[Running]:
     try:
         node.start()
         assert running.wait(WAIT)
-        recorded = bson_utc(_claim(collection, "job")["started"])  # by the claim itself
+        recorded = bson_utc(_claim(collection, "job")["at"])  # by the claim itself
         yield Running(node, other, recorded, release, ran)
     finally:
         release.set()
@@ -99,9 +107,12 @@ def test_a_replace_that_meets_a_recorded_start_keeps_the_attempt_open(mongo_db: 
         assert other.exists("job") and ran == [("job", {"v": 1})]
 
 
-def test_a_claim_waiting_for_a_busy_worker_records_no_start_and_is_checked(
+def test_an_item_waiting_for_a_busy_worker_records_no_start_and_a_cancel_wins(
     make: Any, collection: Any
 ) -> None:
+    # One worker, busy: the node claims nothing more (it claims for free workers only), so
+    # the items due meanwhile carry no recorded start, and one cancelled while it waits
+    # never starts; the other starts once the worker is free, its start recorded then.
     node = make(clock=SystemClock(), workers=1, poll_interval=timedelta(milliseconds=50))
     running, release = threading.Event(), threading.Event()
     ran: list[str] = []
@@ -114,53 +125,73 @@ def test_a_claim_waiting_for_a_busy_worker_records_no_start_and_is_checked(
 
     node.subscribe(TIMER, handler)
     now = SystemClock().now()
-    node.schedule(ScheduleItem("busy", TIMER, now - timedelta(seconds=1)))
+    node.schedule(ScheduleItem("busy", TIMER, now - timedelta(seconds=2)))
+    node.schedule(ScheduleItem("dropped", TIMER, now - timedelta(seconds=1)))
     node.schedule(ScheduleItem("queued", TIMER, now))
     node.start()
     try:
         assert running.wait(WAIT)
-        assert eventually(lambda: bool(_claim(collection, "queued")))  # claimed, queued
-        assert "started" in _claim(collection, "busy")  # a free worker: started on the claim
-        assert "started" not in _claim(collection, "queued")  # waits: not started
-        sweeper = node._sweeper
-        assert sweeper is not None and sweeper._checks.checks == 0
+        assert "at" in _claim(collection, "busy")  # a free worker: started on the claim
+        assert "at" not in _claim(collection, "dropped")  # waits: no start recorded
+        assert "at" not in _claim(collection, "queued")
+        assert node.cancel("dropped")  # while it waits: it never starts
         release.set()
         assert eventually(lambda: ran == ["busy", "queued"])
-        assert sweeper._checks.checks == 1  # the queued claim was checked (one find)
+        assert eventually(lambda: [a.ended is not None for a in node.history("queued")] == [True])
+        assert node.history("dropped") == [] and ran == ["busy", "queued"]
     finally:
         release.set()
 
 
-def test_run_due_records_no_start_on_the_claim(make: Any, clock: ManualClock) -> None:
-    # run_due calls the handlers of its batch one after another: none starts on the claim,
-    # each is checked right before its handler (flowsched.mongo.start_check).
+def test_run_due_claims_each_item_right_before_its_handler(
+    make: Any, collection: Any, clock: ManualClock
+) -> None:
+    # run_due calls the handlers one after another and claims each item right before its
+    # handler (one at a time, its start recorded then): while one handler runs the items
+    # after it carry no claim, and a cancel of one of them from the handler wins.
     node = make()
-    seen: dict[str, Any] = {}
+    seen: dict[str, dict[str, Any]] = {}
 
     def handler(item: ScheduleItem, attempt: int) -> None:
-        seen[item.id] = _claim(node._store.items, item.id).get("started")
+        seen[item.id] = {n: _started(collection, n) for n in ("t-0", "t-1", "t-2")}
+        if item.id == "t-0":
+            assert node.cancel("t-2")
 
     node.subscribe(TIMER, handler)
     claimed_at = clock.now()
     for n in range(3):
         node.schedule(ScheduleItem(f"t-{n}", TIMER, claimed_at))
-    assert node.run_due() == 3
-    assert seen == {"t-0": None, "t-1": None, "t-2": None}
+    assert node.run_due() == 2
+    assert seen == {
+        "t-0": {"t-0": claimed_at, "t-1": None, "t-2": None},
+        "t-1": {"t-0": None, "t-1": claimed_at, "t-2": None},  # t-0 settled: gone
+    }
     assert [a.started for a in node.history("t-0")] == [claimed_at]
+    assert node.history("t-2") == []
 
 
-def test_a_suspect_claim_records_no_start_on_the_claim(make: Any, clock: ManualClock) -> None:
-    # An item still carrying an earlier claim (its node died): its start is marked and
-    # checked before its handler, as before - the claim records none.
+def test_a_claim_that_takes_over_a_lost_run_records_its_own_start(
+    make: Any, collection: Any, clock: ManualClock
+) -> None:
+    # An item still carrying the started claim of a node that died: the claim that takes it
+    # over ends that run "lapsed" at its lease's end (its recorded start kept) and records
+    # its own start; one death alone is not counted as a failure (attempt 0).
     node = make()
-    node.subscribe(TIMER, lambda item, attempt: None)
+    ran: list[tuple[str, int]] = []
+    node.subscribe(TIMER, lambda item, attempt: ran.append((item.id, attempt)))
     node.schedule(ScheduleItem("lost", TIMER, clock.now()))
-    lapsed = {"owner": "dead", "token": "t", "lease_until": clock.now(), "at": clock.now()}
-    node._store.items.update_one({"_id": "lost"}, {"$set": {"claim": lapsed}})
-    claimed = node._claimer.take(10, start=10)
-    [claim] = claimed.deliver
-    assert claim.suspect and claim.started is None
-    assert "started" not in _claim(node._store.items, "lost")
+    died_at = clock.now() - timedelta(seconds=30)
+    lapsed = {"owner": "dead", "token": "t", "lease_until": clock.now(), "at": died_at}
+    collection.update_one({"_id": "lost"}, {"$set": {"claim": lapsed}})
+    assert node.run_due() == 1 and ran == [("lost", 0)]
+    lost, run = node.history("lost")
+    assert (lost.node, lost.started, lost.ended, lost.outcome) == (
+        "dead",
+        died_at,
+        clock.now(),
+        "lapsed",
+    )
+    assert (run.node, run.started, run.outcome) == (node.node_id, clock.now(), "succeeded")
 
 
 def test_history_reads_the_recorded_start_over_the_claim_time() -> None:

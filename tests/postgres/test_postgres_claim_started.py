@@ -15,7 +15,7 @@ import pytest
 from pg_kit import START, clock_of, clocked_store
 
 from flowsched import AsyncPostgresScheduler, ManualClock, PostgresScheduler
-from flowsched.outcomes import Completed
+from flowsched.outcomes import Completed, Redeliver
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
 from flowsched.postgres.store import PostgresTimerStore
 from flowsched.records import ScheduleItem, ScheduleKind
@@ -88,8 +88,8 @@ def test_a_lapsed_started_claim_is_closed_lapsed_by_the_next_claim(
     first, second = store.history("x")
     assert (first.node, first.outcome, first.ended) == ("dead-node", "lapsed", START + LEASE)
     assert (second.node, second.outcome) == ("n2", None), second
-    [stale] = store.settle([Settlement(dead, Completed())])
-    assert not stale.applied, "the lapsed claim settled over its re-claim"
+    [stale] = store.settle([Settlement(dead, Redeliver(START, 1, "E: failed"))])
+    assert not stale.applied, "the lapsed claim's failure settled over its re-claim"
 
 
 def test_the_history_keeps_its_limit(postgres_url: str, fresh_table: Callable[[], str]) -> None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 
 from flowsched.clock import ManualClock
-from flowsched.outcomes import Completed
+from flowsched.outcomes import Completed, Redeliver
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
 from flowsched.postgres.queries import Queries
 from flowsched.postgres.schema import SCHEMA_VERSION, migrate
@@ -56,8 +56,8 @@ def test_a_version_2_table_gets_the_token_and_its_claims_lapse(
         clock.advance(LEASE + timedelta(seconds=1))
         [claim] = store.claim_due({"h:h"}, "new-node", LEASE, 10)
         assert claim.token, f"a claim without a token: {claim}"
-        [result] = store.settle([Settlement(stale, Completed())])
-        assert not result.applied, "the pre-upgrade claim settled over the new one"
+        [result] = store.settle([Settlement(stale, Redeliver(START, 1, "E: failed"))])
+        assert not result.applied, "the pre-upgrade claim's failure settled over the new one"
         assert store.confirm_start([claim]) == [claim]
         [result] = store.settle([Settlement(claim, Completed())])
         assert result.applied and result.late is None and not store.exists("old")

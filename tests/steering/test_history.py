@@ -11,6 +11,7 @@ from history_faces import Face, face_fixture  # noqa: F401  (the fixture "face")
 
 from flowsched import Attempt, ScheduleItem, ScheduleKind
 from flowsched.history import HistoryPolicy
+from flowsched.routes import name_route
 
 S = timedelta(seconds=1)
 
@@ -85,8 +86,10 @@ def test_a_lapsed_claim_is_recorded_when_the_item_is_claimed_again(face: Face) -
     dead = face.node("dead-node", lease=lease)
     dead.register("pay", failing(0))
     dead.schedule(ScheduleItem("p-4", ScheduleKind.TIMER, face.clock.now(), handler="pay"))
-    claimed = dead._claims.claim(["h:pay"], face.clock.now(), 10)  # claims, then "dies"
-    assert len(claimed.documents) == 1
+    # Claims and starts through its store (as its firing does: start on claim), then
+    # "dies" before any outcome.
+    claimed = dead.store.claim_started([name_route("pay")], "dead-node", lease, 10)
+    assert len(claimed) == 1
     dead.close()
 
     survivor = face.node("survivor", lease=lease)
@@ -108,8 +111,8 @@ def test_mongo_history_lives_in_its_own_collection_with_a_ttl_index(face: Face) 
     scheduler.register("pay", failing(1))
     scheduler.schedule(ScheduleItem("p-5", ScheduleKind.TIMER, face.clock.now(), handler="pay"))
     face.clock.advance(60 * S)
-    history = scheduler._store.history
-    assert history.name.endswith("_history")
+    items = scheduler.collection
+    history = items.database[f"{items.name}_history"]
     document = history.find_one({"_id": "p-5"})
     assert [a["outcome"] for a in document["attempts"]] == ["failed", "succeeded"]
     expires = document["expires_at"]
@@ -143,7 +146,8 @@ def test_a_failed_history_write_never_fails_the_settle(transient: bool) -> None:
     scheduler = MongoScheduler(collection, node_id="alpha", clock=clock)
     scheduler.register("pay", failing(0))
     scheduler.start()
-    history = scheduler._store.history
+    items = scheduler.collection
+    history = items.database[f"{items.name}_history"]  # mongomock: one object per name
     error = AutoReconnect("blip") if transient else OperationFailure("refused", code=121)
 
     def broken(*args: object, **kwargs: object) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from steering_kit import MIN, NOW, mongomock_collection
 
-from flowsched import Recurrence, ScheduleItem, ScheduleKind
-from flowsched.mongo.claims import Claims
-from flowsched.mongo.store import TimerStore
+from flowsched import ManualClock, MongoScheduler, Recurrence, ScheduleItem, ScheduleKind
+from flowsched.mongo import MongoTimerStore
+from flowsched.mongo.commands import Find, drive
+from flowsched.outcomes import Redeliver
+from flowsched.store import Settlement
 
 HOUR = timedelta(hours=1)
 
@@ -167,48 +170,77 @@ def test_a_pause_on_one_node_holds_on_every_node(make_face, clock):
     assert sorted(node_a.fired_ids() + node_b.fired_ids()) == ["held"]
 
 
-def test_a_claim_racing_a_pause_does_not_take_the_timer():
-    collection = mongomock_collection()
-    store = TimerStore(collection)
-    from flowsched import ManualClock, MongoScheduler
+def one(op):
+    """A procedure of the single operation ``op`` (to drive a procedure step by step)."""
+    return (yield op)
 
+
+@pytest.mark.parametrize("claim", ["claim_due", "claim_started"])
+def test_a_claim_racing_a_pause_does_not_take_the_timer(claim):
+    collection = mongomock_collection()
     scheduler = MongoScheduler(collection, node_id="n", clock=ManualClock(NOW))
     scheduler.schedule(ScheduleItem("held", ScheduleKind.TIMER, NOW))
-    claims = Claims(store, "node-b", MIN)
-    found = list(collection.find({}))  # what the claim query read, before the pause
-    scheduler.pause("held")
+    elsewhere = ManualClock(NOW)
+    other = MongoTimerStore(collection, clock=elsewhere, node="node-b")
+    other.open()
 
-    taken, _ = store.run(
-        claims._take(
-            ["held"],
-            {"route": {"$in": ["k:TIMER"]}, "ready_at": {"$lte": NOW}},
-            {"$set": {"claim": {"owner": "node-b", "token": "x", "lease_until": NOW + MIN}}},
-            found,
-            NOW,
-        )
-    )
-    assert taken == 0
-    assert claims.claim(["k:TIMER"], NOW + HOUR, 10).documents == []
+    # node-b's claim, one operation at a time: the pause lands after the claim query read
+    # "held" as due and before the claiming write.
+    steps = getattr(other.steps, claim)(["k:TIMER"], "node-b", MIN, 10)
+    read_it = False
+    op = next(steps)
+    try:
+        while True:
+            result = drive(one(op), other.steps.roles)
+            if isinstance(op, Find) and not read_it and any(d["_id"] == "held" for d in result):
+                read_it = True
+                assert scheduler.pause("held")
+            op = steps.send(result)
+    except StopIteration as done:
+        claimed = done.value
+
+    assert read_it
+    assert claimed == []
+    stored = collection.find_one({"_id": "held"})
+    assert (stored.get("claim"), stored.get("deliveries", 0)) == (None, 0)
+    elsewhere.advance(HOUR)
+    assert getattr(other, claim)(["k:TIMER"], "node-b", MIN, 10) == []
+    [info] = scheduler.timers(id_prefix="held").items
+    assert (info.id, info.state) == ("held", "paused")
 
 
 def test_pausing_a_claimed_timer_lets_its_delivery_settle_and_keeps_it_paused(make_face):
     collection = mongomock_collection()
     face = make_face("mongo", collection)
     face.schedule("busy", MIN)
-    claims = Claims(TimerStore(collection), "node-b", 5 * MIN)
-    claimed = claims.claim(["k:TIMER"], NOW + MIN, 10)
-    assert [d["_id"] for d in claimed.documents] == ["busy"]
+    # Another node, through its store, at the due time: claims and starts the timer.
+    elsewhere = ManualClock(NOW + MIN)
+    other = MongoTimerStore(collection, clock=elsewhere, node="node-b")
+    [claim] = other.claim_started(["k:TIMER"], "node-b", 5 * MIN, 10)
+    assert claim.item.id == "busy"
     info = face.info("busy")
     assert (info.state, info.node) == ("claimed", "node-b")
     assert face.ids(state="claimed") == ["busy"]
 
     assert face.call("pause", "busy")
-    assert claims.renew([("busy", claimed.token)], NOW + 2 * MIN) == 1  # the lease goes on
+    elsewhere.advance(MIN)
+    [renewed] = other.renew([claim], 5 * MIN)  # the lease goes on
+    assert renewed.lease_until == NOW + 7 * MIN
 
     paused = face.info("busy")
     assert (paused.state, paused.node) == ("paused", "node-b")
-    assert claims.claim(["k:TIMER"], NOW + HOUR, 10).documents == []  # lease over: still held
+    elsewhere.advance(HOUR)
+    assert other.claim_due(["k:TIMER"], "node-c", 5 * MIN, 10) == []  # lease over: still held
     assert face.call("resume", "busy")
     assert face.info("busy").state == "claimed"  # its claim stands; the lease end decides
-    again = claims.claim(["k:TIMER"], NOW + HOUR, 10)
-    assert [d["_id"] for d in again.documents] == ["busy"]
+    [again] = other.claim_due(["k:TIMER"], "node-c", 5 * MIN, 10)
+    assert again.item.id == "busy"
+
+    # Paused again while node-c delivers it: its failure is written, the timer stays paused.
+    assert face.call("pause", "busy")
+    retry = Redeliver(NOW + 2 * HOUR, 1, "RuntimeError: down")
+    [settled] = other.settle([Settlement(again, retry)])
+    assert settled.applied
+    after = face.info("busy")
+    assert (after.state, after.attempts, after.due) == ("paused", 1, NOW + 2 * HOUR)
+    assert after.node is None

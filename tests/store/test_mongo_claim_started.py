@@ -78,10 +78,15 @@ def test_a_lapsed_started_claim_reads_lapsed_when_claimed_again() -> None:
     [second] = store.claim_started(ROUTES, "b", LEASE, 10)
     outcomes = [(a.node, a.outcome) for a in store.history("x")]
     assert outcomes == [("a", "lapsed"), ("b", None)], outcomes
+    retry = Redeliver(clock.now(), 1, "E: failed")
+    [stale] = store.settle([Settlement(first, retry)])
+    assert not stale.applied, "the lapsed claim's failure applied over the new claim"
+    # A success settles its generation although b holds it (a late completion).
     [late] = store.settle([Settlement(first, Completed())])
-    assert not late.applied, "the lapsed claim's settle applied over the new claim"
+    assert late.applied and late.late == timedelta(seconds=1), late
+    assert not store.exists("x")
     [done] = store.settle([Settlement(second, Completed())])
-    assert done.applied and not store.exists("x")
+    assert not done.applied, "b settled an item a late completion had settled"
 
 
 class _Calls:

@@ -3,6 +3,7 @@ the plan or from inside a handler, retried in virtual time when the database fai
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -73,3 +74,26 @@ class Clients:
     def _retry(self, item: str, intent: int, event: Schedule | Cancel) -> None:
         if self._intent.get(item) == intent:
             self.call(event)
+
+    def race(self, node: SimNode, rng: random.Random, race: str) -> None:
+        """From inside a handler: cancel or replace an item, via this node or another."""
+        running = self._running(node)
+        if race == "replace-own" and running:
+            target = running
+        elif node.held and rng.random() < 0.6:
+            target = str(rng.choice(node.held).item.id)  # one of this node's batch
+        else:
+            target = f"t{rng.randrange(self.sim.settings.timers)}"
+        live = [n for n in self.sim.nodes if n.available(self.sim.now)]
+        via = node if rng.random() < 0.6 or not live else rng.choice(live)
+        if race == "cancel":
+            self.operate(via, Cancel(self.sim.now, via.index, target), origin="handler")
+        else:
+            event = Schedule(self.sim.now, via.index, target, round(rng.uniform(0, 4), 3))
+            self.operate(via, event, origin="handler")
+
+    def _running(self, node: SimNode) -> str | None:
+        for run in reversed(self.sim.history.runs):
+            if run.node == node.name and run.end is None:
+                return run.item
+        return None

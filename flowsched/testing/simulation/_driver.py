@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import heapq
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,12 +19,12 @@ import mongomock
 from pymongo.errors import PyMongoError
 
 from flowsched.errors import SchedulerUnavailable
-from flowsched.mongo.claimed_batch import ClaimedBatch
 from flowsched.mongo.documents import bson_utc
 from flowsched.records import ScheduleItem
+from flowsched.store.records import Claim
 from flowsched.testing.simulation._clients import Clients
 from flowsched.testing.simulation._history import ClaimRecord, History, Run
-from flowsched.testing.simulation._node import KIND, Before, SimNode
+from flowsched.testing.simulation._node import KIND, Before, SimNode, batch_token
 from flowsched.testing.simulation._plan import (
     Cancel,
     Event,
@@ -47,6 +47,11 @@ __all__ = ["Simulation"]
 
 class _Killed(KeyboardInterrupt):
     """Unwinds a killed node's handler: like an interrupt, it passes the delivery core."""
+
+
+class _Halted(KeyboardInterrupt):
+    """Unwinds a node's ``run_due`` once an invariant broke (the run is over; a node whose
+    bug makes it claim and run at one instant for ever would not return)."""
 
 
 class _PlannedFailure(RuntimeError):
@@ -96,6 +101,8 @@ class Simulation:
                 batch=settings.batch,
                 before_take=self._before_take,
                 on_take=self._taken,
+                on_settled=self._settled,
+                on_renewed=self._leases_written,
             )
             for index in range(settings.nodes)
         ]
@@ -220,17 +227,16 @@ class Simulation:
         node.records = []
         try:
             ran = node.scheduler.run_due()
-            for record in node.records:  # every batch's outcomes were written
-                record.settled = True
             if ran:
                 self.log(node.name, f"sweep: ran {ran}")
         except _Killed:
             self._die(node)
+        except _Halted:
+            pass
         except (SchedulerUnavailable, PyMongoError) as exc:
             self.log(node.name, f"sweep failed: {type(exc).__name__}")
         finally:
             node.busy = False
-            node.held = []
         if chain and not node.dead:
             self.at(self.now + self.settings.poll, lambda: self._poll(node))
 
@@ -249,17 +255,18 @@ class Simulation:
         }
         return Before(seq, now, claims)
 
-    def _taken(self, node: SimNode, harvest: ClaimedBatch, before: Before) -> None:
-        """Record what ``node`` won (called by its harvester right after the claim)."""
-        if not harvest.deliver:
+    def _taken(self, node: SimNode, won: list[Claim], before: Before) -> None:
+        """Record what ``node`` won (called by its store right after the claim)."""
+        if not won:
             return
         now, lease = before.now, self.lease
-        ids = [claim.item.id for claim in harvest.deliver]
+        ids = [claim.item.id for claim in won]
         docs = {doc["_id"]: doc for doc in self.raw.find({"_id": {"$in": ids}}, {"claim": 1})}
         names = []
-        for claim in harvest.deliver:
+        for claim in won:
             item = claim.item.id
-            token = self._token(claim.token)
+            raw_token = batch_token(claim)
+            token = self._token(raw_token)
             raw_claim = (docs.get(item) or {}).get("claim") or {}
             earlier = self._latest.get(item)
             # The lease it took was live if the document still carried the earlier claim as
@@ -280,18 +287,25 @@ class Simulation:
                 now,
                 self._lease_end(now + lease, raw_claim.get("lease_until")),
                 raw_claim.get("lease_until"),
-                raw_token=claim.token,
+                raw_token=raw_token,
             )
             self.history.claimed(record, held_by)
             self._latest[item] = record
             node.records.append(record)
             names.append(f"{item}#{self.generation(item, claim.item.generation)}")
-        self.log(
-            node.name, f"claimed {', '.join(names)} (token {self._token(harvest.deliver[0].token)})"
-        )
+        token = self._token(batch_token(won[0]))
+        self.log(node.name, f"claimed {', '.join(names)} (token {token})")
         if not node.renewing:
             node.renewing = True
             self.at(self.now + lease / 3, lambda: self._renew(node))
+
+    def _settled(self, node: SimNode, claims: Sequence[Claim]) -> None:
+        """``node``'s settle of ``claims`` returned: they hold nothing since (a stale one
+        held nothing before either)."""
+        for claim in claims:
+            record = self.history.claims.get((claim.item.id, self._token(batch_token(claim))))
+            if record is not None:
+                record.settled = True
 
     def _renew(self, node: SimNode) -> None:
         if node.dead or not node.held:
@@ -300,19 +314,20 @@ class Simulation:
         if node.paused_until <= self.now and node.starved_until <= self.now:
             try:
                 node.renew()
-            except PyMongoError as exc:
+            except (SchedulerUnavailable, PyMongoError) as exc:
                 self.log(node.name, f"renewal failed: {type(exc).__name__}")
-            self._leases_written(node)
         self.at(self.now + self.lease / 3, lambda: self._renew(node))
 
-    def _leases_written(self, node: SimNode) -> None:
-        """Move the lease ends of ``node``'s claims whose ``lease_until`` a renewal changed."""
-        ids = [claim.item.id for claim in node.held]
+    def _leases_written(self, node: SimNode, claims: Sequence[Claim]) -> None:
+        """Move the lease ends of ``claims`` whose ``lease_until`` a renewal changed (called
+        after every renewal, the simulator's or the node core's, answered or not)."""
+        ids = [claim.item.id for claim in claims]
         docs = {doc["_id"]: doc for doc in self.raw.find({"_id": {"$in": ids}}, {"claim": 1})}
-        for claim in node.held:
-            record = self.history.claims.get((claim.item.id, self._token(claim.token)))
+        for claim in claims:
+            raw_token = batch_token(claim)
+            record = self.history.claims.get((claim.item.id, self._token(raw_token)))
             raw_claim = (docs.get(claim.item.id) or {}).get("claim") or {}
-            if record is None or raw_claim.get("token") != claim.token:
+            if record is None or raw_claim.get("token") != raw_token:
                 continue
             if raw_claim.get("lease_until") != record.lease_raw:
                 record.lease_raw = raw_claim.get("lease_until")
@@ -354,9 +369,11 @@ class Simulation:
         run = Run(node.name, item_id, generation, attempt, slot, claim, self.now)
         self.log(node.name, f"run {item_id}#{generation} attempt {attempt} (due {due:.3f}s)")
         self.history.started(run, due)
+        if self.history.broken is not None:
+            raise _Halted
         latency, fail, starve, race = self._behaviour(rng)
         if race is not None:
-            self._race(node, rng, race)
+            self.clients.race(node, rng, race)
         if self._holding:
             # Another handler is taking time (this one runs inside it, on one stack): this
             # one takes none, or the outer handler would last until this one ends.
@@ -425,26 +442,3 @@ class Simulation:
             if self._now_ms >= _ms(end):
                 return
             self.run_until(end)
-
-    def _race(self, node: SimNode, rng: random.Random, race: str) -> None:
-        """From inside a handler: cancel or replace an item, via this node or another."""
-        running = self.runs_in_flight(node)
-        if race == "replace-own" and running:
-            target = running
-        elif node.held and rng.random() < 0.6:
-            target = str(rng.choice(node.held).item.id)  # one of this node's batch
-        else:
-            target = f"t{rng.randrange(self.settings.timers)}"
-        live = [n for n in self.nodes if n.available(self.now)]
-        via = node if rng.random() < 0.6 or not live else rng.choice(live)
-        if race == "cancel":
-            self.clients.operate(via, Cancel(self.now, via.index, target), origin="handler")
-        else:
-            event = Schedule(self.now, via.index, target, round(rng.uniform(0, 4), 3))
-            self.clients.operate(via, event, origin="handler")
-
-    def runs_in_flight(self, node: SimNode) -> str | None:
-        for run in reversed(self.history.runs):
-            if run.node == node.name and run.end is None:
-                return run.item
-        return None

@@ -189,14 +189,11 @@ class History:
             # it (one in flight meanwhile may have applied first).
             if op.begun <= born or op.generation == run.generation:
                 continue
-            # Contract: a delivery another node had claimed before the call is already
-            # running there; it may start while its claim's lease lasts.
-            excused = (
-                claim is not None
-                and op.node != run.node
-                and claim.seq < op.seq
-                and run.start < claim.lease_end
-            )
+            # Contract: a delivery whose start was recorded before the call (a node starts
+            # each claim as its store takes it) had already started; its handler may be
+            # called while its claim's lease lasts (the claim's reply may come late) - on
+            # the node the call was made on too: a node keeps no fence of its own writes.
+            excused = claim is not None and claim.seq < op.seq and run.start < claim.lease_end
             if not excused:
                 self.breaks(
                     STALE,

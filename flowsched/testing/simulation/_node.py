@@ -1,25 +1,33 @@
-"""Internal: one simulated node — a real, never-started ``MongoScheduler`` on its own clock
-and its own view of the shared collection, driven by the simulator's calls to ``run_due``.
+"""Internal: one simulated node — a real, never-started ``MongoScheduler`` (the node core over
+a :class:`~flowsched.mongo.MongoTimerStore`) on its own clock and its own view of the shared
+collection, driven by the simulator's calls to ``run_due``.
 
-The only module of the simulator that reaches inside the Mongo adapter, through three
-narrow seams: the scheduler's RNG (seeded, so generations replay), its harvester's ``take``
-(observed, to learn what each claim won and under which token), and its claims' ``renew``
-(called on the simulator's schedule, as the sweeper's renewal would be). The claim, fence,
-delivery and settle code that runs is the adapter's own.
+The only module of the simulator that reaches inside the scheduler, through narrow seams on
+its store (``scheduler.store``, wrapped on the instance): the store's RNG (seeded, so
+generations replay); its ``claim_started``/``claim_due`` (observed, to learn what each claim
+won and under which token); its ``settle`` and ``renew`` (observed: which claims no longer
+hold, which leases moved); and ``renew``, called on the simulator's schedule, as the thread
+driver's loop renews the running claims while a handler runs (``run_due`` runs handlers on
+the caller's stack, where nothing renews meanwhile). The claim, check, delivery and settle
+code that runs is the node core's and the store's own.
+
+Each node has one worker: the simulator runs one handler of a node at a time (one stack),
+and a node that starts its claims as it claims them (the MongoDB store's ``claim_started``)
+claims only for free workers, so every claim it wins starts at once, as on a threaded node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from flowsched.delivery import RedeliveryPolicy
-from flowsched.mongo.claimed_batch import ClaimedBatch
 from flowsched.mongo.scheduler import MongoScheduler
-from flowsched.mongo.settlement import Claim
+from flowsched.mongo.timer_store import MongoTimerStore
 from flowsched.records import ScheduleKind
+from flowsched.redelivery import RedeliveryPolicy
+from flowsched.store.records import Claim, Settlement, SettleResult
 from flowsched.testing.simulation._world import (
     FaultyCollection,
     NodeClock,
@@ -27,12 +35,23 @@ from flowsched.testing.simulation._world import (
     StoreFaults,
 )
 
-__all__ = ["KIND", "Before", "SimNode"]
+__all__ = ["KIND", "Before", "SimNode", "batch_token"]
 
 KIND = ScheduleKind.TIMER
 """The kind every simulated timer has (one route, served by every node)."""
 
 REDELIVERY = RedeliveryPolicy(initial=timedelta(seconds=1), maximum=timedelta(seconds=4))
+
+OP_TIMEOUT = timedelta(seconds=10)
+"""A port call's budget. It is counted in real time (``time.monotonic``): far longer than
+any call takes on mongomock, so that no outcome depends on the machine's speed; the
+simulator retries failed calls in virtual time."""
+
+
+def batch_token(claim: Claim) -> str:
+    """The token a claim stored in its document: its batch's (a claim's own token is the
+    batch's and its place in the batch, ``<batch>-<n>``)."""
+    return claim.token.partition("-")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +66,8 @@ class Before:
 
 
 BeforeTake = Callable[["SimNode"], Before]
-TakeObserver = Callable[["SimNode", ClaimedBatch, Before], None]
+TakeObserver = Callable[["SimNode", list[Claim], Before], None]
+ClaimsObserver = Callable[["SimNode", Sequence[Claim]], None]
 
 
 class SimNode:
@@ -66,6 +86,8 @@ class SimNode:
         batch: int,
         before_take: BeforeTake,
         on_take: TakeObserver,
+        on_settled: ClaimsObserver,
+        on_renewed: ClaimsObserver,
     ) -> None:
         self.index = index
         self.name = f"n{index}"
@@ -78,49 +100,81 @@ class SimNode:
         self.kill_pending = False
         self.pause_pending: float | None = None
         self.renewing = False
-        self.held: list[Claim] = []
+        self.held: list[Claim] = []  # won and not settled (the ones the driver renews)
         self.records: list[Any] = []  # the claims of the sweep running now
+        self.lease = timedelta(seconds=lease)
         self.collection = FaultyCollection(raw, self.name, reference, faults, lambda: self.dead)
         self.scheduler = MongoScheduler(
             self.collection,  # type: ignore[arg-type]  # a pymongo Collection's stand-in
             node_id=self.name,
             clock=self.clock,
             poll_interval=timedelta(seconds=poll),
-            lease=timedelta(seconds=lease),
+            lease=self.lease,
             batch_size=batch,
-            # One try per call: the simulator retries in virtual time (within() would wait
-            # in real time, and a real wait would make runs depend on the machine's speed).
-            op_timeout=timedelta(microseconds=1),
+            workers=1,  # one stack: one handler of a node at a time (see the module)
+            op_timeout=OP_TIMEOUT,
             push_wakeup=False,
             redelivery=REDELIVERY,
         )
-        # Seam 1: generations drawn from the seed, so a replay stores the same ones.
-        self.scheduler._rng.seed(f"{seed}:{self.name}")
         # Never started (the simulator drives run_due): no start-watch thread, which would
         # read the collection in real time, beside the simulation.
         self.scheduler._start_watch.stop()
-        # Seam 2: see what each claim won (the harvest), before any handler runs.
-        harvester = self.scheduler._claimer
-        real_take = harvester.take
+        # A port write whose reply was lost raises OutcomeUnknown at once, not after waiting
+        # for its deadline in real time: the simulated database applies a write at once or
+        # never, so none can still be on its way (and no run may depend on real time).
+        self.scheduler._fence._unfenced = lambda began: 0.0  # type: ignore[method-assign]
+        store = cast(MongoTimerStore, self.scheduler.store)
+        # Seam 1: generations drawn from the seed, so a replay stores the same ones.
+        store.steps.rng.seed(f"{seed}:{self.name}")
+        # Seam 2: see what each claim won, before any handler runs.
+        for name in ("claim_started", "claim_due"):
+            real_claim = getattr(store, name)
 
-        def take(
-            limit: int, lookahead: timedelta = timedelta(0), *, mark: bool = False, start: int = 0
-        ) -> ClaimedBatch:
-            before = before_take(self)
-            harvest = real_take(limit, lookahead, mark=mark, start=start)
-            self.held = list(harvest.deliver)
-            on_take(self, harvest, before)
-            return harvest
+            def claim(
+                routes: Collection[str],
+                owner: str,
+                lease: timedelta,
+                limit: int,
+                real: Callable[..., list[Claim]] = real_claim,
+            ) -> list[Claim]:
+                before = before_take(self)
+                won = real(routes, owner, lease, limit)
+                self.held += won
+                on_take(self, won, before)
+                return won
 
-        harvester.take = take  # type: ignore[method-assign]
+            setattr(store, name, claim)
+        # Seam 3: which claims were settled (they hold nothing since), which leases moved.
+        real_settle, real_renew = store.settle, store.renew
+
+        def settle(settlements: Sequence[Settlement]) -> list[SettleResult]:
+            results = real_settle(settlements)
+            done = [s.claim for s in settlements]
+            self.held = [c for c in self.held if not any(_same(c, d) for d in done)]
+            on_settled(self, done)
+            return results
+
+        def renew(claims: Sequence[Claim], lease: timedelta) -> list[Claim]:
+            try:
+                return real_renew(claims, lease)
+            finally:
+                on_renewed(self, claims)
+
+        store.settle = settle  # type: ignore[method-assign]
+        store.renew = renew  # type: ignore[method-assign]
 
     def renew(self) -> int:
-        """Renew the leases of the claims this node holds (seam 3: what the sweeper's
-        renewal does every third of the lease)."""
-        pairs = [(claim.item.id, claim.token) for claim in self.held]
-        # On the scheduler's clock (the database's time), as the sweeper renews.
-        return self.scheduler._claims.renew(pairs, self.scheduler._time.now())
+        """Renew the leases of the claims this node holds (what the thread driver's loop
+        does while a handler runs: ``run_due`` renews nothing meanwhile)."""
+        renewed = self.scheduler.store.renew(self.held, self.lease)
+        fresh = {(c.item.id, c.token): c for c in renewed}
+        self.held = [fresh.get((c.item.id, c.token), c) for c in self.held]
+        return len(renewed)
 
     def available(self, now: float) -> bool:
         """Whether the node can take a client call now (alive, not paused)."""
         return not self.dead and self.paused_until <= now
+
+
+def _same(one: Claim, other: Claim) -> bool:
+    return one.item.id == other.item.id and one.token == other.token
