@@ -219,7 +219,7 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
 
         ring = self._driver.wake
         poll = self._poll.total_seconds()
-        watch = follow_changes(self._mongo.collection, ring, self._wanted, poll)
+        watch = follow_changes(self._mongo.collection, ring, self._wanted, poll, self._claiming)
         return asyncio.get_running_loop().create_task(watch, name="flowsched-mongo-wakeup")
 
     async def aclose(self, timeout: float | timedelta | None = None) -> None:

@@ -25,6 +25,7 @@ from flowsched.node.common import NodeArgs, default_node_id
 if TYPE_CHECKING:
     from flowsched.calendar import Calendar
     from flowsched.delivery import DeliveryCore, Observer
+    from flowsched.node.core import NodeCore
     from flowsched.redelivery import RedeliveryPolicy
 
 __all__ = ["MongoFace", "face_arguments"]
@@ -92,6 +93,7 @@ class MongoFace:
 
     calendars: Mapping[str, Calendar]
     _delivery: DeliveryCore
+    _core: NodeCore
     _mongo: Any  # the MongoTimerStore or AsyncMongoTimerStore
     _owned_client: Any = None
     """The client ``from_config`` created, closed with the scheduler (``None``: the
@@ -108,6 +110,11 @@ class MongoFace:
         if document.get("bucket", 0) not in self._mongo.steps.roles.served:
             return False
         return document.get("route") in self._delivery.routes()
+
+    def _claiming(self) -> bool:
+        """Whether the node claims back to back (its last claim found due items): the
+        change-stream reader then leaves the stream unread (a wake-up could win nothing)."""
+        return self._core.claimed_last > 0
 
     @staticmethod
     def _poke(wake: Callable[[], None], wake_at: Callable[[datetime], None]) -> Any:

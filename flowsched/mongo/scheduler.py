@@ -126,7 +126,9 @@ class MongoScheduler(MongoFace, NodeScheduler):
             if push_wakeup:
                 poke = self._poke(self._driver.wake, self._driver.wake_at)
                 wait = min(poll_interval, MAX_AWAIT)
-                self._wakeup = WakeUp(collection, poke, self._wanted, max_await=wait)
+                self._wakeup = WakeUp(
+                    collection, poke, self._wanted, max_await=wait, paused=self._claiming
+                )
         self._start_watch = StartWatch()
 
     @classmethod

@@ -184,7 +184,8 @@ class TimerSteps(ClaimSteps):
             old = yield replace
         except DuplicateKeyError:  # two upserts of one new id raced: now it is there
             old = yield from self._replace_by_id(item.id, document, deadline)
-        yield Call("dead", "delete_one", ({"_id": item.id},))
+        # A dead letter of the id is superseded, not deleted here (a second round trip on
+        # every schedule): dead_letters() leaves it out, requeue() drops it.
         yield from self._keep_running([old])
         return stored
 
@@ -301,7 +302,14 @@ class TimerSteps(ClaimSteps):
 
     def dead_letters(self) -> Steps[list[DeadLetter]]:
         docs = yield Find("dead", {}, sort=[("dead_at", 1), ("_id", 1)])
-        return dead_letters_from(docs, f"{self.name}_dead")
+        letters = dead_letters_from(docs, f"{self.name}_dead")
+        if not letters:
+            return letters
+        # A letter whose id was scheduled again since is superseded (as in every store).
+        ids = [letter.item.id for letter in letters]
+        live = yield Find("items", {"_id": {"$in": ids}}, {"_id": 1})
+        superseded = {doc["_id"] for doc in live}
+        return [letter for letter in letters if letter.item.id not in superseded]
 
     def requeue(
         self, item_id: str, due: datetime, replace: bool = False
@@ -320,7 +328,9 @@ class TimerSteps(ClaimSteps):
             yield Call("dead", "delete_one", ({"_id": item_id},))
             return None
         item = letters[0].item
-        return (yield from self.put(item.moved(due, item.previous), None))
+        stored = yield from self.put(item.moved(due, item.previous), None)
+        yield Call("dead", "delete_one", ({"_id": item_id, "generation": item.generation},))
+        return stored
 
     def quarantined(self) -> Steps[list[QuarantinedRecord]]:
         records = []

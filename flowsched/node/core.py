@@ -28,9 +28,9 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: if taken, only a one-shot success settles).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
-  (and, up to ``min(batch_size, workers)`` of them, while a confirm is) and go in one
-  ``settle``; a confirm short of claims waits for a claim on its way, a claim asks for at
-  least half a batch unless the node holds none: fewer statements, no endless wait.
+  (and while a confirm is; starting on claim, while handlers run or a claim is out, for at
+  most ``SETTLE_GATHER``) and go in one ``settle``; a confirm short of claims waits for a
+  claim on its way, a claim asks for at least half a batch unless the node holds none.
   **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
@@ -70,7 +70,7 @@ from flowsched.node.actions import (
     lane,
     store_call,
 )
-from flowsched.node.gather import GATHER, Gather
+from flowsched.node.gather import GATHER, SETTLE_GATHER, Gather
 from flowsched.node.outage import FIRST, LONGEST, StoreOutage
 from flowsched.node.settings import LAST_INSTANT, LateHook, NodeSettings
 from flowsched.outcomes import NextSlot, Outcome, Redeliver
@@ -112,8 +112,8 @@ class NodeCore:
         self.claim_at = datetime.min.replace(tzinfo=UTC)  # when the last ClaimDue went
         self._tickets = 0
         self._split = 0  # settle one at a time for this many more settlements
-        width = min(GATHER, settings.poll_interval)
-        self.claim_gather, self.settle_gather = Gather(width), Gather(width)
+        self.claim_gather = Gather(min(GATHER, settings.poll_interval))
+        self.settle_gather = Gather(min(SETTLE_GATHER, settings.poll_interval))
 
     # -- what to do ------------------------------------------------------------------
 
@@ -225,11 +225,10 @@ class NodeCore:
         return None
 
     def _settle_now(self, now: datetime) -> bool:
-        """Whether the outcomes owed go now: while a confirm is on its way they gather to a
-        batch; starting on claim, until no handler runs or for at most the gather window."""
+        """Whether the outcomes owed go now (see the module's **Settles**)."""
         if self.settings.start_on_claim:
-            full = len(self.pending) >= self._batch() or not self.running
-            return self.settle_gather.ready(now, full)
+            full = len(self.pending) >= self.settings.batch_size
+            return self.settle_gather.ready(now, full or not (self.running or CLAIM in self.busy))
         return len(self.pending) >= 2 * self._half() or CONFIRM not in self.busy
 
     def _confirm_action(self) -> Action | None:

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-__all__ = ["GATHER", "PACE", "Gather"]
+__all__ = ["GATHER", "PACE", "SETTLE_GATHER", "Gather"]
 
 GATHER = timedelta(milliseconds=10)
 """The longest a partial claim or settle waits for more (never longer than a poll)."""
+
+SETTLE_GATHER = timedelta(milliseconds=50)
+"""The longest outcomes wait for more (never longer than a poll): a settle is on no
+delivery's path (leases last seconds), so the outcomes of a few waves of handlers - a
+threaded node of 8 workers claims and starts 8 at a time - go in one call, not one each."""
 
 PACE = timedelta(milliseconds=3)
 """After a claim that came back short but not empty, following one that was not empty either

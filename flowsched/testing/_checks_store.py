@@ -13,6 +13,7 @@ from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
 from flowsched.recurrence import Recurrence
 from flowsched.store.records import Settlement, TimerSelection
 from flowsched.testing._checks_lapses import LOST_RUNS
+from flowsched.testing._checks_leases import LATE_SETTLE, LOST_RENEWAL_REPLY
 from flowsched.testing._store_trial import OTHER_HANDLER, StoreCheck, StoreTrial
 
 __all__ = ["STORE_GUARANTEES"]
@@ -368,38 +369,6 @@ def _pause_resume(t: StoreTrial) -> None:
     assert [c.item.id for c in claims] == ["x"], f"a resumed past-due item: {claims}"
 
 
-def _lost_renewal_reply(t: StoreTrial) -> None:
-    for item_id in ("x", "y", "z"):
-        t.store.put(t.item(item_id))
-    claims = t.store.claim_due(t.routes, A, t.short, 10)
-    assert len({c.token for c in claims}) == 3, f"claims share a token: {claims}"
-    t.later(_S)
-    # The renewal applies but its reply is "lost": the node keeps `claims`, whose lease end
-    # then passes while the stored one lasts.
-    renewed = t.store.renew(claims, timedelta(minutes=5))
-    assert [r.token for r in renewed] == [c.token for c in claims], f"renew: {renewed}"
-    t.expire()
-    x, y, z = claims
-    assert t.store.confirm_start([x]) == [x], "a claim from before its renewal not confirmed"
-    assert len(t.store.renew([y], t.lease)) == 1, "a claim from before its renewal not renewed"
-    results = t.store.settle([Settlement(x, Completed()), Settlement(y, Completed())])
-    assert all(r.applied and r.late is None for r in results), (
-        f"a claim from before its renewal did not settle in time (by the stored lease): {results}"
-    )
-    assert not t.store.exists("x") and not t.store.exists("y"), "settled items still stored"
-    assert t.store.release([z]) == 1, "a claim from before its renewal not released"
-
-
-def _late_settle(t: StoreTrial) -> None:
-    t.store.put(t.item("x"))
-    [claim] = t.store.claim_due(t.routes, A, t.short, 10)
-    t.store.confirm_start([claim])
-    t.expire()
-    [result] = t.store.settle([Settlement(claim, Completed())])
-    assert result.applied, "a settle after the lease, nobody else claiming, must apply"
-    assert result.late is not None and result.late > timedelta(0), f"late: {result.late}"
-
-
 STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     StoreCheck(
         "put gives each new form a fresh generation; get and exists see it", _put_generations
@@ -433,12 +402,7 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
     StoreCheck(
         "renew extends held leases; release frees them; stale ones apply nothing", _renew_release
     ),
-    StoreCheck(
-        "a claim is fenced by its identity (id, generation, owner, token), not its lease end: "
-        "after a renewal whose reply was lost, the old claim still confirms, renews, settles "
-        "in time and releases",
-        _lost_renewal_reply,
-    ),
+    LOST_RENEWAL_REPLY,
     StoreCheck(
         "settle applies Completed, Redeliver and DeadLettered under the fence", _settle_outcomes
     ),
@@ -461,7 +425,5 @@ STORE_GUARANTEES: tuple[StoreCheck, ...] = (
         "timers() is soonest due first with stable cursor paging and filters", _timers_paging
     ),
     StoreCheck("a paused item exists and is never claimed; resume makes it due", _pause_resume),
-    StoreCheck(
-        "a settle after the lease applies when nobody re-claimed and says how late", _late_settle
-    ),
+    LATE_SETTLE,
 )

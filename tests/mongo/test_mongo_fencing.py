@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from flowsched.delivery import Completed, Redeliver, RedeliveryPolicy
+from flowsched.delivery import DeadLettered, Redeliver, RedeliveryPolicy
 from flowsched.port import ScheduleItem, ScheduleKind
+from flowsched.records import DeadLetter
 from flowsched.routes import kind_route
 from flowsched.store import Claim, Settlement
 
@@ -81,14 +82,17 @@ def test_a_claim_taken_over_after_its_lease_cannot_write(make, clock, collection
     assert taken.token != stale.token
     token_b = collection.find_one({"_id": "t"})["claim"]["token"]
 
+    # (A stale Completed of a one-shot item settles its generation: a late completion,
+    # tests/mongo/test_mongo_late_completion.py. Every other outcome of a lapsed claim is stale.)
     results = a.store.settle(
         [
-            Settlement(stale, Completed()),
             Settlement(stale, Redeliver(clock.now(), 1, "RuntimeError: stale")),
+            Settlement(stale, DeadLettered(DeadLetter(stale.item, 1, "E: stale", clock.now()))),
         ]
     )
 
     assert [r.applied for r in results] == [False, False]
+    assert a.store.dead_letters() == [], "the lapsed claim's DeadLettered wrote a letter"
     doc = collection.find_one({"_id": "t"})
     assert doc is not None and doc["claim"]["token"] == token_b
     assert doc.get("last_error") is None and doc["attempts"] == 0

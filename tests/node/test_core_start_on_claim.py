@@ -21,7 +21,7 @@ from flowsched.node.actions import (
 )
 from flowsched.node.common import NodeOptions
 from flowsched.node.core import NodeCore, NodeSettings, store_call
-from flowsched.node.gather import GATHER
+from flowsched.node.gather import GATHER, SETTLE_GATHER
 from flowsched.outcomes import Completed
 from flowsched.store import MemoryTimerStore
 from flowsched.store.records import Claim
@@ -119,11 +119,35 @@ def test_an_outcome_goes_after_the_window_while_a_handler_still_runs() -> None:
     _answer(core, _turn(core, clock.now())[0][0], store, clock.now())
     starts = _turn(core, clock.now())[1]
     core.finished(starts[0].ticket, Completed())
-    _, _, sleep = _turn(core, clock.now())
-    assert sleep.until is not None and sleep.until <= clock.now() + GATHER
-    clock.advance(GATHER)
+    calls, _, sleep = _turn(core, clock.now())
+    assert not any(isinstance(c, SettleBatch) for c in calls), f"settled at once: {calls}"
+    assert sleep.until is not None and sleep.until <= clock.now() + SETTLE_GATHER
+    clock.advance(SETTLE_GATHER)
     settles = [c for c in _turn(core, clock.now())[0] if isinstance(c, SettleBatch)]
     assert [len(s.settlements) for s in settles] == [1], settles
+
+
+def test_outcomes_wait_while_a_claim_is_on_its_way_for_at_most_the_settle_window() -> None:
+    # A node that starts on claim claims for its free workers only: the outcomes of one wave
+    # wait (within the settle window) while the next claim is out, so that a settle carries
+    # several waves' outcomes rather than one call per wave.
+    core, store, clock = _setup(12, workers=4, batch_size=8)
+    _answer(core, _turn(core, clock.now())[0][0], store, clock.now())
+    starts = _turn(core, clock.now())[1]
+    for start in starts[:2]:
+        core.finished(start.ticket, Completed())
+    _turn(core, clock.now())
+    clock.advance(GATHER)  # the partial claim's window: a claim for the 2 free workers goes
+    calls = _turn(core, clock.now())[0]
+    assert ClaimDue(2, start=True) in calls, calls
+    assert not any(isinstance(c, SettleBatch) for c in calls), f"settled at once: {calls}"
+    for start in starts[2:]:
+        core.finished(start.ticket, Completed())
+    calls = _turn(core, clock.now())[0]
+    assert not any(isinstance(c, SettleBatch) for c in calls), f"settled with a claim out: {calls}"
+    clock.advance(SETTLE_GATHER)
+    settles = [c for c in _turn(core, clock.now())[0] if isinstance(c, SettleBatch)]
+    assert [len(s.settlements) for s in settles] == [4], settles
 
 
 def test_claims_answered_after_close_run_and_are_settled_not_released() -> None:
