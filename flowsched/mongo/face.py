@@ -20,6 +20,7 @@ from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import check_arguments
 from flowsched.mongo.timer_ops import MongoStoreArgs
+from flowsched.node.actions import CLAIM
 from flowsched.node.common import NodeArgs, default_node_id
 
 if TYPE_CHECKING:
@@ -112,9 +113,11 @@ class MongoFace:
         return document.get("route") in self._delivery.routes()
 
     def _claiming(self) -> bool:
-        """Whether the node claims back to back (its last claim found due items): the
+        """Whether the node claims back to back - a claim on its way, or the handlers of a
+        claim that found items still running (the next claim follows when they end): the
         change-stream reader then leaves the stream unread (a wake-up could win nothing)."""
-        return self._core.claimed_last > 0
+        core = self._core
+        return CLAIM in core.busy or (core.claimed_last > 0 and bool(core.running))
 
     @staticmethod
     def _poke(wake: Callable[[], None], wake_at: Callable[[datetime], None]) -> Any:

@@ -35,6 +35,7 @@ def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_d
         "the victim to run four items",
     )
     assert timers.count_documents({"claim.owner": "victim"}) == 4  # its running claims
+    time.sleep(0.2)  # every item is due before the kill (they are spread over 100 ms)
     nodes.kill("victim")
     killed_at = time.time()
     nodes.start("rescuer", max_attempts=1, lease=LEASE, poll=POLL)
