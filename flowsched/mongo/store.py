@@ -41,7 +41,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from flowsched.errors import ConfigError
 from flowsched.mongo import keep_started as keeping
 from flowsched.mongo.commands import Call, Find, Steps, Write, drive, write_steps
-from flowsched.mongo.documents import bson_utc_or_none, bucket_of, truncate_ms
+from flowsched.mongo.documents import bucket_of, truncate_ms
 from flowsched.mongo.indexes import (  # re-exported: the names the mongo modules import
     CLAIM_INDEX,
     CLAIM_INDEX_KEYS,
@@ -191,6 +191,19 @@ class MongoCollections:
         buckets = sorted({self.bucket(item_id) for item_id in item_ids})
         return {"_id": {"$in": list(item_ids)}, "bucket": _one_or_in(buckets)}
 
+    def keyed(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """``query`` naming the bucket of the ids it selects by ``_id`` (an id or ``$in``),
+        unless it names one already or selects otherwise: every filter on the items names
+        the shard key, so mongos routes it to the shards that hold it."""
+        ids = query.get("_id")
+        if "bucket" in query or ids is None:
+            return dict(query)
+        if isinstance(ids, Mapping):
+            if set(ids) != {"$in"}:
+                return dict(query)
+            return {**query, "bucket": self.keys(list(ids["$in"]))["bucket"]}
+        return {**query, "bucket": self.bucket(ids)}
+
     def every_bucket(self) -> Any:
         """The bucket condition of a query that is not by id (``cancel_flow``)."""
         return _one_or_in(list(range(self.buckets)))
@@ -268,9 +281,6 @@ class MongoCollections:
     def delete(self, item_id: str, before: datetime | None = None) -> bool:
         return self.run(self.delete_steps(item_id, before))
 
-    def delete_flow(self, flow_id: str, before: datetime | None = None) -> int:
-        return self.run(self.delete_flow_steps(flow_id, before))
-
     def stamped(self, document: Doc) -> dict[str, Any]:
         """``document`` with ``stored_at``: the database's time, never behind it (the
         clock's ``latest``), once the clock is measured (else unstamped, and unfenced)."""
@@ -289,16 +299,8 @@ class MongoCollections:
             return {}
         return {"stored_at": {"$not": {"$gt": before}}}
 
-    def flow_ids(self, flow_id: str) -> list[str]:
-        return self.run(self.flow_ids_steps(flow_id))
-
     def exists(self, item_id: str) -> bool:
         return self.run(self.exists_steps(item_id))
-
-    def next_ready(
-        self, routes: Sequence[str], until: datetime, after: datetime | None = None
-    ) -> datetime | None:
-        return self.run(self.next_ready_steps(routes, until, after))
 
     def find(self, item_id: str) -> Doc | None:
         return self.run(self.find_steps(item_id))
@@ -309,17 +311,10 @@ class MongoCollections:
     def dead_letter(self, item_id: str) -> Doc | None:
         return self.run(self.dead_letter_steps(item_id))
 
-    def remove_dead_letter(self, item_id: str, generation: int | None = None) -> bool:
-        return self.run(self.remove_dead_letter_steps(item_id, generation))
-
     def put_quarantined(self, records: Sequence[Doc], *, markers: bool = True) -> int:
         return self.run(self.put_quarantined_steps(records, markers=markers))
 
     # -- the procedures --------------------------------------------------------------------
-
-    def ping_steps(self) -> Steps[None]:
-        """Reach the server once (the ``ping`` command), whatever the collections hold."""
-        yield Call("database", "command", ("ping",))
 
     def put_steps(self, document: Doc, before: datetime | None = None) -> Steps[None]:
         """Insert or replace the item's document (one upsert, by ``_id`` and bucket); with
@@ -358,30 +353,8 @@ class MongoCollections:
         result = yield Call("items", "delete_one", (query,))
         return bool(result.deleted_count > 0)
 
-    def delete_flow_steps(self, flow_id: str, before: datetime | None = None) -> Steps[int]:
-        """Remove the flow's items (forms stored by ``before``); how many."""
-        query = {"flow_id": flow_id, "bucket": self.every_bucket(), **self.fence(before)}
-        return int((yield Call("items", "delete_many", (query,))).deleted_count)
-
-    def flow_ids_steps(self, flow_id: str) -> Steps[list[str]]:
-        query = {"flow_id": flow_id, "bucket": self.every_bucket()}
-        return [doc["_id"] for doc in (yield Find("items", query, {"_id": 1}))]
-
     def exists_steps(self, item_id: str) -> Steps[bool]:
         return (yield Call("items", "find_one", (self.key(item_id), {"_id": 1}))) is not None
-
-    def next_ready_steps(
-        self, routes: Sequence[str], until: datetime, after: datetime | None = None
-    ) -> Steps[datetime | None]:
-        """The earliest ``ready_at`` (at or before ``until``, after ``after`` if given) among
-        items of ``routes``: one query on the claim index, one document, ``ready_at`` only."""
-        bounds: dict[str, datetime] = {"$lte": until}
-        if after is not None:
-            bounds["$gt"] = after
-        query = {"route": {"$in": list(routes)}, "ready_at": bounds}
-        sort = {"sort": [("ready_at", ASCENDING)]}
-        found = yield Call("items", "find_one", (query, {"_id": 0, "ready_at": 1}), sort)
-        return None if found is None else bson_utc_or_none(found.get("ready_at"))
 
     def find_steps(self, item_id: str) -> Steps[Doc | None]:
         found: Doc | None = yield Call("items", "find_one", (self.key(item_id),))

@@ -54,6 +54,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -149,6 +150,8 @@ class ClaimSteps:
         return None
 
     def _writes(self, role: str, writes: Sequence[Write]) -> Steps[Counts]:
+        if role == "items":  # every filter on the items names the bucket (the shard key)
+            writes = [replace(w, filter=self.roles.keyed(w.filter)) for w in writes]
         return (yield from counted_write_steps(role, writes, self.roles.bulk, copies=True))
 
     def _history(self, records: list[Record]) -> Steps[None]:
@@ -246,7 +249,7 @@ class ClaimSteps:
         if taken < len(due) or recurring:
             # Read back what was won (and the recurring items as claimed: a slot settled
             # since the read, under the same generation, is not run twice).
-            mark = {"_id": {"$in": list(due)}, "claim.token": batch}
+            mark = self.roles.keyed({"_id": {"$in": list(due)}, "claim.token": batch})
             back: list[Doc] = [] if not taken else (yield Find("items", mark))
             won = {}
             for doc in back:
@@ -308,7 +311,9 @@ class ClaimSteps:
             return []
         ids = distinct(c.item.id for c in claims)
         fields = {"generation": 1, "claim.owner": 1, "claim.token": 1}
-        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}, **mark}, fields)
+        found: list[Doc] = yield Find(
+            "items", self.roles.keyed({"_id": {"$in": ids}, **mark}), fields
+        )
         marked = {(d["_id"], d.get("generation"), *owner_token(d)) for d in found}
         return [c for c in claims if (c.item.id, c.generation, c.owner, batch_of(c)) in marked]
 
@@ -348,11 +353,11 @@ class ClaimSteps:
         writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
         counts = yield from self._writes("items", writes)
         applied = yield from self._applied(plain, counts, mark)
-        yield from late_completions(plain, applied, self.roles.bulk)
+        yield from late_completions(plain, applied, self.roles)
         dead = [s for s in settlements if id(s) not in applied]  # DeadLettered, Exhausted
         for s in dead:
             letter = dead_letter_document(cast(DeadLettered | Exhausted, s.outcome).dead)
-            token, fence = s.claim.token, claim_fence(s.claim)
+            token, fence = s.claim.token, self.roles.keyed(claim_fence(s.claim))
             applied[id(s)] = yield from self.letters.steps(self.roles, letter, token, fence)
         self.letters.settled((s.claim.item.id, s.claim.token) for s in dead)
         results, records = [], []
@@ -378,7 +383,9 @@ class ClaimSteps:
         late = [c.item.id for c in claims if now > c.lease_until]
         if not late:
             return {}
-        found: list[Doc] = yield Find("items", {"_id": {"$in": distinct(late)}}, {"claim": 1})
+        found: list[Doc] = yield Find(
+            "items", self.roles.keyed({"_id": {"$in": distinct(late)}}), {"claim": 1}
+        )
         leases = {}
         for doc in found:
             claim = doc.get("claim")
@@ -400,7 +407,7 @@ class ClaimSteps:
             return {id(s): True for s in plain}
         ids = distinct(s.claim.item.id for s in plain)
         fields = {"generation": 1, "settled_claim": 1}
-        found: list[Doc] = yield Find("items", {"_id": {"$in": ids}}, fields)
+        found: list[Doc] = yield Find("items", self.roles.keyed({"_id": {"$in": ids}}), fields)
         docs = {doc["_id"]: doc for doc in found}
         applied = {}
         for s in updates:

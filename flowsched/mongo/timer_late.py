@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowsched.mongo.commands import Find, Steps, Write, counted_write_steps
+from flowsched.mongo.store import MongoCollections
 from flowsched.store.records import Settlement
 
 __all__ = ["late_completions"]
 
 
 def late_completions(
-    settlements: Sequence[Settlement], applied: dict[int, bool], bulk: bool
+    settlements: Sequence[Settlement], applied: dict[int, bool], roles: MongoCollections
 ) -> Steps[None]:
     """Apply the late completions among ``settlements`` that the batch did not (``applied``,
     by ``id()``, set True for each one applied here)."""
@@ -30,11 +31,13 @@ def late_completions(
     if not late:
         return
     ids = list(dict.fromkeys(s.claim.item.id for s in late))
-    found: list[dict[str, Any]] = yield Find("items", {"_id": {"$in": ids}}, {"generation": 1})
+    found: list[dict[str, Any]] = yield Find(
+        "items", roles.keyed({"_id": {"$in": ids}}), {"generation": 1}
+    )
     stored = {doc["_id"]: doc.get("generation") for doc in found}
     for s in late:
         claim = s.claim
         if stored.get(claim.item.id) == claim.generation:
-            fence = {"_id": claim.item.id, "generation": claim.generation}
-            counts = yield from counted_write_steps("items", [Write(fence)], bulk)
+            fence = roles.keyed({"_id": claim.item.id, "generation": claim.generation})
+            counts = yield from counted_write_steps("items", [Write(fence)], roles.bulk)
             applied[id(s)] = counts.deleted == 1

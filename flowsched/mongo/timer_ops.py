@@ -32,7 +32,7 @@ from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_BUCKETS
 from flowsched.errors import SchedulerUnavailable
 from flowsched.history import DEFAULT_HISTORY_RETENTION, HistoryPolicy
 from flowsched.mongo.arguments import check_count, check_positive, check_served, storable_id
-from flowsched.mongo.commands import Call, Find, Steps
+from flowsched.mongo.commands import Call, Find, Steps, Write, counted_write_steps
 from flowsched.mongo.documents import (
     bson_utc_or_none,
     dead_letters_from,
@@ -227,13 +227,13 @@ class TimerSteps(ClaimSteps):
     def get(self, item_id: str) -> Steps[ScheduleItem | None]:
         if not storable_id(item_id):
             return None
-        read = readable((yield Call("items", "find_one", ({"_id": item_id},))), self.name)
+        read = readable((yield Call("items", "find_one", (self.roles.key(item_id),))), self.name)
         return read[0] if read is not None else None
 
     def exists(self, item_id: str) -> Steps[bool]:
         if not storable_id(item_id):
             return False
-        return (yield Call("items", "find_one", ({"_id": item_id}, {"_id": 1}))) is not None
+        return (yield Call("items", "find_one", (self.roles.key(item_id), {"_id": 1}))) is not None
 
     def remove(
         self, item_id: str, generation: int | None, deadline: datetime | None
@@ -250,12 +250,21 @@ class TimerSteps(ClaimSteps):
     def remove_flow(self, flow_id: str, deadline: datetime | None) -> Steps[list[str]]:
         if not storable_id(flow_id) or (yield from self._late(deadline)):
             return []
-        removed: list[Doc | None] = []
         late = self.roles.fence(deadline)
-        for doc in (yield Find("items", {"flow_id": flow_id}, _RUNNING)):
-            fence = {"_id": doc["_id"], "generation": doc.get("generation"), **late}
-            if (yield Call("items", "delete_one", (fence,))).deleted_count:
-                removed.append(doc)
+        query = {"flow_id": flow_id, "bucket": self.roles.every_bucket()}
+        found: list[Doc] = yield Find("items", query, _RUNNING)
+        if not found:
+            return []
+        # One delete per form read (fenced by its generation), all in one bulk write; if
+        # fewer went, one read says which: a form replaced since stays, and is not reported.
+        forms = [(doc["_id"], doc.get("generation")) for doc in found]
+        fences = [{"_id": key, "generation": generation, **late} for key, generation in forms]
+        writes = [Write(self.roles.keyed(fence)) for fence in fences]
+        removed: list[Doc | None] = list(found)
+        if (yield from counted_write_steps("items", writes, self.roles.bulk)).deleted < len(found):
+            left = yield Find("items", self.roles.keys([key for key, _ in forms]), _RUNNING)
+            kept = {doc["_id"] for doc in left}
+            removed = [doc for doc in found if doc["_id"] not in kept]
         yield from self._keep_running(removed)
         return sorted(str(doc["_id"]) for doc in removed if doc is not None)
 
@@ -307,7 +316,7 @@ class TimerSteps(ClaimSteps):
             return letters
         # A letter whose id was scheduled again since is superseded (as in every store).
         ids = [letter.item.id for letter in letters]
-        live = yield Find("items", {"_id": {"$in": ids}}, {"_id": 1})
+        live = yield Find("items", self.roles.keys(ids), {"_id": 1})
         superseded = {doc["_id"] for doc in live}
         return [letter for letter in letters if letter.item.id not in superseded]
 

@@ -90,11 +90,11 @@ def test_an_instance_costs_a_fixed_number_of_round_trips_from_start_to_completio
     domain.handle("p-1", Sent())
     finished = commands.take_on()
     # Sent completes Send (its timeout and retry go) and reaches Done (everything goes):
-    # one cancel_flow, no single cancels: one find of the flow's timers, then one delete of
-    # each, fenced by the form read (a form scheduled since is not removed).
-    assert timers(finished) == {"find": 1, "delete": 3}
+    # one cancel_flow, no single cancels: one find of the flow's timers, then one bulk
+    # delete of them, each fenced by the form read (a form scheduled since is not removed).
+    assert timers(finished) == {"find": 1, "delete": 1}
     assert finished[("update", "instances")] == 1
-    assert sum(timers(started + finished).values()) == 7
+    assert sum(timers(started + finished).values()) == 5
     assert database["timers"].count_documents({}) == 0
     instance = domain.instance("p-1")
     assert instance is not None and instance.state == "Done"

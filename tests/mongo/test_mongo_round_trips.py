@@ -56,7 +56,9 @@ def test_each_port_operation_costs_a_fixed_number_of_round_trips(counted):
     assert commands.take_names() == {"find": 1}
 
 
-@pytest.mark.parametrize(("workers", "bound"), [(100, 0.1), (8, 0.75)], ids=["100", "8"])
+# Measured alone: 0.075 (100 workers) and 0.5 (8); under the full suite's load a few more
+# claims come back short (each then asks for the next due time): up to 0.115 seen.
+@pytest.mark.parametrize(("workers", "bound"), [(100, 0.15), (8, 0.75)], ids=["100", "8"])
 def test_firing_costs_a_bounded_share_of_a_round_trip_per_item(counted, workers, bound):
     collection, commands = counted
     scheduler = MongoScheduler(
@@ -85,7 +87,7 @@ def test_firing_costs_a_bounded_share_of_a_round_trip_per_item(counted, workers,
     firing = sum(n for (name, target), n in seen.items() if target != "timers_nodes")
     claims = seen[("update", "timers")]
     assert claims <= -(-200 // workers) + 2  # claims of (nearly) every free worker
-    assert firing / 200 <= bound
+    assert firing / 200 <= bound, seen
     assert len(fired) == 200
 
 
