@@ -116,6 +116,10 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
         history: HistoryPolicy | None = None,
     ) -> None:
         check_async_collection(collection)
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(
+                f"AsyncMongoScheduler concurrency must be an integer >= 1 (got {concurrency!r})"
+            )
         store_args, node_args = face_arguments(
             node_id=node_id,
             poll_interval=poll_interval,

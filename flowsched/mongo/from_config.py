@@ -122,12 +122,40 @@ def build_async(
     # `workers` is the handler threads on both faces: here the threads plain handlers run in
     # (async def handlers run on the loop; at most `concurrency` deliveries at once).
     executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="flowsched-handler")
-    scheduler = cls(
-        client[database][settings.collection],
-        concurrency=concurrency,
-        executor=executor,
-        **_arguments(settings, node_id, clock, observer),
-    )
+    try:
+        scheduler = cls(
+            client[database][settings.collection],
+            concurrency=concurrency,
+            executor=executor,
+            **_arguments(settings, node_id, clock, observer),
+        )
+    except BaseException:  # nothing made here outlives a refused argument
+        executor.shutdown(wait=False)
+        _close_async_client(client)
+        raise
     scheduler._owned_client, scheduler._owned_executor = client, executor
     scheduler.calendars = settings.calendars
     return scheduler
+
+
+def _close_async_client(client: Any) -> None:
+    """Close an ``AsyncMongoClient`` from synchronous code (``from_config`` is not a
+    coroutine): its ``close()`` is a coroutine, run here on a loop of its own when no loop
+    runs in this thread, else scheduled on the running one."""
+    import asyncio
+    import inspect
+
+    closing = client.close()
+    if not inspect.isawaitable(closing):
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(closing)  # type: ignore[arg-type]
+    else:
+        task: asyncio.Task[Any] = loop.create_task(closing)  # type: ignore[arg-type]
+        _CLOSING.add(task)  # kept until done (the loop holds tasks only weakly)
+        task.add_done_callback(_CLOSING.discard)
+
+
+_CLOSING: set[Any] = set()
