@@ -12,7 +12,11 @@ import pytest
 from flowsched import AsyncMongoScheduler, SchedulingConfig
 
 CONF = """
-ipf-scheduler.mongodb { uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100", database-name = "app", collection = "timers" }
+ipf-scheduler.mongodb {
+  uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
+  database-name = "app"
+  collection = "timers"
+}
 """
 
 
