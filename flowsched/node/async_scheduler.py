@@ -30,7 +30,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
-from flowsched.node.lost import LOST_TWICE, lost_run, lost_slot
+from flowsched.node.lost import LOST_TWICE, lost_run
 from flowsched.node.write_fence import cancel_again_async
 from flowsched.outcomes import Outcome
 from flowsched.records import DeadLetter, ScheduleItem, ScheduleKind
@@ -60,7 +60,7 @@ class AsyncNodeScheduler(NodeFace[AsyncTimerStore, AsyncioDriver], AsyncSchedule
         # it: one frame less per timer fired).
         if claim.lapsed >= LOST_TWICE:
             return _given(lost_run(self._delivery, claim))
-        item = lost_slot(claim) if claim.lapsed else claim.item
+        item = self._lost_slot(claim) if claim.lapsed else claim.item
         return self._deliver.run(item, claim.attempt)
 
     # -- the port ------------------------------------------------------------------

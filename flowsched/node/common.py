@@ -16,6 +16,7 @@ from flowsched.clock import Clock, SystemClock
 from flowsched.delivery import DeliveryCore, Observer
 from flowsched.node.core import NodeCore
 from flowsched.node.gather import PACE
+from flowsched.node.lost import lost_slot
 from flowsched.node.settings import LateHook, NodeSettings
 from flowsched.node.store_time import DatabaseTime, face_clock
 from flowsched.node.write_fence import WriteFence
@@ -196,6 +197,10 @@ class NodeFace(Generic[S, D]):
 
     def now(self) -> datetime:
         return self._time.now()
+
+    def _lost_slot(self, claim: Claim) -> ScheduleItem:
+        """:func:`~flowsched.node.lost.lost_slot` by this node's time and lease."""
+        return lost_slot(claim, self._time.now(), self._core.settings.lease)
 
     def _measuring(self) -> MeasuredClock | None:
         """The database time due times are counted from, if it should be measured before

@@ -16,6 +16,7 @@ handler that kills its node runs twice, then the item is dead-lettered, as on
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from flowsched.delivery import DeliveryCore
 from flowsched.outcomes import Outcome
@@ -27,16 +28,19 @@ __all__ = ["LOST_TWICE", "DeliveryLost", "lost_run", "lost_slot"]
 log = logging.getLogger("flowsched.node")
 
 
-def lost_slot(claim: Claim) -> ScheduleItem:
+def lost_slot(claim: Claim, now: datetime, lease: timedelta) -> ScheduleItem:
     """The item to run for ``claim``, whose last run (or more) started and was lost
-    (``claim.lapsed`` >= 1, below :data:`LOST_TWICE`): for a recurring item, the slot that run
-    took - the stored one, ``item.due``: it is claimed when due - counts as applied, so no
-    node runs it again (a tick is applied once); a newer slot due by now still runs, told it
-    as ``previous``, else the item moves on to its next slot. A one-shot item runs again."""
+    (``claim.lapsed`` >= 1, below :data:`LOST_TWICE`). A one-shot item runs again. A
+    recurring item's lost run took the latest slot due when it was claimed, no later than
+    ``lease`` before ``now`` (its lease had to end first; nodes of one store share a lease):
+    that slot - the stored one, ``item.due``, or a newer one if the item waited unclaimed
+    past it - counts as applied, so no node runs it again (a tick is applied once; a slot
+    that fell due after it still runs, told it as ``previous``)."""
     item = claim.item
     if item.recurrence is None or not claim.lapsed:
         return item
-    return item.moved(item.due, item.due, item.runs + 1)
+    taken = item.recurrence.slot_to_run(now - lease, item.due) or item.due
+    return item.moved(taken, taken, item.runs + 1)
 
 
 class DeliveryLost(Exception):

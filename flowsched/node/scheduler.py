@@ -33,7 +33,7 @@ from flowsched.node.common import (
     NodeFace,
     stored_item,
 )
-from flowsched.node.lost import LOST_TWICE, lost_run, lost_slot
+from flowsched.node.lost import LOST_TWICE, lost_run
 from flowsched.node.write_fence import cancel_again
 from flowsched.outcomes import Outcome
 from flowsched.port import Handler, SchedulerPort
@@ -59,7 +59,7 @@ class NodeScheduler(NodeFace[TimerStore, ThreadDriver], SchedulerPort):
     def _run(self, claim: Claim) -> Outcome:
         if claim.lapsed >= LOST_TWICE:
             return lost_run(self._delivery, claim)
-        item = lost_slot(claim) if claim.lapsed else claim.item
+        item = self._lost_slot(claim) if claim.lapsed else claim.item
         return self._delivery.run(item, claim.attempt)
 
     def _open(self, what: str) -> None:

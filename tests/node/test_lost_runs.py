@@ -9,17 +9,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem
+from flowsched import ManualClock, RedeliveryPolicy, ScheduleItem, ScheduleKind
 from flowsched.node.async_scheduler import AsyncNodeScheduler
+from flowsched.node.lost import lost_slot
 from flowsched.node.scheduler import NodeScheduler
 from flowsched.recurrence import Recurrence
 from flowsched.routes import name_route
-from flowsched.store import MemoryTimerStore, TimerStore, as_async
+from flowsched.store import Claim, MemoryTimerStore, TimerStore, as_async
 
 LEASE = timedelta(seconds=30)
 ROUTES = frozenset({name_route("work")})
@@ -161,3 +162,24 @@ def test_the_async_face_counts_lost_runs_too() -> None:
 
     calls, dead = asyncio.run(main())
     assert calls == [] and len(dead) == 1 and "DeliveryLost" in dead[0].error, (calls, dead)
+
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _lapsed_tick(stored_due_s: float) -> Claim:
+    every = Recurrence.every(timedelta(seconds=10), start=START)
+    due = START + timedelta(seconds=stored_due_s)
+    item = ScheduleItem("tick", ScheduleKind.TIMER, due, recurrence=every)
+    return Claim(item, 0, "b", START + timedelta(minutes=5), "t", lapsed=1)
+
+
+def test_a_lost_tick_counts_the_slot_its_run_took_even_when_newer_than_the_stored_one() -> None:
+    # The item waited unclaimed past its stored slot (0 s): the lost run was claimed no later
+    # than a lease (10 s) before this claim (25 s), so it took the slot of 10 s at the latest.
+    # That slot counts as applied (it must not run twice); the one of 20 s still runs.
+    taken = lost_slot(_lapsed_tick(0), START + timedelta(seconds=25), timedelta(seconds=10))
+    assert taken.previous == START + timedelta(seconds=10) and taken.runs == 1, taken
+    # Claimed again within a lease of its stored slot: that slot is the one the run took.
+    fresh = lost_slot(_lapsed_tick(0), START + timedelta(seconds=12), timedelta(seconds=10))
+    assert fresh.previous == START and fresh.runs == 1, fresh
