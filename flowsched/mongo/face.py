@@ -113,11 +113,10 @@ class MongoFace:
         return document.get("route") in self._delivery.routes()
 
     def _claiming(self) -> bool:
-        """Whether the node claims back to back - a claim on its way, or the handlers of a
-        claim that found items still running (the next claim follows when they end): the
-        change-stream reader then leaves the stream unread (a wake-up could win nothing)."""
-        core = self._core
-        return CLAIM in core.busy or (core.claimed_last > 0 and bool(core.running))
+        """Whether a claim is on its way: the change-stream reader then leaves the stream
+        unread (a wake-up could win nothing; the claim's answer says what comes next).
+        Read from the reader's thread: one membership test, a stale answer costs a read."""
+        return CLAIM in self._core.busy
 
     @staticmethod
     def _poke(wake: Callable[[], None], wake_at: Callable[[datetime], None]) -> Any:

@@ -184,8 +184,7 @@ class TimerSteps(ClaimSteps):
             old = yield replace
         except DuplicateKeyError:  # two upserts of one new id raced: now it is there
             old = yield from self._replace_by_id(item.id, document, deadline)
-        # A dead letter of the id is superseded, not deleted here (a second round trip on
-        # every schedule): dead_letters() leaves it out, requeue() drops it.
+        yield Call("dead", "delete_one", ({"_id": item.id},))  # a new form supersedes it
         yield from self._keep_running([old])
         return stored
 
@@ -311,14 +310,7 @@ class TimerSteps(ClaimSteps):
 
     def dead_letters(self) -> Steps[list[DeadLetter]]:
         docs = yield Find("dead", {}, sort=[("dead_at", 1), ("_id", 1)])
-        letters = dead_letters_from(docs, f"{self.name}_dead")
-        if not letters:
-            return letters
-        # A letter whose id was scheduled again since is superseded (as in every store).
-        ids = [letter.item.id for letter in letters]
-        live = yield Find("items", self.roles.keys(ids), {"_id": 1})
-        superseded = {doc["_id"] for doc in live}
-        return [letter for letter in letters if letter.item.id not in superseded]
+        return dead_letters_from(docs, f"{self.name}_dead")
 
     def requeue(
         self, item_id: str, due: datetime, replace: bool = False
@@ -337,9 +329,7 @@ class TimerSteps(ClaimSteps):
             yield Call("dead", "delete_one", ({"_id": item_id},))
             return None
         item = letters[0].item
-        stored = yield from self.put(item.moved(due, item.previous), None)
-        yield Call("dead", "delete_one", ({"_id": item_id, "generation": item.generation},))
-        return stored
+        return (yield from self.put(item.moved(due, item.previous), None))  # drops the letter
 
     def quarantined(self) -> Steps[list[QuarantinedRecord]]:
         records = []

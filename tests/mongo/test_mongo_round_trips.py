@@ -43,9 +43,8 @@ def test_each_port_operation_costs_a_fixed_number_of_round_trips(counted):
 
     scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now(), flow_id="f"))
     # The upsert (a findAndModify: it reads back the form it replaced, whose running attempt
-    # the history keeps); nothing else (a dead letter of the id is superseded, not deleted:
-    # dead_letters() leaves it out, requeue() drops it).
-    assert commands.take_on() == {("findAndModify", "timers"): 1}
+    # the history keeps), and the delete of a dead letter of that id (superseded by it).
+    assert commands.take_on() == {("findAndModify", "timers"): 1, ("delete", "timers_dead"): 1}
     assert scheduler.exists("t")
     assert commands.take_names() == {"find": 1}
     assert scheduler.get("t") is not None
