@@ -149,7 +149,6 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
         if executor is not None:
             self._deliver = AsyncDelivery(self._delivery, executor, threads=concurrency)
         self._push_wakeup = push_wakeup and not self._manual
-        self._poll = poll_interval
         self._beats: AsyncBeats | None = None
         self._watch: asyncio.Task[None] | None = None
         self._check = False  # from_config(check=True): start() pings first
@@ -211,7 +210,12 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
         await super().start()
         if self._manual:
             return
-        self._beats = AsyncBeats(self._async_store, self.node_id, self._delivery.routes, self._poll)
+        self._beats = AsyncBeats(
+            self._async_store,
+            self.node_id,
+            self._delivery.routes,
+            self._core.settings.poll_interval,
+        )
         self._beats.start()
         if self._push_wakeup:
             self._watch = self._follow()
@@ -222,7 +226,7 @@ class AsyncMongoScheduler(MongoFace, AsyncNodeScheduler):
         from flowsched.mongo.async_wakeup import follow_changes
 
         ring = self._driver.wake
-        poll = self._poll.total_seconds()
+        poll = self._core.settings.poll_interval.total_seconds()
         watch = follow_changes(self._mongo.collection, ring, self._wanted, poll, self._claiming)
         return asyncio.get_running_loop().create_task(watch, name="flowsched-mongo-wakeup")
 

@@ -119,7 +119,9 @@ class MongoFace:
         return CLAIM in self._core.busy
 
     @staticmethod
-    def _poke(wake: Callable[[], None], wake_at: Callable[[datetime], None]) -> Any:
+    def _poke(
+        wake: Callable[[], None], wake_at: Callable[[datetime], None]
+    ) -> Callable[[datetime | None], None]:
         """The change-stream reader's callback: wake the driver by an item's ready time, or
         at once (``None``: events may have been missed)."""
 

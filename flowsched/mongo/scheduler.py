@@ -118,7 +118,6 @@ class MongoScheduler(MongoFace, NodeScheduler):
         )
         self._mongo = MongoTimerStore(collection, **store_args)
         super().__init__(self._mongo, **node_args)
-        self._poll_interval = poll_interval
         self._wakeup: WakeUp | None = None
         self._beats: Beats | None = None
         if not self._manual:
@@ -163,7 +162,7 @@ class MongoScheduler(MongoFace, NodeScheduler):
         new ``generation``. ``ValueError`` if the payload cannot be stored as BSON."""
         stored = super().schedule(item)
         if self.needs_start:
-            self._start_watch.arm(self, self._poll_interval)
+            self._start_watch.arm(self, self._core.settings.poll_interval)
         return stored
 
     @property
