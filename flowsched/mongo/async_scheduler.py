@@ -49,6 +49,7 @@ class _Inline(AsyncOver):
     what the MongoDB stores add to the interface."""
 
     sync: MongoTimerStore
+    claim_round_trips = MongoTimerStore.claim_round_trips
 
     async def claim_started(
         self, routes: Collection[str], owner: str, lease: timedelta, limit: int

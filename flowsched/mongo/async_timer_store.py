@@ -149,10 +149,13 @@ class AsyncMongoTimerStore(MongoStoreAttributes):
     async def next_due(self, routes: Routes[str], after: datetime | None = None) -> datetime | None:
         return await self._run("next_due", self.steps.next_due(routes, after))
 
-    async def next_wake(self, routes: Routes[str]) -> datetime | None:
+    async def next_wake(
+        self, routes: Routes[str], within: timedelta | None = None
+    ) -> datetime | None:
         """Beyond the interface: :meth:`next_due` on the node's clock (what its driver
-        sleeps until; see ``TimerSteps.next_wake``)."""
-        return await self._run("next_due", self.steps.next_wake(routes))
+        sleeps until; ``None`` if nothing is due ``within`` from now; see
+        ``TimerSteps.next_wake``)."""
+        return await self._run("next_due", self.steps.next_wake(routes, within))
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._run("dead_letters", self.steps.dead_letters())

@@ -48,7 +48,7 @@ async def follow_changes(
 ) -> None:
     """Watch ``collection`` until cancelled, calling ``ring()`` for every wanted change.
 
-    While ``paused()`` (the node claims back to back) the stream is left unread; after a
+    While ``paused()`` (a wake-up could start no claim) the stream is left unread; after a
     pause of REOPEN_AFTER or more it is opened again from now with ``ring()`` at once, as
     the threaded :class:`~flowsched.mongo.change_stream.WakeUp` does (its module says why)."""
     watch = getattr(type(collection), "watch", None)

@@ -13,11 +13,11 @@ the server) and calls ``poke(ready_at)``; the sweeper ignores a poke that is not
 its next planned sweep. It costs nothing when nothing is written: one awaiting ``getMore``
 per ``max_await`` that the server parks until a write arrives.
 
-While the node claims back to back (``paused()``: its last claim found due items and the next
-is at most a short lookahead away, so a poke could win it little), the stream is left
-unread. Reading it then is not free: each ``getMore`` has the server filter every write of
-the burst, the node's own claims and settlements included - on the wire server, with 2,000
-timers due within 1 s, about a fifth of the server's work and half the node's round trips.
+While a wake-up could start no claim (``paused()``: a claim is out, or the node holds all
+the claims it may: ``NodeCore.saturated``), the stream is left unread. Reading it then is
+not free: each ``getMore`` has the server filter every write of the burst, the node's own
+claims and settlements included - on the wire server, with 2,000 timers due within 1 s,
+about a fifth of the server's work and half the node's round trips.
 After a pause of :data:`REOPEN_AFTER` or more, the stream is opened again *from now* (the
 burst's writes are of no interest) and a sweep is poked at once, which finds whatever another
 node wrote meanwhile; after a shorter one it is read on where it stopped (a trickle of

@@ -20,7 +20,6 @@ from flowsched.clock import Clock, ManualClock, SystemClock
 from flowsched.history import HistoryPolicy
 from flowsched.mongo.arguments import check_arguments
 from flowsched.mongo.timer_ops import MongoStoreArgs
-from flowsched.node.actions import CLAIM
 from flowsched.node.common import NodeArgs, default_node_id
 
 if TYPE_CHECKING:
@@ -113,10 +112,11 @@ class MongoFace:
         return document.get("route") in self._delivery.routes()
 
     def _claiming(self) -> bool:
-        """Whether a claim is on its way: the change-stream reader then leaves the stream
-        unread (a wake-up could win nothing; the claim's answer says what comes next).
-        Read from the reader's thread: one membership test, a stale answer costs a read."""
-        return CLAIM in self._core.busy
+        """Whether a wake-up could start no claim now (:attr:`NodeCore.saturated`): the
+        change-stream reader then leaves the stream unread (the claim on its way, or the
+        next one, says what comes next). Read from the reader's thread: a few lengths read,
+        a stale answer costs a read."""
+        return self._core.saturated
 
     @staticmethod
     def _poke(

@@ -10,20 +10,21 @@ A claim batch stores one token in the documents it claims, as ``MongoScheduler``
 ``delete_many`` by ``_id`` in a chunk and that token, cheaper on the server than one
 operation per document:
 
-* ``claim_due``: 2 - one ``find`` of the candidates (index ``route, bucket, ready_at``, its
-  order: due by the earliest the database's time can be, ``limit``; a paused item's route
-  is moved aside, so none is read), then one ``update_many`` per chunk, ``_id`` in the
-  candidates *and* ``generation`` and ``ready_at`` among the values read (so a document
-  replaced, re-claimed, renewed or redelivered since the read is not taken), setting the
-  batch's fresh token, the owner and the lease end (``ready_at`` = lease end). Each
-  document is taken atomically: one node wins it. When it took every candidate, the
-  documents read are the ones claimed; otherwise - or when some are recurring, whose slot
-  another node may have settled since the read - one more ``find`` by token reads what was
-  won. A won document whose earlier claim had started (``claim.at``) ends that attempt
-  ``"lapsed"`` in the history (one more write, only then), and its ``update_many`` (one per
-  count and chunk) sets ``lapses`` one more than read (the claim's
-  :attr:`~flowsched.store.Claim.lapsed`; a settle that keeps the item removes it). The
-  generation is kept.
+* ``claim_due``: 2 (3 when, after a full batch, the range up to its reach comes up short:
+  :class:`~flowsched.mongo.timer_query.ClaimReach`) - one ``find`` of the candidates (index
+  ``route, bucket, ready_at``, its order: due by the earliest the database's time can be,
+  ``limit``; a paused item's route is moved aside, so none is read), then one
+  ``update_many`` per chunk, ``_id`` in the candidates *and* ``generation`` and ``ready_at``
+  among the values read (so a document replaced, re-claimed, renewed or redelivered since
+  the read is not taken), setting the batch's fresh token, the owner and the lease end
+  (``ready_at`` = lease end). Each document is taken atomically: one node wins it. When it
+  took every candidate, the documents read are the ones claimed; otherwise - or when some
+  are recurring, whose slot another node may have settled since the read - one more ``find``
+  by token reads what was won. A won document whose earlier claim had started
+  (``claim.at``) ends that attempt ``"lapsed"`` in the history (one more write, only
+  then), and its ``update_many`` (one per count and chunk) sets ``lapses`` one more than
+  read (the claim's :attr:`~flowsched.store.Claim.lapsed`; a settle that keeps the item
+  removes it). The generation is kept.
 * ``claim_started``: as ``claim_due``, its ``update_many`` also setting ``claim.at`` (the
   start) and ``deliveries`` = attempt + 1 (one write per attempt count and chunk): the
   claims returned are started, so a node that starts on claim sends no ``confirm_start``.
@@ -75,7 +76,7 @@ from flowsched.mongo.history import MongoHistory, Record
 from flowsched.mongo.quarantine import StorePoison
 from flowsched.mongo.store import MongoCollections
 from flowsched.mongo.timer_late import late_completions
-from flowsched.mongo.timer_query import oldest_steps
+from flowsched.mongo.timer_query import ClaimReach
 from flowsched.mongo.timer_writes import (
     batch_of,
     chunks,
@@ -117,6 +118,7 @@ class ClaimSteps:
         self._starts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
         self._starts_lock = threading.Lock()
         self.letters = DeadLetters()  # mongo/dead_letters.py
+        self.reach = ClaimReach()
 
     # -- time, documents ---------------------------------------------------------------
 
@@ -187,13 +189,13 @@ class ClaimSteps:
         current = self.time.now()
         now, until = truncate_ms(current), truncate_ms(capped(current, lease))
         earliest = truncate_ms(self.time.earliest())  # due by the earliest: never early
-        ready = {"$lte": earliest}  # one index range per route and bucket (oldest_steps)
         # Documents no claim query finds (no date ready_at, no kind): at the first claim and
         # on this node's turns (mongo/quarantine.py).
         yield from self.poison.audit_steps(now, self.time.node.monotonic())
         due: dict[Any, tuple[Doc, ScheduleItem, int]] = {}
         while not due:  # again while every candidate read was quarantined (and so removed)
-            docs = yield from oldest_steps(wanted, self.roles.served, ready, limit)
+            # One index range per route and bucket, up to the reach (timer_query.py).
+            docs = yield from self.reach.steps(wanted, self.roles.served, earliest, limit)
             if not docs:
                 return []
             for doc in docs:

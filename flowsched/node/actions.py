@@ -126,7 +126,8 @@ def store_call(action: Action, store: Any, settings: NodeSettings, routes: froze
     if isinstance(action, ReleaseClaims):
         return store.release(action.claims)
     if isinstance(action, FindNextDue):
-        return getattr(store, "next_wake", store.next_due)(routes)  # on the node's clock
+        wake = getattr(store, "next_wake", None)  # on the node's clock; None after a poll
+        return store.next_due(routes) if wake is None else wake(routes, settings.poll_interval)
     raise TypeError(f"{action!r} is not a store call")
 
 

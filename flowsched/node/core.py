@@ -10,26 +10,26 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   call of each lane may be in flight at once (the next claim goes while the last claims
   are confirmed and settled); within a lane, calls go one at a time.
 * **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
-  confirmed and queued) and claims up to ``batch_size`` at a time, when woken (a schedule, a new
-  route, a slot freed) or when the next due time it was told has come; after a claim that
-  came back short it asks the store for the next due time. At least every ``poll_interval``
-  it polls: one next-due call, then a claim only if something is due.
+  confirmed and queued; outcomes owed count) and claims up to ``batch_size`` at a time, not
+  while two waves are queued, when woken (a schedule, a new route, a slot freed) or when
+  the next due time it was told has come; after a claim that came back short it asks the
+  store for the next due time. At least every ``poll_interval`` it polls: one next-due
+  call (nothing past the next poll), then a claim only if something is due.
 * **The check before a start.** A queued claim is not a started delivery: when workers are
   free, the queued claims for them are confirmed with the store (``confirm_start``: fence
-  and lease still hold, by the store's clock, and the start is recorded) and only those
-  confirmed are started, with no other store call in between. So a cancel or replace that
-  has returned wins over every claim not yet confirmed. **Start on claim**
-  (``start_on_claim``, a store with ``claim_started``): the claim and that check are one
-  store call, so nothing waits unstarted; the node claims for free slots only (even as the
-  last batch settles), gathers a fuller batch a little, and in a stream (two claims in a
-  row found some, the last short) claims again ``pace`` after the last
-  (:data:`~flowsched.node.gather.PACE`).
+  and lease still hold, by the store's clock; the start is recorded) and only those
+  confirmed in their lease are started, with no store call in between: a cancel or
+  replace that has returned wins over every claim not yet confirmed. **Start on claim**
+  (``start_on_claim``: ``claim_started``, unless queueing costs fewer round trips): the claim
+  and that check are one call; the node claims for free slots only, gathers a fuller batch
+  a little, and in a stream (two claims in a row found some, the last short) claims again
+  ``pace`` after the last (:data:`~flowsched.node.gather.PACE`).
 * **Leases.** Queued and running claims are renewed when half their lease has gone, before
   any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
   is dropped from the queue (a running one goes on: if taken, only a one-shot success settles).
-* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight
-  (and while a confirm is; starting on claim, while handlers run or a claim is out, for at
-  most ``SETTLE_GATHER``) and go in one ``settle``; a confirm short of claims waits for a
+* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight,
+  and while handlers run, claims are queued or a claim or confirm is out, for at most
+  ``SETTLE_GATHER`` (a full batch goes at once); a confirm short of claims waits for a
   claim on its way, a claim asks for at least half a batch unless the node holds none.
   **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
@@ -103,15 +103,13 @@ class NodeCore:
         self.settling = 0  # outcomes in the settle on its way
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
-        self.need_next_due = False
+        self.need_next_due = self.closing = False
         self.polling = self.polled = False  # look_at is a poll: next_due first; it was asked
-        self.closing = False
         self.busy: set[str] = set()  # the lanes with a store call in flight
         self.confirming = 0  # claims in the ConfirmStart in flight
         self.claimed_last = 0  # claims the last ClaimDue returned
         self.claim_at = datetime.min.replace(tzinfo=UTC)  # when the last ClaimDue went
-        self._tickets = 0
-        self._split = 0  # settle one at a time for this many more settlements
+        self._tickets = self._split = 0  # split: settle one at a time for this many more
         self.claim_gather = Gather(min(GATHER, settings.poll_interval))
         self.settle_gather = Gather(min(SETTLE_GATHER, settings.poll_interval))
 
@@ -147,6 +145,11 @@ class NodeCore:
     def idle(self) -> bool:
         """Nothing running, starting, owed to the store or asked of it."""
         return not (self.running or self.starting or self.pending or self.busy)
+
+    @property
+    def saturated(self) -> bool:
+        """A wake-up now could start no claim: one is out, or the node holds all it may."""
+        return CLAIM in self.busy or self._room() <= 0
 
     def next_action(self, now: datetime) -> Action:
         """What the driver should do at ``now`` (at most one store call per lane in flight)."""
@@ -189,21 +192,18 @@ class NodeCore:
     def _batch(self) -> int:
         return min(self.settings.batch_size, self.settings.workers)
 
-    def _half(self) -> int:
-        return max(1, self._batch() // 2)
-
     def _room(self) -> int:
-        """How many more claims the node may take now: up to a batch, at least half of one
-        unless it holds none; outcomes owed count as held (at most ``workers + batch_size``
-        started and not settled: what a crash could run again)."""
+        """How many more claims the node may take now (the module's **Claims**)."""
         settings = self.settings
         owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
             free = settings.workers - len(self.running)  # running+owed+claim <= workers+batch
             return max(0, min(settings.batch_size, free, free + settings.batch_size - owed))
+        if len(self.queue) >= 2 * settings.workers:
+            return 0  # claim as they go: a fuller batch
         held = len(self.running) + len(self.queue) + self.confirming + owed
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
-        return room if room >= self._half() or (held == 0 and room > 0) else 0
+        return room if room >= max(1, self._batch() // 2) or (held == 0 and room > 0) else 0
 
     def _main_action(self, now: datetime, renew_at: datetime | None) -> Action | None:
         if self.closing and self.queue:
@@ -224,12 +224,10 @@ class NodeCore:
             return SettleBatch(batch)
         return None
 
-    def _settle_now(self, now: datetime) -> bool:
-        """Whether the outcomes owed go now (see the module's **Settles**)."""
-        if self.settings.start_on_claim:
-            full = len(self.pending) >= self.settings.batch_size
-            return self.settle_gather.ready(now, full or not (self.running or CLAIM in self.busy))
-        return len(self.pending) >= 2 * self._half() or CONFIRM not in self.busy
+    def _settle_now(self, now: datetime) -> bool:  # the module's **Settles**
+        full = len(self.pending) >= self.settings.batch_size
+        active = self.running or self.queue or self.starting or self.busy & {CLAIM, CONFIRM}
+        return self.settle_gather.ready(now, full or not active)
 
     def _confirm_action(self) -> Action | None:
         free = self.settings.workers - len(self.running)
@@ -332,7 +330,10 @@ class NodeCore:
                 if id(claim) not in kept:
                     log.debug("claim of %s no longer holds: not started", claim.item.key)
                     self.need_next_due = True  # replaced, say: its new form may be due
-            for claim in held:
+            for claim in held:  # unless the reply took longer than the lease left
+                if claim.lease_until <= now:  # (another node may hold it now)
+                    log.warning("confirm of %s came back after its lease: not started", claim)
+                    continue
                 self._tickets += 1
                 self.starting.append((self._tickets, claim))
         elif isinstance(action, SettleBatch):

@@ -1,11 +1,11 @@
-"""Internal: how long a node that starts its claims as it claims them (``start_on_claim``)
-waits for a fuller batch before a smaller call goes.
+"""Internal: how long a node waits for a fuller batch before a smaller call goes: a claim,
+when it starts its claims as it claims them (``start_on_claim``), and a settle, always.
 
-Such a node queues no claims, so it claims only for free handler slots, and its handlers'
-outcomes come in one by one. Sent at the first chance, its claims and settles would carry a
-few timers each (a statement per handful); waiting for the batch to fill could wait for as
-long as the slowest handler runs. A :class:`Gather` window does both: a full batch goes at
-once, a partial one once the window has passed since it could first have gone.
+Such a node queues no claims, so it claims only for free handler slots; and every node's
+handlers' outcomes come in one by one. Sent at the first chance, its claims and settles
+would carry a few timers each (a statement per handful); waiting for the batch to fill could
+wait for as long as the slowest handler runs. A :class:`Gather` window does both: a full
+batch goes at once, a partial one once the window has passed since it could first have gone.
 """
 
 from __future__ import annotations

@@ -235,7 +235,9 @@ class AsyncPostgresTimerStore(StoreBase[AsyncConnectionPool[Any]]):
             self.setup.next_due(routes, after), "next_due", False, firing=after is None
         )
 
-    async def next_wake(self, routes: Collection[str]) -> datetime | None:
+    async def next_wake(
+        self, routes: Collection[str], within: timedelta | None = None
+    ) -> datetime | None:
         """As :meth:`PostgresTimerStore.next_wake`."""
         sent = self._sent()
         seen = await self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)

@@ -189,10 +189,13 @@ class PostgresTimerStore(StoreBase[ConnectionPool[Any]]):
             self.setup.next_due(routes, after), "next_due", False, firing=after is None
         )
 
-    def next_wake(self, routes: Collection[str]) -> datetime | None:
+    def next_wake(
+        self, routes: Collection[str], within: timedelta | None = None
+    ) -> datetime | None:
         """:meth:`next_due` as this host's clock (:attr:`host_clock`) will read it, when the
         server's time judges due (no ``clock=``): what a node sleeps until, so that it never
-        wakes before the server says due (shifted by :attr:`server_time`)."""
+        wakes before the server says due (shifted by :attr:`server_time`). ``within`` is
+        the MongoDB stores' bound, not needed here: the index scan stops at the first row."""
         sent = self._sent()
         seen = self._run(self.setup.next_due_seen(routes), "next_due", False, firing=True)
         return self._wake(sent, *seen)

@@ -39,7 +39,7 @@ async def test_unknown_outcomes_and_late_cancels_on_the_async_face() -> None:
     wire = Wire(mongomock_collection())
     a, b = await _node(wire, "a"), await _node(wire, "b")
 
-    wire.lose["find_one_and_replace"] = 10**6
+    wire.lose["replace_one"] = 10**6
     with pytest.raises(OutcomeUnknown):
         await a.schedule(_item({"form": "old"}))
     wire.lose.clear()

@@ -23,8 +23,8 @@ POLL = 0.2
 
 
 def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_db: Any) -> None:
-    # Four workers, a handler that sleeps: the victim claims for its free workers only and
-    # starts what it claims - four runs under way, the other items left unclaimed.
+    # Four workers, a handler that sleeps: the victim claims a batch, starts four (each
+    # start recorded, claim.at) and queues the rest unstarted - four runs under way.
     victim = {"lease": LEASE, "poll": POLL, "workers": 4, "handler_seconds": 60.0}
     nodes.start("victim", max_attempts=1, **victim)
     ids = schedule_spread(mongo_db, 20, timedelta(0), timedelta(milliseconds=100))
@@ -34,7 +34,8 @@ def test_claims_of_a_killed_node_are_redelivered_uncounted(nodes: Nodes, mongo_d
         60,
         "the victim to run four items",
     )
-    assert timers.count_documents({"claim.owner": "victim"}) == 4  # its running claims
+    started = {"claim.owner": "victim", "claim.at": {"$type": "date"}}
+    assert timers.count_documents(started) == 4  # its running claims
     time.sleep(0.2)  # every item is due before the kill (they are spread over 100 ms)
     nodes.kill("victim")
     killed_at = time.time()

@@ -78,10 +78,11 @@ def test_an_instance_costs_a_fixed_number_of_round_trips_from_start_to_completio
     domain.start("Payment", "p-1")
     assert [r.action for r in requests] == ["Send"]
     started = commands.take_on()
-    # The Send timeout, its first retry and the Sending->Done deadline: one upsert each (a
-    # findAndModify: it reads back the form it replaced, whose running attempt the history
-    # keeps), and one delete each of a dead letter of that id (a schedule supersedes it).
-    assert timers(started) == {"findAndModify": 3}
+    # The Send timeout, its first retry and the Sending->Done deadline: one upsert each (an
+    # update that replaces no running form; one that would, a findAndModify reading it back
+    # for the history), and one delete each of a dead letter of that id (a schedule
+    # supersedes it).
+    assert timers(started) == {"update": 3}
     assert started[("delete", "timers_dead")] == 3
     assert started[("insert", "instances")] == 1
     assert database["timers"].count_documents({"flow_id": "p-1"}) == 3

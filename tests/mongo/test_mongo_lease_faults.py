@@ -33,13 +33,13 @@ def test_a_node_paused_past_its_lease_runs_none_of_the_claims_it_lost(
     ids = [f"t-{n:02}" for n in range(42)]
     for item_id in ids:
         scheduler.schedule(ScheduleItem(item_id, ScheduleKind.TIMER, now))
-    # Eight slow workers: node a claims for its free workers only and starts what it
-    # claims, so it holds eight claims, all running, and claims nothing more meanwhile.
+    # Eight slow workers: node a claims a batch and starts eight (each start recorded,
+    # claim.at), the rest queued unstarted: they start only once a confirm finds them held.
     nodes.start("a", lease=LEASE, workers=8, handler_seconds=5.0)
     wait_until(lambda: len(deliveries(mongo_db)) >= 8, 30, "node a to start eight handlers")
     nodes.pause("a")
     in_flight = {r["item"] for r in deliveries(mongo_db)}
-    held = mongo_db["timers"].count_documents({"claim.owner": "a"})
+    held = mongo_db["timers"].count_documents({"claim.owner": "a", "claim.at": {"$type": "date"}})
     assert len(in_flight) == 8 and held == 8, (in_flight, held)
 
     # Replaced while a holds the claims of their old generation (running), or before any

@@ -109,7 +109,7 @@ def item(payload: dict[str, Any] | None = None) -> ScheduleItem:
 
 def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, wire: Wire) -> None:
     a = node("a")
-    wire.lose["find_one_and_replace"] = 10**6
+    wire.lose["replace_one"] = 10**6
     with pytest.raises(OutcomeUnknown, match="may or may not have taken effect"):
         a.schedule(item())
     wire.lose.clear()
@@ -118,7 +118,7 @@ def test_a_schedule_stored_but_never_answered_raises_outcome_unknown(node: Any, 
 
 def test_a_call_that_sent_nothing_raises_scheduler_unavailable_alone(node: Any, wire: Wire) -> None:
     a = node("a")
-    wire.refuse.update({"find_one_and_replace", "find_one_and_delete"})
+    wire.refuse.update({"replace_one", "find_one_and_delete"})
     for call in (lambda: a.schedule(item()), lambda: a.cancel("t")):
         with pytest.raises(SchedulerUnavailable, match="did not take effect") as raised:
             call()
@@ -150,7 +150,7 @@ def test_a_late_cancel_never_removes_the_newer_form(node: Any, wire: Wire) -> No
 def test_a_late_replace_never_overwrites_the_newer_form(node: Any, wire: Wire) -> None:
     a, b = node("a"), node("b")
     a.schedule(item({"form": "first"}))
-    wire.hold.add("find_one_and_replace")
+    wire.hold.add("replace_one")
     with pytest.raises(OutcomeUnknown):
         a.schedule(item({"form": "late"}))
     wire.hold.clear()

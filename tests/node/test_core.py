@@ -26,6 +26,7 @@ from flowsched.node.actions import (
     StartHandler,
 )
 from flowsched.node.core import NodeCore, NodeSettings, store_call
+from flowsched.node.gather import SETTLE_GATHER
 from flowsched.outcomes import Completed
 from flowsched.store import MemoryTimerStore, Settlement, SettleResult
 
@@ -260,6 +261,8 @@ def test_a_renewal_whose_reply_was_lost_leaves_the_claim_valid(
     node.core.failed(renew, OutcomeUnknown("reply lost"), clock.now())  # ... reply lost
     clock.jump(6 * S)  # past the lease end the node knows, within the renewed one
     node.finish(first)
+    node.run()
+    clock.jump(SETTLE_GATHER)  # the settle waits a little for more outcomes ("b" queued)
     node.run()
     assert not store.exists("a"), "the settle of a claim renewed without its reply was stale"
     assert [s.claim.item.id for s in node.started] == ["a", "b"], "the queued claim lost"

@@ -17,6 +17,7 @@ from flowsched.node.actions import (
     StartHandler,
 )
 from flowsched.node.core import NodeCore, NodeSettings, lane, store_call
+from flowsched.node.gather import SETTLE_GATHER
 from flowsched.outcomes import Completed
 from flowsched.store import MemoryTimerStore
 
@@ -126,6 +127,9 @@ def test_an_overdue_renewal_goes_before_a_settle_retried_and_keeps_its_claim() -
     ]
     assert len(tickets) == 2, tickets
     core.finished(tickets[0], Completed())
+    gather = core.next_action(clock.now())  # t1 runs: the settle waits a little for it
+    assert isinstance(gather, Sleep) and gather.until == clock.now() + SETTLE_GATHER, gather
+    clock.advance(SETTLE_GATHER)
     settle = core.next_action(clock.now())
     assert isinstance(settle, SettleBatch), settle
     store_call(settle, store, core.settings, ROUTES)  # applied, but its reply is lost
@@ -144,3 +148,20 @@ def test_an_overdue_renewal_goes_before_a_settle_retried_and_keeps_its_claim() -
     results = store_call(retry, store, core.settings, ROUTES)
     assert [r.applied for r in results if r.claim.item.id == "t1"] == [True], results
     assert store.get("t1") is None
+
+
+def test_a_confirm_answered_after_its_lease_ended_starts_nothing() -> None:
+    # A confirm goes out with at least half a lease left; a reply slower than that (an
+    # op_timeout longer than half the lease) must not start a claim another node may hold.
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 2)
+    core = _core(workers=1, batch_size=8, lease=timedelta(seconds=10))
+    (claim,) = _sent(core, clock.now())
+    core.succeeded(claim, store_call(claim, store, core.settings, ROUTES), clock.now())
+    (confirm,) = [a for a in _sent(core, clock.now()) if isinstance(a, ConfirmStart)]
+    confirmed = store_call(confirm, store, core.settings, ROUTES)
+    assert confirmed, "the store confirmed the claim"
+    clock.advance(timedelta(seconds=11))  # the reply arrives after the lease's end
+    core.succeeded(confirm, confirmed, clock.now())
+    assert not isinstance(core.next_action(clock.now()), StartHandler)

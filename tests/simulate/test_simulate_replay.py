@@ -39,14 +39,14 @@ def test_different_seeds_give_different_histories() -> None:
 
 def test_a_broken_seed_is_shrunk_and_its_replay_command_replays_it() -> None:
     with planted("settle-unfenced"):
-        report = simulate(1, faults=TODAY_SAFE)
+        report = simulate(3, faults=TODAY_SAFE)
         assert not report.ok
         assert report.kept is not None
-        replayed = simulate(1, faults=TODAY_SAFE, keep=report.kept, shrink=False)
+        replayed = simulate(3, faults=TODAY_SAFE, keep=report.kept, shrink=False)
     assert replayed.broken == report.broken
     assert replayed.trace == report.trace
     assert f"--keep {','.join(map(str, report.kept))}" in report.replay_command
-    assert report.replay_command.startswith("flowsched simulate --seed 1 ")
+    assert report.replay_command.startswith("flowsched simulate --seed 3 ")
 
 
 def test_the_command_line_runs_seeds_and_exits_0_when_all_hold() -> None:

@@ -98,6 +98,8 @@ class _Calls:
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)
+        if not callable(method):
+            return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.names.append(name)

@@ -41,7 +41,7 @@ def _store() -> tuple[MongoTimerStore, Flaky, ManualClock]:
 
 def test_a_write_whose_reply_was_lost_is_an_unknown_outcome() -> None:
     store, flaky, clock = _store()
-    flaky.fail["find_one_and_replace"] = errors.AutoReconnect("connection reset")
+    flaky.fail["replace_one"] = errors.AutoReconnect("connection reset")
     with pytest.raises(OutcomeUnknown, match="may or may not have taken effect"):
         store.put(ScheduleItem("a", ScheduleKind.TIMER, clock.now()))
 
@@ -56,6 +56,6 @@ def test_no_server_selected_means_nothing_applied() -> None:
 
 def test_a_refused_request_goes_through_as_it_is() -> None:
     store, flaky, clock = _store()
-    flaky.fail["find_one_and_replace"] = errors.WriteError("document too large", code=10334)
+    flaky.fail["replace_one"] = errors.WriteError("document too large", code=10334)
     with pytest.raises(errors.WriteError):
         store.put(ScheduleItem("a", ScheduleKind.TIMER, clock.now()))

@@ -11,9 +11,11 @@ driver's loop renews the running claims while a handler runs (``run_due`` runs h
 the caller's stack, where nothing renews meanwhile). The claim, check, delivery and settle
 code that runs is the node core's and the store's own.
 
-Each node has one worker: the simulator runs one handler of a node at a time (one stack),
-and a node that starts its claims as it claims them (the MongoDB store's ``claim_started``)
-claims only for free workers, so every claim it wins starts at once, as on a threaded node.
+Each node has one worker: the simulator runs one handler of a node at a time (one stack).
+With one worker for a batch of more than two, the node claims a batch and queues it, as a
+threaded MongoDB node does (``flowsched.node.common.starts_on_claim``), and confirms each
+claim with the store right before its handler; with a batch of one or two it starts its
+claims as it claims them (``claim_started``).
 """
 
 from __future__ import annotations
@@ -165,7 +167,14 @@ class SimNode:
 
     def renew(self) -> int:
         """Renew the leases of the claims this node holds (what the thread driver's loop
-        does while a handler runs: ``run_due`` renews nothing meanwhile)."""
+        does while a handler runs: ``run_due`` renews nothing meanwhile): those its core
+        still holds - queued, starting, running or owed a settle (a queued claim whose
+        renewal it saw refused is dropped, and must lapse)."""
+        core = self.scheduler._core
+        holds = {(c.item.id, c.token) for c in (*core.queue, *core.running.values())}
+        holds |= {(c.item.id, c.token) for _, c in core.starting}
+        holds |= {(s.claim.item.id, s.claim.token) for s in core.pending}
+        self.held = [c for c in self.held if (c.item.id, c.token) in holds]
         renewed = self.scheduler.store.renew(self.held, self.lease)
         fresh = {(c.item.id, c.token): c for c in renewed}
         self.held = [fresh.get((c.item.id, c.token), c) for c in self.held]
