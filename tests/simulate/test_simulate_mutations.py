@@ -44,5 +44,5 @@ def test_a_planted_bug_is_caught_within_1000_seeds(bug: str) -> None:
 
 def test_the_code_is_restored_after_a_planted_bug() -> None:
     with planted("settle-unfenced"):
-        assert not simulate(1, faults=TODAY_SAFE).ok
-    assert simulate(1, faults=TODAY_SAFE).ok
+        assert not simulate(3, faults=TODAY_SAFE).ok
+    assert simulate(3, faults=TODAY_SAFE).ok
