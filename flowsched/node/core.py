@@ -29,8 +29,8 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   is dropped from the queue (a running one goes on: if taken, only a one-shot success settles).
 * **Settles** are batched: outcomes wait while a settle, renewal or release is in flight,
   and while handlers run, claims are queued or a claim or confirm is out, for at most
-  ``SETTLE_GATHER`` (a full batch goes at once); a confirm short of claims waits for a
-  claim on its way, a claim asks for at least half a batch unless the node holds none.
+  ``SETTLE_GATHER`` (full, or a lease ending in it: at once); a confirm short of claims waits
+  for a claim on its way, a claim asks for at least half a batch unless the node holds none.
   **A refused settle** keeps its outcomes: if the store is unavailable
   (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
   the backoff, for as long as it takes (settling twice is harmless: the second is stale);
@@ -225,9 +225,10 @@ class NodeCore:
         return None
 
     def _settle_now(self, now: datetime) -> bool:  # the module's **Settles**
-        full = len(self.pending) >= self.settings.batch_size
+        ends = min(s.claim.lease_until for s in self.pending) - self.settle_gather.width
         active = self.running or self.queue or self.starting or self.busy & {CLAIM, CONFIRM}
-        return self.settle_gather.ready(now, full or not active)
+        full = len(self.pending) >= self.settings.batch_size or ends <= now or not active
+        return self.settle_gather.ready(now, full)
 
     def _confirm_action(self) -> Action | None:
         free = self.settings.workers - len(self.running)
@@ -261,8 +262,7 @@ class NodeCore:
 
     def _held(self) -> tuple[Claim, ...]:
         """The claims to keep renewing: queued, and running unless their lease was lost."""
-        running = (c for t, c in self.running.items() if t not in self.lost)
-        return (*self.queue, *running)
+        return (*self.queue, *(c for t, c in self.running.items() if t not in self.lost))
 
     def _renew_at(self) -> datetime | None:
         held = self._held()
