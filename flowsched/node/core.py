@@ -10,11 +10,11 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
   call of each lane may be in flight at once (the next claim goes while the last claims
   are confirmed and settled); within a lane, calls go one at a time.
 * **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
-  confirmed and queued; outcomes owed count) and claims up to ``batch_size`` at a time, not
-  while two waves are queued, when woken (a schedule, a new route, a slot freed) or when
-  the next due time it was told has come; after a claim that came back short it asks the
-  store for the next due time. At least every ``poll_interval`` it polls: one next-due
-  call (nothing past the next poll), then a claim only if something is due.
+  confirmed, queued; outcomes owed count); it claims up to ``batch_size`` at a time (none
+  while two waves are queued, or an outcome owed past its lease is unsettled: its item is
+  claimable, by this node too) when woken (a schedule, a new route, a slot freed) or at the
+  next due time it was told; after a short claim it asks for the next due time. At least
+  every ``poll_interval`` it polls: a next-due call (to the next poll), then a claim if due.
 * **The check before a start.** A queued claim is not a started delivery: when workers are
   free, the queued claims for them are confirmed with the store (``confirm_start``: fence
   and lease still hold, by the store's clock; the start is recorded) and only those
@@ -100,7 +100,7 @@ class NodeCore:
         self.running: dict[int, Claim] = {}  # started, by ticket
         self.lost: set[int] = set()  # running tickets whose lease could not be renewed
         self.pending: deque[Settlement] = deque()  # outcomes owed to the store
-        self.settling = 0  # outcomes in the settle on its way
+        self.settling, self.lapsed = 0, False  # outcomes in the settle on its way; one lapsed
         self.look_at: datetime | None = None  # claim at or after this (None: now)
         self.woken: bool | datetime = False  # a wake (True: now) while a claim call was out
         self.need_next_due = self.closing = False
@@ -182,7 +182,7 @@ class NodeCore:
         if self.settle_gather.at is not None and MAIN not in busy:
             wake.append(self.settle_gather.at)
         look_at = self.look_at
-        claimable = not self.closing and CLAIM not in busy and self._room() > 0
+        claimable = not self.closing and CLAIM not in busy and self._room(now) > 0
         if look_at is not None and claimable and self.routes():
             wake.append(look_at)
         if self.claim_gather.at is not None and claimable:
@@ -192,9 +192,12 @@ class NodeCore:
     def _batch(self) -> int:
         return min(self.settings.batch_size, self.settings.workers)
 
-    def _room(self) -> int:
+    def _room(self, now: datetime | None = None) -> int:
         """How many more claims the node may take now (the module's **Claims**)."""
         settings = self.settings
+        late = now is not None and any(s.claim.lease_until <= now for s in self.pending)
+        if self.lapsed or late:  # an outcome owed past its lease: its item is claimable again
+            return 0
         owed = len(self.pending) + self.settling
         if settings.start_on_claim:  # claims for free slots only: each starts at once
             free = settings.workers - len(self.running)  # running+owed+claim <= workers+batch
@@ -220,7 +223,7 @@ class NodeCore:
             else:
                 batch = tuple(self.pending)
                 self.pending.clear()
-            self.settling = len(batch)
+            self.settling, self.lapsed = len(batch), min(s.claim.lease_until for s in batch) <= now
             return SettleBatch(batch)
         return None
 
@@ -243,7 +246,7 @@ class NodeCore:
     def _claim_action(self, now: datetime) -> Action | None:
         if self.closing or not self.routes():
             return None
-        limit, start = self._room(), self.settings.start_on_claim
+        limit, start = self._room(now), self.settings.start_on_claim
         due = self.look_at is None or self.look_at <= now
         if limit > 0 and due and self.polling:  # a poll: is anything due? (one call if not)
             self.polling, self.polled = False, True
@@ -288,10 +291,9 @@ class NodeCore:
         claim = self.running.pop(ticket)
         self.lost.discard(ticket)
         settlement = Settlement.of(claim, outcome, timed_out=timed_out)
-        if settled is None:
-            self.pending.append(settlement)
-        else:
-            self._results((settlement,), [settled])
+        if settled is not None:
+            return self._results((settlement,), [settled])
+        self.pending.append(settlement)
 
     def abandoned(self, ticket: int) -> None:
         """The handler of ``ticket`` will not report (shutdown): its claim lapses."""
@@ -303,7 +305,7 @@ class NodeCore:
         self.outage.succeeded(now)
         self.busy.discard(lane(action))
         if isinstance(action, SettleBatch):
-            self.settling = 0
+            self.settling, self.lapsed = 0, False
         if isinstance(action, ClaimDue):
             claims = claims_of(result)
             stream = bool(claims) and self.claimed_last > 0  # this claim and the last found some
@@ -356,8 +358,7 @@ class NodeCore:
             self._rewake()
 
     def _settled(self, action: SettleBatch, result: object) -> None:
-        if self._split:
-            self._split -= 1
+        self._split = max(0, self._split - 1)
         self._results(action.settlements, result if isinstance(result, list) else [])
 
     def _results(self, settlements: Sequence[Settlement], results: list[Any]) -> None:
@@ -419,7 +420,7 @@ class NodeCore:
         if isinstance(action, ConfirmStart):
             self.confirming = 0
         if isinstance(action, SettleBatch):
-            self.settling = 0
+            self.settling, self.lapsed = 0, False
         refused = not isinstance(error, SchedulerUnavailable | OSError)
         if isinstance(action, SettleBatch) and refused:
             # The store answered and refused the content: settle one at a time; a single
@@ -428,8 +429,7 @@ class NodeCore:
                 self.pending.extendleft(reversed(action.settlements))
                 self._split = len(action.settlements)
                 return
-            if self._split:
-                self._split -= 1
+            self._split = max(0, self._split - 1)
             log.error(
                 "node %s: the store refused the outcome of %s (%s: %s); dropped, the item "
                 "is delivered again when its lease ends",
