@@ -334,7 +334,7 @@ class NodeCore:
                     self.need_next_due = True  # replaced, say: its new form may be due
             for claim in held:  # unless the reply took longer than the lease left
                 if claim.lease_until <= now:  # (another node may hold it now)
-                    log.warning("confirm of %s came back after its lease: not started", claim)
+                    log.warning("confirm of %s came after its lease: not started", claim.item.key)
                     continue
                 self._tickets += 1
                 self.starting.append((self._tickets, claim))
