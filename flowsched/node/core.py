@@ -9,34 +9,33 @@ method a driver calls or awaits. The drivers differ only in how they wait. The r
 * **Lanes** (:func:`lane`): claims, confirms, and the rest (settle, renew, release): one
   call of each lane may be in flight at once (the next claim goes while the last claims
   are confirmed and settled); within a lane, calls go one at a time.
-* **Claims.** The node holds at most ``workers + batch_size`` claims (running, being
-  confirmed, queued; outcomes owed count); it claims up to ``batch_size`` at a time (none
-  while two waves are queued, or an outcome owed past its lease is unsettled: its item is
-  claimable, by this node too) when woken (a schedule, a new route, a slot freed) or at the
-  next due time it was told; after a short claim it asks for the next due time. At least
-  every ``poll_interval`` it polls: a next-due call (to the next poll), then a claim if due.
-* **The check before a start.** A queued claim is not a started delivery: when workers are
-  free, the queued claims for them are confirmed with the store (``confirm_start``: fence
-  and lease still hold, by the store's clock; the start is recorded) and only those
-  confirmed in their lease are started, with no store call in between: a cancel or
-  replace that has returned wins over every claim not yet confirmed. **Start on claim**
-  (``start_on_claim``: ``claim_started``, unless queueing costs fewer round trips): the claim
-  and that check are one call; the node claims for free slots only, gathers a fuller batch
-  a little, and in a stream (two claims in a row found some, the last short) claims again
-  ``pace`` after the last (:data:`~flowsched.node.gather.PACE`).
-* **Leases.** Queued and running claims are renewed when half their lease has gone, before
-  any settle, with the claims of the outcomes still owed; a claim whose renewal is refused
-  is dropped from the queue (a running one goes on: if taken, only a one-shot success settles).
-* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight,
-  and while handlers run, claims are queued or a claim or confirm is out, for at most
-  ``SETTLE_GATHER`` (full, or a lease ending in it: at once); a confirm short of claims waits
-  for a claim on its way, a claim asks for at least half a batch unless the node holds none.
-  **A refused settle** keeps its outcomes: if the store is unavailable
-  (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the whole batch is retried after
-  the backoff, for as long as it takes (settling twice is harmless: the second is stale);
-  if the store refused the content (any other error), the batch is retried one settlement
-  at a time, and a single settlement refused that way is dropped with an error log (its
-  lease lapses and the item is delivered again: at least once).
+* **Claims.** The node holds at most ``workers + batch_size`` claims running, confirming or queued
+  (outcomes owed count when it starts on claim; queueing, none is claimed while a batch is owed);
+  it claims up to ``batch_size`` at a time (none while two waves are queued, or an outcome owed
+  past its lease is unsettled: its item is claimable, by this node too) when woken (a schedule, a
+  new route, a slot freed) or at the next due time it was told; after a short claim it asks for the
+  next due time. At least every ``poll_interval`` it polls: a next-due call (to the next poll),
+  then a claim if due.
+* **The check before a start.** A queued claim is not a started delivery: when workers are free,
+  the queued claims for them are confirmed with the store (``confirm_start``: fence and lease still
+  hold, by the store's clock; the start is recorded) and only those confirmed in their lease are
+  started, with no store call in between: a cancel or replace that has returned wins over every
+  claim not yet confirmed. **Start on claim** (``start_on_claim``: ``claim_started``, unless
+  queueing costs fewer round trips): the claim and that check are one call; the node claims for
+  free slots only, gathers a fuller batch a little, and in a stream (two claims in a row found
+  some, the last short) claims again ``pace`` after the last (:data:`~flowsched.node.gather.PACE`).
+* **Leases.** Queued and running claims are renewed when half their lease has gone, before any
+  settle, with the claims of the outcomes still owed; a claim whose renewal is refused is dropped
+  from the queue (a running one goes on: if taken, only a one-shot success settles).
+* **Settles** are batched: outcomes wait while a settle, renewal or release is in flight, and while
+  handlers run, claims are queued or a claim or confirm is out, for at most ``SETTLE_GATHER``
+  (full, or a lease ending in it: at once); a confirm short of claims waits for a claim on its way,
+  a claim asks for at least half a batch unless the node holds none. **A refused settle** keeps its
+  outcomes: if the store is unavailable (:class:`~flowsched.SchedulerUnavailable`, ``OSError``) the
+  whole batch is retried after the backoff, for as long as it takes (settling twice is harmless:
+  the second is stale); if the store refused the content (any other error), the batch is retried
+  one settlement at a time, and a single settlement refused that way is dropped with an error log
+  (its lease lapses and the item is delivered again: at least once).
 * **Outages** (:class:`~flowsched.node.outage.StoreOutage`): a failing store call backs off
   0.1 s doubling, capped at 5 s and ``poll_interval``; one warning per outage, one line at
   recovery. **Closing**: queued claims are released unstarted, running handlers are waited
@@ -204,8 +203,9 @@ class NodeCore:
             return max(0, min(settings.batch_size, free, free + settings.batch_size - owed))
         if len(self.queue) >= 2 * settings.workers:
             return 0  # claim as they go: a fuller batch
-        held = len(self.running) + len(self.queue) + self.confirming + owed
+        held = len(self.running) + len(self.queue) + self.confirming  # owed: at most a batch
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
+        room = room if owed < settings.batch_size else 0
         return room if room >= max(1, self._batch() // 2) or (held == 0 and room > 0) else 0
 
     def _main_action(self, now: datetime, renew_at: datetime | None) -> Action | None:

@@ -165,3 +165,34 @@ def test_a_confirm_answered_after_its_lease_ended_starts_nothing() -> None:
     clock.advance(timedelta(seconds=11))  # the reply arrives after the lease's end
     core.succeeded(confirm, confirmed, clock.now())
     assert not isinstance(core.next_action(clock.now()), StartHandler)
+
+
+def test_outcomes_owed_do_not_shrink_a_queueing_nodes_next_claim() -> None:
+    # A queueing node (4 workers, batches of 20) runs its batch wave by wave, each wave's
+    # confirm answered once the core has nothing else to send, while the outcomes gather
+    # for one settle. When its queue runs low, the next claim asks for a full batch: the
+    # outcomes owed are no claims to hold back for (it asked for what workers + batch_size
+    # left beside them, 4 here: on MongoDB a claim's two round trips for a wave).
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 60)
+    core = _core(workers=4, batch_size=20)
+    (first,) = _sent(core, clock.now())
+    core.succeeded(first, store_call(first, store, core.settings, ROUTES), clock.now())
+    confirm: ConfirmStart | None = None
+    for _ in range(60):
+        action = core.next_action(clock.now())
+        if isinstance(action, ClaimDue):
+            break
+        if isinstance(action, StartHandler):
+            core.finished(action.ticket, Completed())
+        elif isinstance(action, ConfirmStart):
+            confirm = action
+        elif isinstance(action, Sleep) and confirm is not None:
+            core.succeeded(confirm, store_call(confirm, store, core.settings, ROUTES), clock.now())
+            confirm = None
+    else:
+        raise AssertionError("no second claim while the queue ran low")
+    assert len(core.queue) < 2 * 4 and len(core.pending) >= 8, (core.queue, core.pending)
+    held = len(core.running) + len(core.queue) + core.confirming  # claims, not outcomes
+    assert action.limit == 4 + 20 - held, (action, held, len(core.pending))

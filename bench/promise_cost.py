@@ -1,0 +1,75 @@
+"""What two promises cost the MongoDB firing path: the same bench, with each switched off.
+
+    python bench/promise_cost.py sync|async full|no-confirm|no-history|neither URI
+
+Runs ``async_mongo_bench``'s ``sync`` or ``async`` contender (2,000 timers due within 1 s
+beside 1,000 an hour ahead, batches of 100; ``MongoScheduler`` with 8 worker threads or
+``AsyncMongoScheduler``) in this process, after switching off, in this process only:
+
+* ``no-confirm``: the check before a start (CONTRACT section 15: a claim waiting in a node's
+  queue is not a started delivery). The store's ``confirm_start`` answers at once that every
+  queued claim still holds, with no round trip, so a claim starts whatever happened to it
+  since it was claimed - what main 989defa did. Only the threaded node confirms (the asyncio
+  node and PostgreSQL start on claim), so it changes nothing there.
+* ``no-history``: the attempt records a settle writes to ``<name>_history`` (section 18's
+  ``history()``, which section 15 names as the way a caller learns that a delivery had
+  already started). The settle's writes to the timers stay.
+* ``neither``: both off. ``full``: nothing off (the shipped code).
+
+Prints the contender's JSON line (fired/s, round trips per fired timer, lateness).
+Nothing here is a setting of flowsched: the switches are patches of this process's classes.
+``bench/results/promise_cost.sh`` runs it beside main 989defa, rounds alternating.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import async_mongo_bench as amb
+
+from flowsched.mongo.documents import truncate_ms
+from flowsched.mongo.history import MongoHistory
+from flowsched.mongo.timer_claims import ClaimSteps
+from flowsched.store.records import Claim
+
+
+def _unchecked_confirm(
+    self: ClaimSteps, claims: Sequence[Claim]
+) -> Generator[Any, Any, list[Claim]]:
+    """Every queued claim started as it is, no round trip (989defa's start)."""
+    self._started(claims, truncate_ms(self.time.now()))
+    return list(claims)
+    yield  # a generator, as the procedure it replaces
+
+
+def _no_history_settle(
+    self: MongoHistory, store: Any, writes: Sequence[Any], records: Sequence[Any]
+) -> Generator[Any, Any, None]:
+    yield from store.write_steps("items", writes)
+
+
+def _no_history_write(
+    self: MongoHistory, store: Any, records: Sequence[Any]
+) -> Generator[Any, Any, None]:
+    return
+    yield
+
+
+def switch_off(variant: str) -> None:
+    if variant not in ("full", "no-confirm", "no-history", "neither"):
+        raise SystemExit(f"unknown variant {variant!r}: full, no-confirm, no-history or neither")
+    if variant in ("no-confirm", "neither"):
+        ClaimSteps.confirm_start = _unchecked_confirm  # type: ignore[method-assign]
+    if variant in ("no-history", "neither"):
+        MongoHistory.settle_steps = _no_history_settle  # type: ignore[method-assign]
+        MongoHistory.write_steps = _no_history_write  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] not in ("sync", "async"):
+        raise SystemExit(__doc__)
+    switch_off(sys.argv[2])
+    print(json.dumps(amb.child(sys.argv[1], sys.argv[3])))
