@@ -1,6 +1,6 @@
 """What two promises cost the MongoDB firing path: the same bench, with each switched off.
 
-    python bench/promise_cost.py sync|async full|no-confirm|no-history|neither URI
+    python bench/promise_cost.py sync|async full|no-confirm|no-history|neither|bare URI
 
 Runs ``async_mongo_bench``'s ``sync`` or ``async`` contender (2,000 timers due within 1 s
 beside 1,000 an hour ahead, batches of 100; ``MongoScheduler`` with 8 worker threads or
@@ -15,6 +15,11 @@ beside 1,000 an hour ahead, batches of 100; ``MongoScheduler`` with 8 worker thr
   ``history()``, which section 15 names as the way a caller learns that a delivery had
   already started). The settle's writes to the timers stay.
 * ``neither``: both off. ``full``: nothing off (the shipped code).
+* ``bare``: both off, and the claims' and settles' filters cut to 989defa's: a claim's
+  ``update_many`` matches ``ready_at`` up to the latest value read (not the values read,
+  which keep a lapsed run's count exact) and no ``attempts``; a settle's ``delete_many``
+  matches the batch token alone (not the owner and generations, the fence that keeps a
+  replacement from an old run's settle). What is left is the node core's own cost.
 
 Prints the contender's JSON line (fired/s, round trips per fired timer, lateness).
 Nothing here is a setting of flowsched: the switches are patches of this process's classes.
@@ -25,11 +30,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import async_mongo_bench as amb
 
+from flowsched.mongo.commands import Write
 from flowsched.mongo.documents import truncate_ms
 from flowsched.mongo.history import MongoHistory
 from flowsched.mongo.timer_claims import ClaimSteps
@@ -58,12 +65,41 @@ def _no_history_write(
     yield
 
 
+_fenced_writes = ClaimSteps._writes
+
+
+def _bare_filter(found: Mapping[str, Any], delete: bool) -> dict[str, Any]:
+    cut = dict(found)
+    ready = cut.get("ready_at")
+    if isinstance(ready, Mapping) and "$in" in ready:  # a claim: up to the latest read
+        cut["ready_at"] = {"$lte": max(ready["$in"])}
+        cut.pop("attempts", None)
+    if delete and "claim.token" in cut:  # a settle: the token alone
+        cut.pop("claim.owner", None)
+        cut.pop("generation", None)
+    return cut
+
+
+def _bare_writes(self: ClaimSteps, role: str, writes: Sequence[Write]) -> Generator[Any, Any, Any]:
+    if role == "items":
+        writes = [
+            replace(w, filter=_bare_filter(w.filter, w.update is None and w.replacement is None))
+            for w in writes
+        ]
+    return (yield from _fenced_writes(self, role, writes))
+
+
+VARIANTS = ("full", "no-confirm", "no-history", "neither", "bare")
+
+
 def switch_off(variant: str) -> None:
-    if variant not in ("full", "no-confirm", "no-history", "neither"):
-        raise SystemExit(f"unknown variant {variant!r}: full, no-confirm, no-history or neither")
-    if variant in ("no-confirm", "neither"):
+    if variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}")
+    if variant == "bare":
+        ClaimSteps._writes = _bare_writes  # type: ignore[method-assign]
+    if variant in ("no-confirm", "neither", "bare"):
         ClaimSteps.confirm_start = _unchecked_confirm  # type: ignore[method-assign]
-    if variant in ("no-history", "neither"):
+    if variant in ("no-history", "neither", "bare"):
         MongoHistory.settle_steps = _no_history_settle  # type: ignore[method-assign]
         MongoHistory.write_steps = _no_history_write  # type: ignore[method-assign]
 
