@@ -33,7 +33,7 @@ def summary(path: str) -> list[str]:
             parts = [f"{face:5} {side:10} n={len(got)}"]
             for label, key in (*FIGURES, ("p99 s", "p99_lateness_s")):
                 median = statistics.median(r[key] for r in got.values())
-                ratios = [got[n][key] / base[n][key] for n in got if n in base]
+                ratios = [got[n][key] / base[n][key] for n in got if base.get(n, {}).get(key)]
                 each = ", ".join(f"{x:.2f}" for x in ratios)
                 ratio = statistics.median(ratios) if ratios else float("nan")
                 parts.append(f"{label} {median:.4g} ({ratio:.2f}x: {each})")

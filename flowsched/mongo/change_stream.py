@@ -13,8 +13,9 @@ the server) and calls ``poke(ready_at)``; the sweeper ignores a poke that is not
 its next planned sweep. It costs nothing when nothing is written: one awaiting ``getMore``
 per ``max_await`` that the server parks until a write arrives.
 
-While a wake-up could start no claim (``paused()``: a claim is out, or the node holds all
-the claims it may: ``NodeCore.saturated``), the stream is left unread. Reading it then is
+While a wake-up could start no claim (``paused()``: a claim is out, or the node may take no
+more - it holds all it may, or owes a batch of outcomes: ``NodeCore.saturated``), the stream
+is left unread. Reading it then is
 not free: each ``getMore`` has the server filter every write of the burst, the node's own
 claims and settlements included - on the wire server, with 2,000 timers due within 1 s,
 about a fifth of the server's work and half the node's round trips.

@@ -6,13 +6,13 @@ One document per item id that has run::
     <attempt> = {k: <key>, node, started, ended, outcome, error_type, error_message,
                  traceback, generation, attempt}
 
-* **No round trip of its own on the firing path.** The node records each finished attempt in
-  memory (:class:`MongoHistory`, the delivery core's journal); :meth:`Claims.settle_steps
-  <flowsched.mongo.claims.Claims.settle_steps>` sends the records gathered so far with the
-  settlements it writes anyway: on MongoDB 8.0+ in the settle's own command (one
-  client-level ``bulkWrite`` for both collections, :mod:`flowsched.mongo.together`), on an
-  older server one more command in the same settle (one upsert per item, one
-  ``bulk_write``), whatever the batch's size.
+* **No round trip of its own on the firing path.** The node records each finished attempt
+  in memory (:class:`MongoHistory`, the delivery core's journal); the timer store's settle
+  (:meth:`MongoHistory.settle_steps`) sends the records gathered so far with the
+  settlements it writes anyway: on MongoDB 8.0+ (and the wire server) in the settle's own
+  command (one client-level ``bulkWrite`` for both collections,
+  :mod:`flowsched.mongo.together`), on an older server one more command in the same settle
+  (one upsert per item, one ``bulk_write``), whatever the batch's size.
 * **Bounded per item**: ``$push`` with ``$slice`` keeps the last ``limit`` attempts.
 * **Kept after the item is gone**: ``expires_at`` is the last attempt's end plus
   ``retention``; a TTL index (``history_ttl``) removes the document then. The TTL monitor
@@ -50,7 +50,7 @@ from typing import Any
 
 from flowsched.clock import capped
 from flowsched.history import HistoryPolicy, Journal, OpenAttempt, finished_attempt
-from flowsched.mongo.commands import Call, Steps, Write
+from flowsched.mongo.commands import Call, Counts, Steps, Write
 from flowsched.mongo.documents import bson_utc, truncate_ms
 from flowsched.mongo.store import TimerStore
 from flowsched.mongo.together import together_steps
@@ -215,6 +215,42 @@ class MongoHistory(Journal):
         [write] = self.writes([(document["_id"], record)])
         return write
 
+    def settle_steps(
+        self,
+        store: TimerStore,
+        writes: Sequence[Write],
+        records: Sequence[Record],
+        items: Callable[[Sequence[Write]], Steps[Counts]],
+    ) -> Steps[Counts]:
+        """A settle's ``writes`` to the items (``items`` applies some alone, counted) and
+        ``records`` with them: in the same command where the server can (MongoDB 8.0+ and
+        the wire server, :mod:`flowsched.mongo.together`), else after them
+        (:meth:`write_steps`). An error of the items' writes puts ``records`` back (they
+        ride on the next settle) and propagates; the history's own never does."""
+        try:
+            history = self._writes_or_none(records) if writes else []
+            if history:
+                parts = (("items", writes), ("history", history))
+                done = yield from together_steps(parts, store.together)
+                if done is not None:
+                    counts, (refused_items, refused_history) = done.counts[0], done.refused
+                    if refused_items:  # on their own, for the old error (or outcome)
+                        more = yield from items(refused_items)
+                        counts = Counts(
+                            counts.matched + more.matched,
+                            counts.modified + more.modified,
+                            counts.deleted + more.deleted,
+                        )
+                    if refused_history:
+                        log.error("history: %d attempt writes refused", len(refused_history))
+                    return counts
+            counts = yield from items(writes)
+        except BaseException:
+            self.put_back(records)
+            raise
+        yield from self.write_steps(store, records)
+        return counts
+
     def _writes_or_none(self, records: Sequence[Record]) -> list[Write]:
         """:meth:`writes`, or none where they cannot be made (:meth:`write_steps` says why)."""
         try:
@@ -239,32 +275,6 @@ class MongoHistory(Journal):
         except BaseException:
             self.put_back(records)
             raise
-
-    def settle_steps(
-        self, store: TimerStore, writes: Sequence[Write], records: Sequence[Record]
-    ) -> Steps[None]:
-        """A settle's ``writes`` to the items, then ``records`` (:meth:`write_steps`): in one
-        round trip where the server can (MongoDB 8.0+, :mod:`flowsched.mongo.together`), else
-        one after the other. An error of the items' writes puts ``records`` back and
-        propagates; the history's own never does."""
-        try:
-            history = self._writes_or_none(records) if writes else []
-            if history:
-                done = yield from together_steps(
-                    (("items", writes), ("history", history)), store.together
-                )
-                if done is not None:
-                    refused_items, refused_history = done.refused
-                    if refused_items:  # on their own, for the old error (or outcome)
-                        yield from store.write_steps("items", refused_items)
-                    if refused_history:
-                        log.error("history: %d attempt writes refused", len(refused_history))
-                    return
-            yield from store.write_steps("items", writes)
-        except BaseException:
-            self.put_back(records)
-            raise
-        yield from self.write_steps(store, records)
 
     def read(self, store: TimerStore, item_id: Any) -> list[Attempt]:
         """:meth:`read_steps` on ``store``'s synchronous collections."""

@@ -36,15 +36,15 @@ operation per document:
   some were refused, to tell which.
 * ``renew``: 1 (2 when some were refused), fenced as ``confirm_start`` (a paused item's
   running claim renews). ``release``: 1 (one update per claim: each goes back to its due).
-* ``settle``: 2 - the outcomes in one ``bulk_write`` (completed items one ``delete_many`` per
-  batch and chunk, a redelivery or next slot one update each) fenced on the claim's identity
-  (``settled_claim`` = token and this call's mark tells, only when the counts come up short,
-  which applied: one more ``find``), then the attempts that ended ride in one ``bulk_write``
-  on ``<name>_history`` (:class:`~flowsched.mongo.history.MongoHistory`, as the old path
-  writes them). A dead letter (rare) takes 3 of its own: the fence read, the letter, the
-  fenced delete (:mod:`flowsched.mongo.dead_letters`). A late settle reads the stored
-  leases first (1); a late completion whose claim no longer holds, 2 more
-  (:mod:`flowsched.mongo.timer_late`).
+* ``settle``: 1 (2 on a server before MongoDB 8.0) - the outcomes (completed items one
+  ``delete_many`` per batch and chunk, a redelivery or next slot one update each) fenced on
+  the claim's identity (``settled_claim`` = token and this call's mark tells, only when the
+  counts come up short, which applied: one more ``find``), with the attempts that ended on
+  ``<name>_history`` in the same client-level ``bulkWrite``, else in a ``bulk_write`` each
+  (:meth:`~flowsched.mongo.history.MongoHistory.settle_steps`). A dead letter (rare) takes 3
+  of its own: the fence read, the letter, the fenced delete
+  (:mod:`flowsched.mongo.dead_letters`). A late settle reads the stored leases first (1); a
+  late completion whose claim no longer holds, 2 more (:mod:`flowsched.mongo.timer_late`).
 
 History failures never fail the firing path: records whose write failed ride on the next.
 """
@@ -57,6 +57,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, cast
 
 from pymongo.errors import BulkWriteError, WriteError
@@ -353,7 +354,16 @@ class ClaimSteps:
         deletes = [s.claim for s in plain if isinstance(s.outcome, Completed)]
         writes = held_writes(deletes, {}, None)  # completed: deleted, a batch at a time
         writes += [settle_write(s, mark) for s in plain if not isinstance(s.outcome, Completed)]
-        counts = yield from self._writes("items", writes)
+        records = []  # the runs that ended: their attempts too, stale (cancelled) or not
+        with self._starts_lock:
+            for s in settlements:
+                started = self._starts.pop((s.claim.item.id, s.claim.token), None)
+                if started is not None:
+                    records.append((s.claim.item.id, ended_record(s, started, now)))
+        keyed = [replace(w, filter=self.roles.keyed(w.filter)) for w in writes]
+        items = partial(self._writes, "items")
+        history = self.journal.take() + records  # and any a failed write kept
+        counts = yield from self.journal.settle_steps(self.roles, keyed, history, items)
         applied = yield from self._applied(plain, counts, mark)
         yield from late_completions(plain, applied, self.roles)
         dead = [s for s in settlements if id(s) not in applied]  # DeadLettered, Exhausted
@@ -362,19 +372,14 @@ class ClaimSteps:
             token, fence = s.claim.token, self.roles.keyed(claim_fence(s.claim))
             applied[id(s)] = yield from self.letters.steps(self.roles, letter, token, fence)
         self.letters.settled((s.claim.item.id, s.claim.token) for s in dead)
-        results, records = [], []
+        results = []
         for s in settlements:
             claim = s.claim
-            with self._starts_lock:
-                started = self._starts.pop((claim.item.id, claim.token), None)
-            if started is not None:  # the run ended: its attempt too, stale (cancelled) or not
-                records.append((claim.item.id, ended_record(s, started, now)))
             if not applied[id(s)]:
                 results.append(SettleResult(claim, False))
                 continue
             ends = leases.get((claim.item.id, batch_of(claim)), claim.lease_until)
             results.append(SettleResult(claim, True, now - ends if now > ends else None))
-        yield from self._history(records)
         return results
 
     def _stored_leases(

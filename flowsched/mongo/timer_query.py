@@ -138,11 +138,11 @@ class ClaimReach:
     the next batch of 100, whose second query then read the backlog (56 ms a claim). MongoDB
     stops at the limit either way."""
 
-    __slots__ = ("at", "pace")
+    __slots__ = ("at", "gaps", "span")
 
     def __init__(self) -> None:
         self.at: datetime | None = None
-        self.pace = timedelta(0)  # between two documents of the last full batch, on average
+        self.span, self.gaps = timedelta(0), 1  # the last full batch's: its pace, span / gaps
 
     def steps(
         self, routes: Sequence[str], buckets: Sequence[int], horizon: datetime, limit: int
@@ -151,7 +151,7 @@ class ClaimReach:
         oldest first (:func:`oldest_steps`)."""
         last, self.at = self.at, None
         try:
-            reach = None if last is None else last + 2 * limit * self.pace
+            reach = None if last is None else last + self.span * (2 * limit) / self.gaps
         except OverflowError:  # a pace of years: the horizon
             reach = None
         if reach is None or reach >= horizon:
@@ -164,7 +164,7 @@ class ClaimReach:
         if len(found) >= limit >= 2:
             first, end = _ready_key(found[0]), _ready_key(found[-1])
             if end > first:
-                self.at, self.pace = end, (end - first) / (len(found) - 1)
+                self.at, self.span, self.gaps = end, end - first, len(found) - 1
         return found
 
 

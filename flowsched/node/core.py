@@ -147,7 +147,7 @@ class NodeCore:
 
     @property
     def saturated(self) -> bool:
-        """A wake-up now could start no claim: one is out, or the node holds all it may."""
+        """A wake-up now could start no claim: one is out, or the node may take no more."""
         return CLAIM in self.busy or self._room() <= 0
 
     def next_action(self, now: datetime) -> Action:
@@ -203,7 +203,7 @@ class NodeCore:
             return max(0, min(settings.batch_size, free, free + settings.batch_size - owed))
         if len(self.queue) >= 2 * settings.workers:
             return 0  # claim as they go: a fuller batch
-        held = len(self.running) + len(self.queue) + self.confirming  # owed: at most a batch
+        held = len(self.running) + len(self.queue) + self.confirming  # + owed: < a batch more
         room = min(settings.batch_size, settings.workers + settings.batch_size - held)
         room = room if owed < settings.batch_size else 0
         return room if room >= max(1, self._batch() // 2) or (held == 0 and room > 0) else 0

@@ -138,6 +138,7 @@ def test_the_commands_own_failure_is_raised_as_itself() -> None:
 def test_a_history_whose_settle_went_the_old_way_still_rides_on_it() -> None:
     from datetime import UTC, datetime
 
+    from flowsched.mongo.commands import Counts
     from flowsched.mongo.history import MongoHistory
 
     class Store:
@@ -149,18 +150,48 @@ def test_a_history_whose_settle_went_the_old_way_still_rides_on_it() -> None:
             result = yield Call(role, "bulk_write", (writes,))
             return result
 
+    def items(writes: Any) -> Any:
+        yield Call("items", "bulk_write", (writes,))
+        return Counts(deleted=len(writes))
+
     now = datetime(2026, 12, 6, tzinfo=UTC)
     history = MongoHistory(lambda: now, "node-a")
     record = ("a", {"k": "x", "started": now, "ended": now})
     writes = [Write({"_id": "a"}, many=True)]
-    steps = history.settle_steps(Store(), writes, [record])  # type: ignore[arg-type]
+    steps = history.settle_steps(Store(), writes, [record], items)  # type: ignore[arg-type]
     sent = [_first(steps)]
-    sent.append(steps.throw(InvalidOperation(TOO_OLD)))
+    sent.append(steps.throw(InvalidOperation(TOO_OLD)))  # a server before 8.0
     sent.append(steps.send(None))
-    with pytest.raises(StopIteration):
+    with pytest.raises(StopIteration) as done:
         steps.send(None)
     assert [type(op).__name__ for op in sent] == ["Together", "Call", "Call"]
     assert [op.role for op in sent[1:]] == ["items", "history"]
+    assert done.value.value == Counts(deleted=1)  # the items' counts, for the settle
+
+
+def test_a_settles_items_refused_inside_the_command_are_sent_again_and_counted() -> None:
+    from datetime import UTC, datetime
+
+    from flowsched.mongo.commands import Counts
+    from flowsched.mongo.history import MongoHistory
+
+    def items(writes: Any) -> Any:
+        yield Call("items", "bulk_write", (writes,))
+        return Counts(matched=len(writes))
+
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    history = MongoHistory(lambda: now, "node-a")
+    record = ("a", {"k": "x", "started": now, "ended": now})
+    writes = [Write({"_id": "a"}, many=True), Write({"_id": "b"}, {"$set": {"x": 1}})]
+    store = type("Store", (), {"together": Capability(True)})()
+    steps = history.settle_steps(store, writes, [record], items)  # type: ignore[arg-type]
+    assert type(_first(steps)).__name__ == "Together"
+    # The command applied the delete and the history; the update was refused in it.
+    again = steps.throw(_refused(write_errors=[1]))
+    assert (again.role, again.args[0]) == ("items", [writes[1]])
+    with pytest.raises(StopIteration) as done:
+        steps.send(None)
+    assert done.value.value == Counts(matched=1, deleted=1)
 
 
 @pytest.mark.wire
@@ -220,8 +251,9 @@ def test_on_the_server_the_command_carries_the_collections_write_concern(mongo_u
         scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now()))
         commands.take()
         assert scheduler.run_due() == 1
-        # The settle's writes on the items (the completed item's delete) carry it.
-        [settle] = [c for name, _, c in commands.take() if name == "delete"]
+        # The settle's writes on the items (the completed item's delete, in the bulkWrite
+        # with the history's where the server has it) carry it.
+        [settle] = [c for name, _, c in commands.take() if name in ("delete", "bulkWrite")]
     assert settle["writeConcern"] == {"w": 1, "j": True}
 
 

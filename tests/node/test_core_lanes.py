@@ -196,3 +196,33 @@ def test_outcomes_owed_do_not_shrink_a_queueing_nodes_next_claim() -> None:
     assert len(core.queue) < 2 * 4 and len(core.pending) >= 8, (core.queue, core.pending)
     held = len(core.running) + len(core.queue) + core.confirming  # claims, not outcomes
     assert action.limit == 4 + 20 - held, (action, held, len(core.pending))
+
+
+def test_a_queueing_node_claims_nothing_while_a_batch_of_outcomes_is_owed() -> None:
+    # Outcomes owed no longer count against workers + batch_size (above), so this bound
+    # keeps them from piling up when settles fail and claims succeed: with a batch's worth
+    # owed (here a settle of 4 in flight) the node claims nothing, and is saturated (its
+    # change stream left unread); once the settle is answered it claims again.
+    clock = ManualClock(START)
+    store = MemoryTimerStore(clock)
+    _put(store, 20)
+    core = _core(workers=2, batch_size=4)
+    (first,) = _sent(core, clock.now())
+    core.succeeded(first, store_call(first, store, core.settings, ROUTES), clock.now())
+    settle: SettleBatch | None = None
+    for _ in range(40):
+        action = core.next_action(clock.now())
+        assert not isinstance(action, ClaimDue), (action, core.pending, core.settling)
+        if isinstance(action, SettleBatch):
+            settle = action
+            break
+        if isinstance(action, StartHandler):
+            core.finished(action.ticket, Completed())
+        elif isinstance(action, ConfirmStart):
+            core.succeeded(action, store_call(action, store, core.settings, ROUTES), clock.now())
+    assert settle is not None and len(settle.settlements) == 4
+    assert isinstance(core.next_action(clock.now()), Sleep)
+    assert core.saturated
+    core.succeeded(settle, store_call(settle, store, core.settings, ROUTES), clock.now())
+    assert not core.saturated
+    assert isinstance(core.next_action(clock.now()), ClaimDue)
