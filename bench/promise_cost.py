@@ -16,10 +16,13 @@ beside 1,000 an hour ahead, batches of 100; ``MongoScheduler`` with 8 worker thr
   already started). The settle's writes to the timers stay.
 * ``neither``: both off. ``full``: nothing off (the shipped code).
 * ``bare``: both off, and the claims' and settles' filters cut to 989defa's: a claim's
-  ``update_many`` matches ``ready_at`` up to the latest value read (not the values read,
-  which keep a lapsed run's count exact) and no ``attempts``; a settle's ``delete_many``
+  ``update_many`` matches ``ready_at`` up to the latest value read (a range, as 989defa's
+  up to its horizon; not the values read, which keep a lapsed run's count exact) and no
+  ``attempts``; a settle's ``delete_many``
   matches the batch token alone (not the owner and generations, the fence that keeps a
   replacement from an old run's settle). What is left is the node core's own cost.
+* ``bare-deep``: ``bare`` with batches of 200 (989defa claimed two batches of 100 at a
+  time when behind; the node core holds at most ``workers + batch_size`` claims).
 
 Prints the contender's JSON line (fired/s, round trips per fired timer, lateness).
 Nothing here is a setting of flowsched: the switches are patches of this process's classes.
@@ -94,17 +97,19 @@ def _bare_writes(self: ClaimSteps, role: str, writes: Sequence[Write]) -> Genera
     return (yield from _fenced_writes(self, role, writes))
 
 
-VARIANTS = ("full", "no-confirm", "no-history", "neither", "bare")
+VARIANTS = ("full", "no-confirm", "no-history", "neither", "bare", "bare-deep")
 
 
 def switch_off(variant: str) -> None:
     if variant not in VARIANTS:
         raise SystemExit(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}")
-    if variant == "bare":
+    if variant in ("bare", "bare-deep"):
         ClaimSteps._writes = _bare_writes  # type: ignore[method-assign]
-    if variant in ("no-confirm", "neither", "bare"):
+    if variant == "bare-deep":  # batches of 200: 989defa's claims when behind
+        amb.BATCH = 2 * amb.BATCH
+    if variant in ("no-confirm", "neither", "bare", "bare-deep"):
         ClaimSteps.confirm_start = _unchecked_confirm  # type: ignore[method-assign]
-    if variant in ("no-history", "neither", "bare"):
+    if variant in ("no-history", "neither", "bare", "bare-deep"):
         MongoHistory.settle_steps = _no_history_settle  # type: ignore[method-assign]
         MongoHistory.write_steps = _no_history_write  # type: ignore[method-assign]
 

@@ -12,7 +12,7 @@ import statistics
 import sys
 from typing import Any
 
-SIDES = ("base", "full", "no-confirm", "no-history", "neither", "bare")
+SIDES = ("base", "full", "no-confirm", "no-history", "neither", "bare", "bare-deep")
 FIGURES = (("fired/s", "fired_per_s"), ("round trips", "round_trips_per_fired"))
 
 

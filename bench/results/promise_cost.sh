@@ -4,7 +4,8 @@
 # tree and 989defa's sync/async contenders (this tree's bench scripts, only PYTHONPATH
 # differing), a fresh process per run, the order rotated each round, nice -n 5.
 # Usage: promise_cost.sh ROUNDS OUT.jsonl   (needs FLOWSCHED_MONGO_URI; SYNC_SIDES and
-# ASYNC_SIDES, space-separated, choose the sides: by default every variant)
+# ASYNC_SIDES, space-separated, choose the sides - empty: none; unset: every variant but
+# bare-deep)
 cd "$(dirname "$0")/../.."
 ROUNDS=$1; OUT=$2
 run() {  # face side
@@ -16,9 +17,10 @@ run() {  # face side
 }
 for r in $(seq 1 "$ROUNDS"); do
   for face in sync async; do
-    if [ $face = sync ]; then sides=(${SYNC_SIDES:-base full no-confirm no-history neither bare})
-    else sides=(${ASYNC_SIDES:-base full no-history bare}); fi
-    n=${#sides[@]}; k=$(( (r - 1) % n ))
+    if [ $face = sync ]; then sides=(${SYNC_SIDES-base full no-confirm no-history neither bare})
+    else sides=(${ASYNC_SIDES-base full no-history bare}); fi
+    n=${#sides[@]}; (( n )) || continue
+    k=$(( (r - 1) % n ))
     order=("${sides[@]:k}" "${sides[@]:0:k}")
     for side in "${order[@]}"; do
       res=$(run $face "$side")
