@@ -258,6 +258,13 @@ class Counts:
     modified: int = 0
     deleted: int = 0
 
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.matched + other.matched,
+            self.modified + other.modified,
+            self.deleted + other.deleted,
+        )
+
 
 def write_steps(role: str, writes: Sequence[Write], bulk: bool) -> Steps[int]:
     """Apply ``writes`` unordered in one ``bulk_write`` (one round trip); return how many

@@ -235,12 +235,7 @@ class MongoHistory(Journal):
                 if done is not None:
                     counts, (refused_items, refused_history) = done.counts[0], done.refused
                     if refused_items:  # on their own, for the old error (or outcome)
-                        more = yield from items(refused_items)
-                        counts = Counts(
-                            counts.matched + more.matched,
-                            counts.modified + more.modified,
-                            counts.deleted + more.deleted,
-                        )
+                        counts += yield from items(refused_items)
                     if refused_history:
                         log.error("history: %d attempt writes refused", len(refused_history))
                     return counts

@@ -167,6 +167,34 @@ def test_a_confirm_answered_after_its_lease_ended_starts_nothing() -> None:
     assert not isinstance(core.next_action(clock.now()), StartHandler)
 
 
+def _waves(
+    core: NodeCore,
+    store: MemoryTimerStore,
+    clock: ManualClock,
+    until: tuple[type, ...],
+    *,
+    hold_confirms: bool = False,
+) -> Action:
+    """Run a queueing node's waves - every handler started finishes at once, every confirm
+    is answered (with ``hold_confirms``, once the core has nothing else to send) - up to
+    its first action of a type in ``until``, which is returned unanswered."""
+    held: ConfirmStart | None = None
+    for _ in range(60):
+        action = core.next_action(clock.now())
+        if isinstance(action, until):
+            return action
+        if isinstance(action, StartHandler):
+            core.finished(action.ticket, Completed())
+        elif isinstance(action, ConfirmStart) and not hold_confirms:
+            core.succeeded(action, store_call(action, store, core.settings, ROUTES), clock.now())
+        elif isinstance(action, ConfirmStart):
+            held = action
+        elif isinstance(action, Sleep) and held is not None:
+            core.succeeded(held, store_call(held, store, core.settings, ROUTES), clock.now())
+            held = None
+    raise AssertionError(f"no {until} in 60 actions")
+
+
 def test_outcomes_owed_do_not_shrink_a_queueing_nodes_next_claim() -> None:
     # A queueing node (4 workers, batches of 20) runs its batch wave by wave, each wave's
     # confirm answered once the core has nothing else to send, while the outcomes gather
@@ -179,20 +207,8 @@ def test_outcomes_owed_do_not_shrink_a_queueing_nodes_next_claim() -> None:
     core = _core(workers=4, batch_size=20)
     (first,) = _sent(core, clock.now())
     core.succeeded(first, store_call(first, store, core.settings, ROUTES), clock.now())
-    confirm: ConfirmStart | None = None
-    for _ in range(60):
-        action = core.next_action(clock.now())
-        if isinstance(action, ClaimDue):
-            break
-        if isinstance(action, StartHandler):
-            core.finished(action.ticket, Completed())
-        elif isinstance(action, ConfirmStart):
-            confirm = action
-        elif isinstance(action, Sleep) and confirm is not None:
-            core.succeeded(confirm, store_call(confirm, store, core.settings, ROUTES), clock.now())
-            confirm = None
-    else:
-        raise AssertionError("no second claim while the queue ran low")
+    action = _waves(core, store, clock, (ClaimDue,), hold_confirms=True)
+    assert isinstance(action, ClaimDue)
     assert len(core.queue) < 2 * 4 and len(core.pending) >= 8, (core.queue, core.pending)
     held = len(core.running) + len(core.queue) + core.confirming  # claims, not outcomes
     assert action.limit == 4 + 20 - held, (action, held, len(core.pending))
@@ -209,18 +225,9 @@ def test_a_queueing_node_claims_nothing_while_a_batch_of_outcomes_is_owed() -> N
     core = _core(workers=2, batch_size=4)
     (first,) = _sent(core, clock.now())
     core.succeeded(first, store_call(first, store, core.settings, ROUTES), clock.now())
-    settle: SettleBatch | None = None
-    for _ in range(40):
-        action = core.next_action(clock.now())
-        assert not isinstance(action, ClaimDue), (action, core.pending, core.settling)
-        if isinstance(action, SettleBatch):
-            settle = action
-            break
-        if isinstance(action, StartHandler):
-            core.finished(action.ticket, Completed())
-        elif isinstance(action, ConfirmStart):
-            core.succeeded(action, store_call(action, store, core.settings, ROUTES), clock.now())
-    assert settle is not None and len(settle.settlements) == 4
+    settle = _waves(core, store, clock, (SettleBatch, ClaimDue))
+    assert isinstance(settle, SettleBatch), (settle, core.pending, core.settling)
+    assert len(settle.settlements) == 4
     assert isinstance(core.next_action(clock.now()), Sleep)
     assert core.saturated
     core.succeeded(settle, store_call(settle, store, core.settings, ROUTES), clock.now())
