@@ -1,8 +1,9 @@
 """Medians of bench/results/promise_cost.sh's runs: per face and side, fired/s, round trips
 per fired timer and p99 lateness, and each as a ratio to main 989defa's run of the same
-round (the median of the per-round ratios).
+round (the median of the per-round ratios). Several files pool their rounds (each file's
+round N is a round of its own).
 
-    python bench/promise_cost_summary.py RUNS.jsonl
+    python bench/promise_cost_summary.py RUNS.jsonl [MORE.jsonl ...]
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ SIDES = ("base", "full", "no-confirm", "no-history", "neither", "bare", "bare-de
 FIGURES = (("fired/s", "fired_per_s"), ("round trips", "round_trips_per_fired"))
 
 
-def summary(path: str) -> list[str]:
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
-    with open(path) as lines:
-        for line in lines:
-            row = json.loads(line)
-            if row["res"]:
-                runs.setdefault((row["face"], row["side"]), {})[row["round"]] = row["res"]
+def summary(paths: list[str]) -> list[str]:
+    runs: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
+    for n, path in enumerate(paths):
+        with open(path) as lines:
+            for line in lines:
+                row = json.loads(line)
+                if row["res"]:
+                    runs.setdefault((row["face"], row["side"]), {})[(n, row["round"])] = row["res"]
     out = []
     for face in ("sync", "async"):
         base = runs.get((face, "base"), {})
@@ -42,6 +44,6 @@ def summary(path: str) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         raise SystemExit(__doc__)
-    print("\n".join(summary(sys.argv[1])))
+    print("\n".join(summary(sys.argv[1:])))
