@@ -89,11 +89,13 @@ class Breather:
 @dataclass(frozen=True, slots=True)
 class Together:
     """The writes of several collections in one round trip: MongoDB 8's client-level
-    ``bulkWrite`` command, unordered, with the first collection's write concern
+    ``bulkWrite`` command, unordered (``ordered``: in order, stopping at the first write the
+    server refuses), with the first collection's write concern
     (:mod:`flowsched.mongo.together`). Its result: the :class:`Counts` of each part, in
     order. A server older than 8.0: pymongo's ``InvalidOperation``."""
 
     parts: tuple[tuple[str, tuple[Write, ...]], ...]
+    ordered: bool = False
 
     def operations(self, store: Collections) -> list[Any]:
         """The parts' writes as namespaced operations of ``MongoClient.bulk_write``."""
@@ -146,7 +148,7 @@ def _start(store: Collections, op: Call | Find | Together) -> Any:
         operations = op.operations(store)
         concern = {"write_concern": first.write_concern}
         return first.database.client.bulk_write(
-            operations, ordered=False, verbose_results=True, **concern
+            operations, ordered=op.ordered, verbose_results=True, **concern
         )
     collection = store.collection(op.role)
     if isinstance(op, Find):

@@ -49,6 +49,7 @@ from flowsched.mongo.store import MongoCollections
 from flowsched.mongo.timer_claims import ClaimSteps, Doc
 from flowsched.mongo.timer_history import info_of, item_filter, state_filter
 from flowsched.mongo.timer_query import oldest_steps, pause_steps, resume_steps
+from flowsched.mongo.together import together_steps
 from flowsched.records import DeadLetter, ScheduleItem, set_generation
 from flowsched.steering import Attempt, TimerInfo, TimerPage
 from flowsched.store.call_budget import budget_left
@@ -179,9 +180,18 @@ class TimerSteps(ClaimSteps):
         document = item_document(stored, generation, bucket=self.roles.bucket(item.id))
         document["stored_at"] = truncate_ms(self.time.latest())
         key = {**self.roles.key(item.id), **self.roles.fence(deadline)}
+        letter = Write({"_id": item.id})  # a new form supersedes its id's dead letter
         try:  # a form not running (none, unclaimed, claimed and not started): one update
             idle = {**key, "claim.at": {"$exists": False}}  # (mongomock: not None)
-            yield Call("items", "replace_one", (idle, document), {"upsert": True})
+            form = Write(idle, replacement=document, upsert=True)
+            # With the letter's removal after it, in one command where the server can (in
+            # order: no letter goes without its form); else, or refused, each on its own.
+            parts = (("items", [form]), ("dead", [letter]))
+            done = yield from together_steps(parts, self.roles.together, ordered=True)
+            if done is not None and not any(done.refused):
+                return stored
+            if done is None or done.refused[0]:
+                yield Call("items", "replace_one", (idle, document), {"upsert": True})
         except DuplicateKeyError:  # running (its attempt is kept), fenced out, or a race
             options = {"projection": _RUNNING, "upsert": True, "return_document": _BEFORE}
             try:
@@ -189,7 +199,7 @@ class TimerSteps(ClaimSteps):
             except DuplicateKeyError:  # two upserts of one new id raced: now it is there
                 old = yield from self._replace_by_id(item.id, document, deadline)
             yield from self._keep_running([old])
-        yield Call("dead", "delete_one", ({"_id": item.id},))  # a new form supersedes it
+        yield Call("dead", "delete_one", (letter.filter,))
         return stored
 
     def _replace_by_id(self, item_id: str, document: Doc, deadline: datetime | None) -> Steps[Doc]:

@@ -13,7 +13,9 @@ concern. What comes back:
 * **some writes refused** (write errors, say a history document the server will not
   update): the counts of what applied, and per part the writes refused, which the caller
   sends again on their own, the old way, to get the old error or outcome
-  (:class:`Together`'s result; nothing applied is sent twice);
+  (:class:`Together`'s result; nothing applied is sent twice). In order (``ordered``: a
+  schedule's form, then the removal of its id's dead letter, which must not go without the
+  form), the writes after a refused one are not tried and are handed back with it;
 * **a write concern error**: raised as pymongo's ``WriteConcernError`` (``WTimeoutError``
   for a time-out), as a single-collection write raises it: it may have been applied;
 * **an error of the whole command**: a transient one (the connection, a step-down) is
@@ -95,14 +97,14 @@ class Done:
 
 
 def together_steps(
-    parts: Sequence[tuple[str, Sequence[Write]]], capability: Capability
+    parts: Sequence[tuple[str, Sequence[Write]]], capability: Capability, *, ordered: bool = False
 ) -> Steps[Done | None]:
     """Apply each part's writes to its collection (role, writes) in one round trip (see the
     module); ``None`` when nothing was applied and the caller writes the parts the old way."""
     if not capability.usable:
         return None
     sent = tuple((role, tuple(writes)) for role, writes in parts)
-    op = Together(sent)
+    op = Together(sent, ordered)
     try:
         counts: list[Counts] = yield op
     except InvalidOperation as exc:
@@ -132,6 +134,8 @@ def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability)
         timed_out = code == 64 or bool((first.get("errInfo") or {}).get("wtimeout"))
         raise (WTimeoutError if timed_out else WriteConcernError)(message, code, first) from exc
     refused = {int(write["idx"]) for write in details.get("writeErrors") or []}
+    if op.ordered and refused:  # the writes after the first refused one were not tried
+        refused |= set(range(min(refused), sum(len(writes) for _, writes in op.parts)))
     result = exc.partial_result
     counts = op.counts(result) if result is not None else [Counts() for _ in op.parts]
     per_part, first_index = [], 0

@@ -43,6 +43,29 @@ class Commands(monitoring.CommandListener):
         return Counter((name, collection) for name, collection, _ in self.take())
 
 
+def statements(sent: list[Sent]) -> list[tuple[str, str]]:
+    """The writes sent, as ``(kind, collection)`` in order (``update``, ``delete``, ...): a
+    command's statements, and each operation of a client-level ``bulkWrite`` (MongoDB 8.0+);
+    any other command as ``(name, collection)``."""
+    out: list[tuple[str, str]] = []
+    for name, on, command in sent:
+        if name == "bulkWrite":
+            spaces = [info["ns"].rsplit(".", 1)[1] for info in command["nsInfo"]]
+            for op in command["ops"]:
+                kind = next(k for k in ("insert", "update", "delete") if k in op)
+                out.append((kind, spaces[op[kind]]))
+        else:
+            rows = command.get("updates") or command.get("deletes") or command.get("documents")
+            out += [(name, on)] * (len(rows) if rows else 1)
+    return out
+
+
+def bulk_write_capable(database: Any) -> bool:
+    """Whether the server takes a client-level ``bulkWrite`` (MongoDB 8.0+: wire version 25)."""
+    hello: dict[str, Any] = database.client.admin.command("hello")
+    return int(hello.get("maxWireVersion", 0)) >= 25
+
+
 @contextmanager
 def monitored_database(mongo_uri: str, prefix: str) -> Iterator[tuple[Any, Commands]]:
     """A fresh database on the wire server whose client records its commands; dropped after."""

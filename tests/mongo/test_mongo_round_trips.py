@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from commands import Commands, monitored_database
+from commands import Commands, bulk_write_capable, monitored_database, statements
 from mongo_nodes import WAIT, eventually
 
 from flowsched.clock import ManualClock, SystemClock
@@ -39,13 +39,20 @@ def test_each_port_operation_costs_a_fixed_number_of_round_trips(counted):
     clock = ManualClock(datetime.now(UTC))
     scheduler = MongoScheduler(collection, clock=clock)
     scheduler.exists("warm-up")  # creates the indexes once
+    capable = bulk_write_capable(collection.database)
     commands.take_names()
 
     scheduler.schedule(ScheduleItem("t", ScheduleKind.TIMER, clock.now(), flow_id="f"))
     # The upsert (an update: it replaces no running form; one that would is a findAndModify,
-    # reading back the running attempt the history keeps), and the delete of a dead letter
-    # of that id (superseded by it).
-    assert commands.take_on() == {("update", "timers"): 1, ("delete", "timers_dead"): 1}
+    # reading back the running attempt the history keeps), then the delete of a dead letter
+    # of that id (superseded by it): one client-level bulkWrite, in order (no letter goes
+    # without its form), where the server has it (MongoDB 8.0+, the wire server); else two.
+    sent = commands.take()
+    assert statements(sent) == [("update", "timers"), ("delete", "timers_dead")]
+    if capable:
+        assert [name for name, _, _ in sent] == ["bulkWrite"] and sent[0][2]["ordered"] is True
+    else:
+        assert [name for name, _, _ in sent] == ["update", "delete"]
     assert scheduler.exists("t")
     assert commands.take_names() == {"find": 1}
     assert scheduler.get("t") is not None
@@ -231,3 +238,35 @@ def test_a_claim_that_lost_a_candidate_reads_back_what_it_won(mongo_uri):
         assert [(c.item.id, c.item.payload) for c in again] == [("t-1", {"v": 2})]
         finds = [command for name, _, command in commands.take() if name == "find"]
         assert not [f for f in finds if "claim.token" in f.get("filter", {})]
+
+
+def test_a_schedule_over_a_running_form_removes_the_dead_letter_only_once_it_is_stored(mongo_uri):
+    # The one-command schedule (form, then letter, in order) meets a running form: the server
+    # refuses the form (a duplicate key), so the letter is not tried; the form goes on its own
+    # (a findAndModify that reads back the running attempt), and only then the letter.
+    with monitored_database(mongo_uri, "fs_rt") as (database, commands):
+        scheduler = MongoScheduler(database["timers"], push_wakeup=False)
+        running, release = threading.Event(), threading.Event()
+
+        def handler(item: ScheduleItem, attempt: int) -> None:
+            running.set()
+            release.wait(WAIT)
+
+        scheduler.subscribe(ScheduleKind.TIMER, handler)
+        with scheduler:
+            now = datetime.now(UTC)
+            scheduler.schedule(ScheduleItem("x", ScheduleKind.TIMER, now, payload={"v": 1}))
+            assert running.wait(WAIT)
+            database["timers_dead"].insert_one({"_id": "x", "left": "by an earlier form"})
+            capable = bulk_write_capable(database)
+            commands.take()
+            later = now + timedelta(hours=1)
+            scheduler.schedule(ScheduleItem("x", ScheduleKind.TIMER, later, payload={"v": 2}))
+            sent = [(n, on) for n, on, _ in commands.take() if on in ("1", "timers", "timers_dead")]
+            release.set()
+            stored = scheduler.get("x")
+        assert stored is not None and stored.payload == {"v": 2}
+        assert database["timers_dead"].count_documents({}) == 0
+        assert sent[-1] == ("delete", "timers_dead")
+        assert ("findAndModify", "timers") in sent
+        assert sent[0] == (("bulkWrite", "1") if capable else ("update", "timers"))

@@ -277,3 +277,14 @@ def test_a_refusal_of_one_batch_before_anything_applied_keeps_trying_the_next() 
     answer = _answer(_refused(OperationFailure("object to insert too large", 10334)), capability)
     assert answer is None  # this batch the old way, which names the bad write
     assert capability.usable
+
+
+def test_in_order_the_writes_after_a_refused_one_are_handed_back_with_it() -> None:
+    # A schedule's form, then the removal of its id's dead letter: the server stops at the
+    # form it refuses (a running form: a duplicate key), so the letter was not tried either.
+    steps = together_steps([ITEMS, HISTORY], Capability(True), ordered=True)
+    op = _first(steps)
+    assert isinstance(op, Together) and op.ordered
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused(write_errors=[0]))
+    assert done.value.value == Done([Counts(), Counts()], [ITEMS[1], HISTORY[1]])
