@@ -20,32 +20,19 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo import MongoClient, monitoring
+import mongo_bench as mb
+from pymongo import MongoClient
 
 import flowsched
 from flowsched.mongo import MongoScheduler
 from flowsched.port import ScheduleItem, ScheduleKind
 
 
-class Count(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.sent = 0
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
 def main() -> int:
     if len(sys.argv) not in (2, 3):
         raise SystemExit(__doc__)
     calls = int(sys.argv[2]) if len(sys.argv) == 3 else 400
-    count = Count()
+    count = mb.Commands()  # the bench's own round-trip count
     client: MongoClient[dict[str, Any]] = MongoClient(
         sys.argv[1], tz_aware=True, event_listeners=[count]
     )
@@ -55,14 +42,14 @@ def main() -> int:
         scheduler.exists("warm-up")  # the indexes, once
         due = datetime.now(UTC) + timedelta(hours=1)
         times = []
-        count.sent = 0
+        count.take()
         for n in range(calls):
             start = time.perf_counter()
             scheduler.schedule(ScheduleItem(f"t-{n}", ScheduleKind.TIMER, due))
             times.append(time.perf_counter() - start)
         tree = str(flowsched.__file__).rsplit("/flowsched/", 1)[0]
         median_ms = round(1000 * statistics.median(times), 3)
-        print(json.dumps({"tree": tree, "median_ms": median_ms, "commands": count.sent / calls}))
+        print(json.dumps({"tree": tree, "median_ms": median_ms, "commands": count.take() / calls}))
     finally:
         client.drop_database(database.name)
         client.close()
