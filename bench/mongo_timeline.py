@@ -8,7 +8,7 @@ VARIANT switched off when given (``bare``, ``bare-deep``, ...; none: the code on
 ``PYTHONPATH``, so main 989defa runs through the same script with
 ``PYTHONPATH=/tmp/base989``). Every command the node sends is timed from pymongo's
 ``started`` to its ``succeeded`` event. Prints, as one JSON line, over the firing window (the
-first due time to the node's last delete):
+first due time to the node's last settle, a ``delete`` or a ``bulkWrite``):
 
 * ``window_s``: that window; ``busy``: the share of it with at least one command in flight
   (the change stream's awaiting ``getMore`` and the node's heartbeats left out): near 1, the
@@ -80,7 +80,9 @@ def busy_time(spans: list[Span]) -> float:
 
 
 def summary(spans: list[Span], first: float, fired: int) -> dict[str, Any]:
-    settles = [s for s in spans if s[2] == "delete:timers" and s[0] >= first]
+    # A settle: a delete of the timers, or a client-level bulkWrite (the settle and its
+    # history in one command, where the server has it).
+    settles = [s for s in spans if s[2] in ("delete:timers", "bulkWrite") and s[0] >= first]
     if not settles:
         raise SystemExit("no settle in the run")
     last = max(s[1] for s in settles)

@@ -62,6 +62,7 @@ __all__ = ["MongoStoreArgs", "MongoStoreAttributes", "TimerSteps"]
 
 _RUNNING = {"_id": 1, "generation": 1, "attempts": 1, "claim": 1}
 _BEFORE = ReturnDocument.BEFORE
+_DUPLICATE_KEY = 11000  # the server's code: a unique index (here `_id`) refused the write
 _READY = {"ready_at": 1}
 """What a removal reads back of the form it removed: its running attempt, if any."""
 
@@ -190,7 +191,9 @@ class TimerSteps(ClaimSteps):
             done = yield from together_steps(parts, self.roles.together, ordered=True)
             if done is not None and not any(done.refused):
                 return stored
-            if done is None or done.refused[0]:
+            if done is not None and done.codes.get(0) == _DUPLICATE_KEY:
+                raise DuplicateKeyError("the upsert met a form it did not match", _DUPLICATE_KEY)
+            if done is None or done.refused[0]:  # on its own: its error, or it goes now
                 yield Call("items", "replace_one", (idle, document), {"upsert": True})
         except DuplicateKeyError:  # running (its attempt is kept), fenced out, or a race
             options = {"projection": _RUNNING, "upsert": True, "return_document": _BEFORE}

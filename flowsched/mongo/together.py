@@ -2,11 +2,12 @@
 
 A settle writes the outcomes to the items collection and the attempts that ended to
 ``<name>_history`` (:mod:`flowsched.mongo.history`); a cancel that meets a started delivery
-removes the item and keeps its attempt (:mod:`flowsched.mongo.keep_started`). Two
-collections: two ``bulk_write`` commands on a server before MongoDB 8.0. MongoDB 8.0's
-client-level ``bulkWrite`` takes writes to several collections in one command, and
-:func:`together_steps` sends the parts that way (:class:`~flowsched.mongo.commands.Together`,
-unordered: a part never waits for the other to succeed), with the items collection's write
+removes the item and keeps its attempt (:mod:`flowsched.mongo.keep_started`); a schedule
+stores its form and removes its id's dead letter (:mod:`flowsched.mongo.timer_ops`). Two
+collections: two commands on a server before MongoDB 8.0. MongoDB 8.0's client-level
+``bulkWrite`` takes writes to several collections in one command, and :func:`together_steps`
+sends the parts that way (:class:`~flowsched.mongo.commands.Together`; unordered, a part never
+waiting for the other to succeed, unless ``ordered``), with the items collection's write
 concern. What comes back:
 
 * **all applied**: each part's counts;
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pymongo.errors import (
@@ -90,10 +91,12 @@ def encodes_alike(*collections: Any) -> bool:
 @dataclass(frozen=True, slots=True)
 class Done:
     """What one command did: each part's counts, and each part's writes the server refused
-    (to be sent again on their own)."""
+    (to be sent again on their own); ``codes``: the server's error code of each refused
+    write, by its index in the command (a write not tried, in order, has none)."""
 
     counts: list[Counts]
     refused: list[list[Write]]
+    codes: Mapping[int, int] = field(default_factory=dict)
 
 
 def together_steps(
@@ -133,7 +136,9 @@ def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability)
         code, message = first.get("code"), str(first.get("errmsg", "write concern error"))
         timed_out = code == 64 or bool((first.get("errInfo") or {}).get("wtimeout"))
         raise (WTimeoutError if timed_out else WriteConcernError)(message, code, first) from exc
-    refused = {int(write["idx"]) for write in details.get("writeErrors") or []}
+    errors = details.get("writeErrors") or []
+    codes = {int(write["idx"]): int(write.get("code") or 0) for write in errors}
+    refused = set(codes)
     if op.ordered and refused:  # the writes after the first refused one were not tried
         refused |= set(range(min(refused), sum(len(writes) for _, writes in op.parts)))
     result = exc.partial_result
@@ -143,5 +148,5 @@ def _partly(op: Together, exc: ClientBulkWriteException, capability: Capability)
         indexes = range(first_index, first_index + len(writes))
         per_part.append([writes[n - first_index] for n in indexes if n in refused])
         first_index += len(writes)
-    log.debug("%d writes refused inside a bulkWrite, sent again on their own", len(refused))
-    return Done(counts, per_part)
+    log.debug("%d writes refused (or, in order, not tried) inside a bulkWrite", len(refused))
+    return Done(counts, per_part, codes)

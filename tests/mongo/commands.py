@@ -19,13 +19,15 @@ class Commands(monitoring.CommandListener):
 
     def __init__(self) -> None:
         self.sent: list[Sent] = []
+        self.replies: list[tuple[str, dict[str, Any]]] = []
+        """Each reply, as ``(command name, reply)``, in the order they came."""
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         name = event.command_name
         self.sent.append((name, str(event.command.get(name)), dict(event.command)))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
+        self.replies.append((event.command_name, dict(event.reply)))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass

@@ -96,7 +96,7 @@ def test_a_refused_write_inside_the_command_is_handed_back_and_what_applied_is_c
     capability = Capability(True)
     answer = _answer(_refused(write_errors=[1]), capability)  # the history's upsert refused
     # The delete applied (a cancel must still say True): counted, not sent again.
-    assert answer == Done([Counts(deleted=1), Counts()], [[], HISTORY[1]])
+    assert answer == Done([Counts(deleted=1), Counts()], [[], HISTORY[1]], {1: 2})
     assert capability.usable  # the server can: only that write goes the old way
 
 
@@ -287,4 +287,14 @@ def test_in_order_the_writes_after_a_refused_one_are_handed_back_with_it() -> No
     assert isinstance(op, Together) and op.ordered
     with pytest.raises(StopIteration) as done:
         steps.throw(_refused(write_errors=[0]))
-    assert done.value.value == Done([Counts(), Counts()], [ITEMS[1], HISTORY[1]])
+    assert done.value.value == Done([Counts(), Counts()], [ITEMS[1], HISTORY[1]], {0: 2})
+
+
+def test_in_order_a_refusal_inside_a_part_hands_back_the_rest_of_it_and_the_next_part() -> None:
+    first, second = Write({"_id": "a"}), Write({"_id": "b"})
+    parts = [("items", [first, second]), HISTORY]
+    steps = together_steps(parts, Capability(True), ordered=True)
+    _first(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_refused(write_errors=[1]))  # the first delete applied, the second refused
+    assert done.value.value == Done([Counts(deleted=1), Counts()], [[second], HISTORY[1]], {1: 2})
