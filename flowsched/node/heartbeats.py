@@ -126,6 +126,7 @@ class AsyncBeats(_Beat[_AsyncBeating]):
     """:class:`Beats` as an asyncio task."""
 
     _task: asyncio.Task[None] | None = None
+    _stopping = False
 
     def start(self) -> None:
         """Beat now and every interval, in a task of the running loop."""
@@ -150,17 +151,20 @@ class AsyncBeats(_Beat[_AsyncBeating]):
         """Stop beating; remove the node's row if it ever beat."""
         if self._task is None:
             return  # never started
+        self._stopping = True  # ends the loop even if a layer below swallows the cancel
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await asyncio.wait({self._task})  # a cancel of stop() itself is not swallowed here
         self._task = None
         with contextlib.suppress(*SKIPPED):
             await self.store.leave(self.node)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(*SKIPPED):
                 await self.store.heartbeat(self.node, self.routes(), self.ttl)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancel that
+            # meets the wait's own end (cpython gh-86296), and stop() then waited forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), self.every)
+                async with asyncio.timeout(self.every):
+                    await self._poked.wait()
             self._poked.clear()

@@ -13,7 +13,6 @@ one costs at most a poll interval.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -113,6 +112,7 @@ class AsyncListener(_Listening):
     """:class:`Listener` as an asyncio task (``on_wake`` is called in the loop)."""
 
     _task: asyncio.Task[None] | None = None
+    _stopping = False
 
     def start(self) -> None:
         """Start listening (a task of the running loop)."""
@@ -121,14 +121,14 @@ class AsyncListener(_Listening):
     async def stop(self) -> None:
         """Stop listening and close the connection."""
         if self._task is not None:
+            self._stopping = True  # ends the loop even if a layer below swallows the cancel
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # a cancel of stop() itself is not swallowed
             self._task = None
 
     async def _run(self) -> None:
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
                 async with conn:

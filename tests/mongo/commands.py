@@ -3,6 +3,7 @@ trip), as ``(name, collection, command)``."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -18,13 +19,18 @@ class Commands(monitoring.CommandListener):
     """Records the commands a client sends; :meth:`take` hands them over and starts afresh."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.sent: list[Sent] = []
+        self.threads: list[int] = []
+        """The thread that sent each of :attr:`sent` (pymongo calls :meth:`started` in it)."""
         self.replies: list[tuple[str, dict[str, Any]]] = []
         """Each reply, as ``(command name, reply)``, in the order they came."""
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         name = event.command_name
-        self.sent.append((name, str(event.command.get(name)), dict(event.command)))
+        with self._lock:  # the two lists stay in step for take_mine
+            self.sent.append((name, str(event.command.get(name)), dict(event.command)))
+            self.threads.append(threading.get_ident())
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         self.replies.append((event.command_name, dict(event.reply)))
@@ -33,8 +39,18 @@ class Commands(monitoring.CommandListener):
         pass
 
     def take(self) -> list[Sent]:
-        sent, self.sent = self.sent, []
+        with self._lock:
+            sent, self.sent, self.threads = self.sent, [], []
         return sent
+
+    def take_mine(self) -> list[Sent]:
+        """What the calling thread sent since the last take (not a running node's own
+        threads: its claims, settles and next-due queries); all of it is taken."""
+        with self._lock:
+            sent, threads = self.sent, self.threads
+            self.sent, self.threads = [], []
+        here = threading.get_ident()
+        return [one for one, by in zip(sent, threads, strict=True) if by == here]
 
     def take_names(self) -> Counter[str]:
         """How many commands of each name were sent since the last take."""
