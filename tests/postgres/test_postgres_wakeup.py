@@ -8,6 +8,8 @@ import queue
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import pytest
+
 from flowsched.postgres.async_store import AsyncPostgresTimerStore
 from flowsched.postgres.store import PostgresTimerStore
 from flowsched.postgres.wakeup import AsyncListener, Listener
@@ -65,5 +67,20 @@ def test_the_async_listener_hears_the_same(
                 raise AssertionError("no notification within 10 s")
             finally:
                 await listener.stop()
+
+    asyncio.run(main())
+
+
+def test_an_async_listener_stops_and_a_cancelled_stop_is_cancelled(postgres_url: str) -> None:
+    async def main() -> None:
+        listener = AsyncListener(postgres_url, "flowsched_stop_check", lambda route: None)
+        listener.start()
+        await asyncio.sleep(0.2)  # connected and listening, most likely
+        stopping = asyncio.ensure_future(listener.stop())
+        await asyncio.sleep(0)  # stop() waits for the listening task's end
+        stopping.cancel()
+        with pytest.raises(asyncio.CancelledError):  # not swallowed with the task's cancel
+            await stopping
+        await asyncio.wait_for(listener.stop(), 5)  # and stopping again ends it
 
     asyncio.run(main())
