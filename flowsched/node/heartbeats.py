@@ -152,8 +152,11 @@ class AsyncBeats(_Beat[_AsyncBeating]):
         if self._task is None:
             return  # never started
         self._stopping = True  # ends the loop even if a layer below swallows the cancel
-        self._task.cancel()
-        await asyncio.wait({self._task})  # a cancel of stop() itself is not swallowed here
+        task = self._task
+        task.cancel()
+        await asyncio.wait({task})  # a cancel of stop() itself is not swallowed here
+        if not task.cancelled():
+            task.result()  # an error it died of, as before (a stopped loop returns None)
         self._task = None
         with contextlib.suppress(*SKIPPED):
             await self.store.leave(self.node)

@@ -122,8 +122,11 @@ class AsyncListener(_Listening):
         """Stop listening and close the connection."""
         if self._task is not None:
             self._stopping = True  # ends the loop even if a layer below swallows the cancel
-            self._task.cancel()
-            await asyncio.wait({self._task})  # a cancel of stop() itself is not swallowed
+            task = self._task
+            task.cancel()
+            await asyncio.wait({task})  # a cancel of stop() itself is not swallowed
+            if not task.cancelled():
+                task.result()  # an error it died of, as before (a stopped loop returns None)
             self._task = None
 
     async def _run(self) -> None:

@@ -75,3 +75,14 @@ async def test_a_cancelled_stop_is_cancelled() -> None:
     stopping.cancel()
     with pytest.raises(asyncio.CancelledError):
         await stopping
+
+
+async def test_an_error_the_heartbeat_died_of_is_raised_by_stop() -> None:
+    class Broken(Store):
+        async def heartbeat(self, node: str, routes: frozenset[str], ttl: timedelta) -> None:
+            raise RuntimeError("a bug in the store")
+
+    beats = started(Broken())
+    await asyncio.sleep(0.01)
+    with pytest.raises(RuntimeError, match="a bug in the store"):  # not lost at the close
+        await beats.stop()
