@@ -46,11 +46,19 @@ class Commands(monitoring.CommandListener):
     def take_mine(self) -> list[Sent]:
         """What the calling thread sent since the last take (not a running node's own
         threads: its claims, settles and next-due queries); all of it is taken."""
+        return self._take_by(mine=True)
+
+    def take_others(self) -> list[Sent]:
+        """What other threads sent since the last take (a running node's, not the test's
+        own reads while it waits); all of it is taken."""
+        return self._take_by(mine=False)
+
+    def _take_by(self, *, mine: bool) -> list[Sent]:
         with self._lock:
             sent, threads = self.sent, self.threads
             self.sent, self.threads = [], []
         here = threading.get_ident()
-        return [one for one, by in zip(sent, threads, strict=True) if by == here]
+        return [one for one, by in zip(sent, threads, strict=True) if (by == here) == mine]
 
     def take_names(self) -> Counter[str]:
         """How many commands of each name were sent since the last take."""

@@ -45,7 +45,10 @@ def test_a_killed_node_s_claims_are_redelivered_after_the_lease(
     # renewals for seconds, and a survivor whose own lease lapses gives its claims back (and
     # may see them run elsewhere) - which is right, but not what this test is about.
     options = {"lease": 6.0, "handler_seconds": 0.2, "redelivery": 0.3}
-    nodes.start("victim", "n2", "n3", **options)
+    # The victim's handlers take longer, so it holds claims for longer than one poll of the
+    # test's check under load: a kill between the check and its claims' settles tested nothing.
+    nodes.start("victim", **{**options, "handler_seconds": 1.0})
+    nodes.start("n2", "n3", **options)
     # Due over 6 s, so the victim is still claiming when it is seen delivering.
     with Spread(mongo_db, 300, timedelta(seconds=1), timedelta(seconds=6)) as spread:
         held = kill_while_holding(mongo_db, nodes, "victim")
