@@ -3,8 +3,8 @@ told to, even when its wait for the next beat ends in the same turn of the loop.
 
 Python 3.11's ``asyncio.wait_for`` drops a cancel that arrives as the awaited thing
 completes (cpython gh-86296): a heartbeat stopped right after a poke went on beating, and
-``aclose()`` of an ``AsyncMongoScheduler`` waited for it forever (seen on the wire server:
-about one close in three hung under load)."""
+``aclose()`` of an ``AsyncMongoScheduler`` waited for it forever (seen in CI on the wire
+server; a loop of start and close hung at its 3rd close)."""
 
 from __future__ import annotations
 
