@@ -87,10 +87,11 @@ def test_firing_costs_a_bounded_share_of_a_round_trip_per_item(counted, workers,
     with scheduler:
         assert done.wait(WAIT)
         assert eventually(lambda: collection.count_documents({}) == 0)  # all settled
-        # The node's commands: not this test's count_documents (an aggregate) while it waits.
+        # The node's threads' commands: not this thread's (start()'s set-up, and the
+        # count_documents polls above: an aggregate each, as many as the wait takes).
         seen = Counter((name, target) for name, target, _ in commands.take_others())
     # The heartbeats (timers_nodes) are not firing; all the rest is: the bucket count's
-    # check, the poison audit, claims (find + update), settles (one delete of the completed
+    # check, claims (find + update), settles (one delete of the completed
     # items and one history update per batch of outcomes) and next-due queries after short
     # claims. 100 workers start on claim (claims of up to min(batch, free workers), started
     # as they are claimed); 8 queue batches of 100 and confirm each wave of 8 (an update).
