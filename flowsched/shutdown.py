@@ -42,6 +42,7 @@ __all__ = [
     "bounded_close",
     "check_shutdown_timeout",
     "close_within",
+    "end_task",
 ]
 
 log = logging.getLogger("flowsched.shutdown")
@@ -203,3 +204,16 @@ def bounded_aclose(aclose: A) -> A:
         await aclose_within(run, limit, self._core, self)
 
     return cast(A, bounded)
+
+
+async def end_task(task: asyncio.Task[None]) -> None:
+    """Cancel a background ``task`` and wait for its end; raise the error it died of, if any.
+
+    A cancel of the caller is not swallowed here (``suppress(CancelledError)`` around
+    ``await task`` did that). The task's loop should also test a stop flag the caller sets
+    first: Python 3.11's ``asyncio.wait_for`` drops a cancel that meets the end of its own
+    wait (cpython gh-86296), so a cancel alone may not end a loop."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.result()  # a stopped loop returns None

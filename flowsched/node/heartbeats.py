@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
 from flowsched.errors import ConfigError, SchedulerUnavailable
+from flowsched.shutdown import end_task
 
 __all__ = ["AsyncBeats", "Beats", "LiveNode", "beat_interval", "node_ttl"]
 
@@ -152,11 +153,7 @@ class AsyncBeats(_Beat[_AsyncBeating]):
         if self._task is None:
             return  # never started
         self._stopping = True  # ends the loop even if a layer below swallows the cancel
-        task = self._task
-        task.cancel()
-        await asyncio.wait({task})  # a cancel of stop() itself is not swallowed here
-        if not task.cancelled():
-            task.result()  # an error it died of, as before (a stopped loop returns None)
+        await end_task(self._task)
         self._task = None
         with contextlib.suppress(*SKIPPED):
             await self.store.leave(self.node)

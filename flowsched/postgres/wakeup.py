@@ -21,6 +21,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from flowsched.shutdown import end_task
+
 __all__ = ["AsyncListener", "Listener", "conninfo_of"]
 
 log = logging.getLogger("flowsched.postgres")
@@ -122,11 +124,7 @@ class AsyncListener(_Listening):
         """Stop listening and close the connection."""
         if self._task is not None:
             self._stopping = True  # ends the loop even if a layer below swallows the cancel
-            task = self._task
-            task.cancel()
-            await asyncio.wait({task})  # a cancel of stop() itself is not swallowed
-            if not task.cancelled():
-                task.result()  # an error it died of, as before (a stopped loop returns None)
+            await end_task(self._task)
             self._task = None
 
     async def _run(self) -> None:
